@@ -1,0 +1,159 @@
+//! Expand stage: the handler with its route attribute re-emitted, a marker guard, and one
+//! `inventory` registration. The handler's own tokens are left untouched.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote};
+use syn::{spanned::Spanned, ItemFn};
+
+use crate::{
+    args::{Algorithm, Args, FailMode, IdentityPart},
+    ctxt::Ctxt,
+    route,
+    valid::{self, PolicyModel},
+};
+
+pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
+    let mut function: ItemFn = match syn::parse2(item.clone()) {
+        Ok(function) => function,
+        Err(_) => {
+            let error = syn::Error::new(
+                Span::call_site(),
+                "`#[rate_limit]` goes on an `async fn` route handler, directly above its route attribute (`#[get]`, `#[post]`, ...)",
+            );
+            return with_error(item, error);
+        }
+    };
+    match expand(args, &mut function) {
+        Ok(tokens) => tokens,
+        Err(error) => {
+            // Emit the item without our attributes so one typo does not become ten errors;
+            // the route attribute stays, so the handler still exists for the rest of the code.
+            function.attrs.retain(|a| !route::is_rate_limit(a));
+            with_error(quote!(#function), error)
+        }
+    }
+}
+
+fn with_error(item: TokenStream, error: syn::Error) -> TokenStream {
+    let error = error.to_compile_error();
+    quote! {
+        #error
+        #item
+    }
+}
+
+fn expand(args: TokenStream, function: &mut ItemFn) -> syn::Result<TokenStream> {
+    let mut cx = Ctxt::default();
+    let mut stack = vec![Args::parse(args, Span::call_site(), &mut cx)];
+    // Stacked declarations below this one are ours to read: take them off the item.
+    let mut kept = Vec::new();
+    for attr in std::mem::take(&mut function.attrs) {
+        if route::is_rate_limit(&attr) {
+            let tokens = match &attr.meta {
+                syn::Meta::List(list) => list.tokens.clone(),
+                _ => TokenStream::new(),
+            };
+            stack.push(Args::parse(tokens, attr.span(), &mut cx));
+        } else {
+            kept.push(attr);
+        }
+    }
+    function.attrs = kept;
+
+    if function.sig.asyncness.is_none() {
+        cx.error(
+            function.sig.fn_token.span(),
+            "`#[rate_limit]` needs an `async fn` handler; add `async`",
+        );
+    }
+    let route = route::find(&function.attrs, function.sig.ident.span(), &mut cx);
+    let methods = route.as_ref().map(|r| r.methods.clone()).unwrap_or_default();
+    let policy = valid::validate(&stack, &methods, &mut cx);
+    cx.check()?;
+    let (route, policy) = match (route, policy) {
+        (Some(route), Some(policy)) => (route, policy),
+        _ => unreachable!("every failure path reports an error"),
+    };
+
+    let name = &function.sig.ident;
+    let name_text = name.to_string();
+    let marker_fn = format_ident!("__ratelimit_marker_{}", name);
+    let declaration = format_ident!("__RATELIMIT_DECLARATION_{}", name);
+    let marker_fn_text = marker_fn.to_string();
+    let wrap = format!("::ratelimit_runtime::__private::RouteGuard::new(&{declaration})");
+    let rewritten = route.rewrite(&function.attrs[route.index], &marker_fn_text, &wrap);
+    function.attrs[route.index] = rewritten;
+
+    let path = &route.path;
+    let methods = &route.methods;
+    let policy = policy_tokens(&policy);
+    Ok(quote! {
+        #function
+
+        #[doc(hidden)]
+        #[allow(non_snake_case)]
+        fn #marker_fn(_: &::ratelimit_runtime::__private::actix_web::guard::GuardContext<'_>) -> bool {
+            true
+        }
+
+        #[doc(hidden)]
+        #[allow(non_upper_case_globals)]
+        const #declaration: ::ratelimit_runtime::__private::RouteDeclaration =
+            ::ratelimit_runtime::__private::RouteDeclaration {
+                module: ::core::module_path!(),
+                function: #name_text,
+                methods: &[#(#methods),*],
+                path: #path,
+                policy: #policy,
+                marker: ::core::concat!(::core::module_path!(), "::", #marker_fn_text),
+                location: ::core::concat!(::core::file!(), ":", ::core::line!()),
+            };
+
+        ::ratelimit_runtime::__private::inventory::submit! { #declaration }
+    })
+}
+
+fn policy_tokens(policy: &PolicyModel) -> TokenStream {
+    let p = quote!(::ratelimit_runtime::__private);
+    match policy {
+        PolicyModel::Exempt(reason) => quote!(#p::Policy::exempt(#reason)),
+        PolicyModel::Limited {
+            limits,
+            identity,
+            fail,
+            shadow,
+        } => {
+            let limits = limits.iter().map(|l| {
+                let max = l.max;
+                let window = l.window_millis;
+                let algorithm = match l.algorithm {
+                    Algorithm::FixedWindow => quote!(FixedWindow),
+                    Algorithm::SlidingWindow => quote!(SlidingWindow),
+                    Algorithm::SlidingLog => quote!(SlidingLog),
+                    Algorithm::Gcra => quote!(Gcra),
+                };
+                quote!(#p::Limit::new(#max, #p::Window::from_millis(#window), #p::Algorithm::#algorithm))
+            });
+            let identity = match identity {
+                None => quote!(#p::Identity::UserIdElseIp),
+                Some(parts) => {
+                    let parts = parts.iter().map(|part| match part {
+                        IdentityPart::Ip => quote!(#p::IdentityPart::Ip),
+                        IdentityPart::Username => quote!(#p::IdentityPart::Username),
+                        IdentityPart::UserId => quote!(#p::IdentityPart::UserId),
+                        IdentityPart::ApiKey => quote!(#p::IdentityPart::ApiKey),
+                        IdentityPart::Header(name) => quote!(#p::IdentityPart::Header(#name)),
+                    });
+                    quote!(#p::Identity::Parts(&[#(#parts),*]))
+                }
+            };
+            let fail = match fail {
+                FailMode::Open => quote!(#p::FailMode::Open),
+                FailMode::Closed => quote!(#p::FailMode::Closed),
+            };
+            quote! {
+                #p::Policy::Limited(#p::RoutePolicy::new(&[#(#limits),*], #identity, #fail, #shadow))
+            }
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! "did you mean" suggestions for near-miss spellings.
+
+/// The closest candidate to `input`, when it is close enough to be a likely typo.
+pub(crate) fn closest<'a>(input: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let input = input.to_ascii_lowercase();
+    candidates
+        .iter()
+        .map(|c| (strsim::damerau_levenshtein(&input, c), *c))
+        .filter(|(distance, c)| *distance <= 2.max(c.len() / 3))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, c)| c)
+}
+
+/// `; did you mean `x`?` or nothing.
+pub(crate) fn did_you_mean(input: &str, candidates: &[&str]) -> String {
+    match closest(input, candidates) {
+        Some(candidate) => format!("; did you mean `{candidate}`?"),
+        None => String::new(),
+    }
+}
+
+/// `` `a`, `b`, `c` ``.
+pub(crate) fn list(candidates: &[&str]) -> String {
+    candidates
+        .iter()
+        .map(|c| format!("`{c}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,128 @@
+//! The submitted username, read from a JSON or form body with a bounded buffer and put back
+//! so the handler receives the body byte for byte.
+
+use actix_web::{
+    dev::{Payload, ServiceRequest},
+    error::PayloadError,
+    http::header::{CONTENT_LENGTH, CONTENT_TYPE},
+    web::{Bytes, BytesMut},
+    HttpMessage as _,
+};
+use futures_util::{stream, StreamExt as _};
+
+/// The default body buffer: 64 KiB.
+pub const DEFAULT_BODY_LIMIT: usize = 64 * 1024;
+
+/// Which body field holds the username, and how much body may be buffered to find it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsernameField {
+    field: String,
+    limit: usize,
+}
+
+impl Default for UsernameField {
+    fn default() -> Self {
+        UsernameField {
+            field: "username".to_owned(),
+            limit: DEFAULT_BODY_LIMIT,
+        }
+    }
+}
+
+impl UsernameField {
+    /// Reads the username from `field`, buffering at most `limit` bytes of body.
+    pub fn new(field: &str, limit: usize) -> Self {
+        UsernameField {
+            field: field.to_owned(),
+            limit,
+        }
+    }
+
+    /// The username, or `None` when the body is not JSON or a form, is larger than the
+    /// limit, cannot be parsed, or has no such string field. The body is always put back.
+    pub(crate) async fn read(&self, req: &mut ServiceRequest) -> Option<String> {
+        let kind = BodyKind::of(req)?;
+        let declared_len = req
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if declared_len.is_some_and(|len| len > self.limit as u64) {
+            return None;
+        }
+        let body = buffer_and_restore(req, self.limit).await?;
+        match kind {
+            BodyKind::Json => {
+                let value: serde_json::Value = serde_json::from_slice(&body).ok()?;
+                value.get(&self.field)?.as_str().map(str::to_owned)
+            }
+            BodyKind::Form => form_urlencoded::parse(&body)
+                .find(|(name, _)| *name == self.field)
+                .map(|(_, value)| value.into_owned()),
+        }
+        .filter(|name| !name.trim().is_empty())
+    }
+}
+
+enum BodyKind {
+    Json,
+    Form,
+}
+
+impl BodyKind {
+    fn of(req: &ServiceRequest) -> Option<BodyKind> {
+        let content_type = req.headers().get(CONTENT_TYPE)?.to_str().ok()?;
+        let essence = content_type.split(';').next()?.trim().to_ascii_lowercase();
+        if essence == "application/json" || essence.ends_with("+json") {
+            Some(BodyKind::Json)
+        } else if essence == "application/x-www-form-urlencoded" {
+            Some(BodyKind::Form)
+        } else {
+            None
+        }
+    }
+}
+
+/// Reads up to `limit` bytes of the body and puts everything back: the buffered bytes
+/// followed by whatever the stream still holds (including an error it produced).
+/// Returns the whole body when it fits in `limit`.
+async fn buffer_and_restore(req: &mut ServiceRequest, limit: usize) -> Option<Bytes> {
+    let mut payload = req.take_payload();
+    let mut buffered = BytesMut::new();
+    let mut failure: Option<PayloadError> = None;
+    let mut complete = true;
+    while let Some(chunk) = payload.next().await {
+        match chunk {
+            Ok(chunk) => {
+                buffered.extend_from_slice(&chunk);
+                if buffered.len() > limit {
+                    complete = false;
+                    break;
+                }
+            }
+            Err(error) => {
+                failure = Some(error);
+                complete = false;
+                break;
+            }
+        }
+    }
+    let buffered = buffered.freeze();
+    if complete {
+        req.set_payload(bytes_payload(buffered.clone()));
+        return Some(buffered);
+    }
+    let head = stream::iter([Ok(buffered)]);
+    let restored: actix_http::BoxedPayloadStream = match failure {
+        Some(error) => Box::pin(head.chain(stream::iter([Err(error)]))),
+        None => Box::pin(head.chain(payload)),
+    };
+    req.set_payload(Payload::from(restored));
+    None
+}
+
+fn bytes_payload(bytes: Bytes) -> Payload {
+    let (_, mut payload) = actix_http::h1::Payload::create(true);
+    payload.unread_data(bytes);
+    Payload::from(payload)
+}

@@ -1,0 +1,271 @@
+//! The client address, honest about proxies.
+//!
+//! Each trusted proxy appends the address it saw to `X-Forwarded-For` (or `Forwarded`), so
+//! the entry a limiter may believe is the one `hops` places from the right; everything to
+//! its left is whatever the client sent. With zero hops the headers are ignored.
+
+use std::net::{IpAddr, Ipv6Addr};
+
+use actix_web::{
+    dev::ServiceRequest,
+    http::header::{HeaderMap, FORWARDED},
+};
+
+/// The most forwarding entries read from one request; a longer chain falls back to the peer
+/// address rather than costing unbounded work.
+const MAX_ENTRIES: usize = 64;
+
+/// Which forwarding header the trusted proxies write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2`.
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded: for=client, for=proxy1`.
+    Forwarded,
+}
+
+/// How many proxies the operator runs in front of the app, and how IPv6 clients are grouped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrustedProxies {
+    hops: usize,
+    header: ForwardedHeader,
+    ipv6_prefix: u8,
+}
+
+impl Default for TrustedProxies {
+    /// No trusted proxy (the peer address is the client), IPv6 grouped by /64.
+    fn default() -> Self {
+        TrustedProxies {
+            hops: 0,
+            header: ForwardedHeader::XForwardedFor,
+            ipv6_prefix: 64,
+        }
+    }
+}
+
+impl TrustedProxies {
+    /// `hops` proxies that the operator controls sit in front of the app.
+    pub fn hops(hops: usize) -> Self {
+        TrustedProxies {
+            hops,
+            ..Self::default()
+        }
+    }
+
+    /// Reads `header` instead of `X-Forwarded-For`.
+    pub fn header(mut self, header: ForwardedHeader) -> Self {
+        self.header = header;
+        self
+    }
+
+    /// Groups IPv6 clients by this prefix length (default 64), so one host cannot rotate
+    /// through its own subnet.
+    ///
+    /// # Panics
+    ///
+    /// When `bits` is above 128.
+    pub fn ipv6_prefix(mut self, bits: u8) -> Self {
+        assert!(bits <= 128, "an IPv6 prefix is at most 128 bits");
+        self.ipv6_prefix = bits;
+        self
+    }
+
+    /// The configured number of trusted hops.
+    pub fn trusted_hops(&self) -> usize {
+        self.hops
+    }
+
+    /// The client address bucket for this request, as text (`203.0.113.7`, `2001:db8::/64`).
+    pub fn client_ip(&self, req: &ServiceRequest) -> String {
+        let peer = req.peer_addr().map(|a| a.ip());
+        match self.resolve(peer, req.headers()) {
+            Some(ip) => self.bucket(ip),
+            None => "unknown".to_owned(),
+        }
+    }
+
+    /// The client address: the trusted entry of the forwarding header, else the peer.
+    pub fn resolve(&self, peer: Option<IpAddr>, headers: &HeaderMap) -> Option<IpAddr> {
+        if self.hops == 0 {
+            return peer;
+        }
+        let entries = match self.header {
+            ForwardedHeader::XForwardedFor => forwarded_for_entries(headers),
+            ForwardedHeader::Forwarded => forwarded_entries(headers),
+        };
+        match entries {
+            Some(entries) if entries.len() >= self.hops => {
+                parse_ip(entries[entries.len() - self.hops]).or(peer)
+            }
+            _ => peer,
+        }
+    }
+
+    /// The text a limit counts: IPv4 as is, IPv6 as its network under the configured prefix.
+    pub fn bucket(&self, ip: IpAddr) -> String {
+        match ip {
+            IpAddr::V4(v4) => v4.to_string(),
+            IpAddr::V6(v6) => {
+                if let Some(v4) = v6.to_ipv4_mapped() {
+                    return v4.to_string();
+                }
+                if self.ipv6_prefix >= 128 {
+                    return v6.to_string();
+                }
+                let bits = u128::from(v6);
+                let mask = if self.ipv6_prefix == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - u32::from(self.ipv6_prefix))
+                };
+                format!("{}/{}", Ipv6Addr::from(bits & mask), self.ipv6_prefix)
+            }
+        }
+    }
+}
+
+/// All `X-Forwarded-For` entries, in order, across repeated header lines; `None` when
+/// there are too many or a line is not text.
+fn forwarded_for_entries(headers: &HeaderMap) -> Option<Vec<&str>> {
+    let mut entries = Vec::new();
+    for value in headers.get_all("x-forwarded-for") {
+        for entry in value.to_str().ok()?.split(',') {
+            entries.push(entry.trim());
+            if entries.len() > MAX_ENTRIES {
+                return None;
+            }
+        }
+    }
+    Some(entries)
+}
+
+/// The `for=` values of RFC 7239 `Forwarded`, in order.
+fn forwarded_entries(headers: &HeaderMap) -> Option<Vec<&str>> {
+    let mut entries = Vec::new();
+    for value in headers.get_all(FORWARDED) {
+        for element in value.to_str().ok()?.split(',') {
+            let node = element.split(';').find_map(|pair| {
+                let (name, value) = pair.split_once('=')?;
+                name.trim()
+                    .eq_ignore_ascii_case("for")
+                    .then(|| value.trim().trim_matches('"'))
+            });
+            // An element without `for=` still counts as a hop.
+            entries.push(node.unwrap_or(""));
+            if entries.len() > MAX_ENTRIES {
+                return None;
+            }
+        }
+    }
+    Some(entries)
+}
+
+/// An address as proxies write it: `1.2.3.4`, `1.2.3.4:80`, `2001:db8::1`,
+/// `[2001:db8::1]:443`, `fe80::1%eth0`.
+fn parse_ip(entry: &str) -> Option<IpAddr> {
+    let entry = entry.trim();
+    if let Ok(ip) = entry.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    if let Some(rest) = entry.strip_prefix('[') {
+        let host = rest.split(']').next()?;
+        return host.split('%').next()?.parse::<Ipv6Addr>().ok().map(IpAddr::V6);
+    }
+    if let Some((host, zone)) = entry.split_once('%') {
+        if !zone.is_empty() {
+            return host.parse::<Ipv6Addr>().ok().map(IpAddr::V6);
+        }
+    }
+    let (host, port) = entry.rsplit_once(':')?;
+    port.parse::<u16>().ok()?;
+    host.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::http::header::{HeaderName, HeaderValue};
+
+    use super::*;
+
+    fn headers(name: &str, values: &[&str]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for v in values {
+            map.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        map
+    }
+
+    fn peer() -> Option<IpAddr> {
+        Some("10.0.0.1".parse().unwrap())
+    }
+
+    #[test]
+    fn zero_hops_ignore_the_headers() {
+        let h = headers("x-forwarded-for", &["203.0.113.7"]);
+        assert_eq!(TrustedProxies::default().resolve(peer(), &h), peer());
+    }
+
+    #[test]
+    fn one_hop_takes_the_rightmost_entry_whatever_the_client_prepends() {
+        let t = TrustedProxies::hops(1);
+        let honest = headers("x-forwarded-for", &["198.51.100.9"]);
+        let spoofed = headers("x-forwarded-for", &["1.1.1.1, 2.2.2.2, 198.51.100.9"]);
+        let expected: IpAddr = "198.51.100.9".parse().unwrap();
+        assert_eq!(t.resolve(peer(), &honest), Some(expected));
+        assert_eq!(t.resolve(peer(), &spoofed), Some(expected));
+    }
+
+    #[test]
+    fn two_hops_count_from_the_right_across_header_lines() {
+        let t = TrustedProxies::hops(2);
+        let h = headers("x-forwarded-for", &["6.6.6.6, 198.51.100.9", "10.1.1.1"]);
+        assert_eq!(t.resolve(peer(), &h), Some("198.51.100.9".parse().unwrap()));
+    }
+
+    #[test]
+    fn short_or_malformed_headers_fall_back_to_the_peer() {
+        let t = TrustedProxies::hops(2);
+        assert_eq!(t.resolve(peer(), &headers("x-forwarded-for", &["198.51.100.9"])), peer());
+        let t = TrustedProxies::hops(1);
+        assert_eq!(t.resolve(peer(), &headers("x-forwarded-for", &["not-an-ip"])), peer());
+        assert_eq!(t.resolve(peer(), &HeaderMap::new()), peer());
+        let long = vec!["1.2.3.4"; 200].join(",");
+        assert_eq!(t.resolve(peer(), &headers("x-forwarded-for", &[&long])), peer());
+    }
+
+    #[test]
+    fn forwarded_header_for_values_with_ports_and_brackets() {
+        let t = TrustedProxies::hops(1).header(ForwardedHeader::Forwarded);
+        let h = headers(
+            "forwarded",
+            &["for=6.6.6.6;proto=https, for=\"[2001:db8::1]:4711\";by=10.0.0.2"],
+        );
+        assert_eq!(t.resolve(peer(), &h), Some("2001:db8::1".parse().unwrap()));
+        let h = headers("forwarded", &["for=192.0.2.60:8080"]);
+        assert_eq!(t.resolve(peer(), &h), Some("192.0.2.60".parse().unwrap()));
+    }
+
+    #[test]
+    fn ipv6_clients_are_grouped_by_prefix() {
+        let t = TrustedProxies::default();
+        let a = t.bucket("2001:db8:1:2:aaaa::1".parse().unwrap());
+        let b = t.bucket("2001:db8:1:2:bbbb::9".parse().unwrap());
+        assert_eq!(a, "2001:db8:1:2::/64");
+        assert_eq!(a, b);
+        assert_eq!(t.bucket("::ffff:192.0.2.1".parse().unwrap()), "192.0.2.1");
+        assert_eq!(
+            TrustedProxies::default().ipv6_prefix(128).bucket("2001:db8::1".parse().unwrap()),
+            "2001:db8::1"
+        );
+    }
+
+    #[test]
+    fn zoned_ipv6_entries_parse() {
+        assert_eq!(parse_ip("fe80::1%eth0"), Some("fe80::1".parse().unwrap()));
+        assert_eq!(parse_ip("[fe80::1%25eth0]:80"), Some("fe80::1".parse().unwrap()));
+    }
+}

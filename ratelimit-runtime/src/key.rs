@@ -1,0 +1,257 @@
+//! The key scheme: `<prefix>:{<METHOD>:<pattern>|<identity>}:<limit>[:<window start>]`.
+//!
+//! Route and identity sit inside the Redis Cluster hash tag, so every key of one check
+//! (all stacked limits, current and previous windows) lands in one slot; the limit and the
+//! window start stay outside it, so different clients spread across slots.
+//!
+//! Nothing inside the tag may contain `{` or `}` (Redis hashes up to the *first* `}`), so
+//! route parameters are rewritten (`/orders/{id}` → `/orders/:id`). Usernames, API keys
+//! and header values are hashed (SHA-256, truncated) so that no secret or personal data is
+//! ever stored in a key; any other value that could break the key (braces, control
+//! characters, white space, very long values) is hashed too.
+
+use std::fmt::{self, Write as _};
+
+use sha2::{Digest, Sha256};
+
+use crate::policy::{Algorithm, IdentityPart, Limit};
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "rl";
+
+/// Longest identity value or pattern kept as text; longer ones are hashed.
+const MAX_PLAIN_LEN: usize = 64;
+
+/// The hash-tagged part of every key of one (route, client): `rl:{POST:/login|ip:203.0.113.7}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RouteKey {
+    base: String,
+}
+
+impl RouteKey {
+    /// Builds the key for `method` and the matched route `pattern`, for a client identified
+    /// by `identity` (each part with its raw value, as extracted from the request).
+    ///
+    /// # Panics
+    ///
+    /// When `prefix` contains `{` or `}` (see [`valid_prefix`]).
+    pub fn new(prefix: &str, method: &str, pattern: &str, identity: &[(IdentityPart, &str)]) -> Self {
+        assert!(valid_prefix(prefix), "a key prefix must not contain `{{` or `}}`");
+        let mut base = String::with_capacity(prefix.len() + pattern.len() + 64);
+        base.push_str(prefix);
+        base.push_str(":{");
+        push_plain_or_hashed(&mut base, &method.to_ascii_uppercase());
+        base.push(':');
+        push_pattern(&mut base, pattern);
+        for (part, value) in identity {
+            base.push('|');
+            push_identity(&mut base, *part, value);
+        }
+        base.push('}');
+        RouteKey { base }
+    }
+
+    /// The hash-tagged base every key of this check starts with.
+    pub fn as_str(&self) -> &str {
+        &self.base
+    }
+
+    /// The key (or, for window algorithms, the key stem that the window start is appended to)
+    /// of one limit: `<base>:<algorithm><window ms>`, e.g. `rl:{GET:/x|ip:1.2.3.4}:sw60000`.
+    pub fn limit_key(&self, limit: &Limit) -> String {
+        let mut key = String::with_capacity(self.base.len() + 16);
+        key.push_str(&self.base);
+        key.push(':');
+        key.push_str(algorithm_code(limit.algorithm()));
+        let _ = write!(key, "{}", limit.window().as_millis());
+        key
+    }
+
+    /// The text inside the hash tag (what Redis Cluster hashes).
+    pub fn hash_tag(&self) -> &str {
+        let open = self.base.find('{').expect("built with a tag");
+        let close = self.base[open..].find('}').expect("built with a tag") + open;
+        &self.base[open + 1..close]
+    }
+}
+
+impl fmt::Display for RouteKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.base)
+    }
+}
+
+/// Whether `prefix` can start a key: no braces, no white space or control characters.
+pub fn valid_prefix(prefix: &str) -> bool {
+    !prefix.is_empty() && prefix.chars().all(|c| c.is_ascii_graphic() && c != '{' && c != '}')
+}
+
+/// The two-letter code of an algorithm in keys.
+pub const fn algorithm_code(algorithm: Algorithm) -> &'static str {
+    match algorithm {
+        Algorithm::FixedWindow => "fw",
+        Algorithm::SlidingWindow => "sw",
+        Algorithm::SlidingLog => "sl",
+        Algorithm::Gcra => "gc",
+    }
+}
+
+/// Normalises a username so `Alice` and ` alice ` share one budget: trimmed, lower-cased
+/// (Unicode-aware).
+pub fn normalize_username(raw: &str) -> String {
+    raw.trim().to_lowercase()
+}
+
+/// First 16 hex digits (64 bits) of SHA-256.
+pub fn short_hash(value: &str) -> String {
+    let digest = Sha256::digest(value.as_bytes());
+    let mut out = String::with_capacity(16);
+    for byte in &digest[..8] {
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+fn is_plain(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= MAX_PLAIN_LEN
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '/' | '_' | '-' | '@' | '*'))
+}
+
+fn push_plain_or_hashed(out: &mut String, value: &str) {
+    if is_plain(value) {
+        out.push_str(value);
+    } else {
+        out.push_str("h.");
+        out.push_str(&short_hash(value));
+    }
+}
+
+/// `/orders/{id}` → `/orders/:id`; `{id:\d+}` → `:id`; anything still unsafe is hashed.
+fn push_pattern(out: &mut String, pattern: &str) {
+    let mut rewritten = String::with_capacity(pattern.len());
+    let mut rest = pattern;
+    while let Some(open) = rest.find('{') {
+        rewritten.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        // Segment patterns may contain braces in their regex (`{id:\d{3}}`): find the
+        // matching close brace.
+        let mut depth = 1;
+        let mut close = None;
+        for (i, c) in after.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = Some(i);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(close) = close else {
+            rewritten.push_str(&rest[open..]);
+            rest = "";
+            break;
+        };
+        let inner = &after[..close];
+        let name = inner.split(':').next().unwrap_or(inner).trim_end_matches('*');
+        rewritten.push(':');
+        rewritten.push_str(name);
+        if inner.ends_with('*') || inner.contains(".*") || inner.contains("*}") {
+            rewritten.push('*');
+        }
+        rest = &after[close + 1..];
+    }
+    rewritten.push_str(rest);
+    let safe = rewritten.len() <= 200
+        && !rewritten.is_empty()
+        && rewritten.chars().all(|c| c.is_ascii_graphic() && c != '{' && c != '}' && c != '|');
+    if safe {
+        out.push_str(&rewritten);
+    } else {
+        out.push_str("h.");
+        out.push_str(&short_hash(pattern));
+    }
+}
+
+fn push_identity(out: &mut String, part: IdentityPart, value: &str) {
+    match part {
+        IdentityPart::Username => {
+            out.push_str("username:");
+            out.push_str(&short_hash(&normalize_username(value)));
+        }
+        IdentityPart::ApiKey => {
+            out.push_str("api_key:");
+            out.push_str(&short_hash(value));
+        }
+        IdentityPart::Header(name) => {
+            out.push_str("header:");
+            push_plain_or_hashed(out, &name.to_ascii_lowercase());
+            out.push(':');
+            out.push_str(&short_hash(value));
+        }
+        IdentityPart::Ip | IdentityPart::UserId => {
+            out.push_str(part.kind());
+            out.push(':');
+            push_plain_or_hashed(out, value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Window;
+
+    #[test]
+    fn route_and_identity_sit_inside_the_hash_tag() {
+        let key = RouteKey::new("rl", "post", "/login", &[(IdentityPart::Ip, "203.0.113.7")]);
+        assert_eq!(key.as_str(), "rl:{POST:/login|ip:203.0.113.7}");
+        assert_eq!(key.hash_tag(), "POST:/login|ip:203.0.113.7");
+        let limit = Limit::new(10, Window::from_secs(300), Algorithm::SlidingLog);
+        assert_eq!(key.limit_key(&limit), "rl:{POST:/login|ip:203.0.113.7}:sl300000");
+    }
+
+    #[test]
+    fn route_parameters_lose_their_braces() {
+        let key = RouteKey::new("rl", "GET", "/orders/{id}/items/{item:\\d{3}}", &[(IdentityPart::UserId, "42")]);
+        assert_eq!(key.hash_tag(), "GET:/orders/:id/items/:item|user_id:42");
+        assert!(!key.hash_tag().contains('{'));
+    }
+
+    #[test]
+    fn secrets_and_personal_data_are_hashed() {
+        let key = RouteKey::new(
+            "rl",
+            "POST",
+            "/login",
+            &[(IdentityPart::Username, " Alice "), (IdentityPart::ApiKey, "sk_live_secret")],
+        );
+        assert!(!key.as_str().contains("alice"));
+        assert!(!key.as_str().to_lowercase().contains("alice"));
+        assert!(!key.as_str().contains("sk_live_secret"));
+        let same = RouteKey::new(
+            "rl",
+            "POST",
+            "/login",
+            &[(IdentityPart::Username, "alice"), (IdentityPart::ApiKey, "sk_live_secret")],
+        );
+        assert_eq!(key, same, "`Alice` and ` alice ` share a budget");
+    }
+
+    #[test]
+    fn values_that_could_break_the_key_are_hashed() {
+        for hostile in ["a}b", "a{b", "line\r\nbreak", "nul\0", &"x".repeat(10_000)] {
+            let key = RouteKey::new("rl", "GET", "/x", &[(IdentityPart::UserId, hostile)]);
+            let tag = key.hash_tag();
+            assert!(!tag.contains('{') && !tag.contains('}'), "{tag}");
+            assert!(key.as_str().len() < 120, "{}", key.as_str().len());
+            assert!(key.as_str().chars().all(|c| !c.is_control()));
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Which (method, full pattern) pairs of an App carry a `#[rate_limit]` declaration, read from
+//! actix-web's route introspection and the marker guard the attribute adds to each route.
+
+use std::collections::HashMap;
+
+use actix_web::{
+    http::Method,
+    introspection::{IntrospectionNode, IntrospectionTree},
+};
+
+use crate::registry::{self, RouteDeclaration};
+
+/// A declaration found on a mounted route.
+#[derive(Debug, Clone)]
+pub struct MountedDeclaration {
+    /// The full pattern, scope prefixes included (`/api/orders/{id}`).
+    pub full_path: String,
+    /// The declaration.
+    pub declaration: &'static RouteDeclaration,
+}
+
+/// The declared routes of one App.
+#[derive(Debug, Clone, Default)]
+pub struct DeclaredRoutes {
+    by_path: HashMap<String, Vec<&'static RouteDeclaration>>,
+}
+
+impl DeclaredRoutes {
+    /// Reads the declarations off an App's introspection tree.
+    pub fn from_tree(tree: &IntrospectionTree) -> Self {
+        let mut routes = DeclaredRoutes::default();
+        for mounted in mounted_declarations(tree) {
+            routes
+                .by_path
+                .entry(mounted.full_path)
+                .or_default()
+                .push(mounted.declaration);
+        }
+        routes
+    }
+
+    /// Whether a request with `method` matching `pattern` reaches a declared route.
+    pub fn covers(&self, method: &Method, pattern: &str) -> bool {
+        self.declaration(method, pattern).is_some()
+    }
+
+    /// The declaration that covers `method` on `pattern`.
+    pub fn declaration(&self, method: &Method, pattern: &str) -> Option<&'static RouteDeclaration> {
+        self.by_path.get(pattern)?.iter().copied().find(|d| {
+            d.methods.is_empty() || d.methods.iter().any(|m| *m == method.as_str())
+        })
+    }
+
+    /// How many declarations were found mounted.
+    pub fn len(&self) -> usize {
+        self.by_path.values().map(Vec::len).sum()
+    }
+
+    /// Whether no declaration was found mounted.
+    pub fn is_empty(&self) -> bool {
+        self.by_path.is_empty()
+    }
+}
+
+/// Every declaration mounted in the tree, with the full path it is mounted at.
+pub fn mounted_declarations(tree: &IntrospectionTree) -> Vec<MountedDeclaration> {
+    let markers: HashMap<&str, &'static RouteDeclaration> =
+        registry::declarations().map(|d| (d.marker, d)).collect();
+    let mut found = Vec::new();
+    walk(&tree.root, &markers, &mut found);
+    found
+}
+
+fn walk(
+    node: &IntrospectionNode,
+    markers: &HashMap<&str, &'static RouteDeclaration>,
+    found: &mut Vec<MountedDeclaration>,
+) {
+    for guard in &node.guards {
+        if let Some(declaration) = marker_of(guard).and_then(|m| markers.get(m)) {
+            let already = found
+                .iter()
+                .any(|f| f.full_path == node.full_path && std::ptr::eq(f.declaration, *declaration));
+            if !already {
+                found.push(MountedDeclaration {
+                    full_path: node.full_path.clone(),
+                    declaration,
+                });
+            }
+        }
+    }
+    for child in &node.children {
+        walk(child, markers, found);
+    }
+}
+
+/// The marker path inside a guard name: actix names a function guard
+/// `actix_web::guard::FnGuard<my_app::__ratelimit_marker_login>`.
+pub(crate) fn marker_of(guard_name: &str) -> Option<&str> {
+    let inner = guard_name
+        .strip_suffix('>')
+        .and_then(|rest| rest.split_once('<'))
+        .map_or(guard_name, |(_, inner)| inner);
+    inner
+        .rsplit("::")
+        .next()
+        .is_some_and(|last| last.starts_with("__ratelimit_marker_"))
+        .then_some(inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marker_names_are_read_from_function_guards() {
+        assert_eq!(
+            marker_of("actix_web::guard::FnGuard<app::__ratelimit_marker_login>"),
+            Some("app::__ratelimit_marker_login")
+        );
+        assert_eq!(marker_of("app::__ratelimit_marker_login"), Some("app::__ratelimit_marker_login"));
+        assert_eq!(marker_of("actix_web::guard::Header"), None);
+    }
+}

@@ -1,0 +1,147 @@
+//! One request on a limited route: identity → key → one store call (or the flood shield) →
+//! handler, 429, or 503.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use actix_web::{
+    body::{EitherBody, MessageBody},
+    dev::{Service, ServiceRequest, ServiceResponse},
+    Error,
+};
+
+use super::{
+    answer, headers,
+    headers::HeaderFamilies,
+    flood_shield::FloodShield,
+    telemetry::{self, Context, Outcome},
+};
+use crate::{
+    clock::Clock,
+    identity::IdentitySources,
+    key::RouteKey,
+    policy::{FailMode, RoutePolicy},
+    store::{CheckRequest, Store, StoreError},
+};
+
+/// Everything a request needs from the limiter; shared by every worker.
+pub(crate) struct Limiter {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Clock,
+    pub(crate) sources: IdentitySources,
+    pub(crate) prefix: String,
+    pub(crate) timeout: Duration,
+    pub(crate) headers: HeaderFamilies,
+    pub(crate) shield: FloodShield,
+    pub(crate) unavailable_retry_secs: u64,
+}
+
+/// The route being limited.
+pub(crate) struct LimitedRoute<'a> {
+    /// The name used in logs, metrics and `RateLimit-Policy` (handler name or `default`).
+    pub(crate) name: &'a str,
+    /// `METHOD /pattern`, for logs and bodies.
+    pub(crate) label: String,
+    /// The matched pattern (`/orders/{id}`), never the raw path.
+    pub(crate) pattern: String,
+    pub(crate) policy: RoutePolicy,
+}
+
+impl Limiter {
+    /// Milliseconds on the clock that times the flood shield (the injected clock in tests).
+    fn local_now(&self) -> u64 {
+        match self.clock.now_millis() {
+            Some(now) => now,
+            None => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+        }
+    }
+
+    pub(crate) async fn enforce<S, B>(
+        &self,
+        mut req: ServiceRequest,
+        route: LimitedRoute<'_>,
+        service: &S,
+    ) -> Result<ServiceResponse<EitherBody<B>>, Error>
+    where
+        S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
+        B: MessageBody,
+    {
+        let policy = route.policy;
+        let identity = self.sources.extract(&mut req, policy.identity()).await;
+        let key = RouteKey::new(
+            &self.prefix,
+            req.method().as_str(),
+            &route.pattern,
+            &identity.key_parts(),
+        );
+        let identity_kind = identity.kind();
+        let cx = Context {
+            route: &route.label,
+            policy: &policy,
+            identity_kind: &identity_kind,
+            fell_back_from: identity.fell_back_from.map(|p| p.to_string()),
+        };
+
+        let now = self.local_now();
+        if !policy.shadow() {
+            if let Some(retry_ms) = self.shield.blocked_for(key.as_str(), now) {
+                telemetry::decision(&cx, Outcome::Shielded, retry_ms);
+                let response = answer::too_many_requests(&route.label, retry_ms);
+                return Ok(req.into_response(response).map_into_right_body());
+            }
+        }
+
+        let started = Instant::now();
+        let checked = tokio::time::timeout(
+            self.timeout,
+            self.store.check(CheckRequest {
+                key: &key,
+                limits: policy.limits(),
+                now_millis: self.clock.now_millis(),
+            }),
+        )
+        .await
+        .unwrap_or_else(|_| Err(StoreError::timeout(self.timeout)));
+        telemetry::store_latency(&route.label, started.elapsed());
+
+        let decision = match checked {
+            Ok(decision) => decision,
+            Err(error) => {
+                return match policy.fail() {
+                    FailMode::Open => {
+                        telemetry::store_error(&cx, Outcome::FailedOpen, &error);
+                        service.call(req).await.map(ServiceResponse::map_into_left_body)
+                    }
+                    FailMode::Closed => {
+                        telemetry::store_error(&cx, Outcome::FailedClosed, &error);
+                        let response =
+                            answer::limiter_unavailable(&route.label, self.unavailable_retry_secs);
+                        Ok(req.into_response(response).map_into_right_body())
+                    }
+                };
+            }
+        };
+
+        let retry_ms = decision.retry_after().as_millis() as u64;
+        if !decision.allowed && !policy.shadow() {
+            telemetry::decision(&cx, Outcome::Rejected, retry_ms);
+            self.shield.block(key.as_str(), now, retry_ms);
+            let mut response = answer::too_many_requests(&route.label, retry_ms);
+            headers::insert(response.headers_mut(), self.headers, route.name, &decision);
+            return Ok(req.into_response(response).map_into_right_body());
+        }
+        let outcome = if decision.allowed {
+            Outcome::Allowed
+        } else {
+            Outcome::ShadowRejected
+        };
+        telemetry::decision(&cx, outcome, retry_ms);
+        let mut response = service.call(req).await?;
+        headers::insert(response.headers_mut(), self.headers, route.name, &decision);
+        Ok(response.map_into_left_body())
+    }
+}

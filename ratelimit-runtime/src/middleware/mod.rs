@@ -1,0 +1,17 @@
+//! The request path: an App-level [`RateLimiter`] that installs the limiter and applies the
+//! default policy to undeclared routes, and a resource-level [`RouteGuard`] that the
+//! attribute adds to every declared route.
+
+mod answer;
+mod declared_routes;
+mod enforce;
+mod flood_shield;
+mod headers;
+mod rate_limiter;
+mod route_guard;
+mod telemetry;
+
+pub use declared_routes::DeclaredRoutes;
+pub use headers::HeaderFamilies;
+pub use rate_limiter::{RateLimiter, RateLimiterService};
+pub use route_guard::{RouteGuard, RouteGuardService};

@@ -1,0 +1,282 @@
+//! The App-level middleware: installs the limiter for the route guards and applies the
+//! default policy to every request whose route has no declaration, so no route is ever
+//! silently unlimited.
+
+use std::{
+    cell::OnceCell,
+    future::{ready, Ready},
+    rc::Rc,
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
+
+use actix_web::{
+    body::{EitherBody, MessageBody},
+    dev::{Service, ServiceRequest, ServiceResponse, Transform},
+    introspection::IntrospectionTree,
+    web, Error, HttpMessage,
+};
+use futures_util::future::LocalBoxFuture;
+
+use super::{
+    declared_routes::DeclaredRoutes,
+    enforce::{LimitedRoute, Limiter},
+    flood_shield::FloodShield,
+    headers::HeaderFamilies,
+};
+use crate::{
+    clock::Clock,
+    identity::{ApiKeySource, IdentitySources, TrustedProxies, UserIdSource, UsernameField},
+    key::{valid_prefix, DEFAULT_PREFIX},
+    policy::{Algorithm, FailMode, Identity, Limit, RoutePolicy, Window},
+    store::Store,
+};
+
+/// The default policy for undeclared routes: 120 per minute, sliding window.
+const DEFAULT_LIMITS: &[Limit] = &[Limit::new(120, Window::from_secs(60), Algorithm::SlidingWindow)];
+
+/// Installs rate limiting on an App: `App::new().wrap(RateLimiter::new(store))`.
+///
+/// Declared routes are limited by the guard their `#[rate_limit]` adds; this middleware
+/// makes the limiter available to those guards and applies the default policy (120 per
+/// minute by user id, else IP; configurable) to every other request.
+#[derive(Clone)]
+pub struct RateLimiter {
+    store: Arc<dyn Store>,
+    clock: Clock,
+    sources: IdentitySources,
+    prefix: String,
+    timeout: Duration,
+    headers: HeaderFamilies,
+    shield_capacity: usize,
+    unavailable_retry_secs: u64,
+    default_limits: &'static [Limit],
+    default_identity: Identity,
+    default_fail: Option<FailMode>,
+    built: Arc<OnceLock<Arc<Limiter>>>,
+}
+
+/// Internal handle in request extensions, for the route guards.
+#[derive(Clone)]
+pub(crate) struct LimiterHandle(pub(crate) Arc<Limiter>);
+
+impl RateLimiter {
+    /// A limiter counting in `store`.
+    pub fn new(store: impl Store) -> Self {
+        Self::from_arc(Arc::new(store))
+    }
+
+    /// A limiter counting in a shared store.
+    pub fn from_arc(store: Arc<dyn Store>) -> Self {
+        RateLimiter {
+            store,
+            clock: Clock::Store,
+            sources: IdentitySources::default(),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            timeout: Duration::from_millis(50),
+            headers: HeaderFamilies::default(),
+            shield_capacity: 10_000,
+            unavailable_retry_secs: 1,
+            default_limits: DEFAULT_LIMITS,
+            default_identity: Identity::UserIdElseIp,
+            default_fail: None,
+            built: Arc::default(),
+        }
+    }
+
+    fn with(mut self, f: impl FnOnce(&mut Self)) -> Self {
+        f(&mut self);
+        self.built = Arc::default();
+        self
+    }
+
+    /// Injects the time (tests); the default is the store's own clock (Redis `TIME`).
+    pub fn clock(self, clock: impl Into<Clock>) -> Self {
+        self.with(|s| s.clock = clock.into())
+    }
+
+    /// How many proxies the operator runs in front of the app (default none).
+    pub fn trusted_proxies(self, proxies: TrustedProxies) -> Self {
+        self.with(|s| s.sources.trusted_proxies = proxies)
+    }
+
+    /// Where the username is in request bodies (default field `username`, 64 KiB buffer).
+    pub fn username_field(self, field: UsernameField) -> Self {
+        self.with(|s| s.sources.username = field)
+    }
+
+    /// Where the user id comes from (default the [`UserId`](crate::identity::UserId) extension).
+    pub fn user_id(self, source: UserIdSource) -> Self {
+        self.with(|s| s.sources.user_id = source)
+    }
+
+    /// Where the API key comes from (default `X-API-Key`, then `Authorization: Bearer`).
+    pub fn api_key(self, source: ApiKeySource) -> Self {
+        self.with(|s| s.sources.api_key = source)
+    }
+
+    /// The key prefix (default `rl`).
+    ///
+    /// # Panics
+    ///
+    /// When the prefix is empty or contains braces, white space or control characters.
+    pub fn key_prefix(self, prefix: &str) -> Self {
+        assert!(
+            valid_prefix(prefix),
+            "invalid key prefix `{prefix}`: use printable ASCII without `{{` or `}}`"
+        );
+        self.with(|s| s.prefix = prefix.to_owned())
+    }
+
+    /// The longest a request waits for the store before the route's failure policy applies
+    /// (default 50 ms).
+    pub fn timeout(self, timeout: Duration) -> Self {
+        self.with(|s| s.timeout = timeout)
+    }
+
+    /// Which header families limited responses carry.
+    pub fn headers(self, headers: HeaderFamilies) -> Self {
+        self.with(|s| s.headers = headers)
+    }
+
+    /// How many rejected keys the flood shield remembers per process (default 10,000;
+    /// 0 turns it off).
+    pub fn flood_shield_capacity(self, capacity: usize) -> Self {
+        self.with(|s| s.shield_capacity = capacity)
+    }
+
+    /// `Retry-After` of the 503 a fail-closed route answers during a store outage
+    /// (default 1 s).
+    pub fn unavailable_retry_after(self, retry: Duration) -> Self {
+        self.with(|s| s.unavailable_retry_secs = retry.as_secs().max(1))
+    }
+
+    /// The limits of routes with no declaration (default 120 per minute, sliding window).
+    ///
+    /// # Panics
+    ///
+    /// When `limits` is empty or longer than 8.
+    pub fn default_limits(self, limits: Vec<Limit>) -> Self {
+        assert!(
+            (1..=8).contains(&limits.len()),
+            "the default policy needs 1 to 8 limits"
+        );
+        let limits: &'static [Limit] = Box::leak(limits.into_boxed_slice());
+        self.with(|s| s.default_limits = limits)
+    }
+
+    /// The identity of routes with no declaration (default user id, else IP).
+    pub fn default_identity(self, identity: Identity) -> Self {
+        self.with(|s| s.default_identity = identity)
+    }
+
+    /// The failure policy of routes with no declaration (default: open for `GET`, `HEAD`
+    /// and `OPTIONS`, closed otherwise).
+    pub fn default_fail(self, fail: FailMode) -> Self {
+        self.with(|s| s.default_fail = Some(fail))
+    }
+
+    /// The policy applied to an undeclared request with `method`.
+    pub fn default_policy(&self, method: &str) -> RoutePolicy {
+        let fail = self
+            .default_fail
+            .unwrap_or_else(|| FailMode::default_for_methods([method]));
+        RoutePolicy::new(self.default_limits, self.default_identity, fail, false)
+    }
+
+    fn limiter(&self) -> Arc<Limiter> {
+        self.built
+            .get_or_init(|| {
+                Arc::new(Limiter {
+                    store: Arc::clone(&self.store),
+                    clock: self.clock.clone(),
+                    sources: self.sources.clone(),
+                    prefix: self.prefix.clone(),
+                    timeout: self.timeout,
+                    headers: self.headers,
+                    shield: FloodShield::new(self.shield_capacity),
+                    unavailable_retry_secs: self.unavailable_retry_secs,
+                })
+            })
+            .clone()
+    }
+}
+
+impl<S, B> Transform<S, ServiceRequest> for RateLimiter
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Transform = RateLimiterService<S>;
+    type InitError = ();
+    type Future = Ready<Result<Self::Transform, Self::InitError>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        ready(Ok(RateLimiterService {
+            service: Rc::new(service),
+            limiter: self.limiter(),
+            config: self.clone(),
+            declared: Rc::new(OnceCell::new()),
+        }))
+    }
+}
+
+/// The service [`RateLimiter`] wraps an App's routing in.
+pub struct RateLimiterService<S> {
+    service: Rc<S>,
+    limiter: Arc<Limiter>,
+    config: RateLimiter,
+    declared: Rc<OnceCell<DeclaredRoutes>>,
+}
+
+impl<S, B> Service<ServiceRequest> for RateLimiterService<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Future = LocalBoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    actix_web::dev::forward_ready!(service);
+
+    fn call(&self, req: ServiceRequest) -> Self::Future {
+        req.extensions_mut()
+            .insert(LimiterHandle(Arc::clone(&self.limiter)));
+        let declared = self.declared.get_or_init(|| {
+            // Without the introspection tree no route counts as declared: every request
+            // then also gets the default policy (fail safe, never unlimited).
+            req.app_data::<web::Data<IntrospectionTree>>()
+                .map(|tree| DeclaredRoutes::from_tree(tree))
+                .unwrap_or_default()
+        });
+        let pattern = req.match_pattern();
+        let covered = pattern
+            .as_deref()
+            .is_some_and(|p| declared.covers(req.method(), p));
+        let service = Rc::clone(&self.service);
+        if covered {
+            return Box::pin(async move {
+                service
+                    .call(req)
+                    .await
+                    .map(ServiceResponse::map_into_left_body)
+            });
+        }
+        let limiter = Arc::clone(&self.limiter);
+        let policy = self.config.default_policy(req.method().as_str());
+        let pattern = pattern.unwrap_or_else(|| "<unmatched>".to_owned());
+        let label = format!("{} {}", req.method(), pattern);
+        Box::pin(async move {
+            let route = LimitedRoute {
+                name: "default",
+                label,
+                pattern,
+                policy,
+            };
+            limiter.enforce(req, route, &*service).await
+        })
+    }
+}

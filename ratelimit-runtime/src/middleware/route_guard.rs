@@ -1,0 +1,107 @@
+//! The resource-level middleware the attribute adds to each declared route: it runs after
+//! routing (the matched pattern is exact) and before the handler.
+
+use std::{
+    future::{ready, Ready},
+    rc::Rc,
+};
+
+use actix_web::{
+    body::{EitherBody, MessageBody},
+    dev::{Service, ServiceRequest, ServiceResponse, Transform},
+    Error, HttpMessage,
+};
+use futures_util::future::LocalBoxFuture;
+
+use super::{answer, enforce::LimitedRoute, rate_limiter::LimiterHandle};
+use crate::{policy::Policy, registry::RouteDeclaration};
+
+/// Enforces one declaration. Emitted by `#[rate_limit]`; not meant to be built by hand.
+#[derive(Clone, Copy)]
+pub struct RouteGuard {
+    declaration: &'static RouteDeclaration,
+}
+
+impl RouteGuard {
+    /// The guard of `declaration`.
+    pub const fn new(declaration: &'static RouteDeclaration) -> Self {
+        RouteGuard { declaration }
+    }
+}
+
+impl<S, B> Transform<S, ServiceRequest> for RouteGuard
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Transform = RouteGuardService<S>;
+    type InitError = ();
+    type Future = Ready<Result<Self::Transform, Self::InitError>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        ready(Ok(RouteGuardService {
+            service: Rc::new(service),
+            declaration: self.declaration,
+        }))
+    }
+}
+
+/// The service [`RouteGuard`] wraps a declared route in.
+pub struct RouteGuardService<S> {
+    service: Rc<S>,
+    declaration: &'static RouteDeclaration,
+}
+
+impl<S, B> Service<ServiceRequest> for RouteGuardService<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Future = LocalBoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    actix_web::dev::forward_ready!(service);
+
+    fn call(&self, req: ServiceRequest) -> Self::Future {
+        let declaration = self.declaration;
+        let service = Rc::clone(&self.service);
+        let policy = match declaration.policy {
+            Policy::Exempt { .. } => {
+                return Box::pin(async move {
+                    service
+                        .call(req)
+                        .await
+                        .map(ServiceResponse::map_into_left_body)
+                })
+            }
+            Policy::Limited(policy) => policy,
+        };
+        let pattern = req
+            .match_pattern()
+            .unwrap_or_else(|| declaration.path.to_owned());
+        let label = format!("{} {}", req.method(), pattern);
+        let handle = req.extensions().get::<LimiterHandle>().cloned();
+        Box::pin(async move {
+            let Some(LimiterHandle(limiter)) = handle else {
+                tracing::error!(
+                    target: "ratelimit",
+                    route = %label,
+                    handler = %declaration.handler(),
+                    "declared route reached without the App-level `RateLimiter`: answering 500; wrap the App with `RateLimiter::new(store)`"
+                );
+                let response = answer::limiter_not_installed(&label);
+                return Ok(req.into_response(response).map_into_right_body());
+            };
+            let route = LimitedRoute {
+                name: declaration.function,
+                label,
+                pattern,
+                policy,
+            };
+            limiter.enforce(req, route, &*service).await
+        })
+    }
+}

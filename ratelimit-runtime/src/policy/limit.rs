@@ -1,0 +1,165 @@
+use std::{fmt, num::NonZeroU32, time::Duration};
+
+use super::Algorithm;
+
+/// The longest window a limit may have: 31 days. Longer budgets are quotas, which belong in
+/// a billing system rather than in a request-path limiter.
+pub const MAX_WINDOW_MILLIS: u64 = 31 * 24 * 60 * 60 * 1000;
+
+/// The highest limit a sliding log may have: its memory and Redis work grow with the limit
+/// (one sorted-set member per request in the window).
+pub const MAX_SLIDING_LOG_LIMIT: u32 = 1000;
+
+/// A window length: at least one millisecond, at most [`MAX_WINDOW_MILLIS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Window {
+    millis: u64,
+}
+
+impl Window {
+    /// A window of `millis` milliseconds.
+    ///
+    /// # Panics
+    ///
+    /// When `millis` is zero or above [`MAX_WINDOW_MILLIS`] (in a `const`, a compile error).
+    pub const fn from_millis(millis: u64) -> Self {
+        assert!(millis > 0, "a rate-limit window must be at least 1ms");
+        assert!(
+            millis <= MAX_WINDOW_MILLIS,
+            "a rate-limit window must be at most 31 days"
+        );
+        Window { millis }
+    }
+
+    /// A window of whole seconds.
+    pub const fn from_secs(secs: u64) -> Self {
+        Self::from_millis(secs * 1000)
+    }
+
+    /// The length in milliseconds.
+    pub const fn as_millis(self) -> u64 {
+        self.millis
+    }
+
+    /// The length as a [`Duration`].
+    pub const fn as_duration(self) -> Duration {
+        Duration::from_millis(self.millis)
+    }
+
+    /// The length in whole seconds, rounded up (for headers such as `RateLimit-Policy: w=`).
+    pub const fn as_secs_ceil(self) -> u64 {
+        self.millis.div_ceil(1000)
+    }
+}
+
+impl fmt::Display for Window {
+    /// Formats as humantime does (`5m`, `1h 30m`, `500ms`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [(u64, &str); 5] = [
+            (86_400_000, "d"),
+            (3_600_000, "h"),
+            (60_000, "m"),
+            (1000, "s"),
+            (1, "ms"),
+        ];
+        let mut rest = self.millis;
+        let mut first = true;
+        for (size, unit) in UNITS {
+            if rest >= size {
+                if !first {
+                    f.write_str(" ")?;
+                }
+                write!(f, "{}{unit}", rest / size)?;
+                rest %= size;
+                first = false;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One limit: at most `max` requests per `window`, counted by `algorithm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Limit {
+    max: NonZeroU32,
+    window: Window,
+    algorithm: Algorithm,
+}
+
+impl Limit {
+    /// A limit of `max` requests per `window`.
+    ///
+    /// # Panics
+    ///
+    /// When `max` is zero, or when a sliding log would hold more than
+    /// [`MAX_SLIDING_LOG_LIMIT`] entries (in a `const`, a compile error).
+    pub const fn new(max: u32, window: Window, algorithm: Algorithm) -> Self {
+        let max = match NonZeroU32::new(max) {
+            Some(max) => max,
+            None => panic!("a rate limit must allow at least one request"),
+        };
+        if matches!(algorithm, Algorithm::SlidingLog) {
+            assert!(
+                max.get() <= MAX_SLIDING_LOG_LIMIT,
+                "a sliding log allows at most 1000 requests per window; use sliding_window or gcra"
+            );
+        }
+        Limit {
+            max,
+            window,
+            algorithm,
+        }
+    }
+
+    /// How many requests the window allows.
+    pub const fn max(&self) -> u32 {
+        self.max.get()
+    }
+
+    /// The window length.
+    pub const fn window(&self) -> Window {
+        self.window
+    }
+
+    /// The counting algorithm.
+    pub const fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} per {} ({})", self.max, self.window, self.algorithm)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_format_like_their_declaration() {
+        assert_eq!(Window::from_millis(300_000).to_string(), "5m");
+        assert_eq!(Window::from_millis(5_400_000).to_string(), "1h 30m");
+        assert_eq!(Window::from_millis(500).to_string(), "500ms");
+        assert_eq!(Window::from_millis(1500).as_secs_ceil(), 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "at least 1ms")]
+    fn a_zero_window_cannot_be_built() {
+        let _ = Window::from_millis(0);
+    }
+
+    #[test]
+    #[should_panic(expected = "at least one request")]
+    fn a_zero_limit_cannot_be_built() {
+        let _ = Limit::new(0, Window::from_secs(1), Algorithm::FixedWindow);
+    }
+
+    #[test]
+    #[should_panic(expected = "sliding log allows at most 1000")]
+    fn a_huge_sliding_log_cannot_be_built() {
+        let _ = Limit::new(1001, Window::from_secs(1), Algorithm::SlidingLog);
+    }
+}

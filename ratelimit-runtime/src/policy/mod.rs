@@ -1,0 +1,18 @@
+//! The typed policy a `#[rate_limit]` declaration carries.
+//!
+//! Every type here can be built in a `const` context (the attribute emits them into an
+//! `inventory` registration) and none of them can hold an invalid value: a zero limit or a
+//! zero window does not compile when built in a `const`, and panics with a clear message
+//! when built at run time.
+
+mod algorithm;
+mod fail_mode;
+mod identity;
+mod limit;
+mod route_policy;
+
+pub use algorithm::Algorithm;
+pub use fail_mode::FailMode;
+pub use identity::{Identity, IdentityPart};
+pub use limit::{Limit, Window, MAX_SLIDING_LOG_LIMIT, MAX_WINDOW_MILLIS};
+pub use route_policy::{Policy, RoutePolicy};

@@ -1,0 +1,114 @@
+use std::fmt;
+
+use super::{FailMode, Identity, Limit};
+
+/// What a route declared: limits, or an exemption with its reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// One or more stacked limits; a request must pass all of them.
+    Limited(RoutePolicy),
+    /// Deliberately unlimited, with the reason the declaration gave.
+    Exempt {
+        /// Why the route needs no limit (never empty).
+        reason: &'static str,
+    },
+}
+
+impl Policy {
+    /// An exemption.
+    ///
+    /// # Panics
+    ///
+    /// When `reason` is empty or only white space.
+    pub const fn exempt(reason: &'static str) -> Self {
+        let bytes = reason.as_bytes();
+        let mut i = 0;
+        let mut blank = true;
+        while i < bytes.len() {
+            if !bytes[i].is_ascii_whitespace() {
+                blank = false;
+            }
+            i += 1;
+        }
+        assert!(!blank, "an exemption needs a reason");
+        Policy::Exempt { reason }
+    }
+
+    /// The limits, when the route is limited.
+    pub const fn limited(&self) -> Option<&RoutePolicy> {
+        match self {
+            Policy::Limited(policy) => Some(policy),
+            Policy::Exempt { .. } => None,
+        }
+    }
+}
+
+/// Stacked limits sharing one identity, fail mode and shadow flag.
+///
+/// The identity is shared so that every key of one check lives in one Redis Cluster slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoutePolicy {
+    limits: &'static [Limit],
+    identity: Identity,
+    fail: FailMode,
+    shadow: bool,
+}
+
+impl RoutePolicy {
+    /// Stacked `limits` (at least one, at most 8) on one identity.
+    ///
+    /// # Panics
+    ///
+    /// When `limits` is empty or longer than 8.
+    pub const fn new(
+        limits: &'static [Limit],
+        identity: Identity,
+        fail: FailMode,
+        shadow: bool,
+    ) -> Self {
+        assert!(!limits.is_empty(), "a limited route needs at least one limit");
+        assert!(limits.len() <= 8, "a route may stack at most 8 limits");
+        RoutePolicy {
+            limits,
+            identity,
+            fail,
+            shadow,
+        }
+    }
+
+    /// The stacked limits, in declaration order.
+    pub const fn limits(&self) -> &'static [Limit] {
+        self.limits
+    }
+
+    /// Who the limits count.
+    pub const fn identity(&self) -> Identity {
+        self.identity
+    }
+
+    /// The effective failure policy (declared, or derived from the route's methods).
+    pub const fn fail(&self) -> FailMode {
+        self.fail
+    }
+
+    /// Decide, log and count, but never reject.
+    pub const fn shadow(&self) -> bool {
+        self.shadow
+    }
+}
+
+impl fmt::Display for RoutePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, limit) in self.limits.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" + ")?;
+            }
+            write!(f, "{limit}")?;
+        }
+        write!(f, " by {}, fail {}", self.identity, self.fail)?;
+        if self.shadow {
+            f.write_str(", shadow")?;
+        }
+        Ok(())
+    }
+}

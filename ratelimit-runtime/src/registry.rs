@@ -1,0 +1,67 @@
+//! Every `#[rate_limit]` declaration linked into the program, collected through `inventory`.
+
+use std::fmt;
+
+use crate::policy::{FailMode, Policy};
+
+/// One handler's declaration, registered by the `#[rate_limit]` attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteDeclaration {
+    /// `module_path!()` of the handler.
+    pub module: &'static str,
+    /// The handler function's name (also its actix resource name).
+    pub function: &'static str,
+    /// Methods of the route attribute, upper-case (`GET`, `POST`, ...).
+    pub methods: &'static [&'static str],
+    /// The path as written in the route attribute (relative to any enclosing scope).
+    pub path: &'static str,
+    /// The declared policy.
+    pub policy: Policy,
+    /// The name of the marker guard the attribute adds to the route, as actix's route
+    /// introspection reports it; the coverage check matches routes to declarations by it.
+    pub marker: &'static str,
+    /// Where the declaration is written (`file:line`).
+    pub location: &'static str,
+}
+
+impl RouteDeclaration {
+    /// `module::function`.
+    pub fn handler(&self) -> String {
+        format!("{}::{}", self.module, self.function)
+    }
+
+    /// The effective failure policy, `None` for an exempt route.
+    pub fn fail(&self) -> Option<FailMode> {
+        self.policy.limited().map(|p| p.fail())
+    }
+
+    /// `GET|HEAD /path`.
+    pub fn route(&self) -> String {
+        format!("{} {}", self.methods.join("|"), self.path)
+    }
+}
+
+impl fmt::Display for RouteDeclaration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): ", self.route(), self.handler())?;
+        match &self.policy {
+            Policy::Limited(policy) => write!(f, "{policy}"),
+            Policy::Exempt { reason } => write!(f, "exempt ({reason})"),
+        }
+    }
+}
+
+inventory::collect!(RouteDeclaration);
+
+/// All declarations linked into this program, in no particular order.
+///
+/// A crate whose declarations are never referenced may not be linked at all
+/// (dtolnay/inventory#50); the coverage check treats its routes as undeclared.
+pub fn declarations() -> impl Iterator<Item = &'static RouteDeclaration> {
+    inventory::iter::<RouteDeclaration>.into_iter()
+}
+
+/// The declaration whose marker guard is `marker`.
+pub fn by_marker(marker: &str) -> Option<&'static RouteDeclaration> {
+    declarations().find(|d| d.marker == marker)
+}

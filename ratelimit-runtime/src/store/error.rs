@@ -1,0 +1,58 @@
+use std::{fmt, time::Duration};
+
+/// Why the store could not decide. Never a limit decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreErrorKind {
+    /// No answer within the configured timeout.
+    Timeout,
+    /// The connection is down or could not be made.
+    Connection,
+    /// Redis answered with an error (script error, cluster error, ...).
+    Redis,
+    /// The answer did not have the expected shape.
+    Protocol,
+}
+
+/// A store failure, with enough context for a log line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError {
+    kind: StoreErrorKind,
+    message: String,
+}
+
+impl StoreError {
+    /// A new error of `kind`.
+    pub fn new(kind: StoreErrorKind, message: impl Into<String>) -> Self {
+        StoreError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// A timeout after `after`.
+    pub fn timeout(after: Duration) -> Self {
+        StoreError::new(
+            StoreErrorKind::Timeout,
+            format!("no answer within {}ms", after.as_millis()),
+        )
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            StoreErrorKind::Timeout => "timeout",
+            StoreErrorKind::Connection => "connection",
+            StoreErrorKind::Redis => "redis error",
+            StoreErrorKind::Protocol => "unexpected reply",
+        };
+        write!(f, "rate-limit store {kind}: {}", self.message)
+    }
+}
+
+impl std::error::Error for StoreError {}

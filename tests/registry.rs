@@ -1,0 +1,193 @@
+//! The registry holds exactly the declared records, with the right method, path and typed
+//! policy.
+
+use actix_web::{delete, get, head, patch, post, put, route, HttpResponse, Responder};
+use ratelimit_runtime::{
+    rate_limit, registry, Algorithm, FailMode, Identity, IdentityPart, Policy, RouteDeclaration,
+};
+
+#[rate_limit(limit = 10, window = "5m", identity = "ip+username", algorithm = "sliding_log", fail = "closed")]
+#[post("/login")]
+async fn login() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(limit = 20, window = "1s", algorithm = "gcra")]
+#[rate_limit(limit = 120, window = "1m")]
+#[get("/orders/{id}")]
+async fn get_order() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(exempt = "load balancer health check")]
+#[get("/health")]
+async fn health() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(limit = 5, window = "1h30m", identity = "header:X-Tenant-Id", shadow = true)]
+#[route("/tenants", method = "GET", method = "POST")]
+async fn tenants() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(limit = 1, window = "500ms", algorithm = "fixed_window", identity = "api_key")]
+#[put("/put")]
+async fn put_it() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(limit = 2, window = "1d", identity = "user_id", fail = "open")]
+#[delete("/delete")]
+async fn delete_it() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(limit = 3, window = "30s")]
+#[patch("/patch")]
+async fn patch_it() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(limit = 4, window = "30s")]
+#[head("/head")]
+async fn head_it() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+mod nested {
+    pub mod deeper {
+        use actix_web::{get, HttpResponse, Responder};
+        use ratelimit_runtime::rate_limit;
+
+        #[rate_limit(limit = 7, window = "10s")]
+        #[get("/nested")]
+        pub async fn nested_handler() -> impl Responder {
+            HttpResponse::Ok()
+        }
+    }
+}
+
+fn find(function: &str) -> &'static RouteDeclaration {
+    let found: Vec<_> = registry::declarations()
+        .filter(|d| d.function == function)
+        .collect();
+    assert_eq!(found.len(), 1, "exactly one record for `{function}`");
+    found[0]
+}
+
+fn limited(d: &RouteDeclaration) -> ratelimit_runtime::RoutePolicy {
+    *d.policy.limited().expect("a limited route")
+}
+
+#[test]
+fn the_registry_holds_exactly_the_declared_records() {
+    let mut names: Vec<_> = registry::declarations().map(|d| d.function).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "delete_it",
+            "get_order",
+            "head_it",
+            "health",
+            "login",
+            "nested_handler",
+            "patch_it",
+            "put_it",
+            "tenants"
+        ]
+    );
+}
+
+#[test]
+fn a_login_declaration_carries_its_typed_policy() {
+    let d = find("login");
+    assert_eq!(d.methods, ["POST"]);
+    assert_eq!(d.path, "/login");
+    assert_eq!(d.module, "registry");
+    assert_eq!(d.handler(), "registry::login");
+    assert_eq!(d.marker, "registry::__ratelimit_marker_login");
+    let p = limited(d);
+    assert_eq!(p.limits().len(), 1);
+    assert_eq!(p.limits()[0].max(), 10);
+    assert_eq!(p.limits()[0].window().as_millis(), 300_000);
+    assert_eq!(p.limits()[0].algorithm(), Algorithm::SlidingLog);
+    assert_eq!(
+        p.identity(),
+        Identity::Parts(&[IdentityPart::Ip, IdentityPart::Username])
+    );
+    assert_eq!(p.fail(), FailMode::Closed);
+    assert!(!p.shadow());
+}
+
+#[test]
+fn stacked_limits_register_once_in_declaration_order() {
+    let p = limited(find("get_order"));
+    let limits: Vec<_> = p
+        .limits()
+        .iter()
+        .map(|l| (l.max(), l.window().as_millis(), l.algorithm()))
+        .collect();
+    assert_eq!(
+        limits,
+        [(20, 1000, Algorithm::Gcra), (120, 60_000, Algorithm::SlidingWindow)]
+    );
+    assert_eq!(p.identity(), Identity::UserIdElseIp);
+    assert_eq!(p.fail(), FailMode::Open, "GET defaults to fail open");
+}
+
+#[test]
+fn exemptions_keep_their_reason() {
+    assert_eq!(
+        find("health").policy,
+        Policy::Exempt {
+            reason: "load balancer health check"
+        }
+    );
+}
+
+#[test]
+fn route_with_several_methods_and_a_header_identity() {
+    let d = find("tenants");
+    assert_eq!(d.methods, ["GET", "POST"]);
+    let p = limited(d);
+    assert_eq!(p.identity(), Identity::Parts(&[IdentityPart::Header("x-tenant-id")]));
+    assert_eq!(p.limits()[0].window().as_millis(), 5_400_000);
+    assert!(p.shadow());
+    assert_eq!(p.fail(), FailMode::Closed, "POST among the methods fails closed");
+}
+
+#[test]
+fn every_method_attribute_is_read() {
+    assert_eq!(find("put_it").methods, ["PUT"]);
+    assert_eq!(find("delete_it").methods, ["DELETE"]);
+    assert_eq!(find("patch_it").methods, ["PATCH"]);
+    assert_eq!(find("head_it").methods, ["HEAD"]);
+    assert_eq!(limited(find("delete_it")).fail(), FailMode::Open, "declared fail wins");
+    assert_eq!(limited(find("patch_it")).fail(), FailMode::Closed);
+    assert_eq!(limited(find("head_it")).fail(), FailMode::Open);
+    assert_eq!(limited(find("put_it")).limits()[0].window().as_millis(), 500);
+}
+
+#[test]
+fn handlers_in_nested_modules_record_their_module() {
+    let d = find("nested_handler");
+    assert_eq!(d.module, "registry::nested::deeper");
+    assert_eq!(d.path, "/nested");
+}
+
+/// The handlers are used as services so the generated code is exercised by the compiler.
+#[test]
+fn handlers_remain_actix_services() {
+    let _app = actix_web::App::new()
+        .service(login)
+        .service(get_order)
+        .service(health)
+        .service(tenants)
+        .service(put_it)
+        .service(delete_it)
+        .service(patch_it)
+        .service(head_it)
+        .service(nested::deeper::nested_handler);
+}
