@@ -18,6 +18,7 @@
 //! ```
 
 pub mod clock;
+pub mod coverage;
 pub mod key;
 pub mod policy;
 pub mod registry;

@@ -3,7 +3,7 @@
 //! attribute adds to every declared route.
 
 mod answer;
-mod declared_routes;
+pub(crate) mod declared_routes;
 mod enforce;
 mod flood_shield;
 mod headers;

@@ -1,0 +1,303 @@
+//! The route table: every (method, full pattern) of an App with its declaration, printable
+//! as aligned text and as JSON.
+
+use std::{collections::HashMap, fmt};
+
+use actix_web::introspection::{IntrospectionNode, IntrospectionTree, ResourceType};
+
+use crate::{
+    middleware::declared_routes::marker_of,
+    policy::Policy,
+    registry::{self, RouteDeclaration},
+};
+
+/// Whether a route is covered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteStatus {
+    /// A declaration (limits or an exemption) covers the route.
+    Declared(&'static RouteDeclaration),
+    /// No declaration covers the route.
+    Uncovered,
+}
+
+/// One route of the App.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteRow {
+    /// `GET`, `POST`, ... or `*` for a route with no method guard (any method).
+    pub method: String,
+    /// The full pattern, scope prefixes included.
+    pub pattern: String,
+    /// The actix resource name (the handler name for attribute routes), when there is one.
+    pub resource: Option<String>,
+    /// The declaration covering it, if any.
+    pub status: RouteStatus,
+}
+
+impl RouteRow {
+    /// The declaration, when covered.
+    pub fn declaration(&self) -> Option<&'static RouteDeclaration> {
+        match self.status {
+            RouteStatus::Declared(d) => Some(d),
+            RouteStatus::Uncovered => None,
+        }
+    }
+
+    /// What to add to cover this route.
+    pub fn hint(&self) -> String {
+        let attribute = if self.method == "*" {
+            "route".to_owned()
+        } else {
+            self.method.to_ascii_lowercase()
+        };
+        match &self.resource {
+            Some(name) => format!(
+                "add `#[rate_limit(limit = .., window = \"..\")]` (or `#[rate_limit(exempt = \"<reason>\")]`) directly above the `#[{attribute}]` of `{name}`; a builder route (`web::resource`, `App::route`, `web::route`) must become an attribute handler to carry one"
+            ),
+            None => format!(
+                "serve it from an attribute handler with `#[rate_limit(..)]` directly above `#[{attribute}(\"{}\")]`, or with `#[rate_limit(exempt = \"<reason>\")]`",
+                self.pattern
+            ),
+        }
+    }
+}
+
+/// Every route of one App and the declarations that are mounted nowhere.
+#[derive(Debug, Clone, Default)]
+pub struct RouteTable {
+    /// The routes, sorted by pattern then method.
+    pub routes: Vec<RouteRow>,
+    /// Declarations in the registry that this App does not mount.
+    pub unmounted: Vec<&'static RouteDeclaration>,
+}
+
+impl RouteTable {
+    /// Builds the table from an App's introspection tree (`None`: no routes could be read).
+    pub fn from_tree(tree: Option<&IntrospectionTree>) -> Self {
+        let markers: HashMap<&str, &'static RouteDeclaration> =
+            registry::declarations().map(|d| (d.marker, d)).collect();
+        let mut table = RouteTable::default();
+        if let Some(tree) = tree {
+            collect(&tree.root, &markers, &mut table.routes);
+        }
+        table
+            .routes
+            .sort_by(|a, b| (&a.pattern, &a.method).cmp(&(&b.pattern, &b.method)));
+        let mut unmounted: Vec<_> = registry::declarations()
+            .filter(|d| {
+                !table
+                    .routes
+                    .iter()
+                    .any(|r| r.declaration().is_some_and(|m| std::ptr::eq(m, *d)))
+            })
+            .collect();
+        unmounted.sort_by_key(|d| (d.module, d.function));
+        table.unmounted = unmounted;
+        table
+    }
+
+    /// The routes without a declaration.
+    pub fn uncovered(&self) -> impl Iterator<Item = &RouteRow> {
+        self.routes
+            .iter()
+            .filter(|r| r.status == RouteStatus::Uncovered)
+    }
+
+    /// One warning per declaration that no route mounts.
+    pub fn warnings(&self) -> Vec<String> {
+        self.unmounted
+            .iter()
+            .map(|d| {
+                format!(
+                    "`{}` declares a rate limit for `{}` ({}) but is not mounted in this App",
+                    d.handler(),
+                    d.route(),
+                    d.location
+                )
+            })
+            .collect()
+    }
+
+    /// The table as aligned text: method, pattern, handler, policy, identity, fail mode.
+    pub fn to_text(&self) -> String {
+        let header = ["METHOD", "PATTERN", "HANDLER", "POLICY", "IDENTITY", "FAIL", "NOTE"];
+        let rows: Vec<[String; 7]> = self.routes.iter().map(row_cells).collect();
+        let mut widths = header.map(str::len);
+        for row in &rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let mut out = String::new();
+        let mut line = |cells: &[&str]| {
+            let mut text = String::new();
+            for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
+                if i + 1 == cells.len() {
+                    text.push_str(cell);
+                } else {
+                    text.push_str(&format!("{cell:<width$}  "));
+                }
+            }
+            out.push_str(text.trim_end());
+            out.push('\n');
+        };
+        line(&header);
+        for row in &rows {
+            let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+            line(&cells);
+        }
+        out
+    }
+
+    /// The table as JSON: an array of routes, each with its limits or exemption.
+    pub fn to_json(&self) -> String {
+        let routes: Vec<serde_json::Value> = self.routes.iter().map(row_json).collect();
+        let unmounted: Vec<String> = self.unmounted.iter().map(|d| d.handler()).collect();
+        serde_json::to_string_pretty(&serde_json::json!({
+            "routes": routes,
+            "unmounted": unmounted,
+        }))
+        .expect("json values serialize")
+    }
+}
+
+impl fmt::Display for RouteTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_text())
+    }
+}
+
+fn collect(
+    node: &IntrospectionNode,
+    markers: &HashMap<&str, &'static RouteDeclaration>,
+    rows: &mut Vec<RouteRow>,
+) {
+    if matches!(node.kind, ResourceType::Resource) {
+        let declared: Vec<&'static RouteDeclaration> = node
+            .guards
+            .iter()
+            .filter_map(|g| marker_of(g).and_then(|m| markers.get(m)).copied())
+            .collect();
+        let methods: Vec<String> = if node.methods.is_empty() {
+            vec!["*".to_owned()]
+        } else {
+            node.methods.iter().map(|m| m.as_str().to_owned()).collect()
+        };
+        for method in methods {
+            let status = declared
+                .iter()
+                .find(|d| d.methods.iter().any(|m| *m == method))
+                .map_or(RouteStatus::Uncovered, |d| RouteStatus::Declared(d));
+            rows.push(RouteRow {
+                method,
+                pattern: node.full_path.clone(),
+                resource: node.resource_name.clone(),
+                status,
+            });
+        }
+    }
+    for child in &node.children {
+        collect(child, markers, rows);
+    }
+}
+
+fn row_cells(row: &RouteRow) -> [String; 7] {
+    let (handler, policy, identity, fail, note) = match row.declaration() {
+        None => (
+            row.resource.clone().unwrap_or_else(|| "-".to_owned()),
+            "-".to_owned(),
+            "-".to_owned(),
+            "-".to_owned(),
+            "UNCOVERED".to_owned(),
+        ),
+        Some(d) => match &d.policy {
+            Policy::Exempt { reason } => (
+                d.handler(),
+                "exempt".to_owned(),
+                "-".to_owned(),
+                "-".to_owned(),
+                format!("exempt: {reason}"),
+            ),
+            Policy::Limited(p) => (
+                d.handler(),
+                p.limits()
+                    .iter()
+                    .map(|l| format!("{}/{} {}", l.max(), l.window(), l.algorithm()))
+                    .collect::<Vec<_>>()
+                    .join(" + "),
+                p.identity().to_string(),
+                p.fail().to_string(),
+                if p.shadow() { "shadow".to_owned() } else { String::new() },
+            ),
+        },
+    };
+    [
+        row.method.clone(),
+        row.pattern.clone(),
+        handler,
+        policy,
+        identity,
+        fail,
+        note,
+    ]
+}
+
+fn row_json(row: &RouteRow) -> serde_json::Value {
+    let mut value = serde_json::json!({
+        "method": row.method,
+        "pattern": row.pattern,
+    });
+    let Some(d) = row.declaration() else {
+        value["handler"] = serde_json::json!(row.resource);
+        value["covered"] = serde_json::json!(false);
+        return value;
+    };
+    value["covered"] = serde_json::json!(true);
+    value["handler"] = serde_json::json!(d.handler());
+    match &d.policy {
+        Policy::Exempt { reason } => value["exempt"] = serde_json::json!(reason),
+        Policy::Limited(p) => {
+            value["limits"] = p
+                .limits()
+                .iter()
+                .map(|l| {
+                    serde_json::json!({
+                        "limit": l.max(),
+                        "window": l.window().to_string(),
+                        "window_ms": l.window().as_millis(),
+                        "algorithm": l.algorithm().as_str(),
+                    })
+                })
+                .collect();
+            value["identity"] = serde_json::json!(p.identity().to_string());
+            value["fail"] = serde_json::json!(p.fail().as_str());
+            value["shadow"] = serde_json::json!(p.shadow());
+        }
+    }
+    value
+}
+
+/// The App has routes without a declaration (or no routes could be read at all).
+#[derive(Debug, Clone)]
+pub struct CoverageError {
+    /// The whole table, covered routes included.
+    pub table: RouteTable,
+}
+
+impl fmt::Display for CoverageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.table.routes.is_empty() {
+            return f.write_str("rate-limit coverage check found no routes: the App's route introspection was empty or unavailable, so nothing can be shown to be limited");
+        }
+        let uncovered: Vec<&RouteRow> = self.table.uncovered().collect();
+        let count = uncovered.len();
+        let noun = if count == 1 { "route has" } else { "routes have" };
+        writeln!(f, "{count} {noun} no rate-limit declaration:")?;
+        for row in &uncovered {
+            writeln!(f, "  {} {}: {}", row.method, row.pattern, row.hint())?;
+        }
+        writeln!(f)?;
+        write!(f, "{}", self.table.to_text())
+    }
+}
+
+impl std::error::Error for CoverageError {}

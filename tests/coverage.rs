@@ -1,0 +1,222 @@
+//! The startup coverage check, one small App per detection case.
+
+use actix_web::{get, post, web, App, HttpResponse, Responder};
+use ratelimit_runtime::{
+    coverage::{self, RouteStatus},
+    rate_limit,
+};
+
+#[rate_limit(limit = 10, window = "5m", identity = "ip+username", algorithm = "sliding_log")]
+#[post("/login")]
+async fn login() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(limit = 120, window = "1m")]
+#[rate_limit(limit = 20, window = "1s", algorithm = "gcra")]
+#[get("/orders/{id}")]
+async fn get_order() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(exempt = "load balancer health check")]
+#[get("/health")]
+async fn health() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[get("/forgotten")]
+async fn forgotten() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(limit = 5, window = "1m")]
+#[get("/never-mounted")]
+async fn never_mounted() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+async fn plain() -> HttpResponse {
+    HttpResponse::Ok().finish()
+}
+
+mod scope_a {
+    use actix_web::{get, HttpResponse, Responder};
+    use ratelimit_runtime::rate_limit;
+
+    #[rate_limit(limit = 3, window = "10s")]
+    #[get("/items")]
+    pub async fn list() -> impl Responder {
+        HttpResponse::Ok()
+    }
+}
+
+mod scope_b {
+    use actix_web::{get, HttpResponse, Responder};
+
+    /// Same handler name and path as `scope_a::list`, but undeclared.
+    #[get("/items")]
+    pub async fn list() -> impl Responder {
+        HttpResponse::Ok()
+    }
+}
+
+mod fake_marker {
+    use actix_web::{get, guard::GuardContext, HttpResponse, Responder};
+
+    /// A marker guard with no registration behind it, as when the crate holding the
+    /// declaration was never linked.
+    #[allow(non_snake_case)]
+    fn __ratelimit_marker_unlinked(_: &GuardContext<'_>) -> bool {
+        true
+    }
+
+    #[get("/unlinked", guard = "__ratelimit_marker_unlinked")]
+    pub async fn unlinked() -> impl Responder {
+        HttpResponse::Ok()
+    }
+}
+
+fn covered_app() -> App<
+    impl actix_web::dev::ServiceFactory<
+        actix_web::dev::ServiceRequest,
+        Config = (),
+        Response = actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    App::new().service(login).service(get_order).service(health)
+}
+
+fn uncovered_patterns(error: &coverage::CoverageError) -> Vec<(String, String)> {
+    error
+        .table
+        .uncovered()
+        .map(|r| (r.method.clone(), r.pattern.clone()))
+        .collect()
+}
+
+#[actix_web::test]
+async fn a_fully_covered_app_passes_and_lists_its_policies() {
+    let table = coverage::check(covered_app()).await.expect("covered");
+    let rows: Vec<(&str, &str)> = table
+        .routes
+        .iter()
+        .map(|r| (r.method.as_str(), r.pattern.as_str()))
+        .collect();
+    assert_eq!(
+        rows,
+        [("GET", "/health"), ("POST", "/login"), ("GET", "/orders/{id}")]
+    );
+    let text = table.to_text();
+    assert!(text.contains("coverage::login"), "{text}");
+    assert!(text.contains("10/5m sliding_log"), "{text}");
+    assert!(text.contains("120/1m sliding_window + 20/1s gcra"), "{text}");
+    assert!(text.contains("exempt: load balancer health check"), "{text}");
+    assert!(text.contains("ip+username"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&table.to_json()).unwrap();
+    let login_row = &json["routes"][1];
+    assert_eq!(login_row["method"], "POST");
+    assert_eq!(login_row["limits"][0]["limit"], 10);
+    assert_eq!(login_row["limits"][0]["window_ms"], 300_000);
+    assert_eq!(login_row["fail"], "closed", "the effective fail mode is listed");
+    assert_eq!(json["routes"][2]["fail"], "open");
+    assert_eq!(json["routes"][0]["exempt"], "load balancer health check");
+}
+
+#[actix_web::test]
+async fn declared_handlers_that_are_not_mounted_are_warnings() {
+    let table = coverage::check(covered_app()).await.expect("covered");
+    let warnings = table.warnings().join("\n");
+    assert!(warnings.contains("coverage::never_mounted"), "{warnings}");
+    assert!(!warnings.contains("coverage::login"), "{warnings}");
+}
+
+#[actix_web::test]
+async fn an_unannotated_attribute_handler_fails_the_check() {
+    let error = coverage::check(covered_app().service(forgotten))
+        .await
+        .expect_err("uncovered");
+    assert_eq!(uncovered_patterns(&error), [("GET".into(), "/forgotten".into())]);
+    let message = error.to_string();
+    assert!(message.contains("1 route has no rate-limit declaration"), "{message}");
+    assert!(message.contains("GET /forgotten"), "{message}");
+    assert!(message.contains("directly above the `#[get]` of `forgotten`"), "{message}");
+}
+
+#[actix_web::test]
+async fn builder_routes_fail_the_check() {
+    let app = covered_app()
+        .service(web::resource("/built").route(web::get().to(plain)))
+        .route("/app-route", web::post().to(plain))
+        .route("/any", web::route().to(plain));
+    let error = coverage::check(app).await.expect_err("uncovered");
+    assert_eq!(
+        uncovered_patterns(&error),
+        [
+            ("*".into(), "/any".into()),
+            ("POST".into(), "/app-route".into()),
+            ("GET".into(), "/built".into()),
+        ]
+    );
+    assert!(error.to_string().contains("* /any"));
+}
+
+#[actix_web::test]
+async fn nested_scopes_and_configure_functions_are_seen_with_their_prefixes() {
+    fn v1(cfg: &mut web::ServiceConfig) {
+        cfg.service(get_order).service(forgotten);
+    }
+    let app = App::new().service(web::scope("/api").service(web::scope("/v1").configure(v1)));
+    let error = coverage::check(app).await.expect_err("uncovered");
+    assert_eq!(
+        uncovered_patterns(&error),
+        [("GET".into(), "/api/v1/forgotten".into())]
+    );
+    let order = error
+        .table
+        .routes
+        .iter()
+        .find(|r| r.pattern == "/api/v1/orders/{id}")
+        .expect("the declared route is listed with its full pattern");
+    assert!(matches!(order.status, RouteStatus::Declared(d) if d.function == "get_order"));
+}
+
+#[actix_web::test]
+async fn two_scopes_reusing_one_handler_name_and_path_are_told_apart() {
+    let app = App::new()
+        .service(web::scope("/a").service(scope_a::list))
+        .service(web::scope("/b").service(scope_b::list));
+    let error = coverage::check(app).await.expect_err("uncovered");
+    assert_eq!(uncovered_patterns(&error), [("GET".into(), "/b/items".into())]);
+}
+
+#[actix_web::test]
+async fn one_path_with_a_declared_and_an_undeclared_method() {
+    let app = App::new()
+        .service(login)
+        .service(web::resource("/login").route(web::get().to(plain)));
+    let error = coverage::check(app).await.expect_err("uncovered");
+    assert_eq!(uncovered_patterns(&error), [("GET".into(), "/login".into())]);
+}
+
+#[actix_web::test]
+async fn a_marker_without_a_registered_declaration_is_uncovered() {
+    let error = coverage::check(covered_app().service(fake_marker::unlinked))
+        .await
+        .expect_err("fail safe");
+    assert_eq!(uncovered_patterns(&error), [("GET".into(), "/unlinked".into())]);
+}
+
+#[actix_web::test]
+async fn an_app_with_no_routes_to_show_fails_safe() {
+    let error = coverage::check(App::new()).await.expect_err("fail safe");
+    assert!(error.to_string().contains("found no routes"), "{error}");
+}
+
+#[actix_web::test]
+#[should_panic(expected = "GET /forgotten")]
+async fn the_one_line_assertion_panics_with_the_uncovered_routes() {
+    coverage::assert_covered(covered_app().service(forgotten)).await;
+}
