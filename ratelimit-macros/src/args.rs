@@ -6,8 +6,9 @@
 use std::time::Duration;
 
 use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
 use syn::{
-    parse::Parser, punctuated::Punctuated, spanned::Spanned, Expr, ExprLit, Lit, LitStr, Meta,
+    parse::Parser, punctuated::Punctuated, Expr, ExprLit, Lit, LitStr, Meta,
     Token, UnOp,
 };
 
@@ -27,6 +28,12 @@ const IDENTITY_NAMES: &[&str] = &["ip", "username", "user_id", "api_key", "heade
 pub(crate) const ALGORITHMS: &[&str] = &["fixed_window", "sliding_window", "sliding_log", "gcra"];
 const FAIL_MODES: &[&str] = &["open", "closed"];
 const WINDOW_EXAMPLES: &str = "`500ms`, `30s`, `5m`, `1h`, `1d`, `1h30m`";
+/// Spelled-out units humantime accepts, for "did you mean" on a misspelled unit; the
+/// one-letter units are too close to everything to suggest.
+const WINDOW_UNIT_WORDS: &[&str] = &[
+    "millis", "msec", "sec", "secs", "second", "seconds", "min", "mins", "minute", "minutes",
+    "hour", "hours", "day", "days", "week", "weeks",
+];
 /// 31 days, as `ratelimit_runtime::policy::MAX_WINDOW_MILLIS`.
 pub(crate) const MAX_WINDOW_MILLIS: u128 = 31 * 24 * 60 * 60 * 1000;
 
@@ -73,14 +80,36 @@ pub(crate) enum FailMode {
     Closed,
 }
 
+/// Where to report a problem with a whole `#[rate_limit]`, such as a missing key.
+pub(crate) enum Site {
+    /// The attribute being expanded: the macro's call site.
+    CallSite,
+    /// A stacked `#[rate_limit]` below it, as written.
+    Stacked(TokenStream),
+}
+
+/// A key as written: its name, the span of the name, and its value's tokens as text.
+pub(crate) struct Key {
+    pub(crate) name: &'static str,
+    pub(crate) span: Span,
+    /// `"ip+username"`, `10`, `true`: for messages that quote the user.
+    pub(crate) value: String,
+}
+
+/// A valid window: its length and how the user wrote it.
+pub(crate) struct Window {
+    pub(crate) millis: u64,
+    pub(crate) text: String,
+}
+
 /// One `#[rate_limit(...)]`.
 pub(crate) struct Args {
-    /// Where to report a missing key: the attribute itself.
-    pub(crate) span: Span,
-    /// Every key written, in order, with its span.
-    pub(crate) keys: Vec<(&'static str, Span)>,
+    /// Where to report a problem with the attribute as a whole.
+    pub(crate) site: Site,
+    /// Every key written, in order.
+    pub(crate) keys: Vec<Key>,
     pub(crate) limit: Slot<u32>,
-    pub(crate) window: Slot<u64>,
+    pub(crate) window: Slot<Window>,
     pub(crate) identity: Slot<Vec<IdentityPart>>,
     pub(crate) algorithm: Slot<Algorithm>,
     pub(crate) fail: Slot<FailMode>,
@@ -89,10 +118,10 @@ pub(crate) struct Args {
 }
 
 impl Args {
-    /// Parses the tokens inside `#[rate_limit(...)]`; `span` stands for the attribute.
-    pub(crate) fn parse(tokens: TokenStream, span: Span, cx: &mut Ctxt) -> Args {
+    /// Parses the tokens inside `#[rate_limit(...)]`; `site` stands for the attribute.
+    pub(crate) fn parse(tokens: TokenStream, site: Site, cx: &mut Ctxt) -> Args {
         let mut args = Args {
-            span,
+            site,
             keys: Vec::new(),
             limit: Slot::Absent,
             window: Slot::Absent,
@@ -118,11 +147,24 @@ impl Args {
         args
     }
 
+    /// Reports a problem with the attribute as a whole.
+    pub(crate) fn error(&self, cx: &mut Ctxt, message: impl std::fmt::Display) {
+        match &self.site {
+            Site::CallSite => cx.error(Span::call_site(), message),
+            Site::Stacked(tokens) => cx.error_spanned(tokens, message),
+        }
+    }
+
+    /// The key `name` as written, if it was.
+    pub(crate) fn key(&self, name: &str) -> Option<&Key> {
+        self.keys.iter().find(|k| k.name == name)
+    }
+
     fn set(&mut self, meta: Meta, cx: &mut Ctxt) {
         let path = meta.path();
-        let Some(ident) = path.get_ident() else {
-            cx.error(
-                path.span(),
+        let Some(ident) = path.get_ident().cloned() else {
+            cx.error_spanned(
+                path,
                 format!(
                     "unknown key `{}`; expected one of {}",
                     quote::quote!(#path).to_string().replace(' ', ""),
@@ -141,27 +183,42 @@ impl Args {
                     suggest::did_you_mean(&name, KEYS)
                 ),
             );
+            // A near miss stands for the key it misspells: no "missing `limit`" after `limt`.
+            if let Some(meant) = suggest::closest(&name, KEYS) {
+                if self.key(meant).is_none() {
+                    self.mark_invalid(meant);
+                }
+            }
             return;
         };
-        if self.keys.iter().any(|(k, _)| *k == key) {
+        if self.key(key).is_some() {
             cx.error(
                 ident.span(),
                 format!("`{key}` set more than once; each key may appear once per `#[rate_limit]`"),
             );
             return;
         }
-        self.keys.push((key, ident.span()));
         let value = match meta {
             Meta::NameValue(nv) => nv.value,
             other => {
-                cx.error(
-                    other.span(),
+                cx.error_spanned(
+                    &other,
                     format!("`{key}` needs a value, e.g. {}", example(key)),
                 );
+                self.keys.push(Key {
+                    name: key,
+                    span: ident.span(),
+                    value: String::new(),
+                });
                 self.mark_invalid(key);
                 return;
             }
         };
+        self.keys.push(Key {
+            name: key,
+            span: ident.span(),
+            value: value.to_token_stream().to_string(),
+        });
         match key {
             "limit" => self.limit = parse_limit(&value, cx),
             "window" => self.window = parse_window(&value, cx),
@@ -227,8 +284,8 @@ fn lit_str<'a>(value: &'a Expr, key: &str, cx: &mut Ctxt) -> Option<&'a LitStr> 
             lit: Lit::Str(lit), ..
         }) => Some(lit),
         other => {
-            cx.error(
-                other.span(),
+            cx.error_spanned(
+                other,
                 format!("`{key}` takes a string, e.g. {}", example(key)),
             );
             None
@@ -262,8 +319,7 @@ fn parse_limit(value: &Expr, cx: &mut Ctxt) -> Slot<u32> {
                     cx.error(
                         int.span(),
                         format!(
-                            "`limit = {}` is too large; the largest limit is {}",
-                            int.base10_digits(),
+                            "`limit = {int}` is too large; the largest limit is {}",
                             u32::MAX
                         ),
                     );
@@ -272,9 +328,12 @@ fn parse_limit(value: &Expr, cx: &mut Ctxt) -> Slot<u32> {
             }
         }
         Expr::Unary(unary) if matches!(unary.op, UnOp::Neg(_)) => {
-            cx.error(
-                unary.span(),
-                format!("{positive}, found `{}`", quote::quote!(#unary).to_string().replace(' ', "")),
+            cx.error_spanned(
+                unary,
+                format!(
+                    "{positive}, found `{}`",
+                    unary.to_token_stream().to_string().replace(' ', "")
+                ),
             );
             Slot::Invalid
         }
@@ -291,18 +350,22 @@ fn parse_limit(value: &Expr, cx: &mut Ctxt) -> Slot<u32> {
         Expr::Lit(ExprLit {
             lit: Lit::Str(lit), ..
         }) => {
+            let text = lit.value();
+            let text = text.trim();
+            let hint = if text.parse::<u64>().is_ok() {
+                format!("write `limit = {text}`")
+            } else {
+                "e.g. `limit = 10`".to_owned()
+            };
             cx.error(
                 lit.span(),
-                format!(
-                    "`limit` takes an integer, not a string: write `limit = {}`",
-                    lit.value().trim()
-                ),
+                format!("`limit` takes an integer, not a string; {hint}"),
             );
             Slot::Invalid
         }
         other => {
-            cx.error(
-                other.span(),
+            cx.error_spanned(
+                other,
                 format!("{positive} written as an integer literal, e.g. `limit = 10`"),
             );
             Slot::Invalid
@@ -310,17 +373,20 @@ fn parse_limit(value: &Expr, cx: &mut Ctxt) -> Slot<u32> {
     }
 }
 
-fn parse_window(value: &Expr, cx: &mut Ctxt) -> Slot<u64> {
+fn parse_window(value: &Expr, cx: &mut Ctxt) -> Slot<Window> {
     if let Expr::Lit(ExprLit {
         lit: Lit::Int(int), ..
     }) = value
     {
+        // `window = 300` has no unit; `window = 5m` lexes as the integer `5` with suffix `m`.
+        let hint = if int.suffix().is_empty() {
+            format!("`window = \"{}s\"`", int.base10_digits())
+        } else {
+            format!("`window = \"{int}\"`")
+        };
         cx.error(
             int.span(),
-            format!(
-                "`window` takes a duration string with a unit, e.g. `window = \"{}s\"`",
-                int.base10_digits()
-            ),
+            format!("`window` takes a duration string with a unit, e.g. {hint}"),
         );
         return Slot::Invalid;
     }
@@ -331,10 +397,7 @@ fn parse_window(value: &Expr, cx: &mut Ctxt) -> Slot<u64> {
     let duration: Duration = match humantime::parse_duration(text.trim()) {
         Ok(duration) => duration,
         Err(error) => {
-            cx.error(
-                lit.span(),
-                format!("cannot parse window `{text}` ({error}); expected a duration such as {WINDOW_EXAMPLES}"),
-            );
+            cx.error(lit.span(), window_parse_error(&text, error));
             return Slot::Invalid;
         }
     };
@@ -360,7 +423,32 @@ fn parse_window(value: &Expr, cx: &mut Ctxt) -> Slot<u64> {
         );
         return Slot::Invalid;
     }
-    Slot::Valid(millis as u64, lit.span())
+    Slot::Valid(
+        Window {
+            millis: millis as u64,
+            text,
+        },
+        lit.span(),
+    )
+}
+
+fn window_parse_error(text: &str, error: humantime::DurationError) -> String {
+    use humantime::DurationError;
+    match error {
+        DurationError::UnknownUnit { unit, value, .. } if unit.is_empty() => format!(
+            "window `{text}` has no unit; write e.g. `{value}s`, `{value}m` or `{value}h`"
+        ),
+        DurationError::UnknownUnit { unit, .. } => format!(
+            "unknown unit `{unit}` in window `{text}`; expected `ms`, `s`, `m`, `h` or `d`, as in {WINDOW_EXAMPLES}{}",
+            suggest::did_you_mean(&unit, WINDOW_UNIT_WORDS)
+        ),
+        DurationError::NumberOverflow => format!(
+            "window `{text}` is longer than the maximum of 31 days"
+        ),
+        _ => format!(
+            "cannot read window `{text}` as a duration; expected a number and a unit, as in {WINDOW_EXAMPLES}"
+        ),
+    }
 }
 
 fn parse_identity(value: &Expr, cx: &mut Ctxt) -> Slot<Vec<IdentityPart>> {
@@ -389,6 +477,7 @@ fn parse_identity(value: &Expr, cx: &mut Ctxt) -> Slot<Vec<IdentityPart>> {
             "username" => Some(IdentityPart::Username),
             "user_id" => Some(IdentityPart::UserId),
             "api_key" => Some(IdentityPart::ApiKey),
+            "header" => parse_header_name("", &text, span, cx).map(IdentityPart::Header),
             _ => match part.split_once(':') {
                 Some((prefix, name)) if prefix.trim() == "header" => {
                     parse_header_name(name.trim(), &text, span, cx).map(IdentityPart::Header)
@@ -435,7 +524,7 @@ fn parse_header_name(name: &str, text: &str, span: Span, cx: &mut Ctxt) -> Optio
     if name.is_empty() {
         cx.error(
             span,
-            format!("`header:` needs a header name in `identity = \"{text}\"`, e.g. `header:X-Tenant-Id`"),
+            format!("`header` needs a header name in `identity = \"{text}\"`; write `header:<name>`, e.g. `header:X-Tenant-Id`"),
         );
         return None;
     }
@@ -444,7 +533,7 @@ fn parse_header_name(name: &str, text: &str, span: Span, cx: &mut Ctxt) -> Optio
         cx.error(
             span,
             format!(
-                "invalid header name `{name}` in `identity = \"{text}\"`: {bad:?} is not allowed in a header name (letters, digits and `!#$%&'*+-.^_`|~` are)"
+                "invalid header name `{name}` in `identity = \"{text}\"`: {bad:?} cannot appear in a header name, which is letters, digits and `-` (or one of !#$%&'*.^_|~ and the backtick)"
             ),
         );
         return None;
@@ -479,8 +568,26 @@ fn parse_shadow(value: &Expr, cx: &mut Ctxt) -> Slot<bool> {
         Expr::Lit(ExprLit {
             lit: Lit::Bool(b), ..
         }) => Slot::Valid(b.value, b.span()),
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(lit), ..
+        }) if matches!(lit.value().as_str(), "true" | "false") => {
+            cx.error(
+                lit.span(),
+                format!(
+                    "`shadow` takes a bool, not a string; write `shadow = {}`",
+                    lit.value()
+                ),
+            );
+            Slot::Invalid
+        }
         other => {
-            cx.error(other.span(), "`shadow` takes `true` or `false` (without quotes)");
+            cx.error_spanned(
+                other,
+                format!(
+                    "`shadow` takes `true` or `false`, found `{}`",
+                    other.to_token_stream()
+                ),
+            );
             Slot::Invalid
         }
     }

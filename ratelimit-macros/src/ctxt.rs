@@ -4,6 +4,7 @@
 use std::fmt::Display;
 
 use proc_macro2::Span;
+use quote::ToTokens;
 
 #[derive(Default)]
 pub(crate) struct Ctxt {
@@ -13,6 +14,12 @@ pub(crate) struct Ctxt {
 impl Ctxt {
     pub(crate) fn error(&mut self, span: Span, message: impl Display) {
         self.errors.push(syn::Error::new(span, message));
+    }
+
+    /// An error over everything `tokens` covers, from its first token to its last (a plain
+    /// `Span` of several tokens is only their first one on stable Rust).
+    pub(crate) fn error_spanned(&mut self, tokens: impl ToTokens, message: impl Display) {
+        self.errors.push(syn::Error::new_spanned(tokens, message));
     }
 
     pub(crate) fn push(&mut self, error: syn::Error) {

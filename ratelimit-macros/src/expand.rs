@@ -3,12 +3,12 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
-use syn::{spanned::Spanned, ItemFn};
+use syn::{spanned::Spanned, Item, ItemFn, Token};
 
 use crate::{
-    args::{Algorithm, Args, FailMode, IdentityPart},
+    args::{Algorithm, Args, FailMode, IdentityPart, Site},
     ctxt::Ctxt,
-    route,
+    route::{self, Found},
     valid::{self, PolicyModel},
 };
 
@@ -18,7 +18,10 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
         Err(_) => {
             let error = syn::Error::new(
                 Span::call_site(),
-                "`#[rate_limit]` goes on an `async fn` route handler, directly above its route attribute (`#[get]`, `#[post]`, ...)",
+                format!(
+                    "`#[rate_limit]` goes on an `async fn` route handler, not on {}; write it directly above the handler's route attribute (`#[get]`, `#[post]`, ...)",
+                    describe(item.clone())
+                ),
             );
             return with_error(item, error);
         }
@@ -26,11 +29,34 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
     match expand(args, &mut function) {
         Ok(tokens) => tokens,
         Err(error) => {
-            // Emit the item without our attributes so one typo does not become ten errors;
-            // the route attribute stays, so the handler still exists for the rest of the code.
+            // Emit the handler without our attributes, so one typo does not become ten
+            // errors; the route attribute stays, so the handler still exists for the rest of
+            // the code. A missing `async` is already reported: the handler is emitted as the
+            // `async fn` it has to be, or actix-web's `.to(handler)` adds a trait error.
             function.attrs.retain(|a| !route::is_rate_limit(a));
+            if function.sig.asyncness.is_none() {
+                function.sig.asyncness = Some(Token![async](function.sig.fn_token.span));
+            }
             with_error(quote!(#function), error)
         }
+    }
+}
+
+/// "a struct", "an impl block", ...: what `#[rate_limit]` was put on instead of a function.
+fn describe(item: TokenStream) -> &'static str {
+    match syn::parse2::<Item>(item) {
+        Ok(Item::Struct(_)) => "a struct",
+        Ok(Item::Enum(_)) => "an enum",
+        Ok(Item::Union(_)) => "a union",
+        Ok(Item::Impl(_)) => "an impl block",
+        Ok(Item::Trait(_)) => "a trait",
+        Ok(Item::Mod(_)) => "a module",
+        Ok(Item::Const(_)) => "a const",
+        Ok(Item::Static(_)) => "a static",
+        Ok(Item::Type(_)) => "a type alias",
+        Ok(Item::Use(_)) => "a `use`",
+        Ok(Item::Macro(_)) => "a macro invocation",
+        _ => "this item",
     }
 }
 
@@ -44,7 +70,7 @@ fn with_error(item: TokenStream, error: syn::Error) -> TokenStream {
 
 fn expand(args: TokenStream, function: &mut ItemFn) -> syn::Result<TokenStream> {
     let mut cx = Ctxt::default();
-    let mut stack = vec![Args::parse(args, Span::call_site(), &mut cx)];
+    let mut stack = vec![Args::parse(args, Site::CallSite, &mut cx)];
     // Stacked declarations below this one are ours to read: take them off the item.
     let mut kept = Vec::new();
     for attr in std::mem::take(&mut function.attrs) {
@@ -53,7 +79,11 @@ fn expand(args: TokenStream, function: &mut ItemFn) -> syn::Result<TokenStream> 
                 syn::Meta::List(list) => list.tokens.clone(),
                 _ => TokenStream::new(),
             };
-            stack.push(Args::parse(tokens, attr.span(), &mut cx));
+            stack.push(Args::parse(
+                tokens,
+                Site::Stacked(quote!(#attr)),
+                &mut cx,
+            ));
         } else {
             kept.push(attr);
         }
@@ -66,12 +96,17 @@ fn expand(args: TokenStream, function: &mut ItemFn) -> syn::Result<TokenStream> 
             "`#[rate_limit]` needs an `async fn` handler; add `async`",
         );
     }
-    let route = route::find(&function.attrs, function.sig.ident.span(), &mut cx);
-    let methods = route.as_ref().map(|r| r.methods.clone()).unwrap_or_default();
+    let found = route::find(&function.attrs, &mut cx);
+    let methods = match &found {
+        Found::Route(route) => route.methods.clone(),
+        _ => Vec::new(),
+    };
     let policy = valid::validate(&stack, &methods, &mut cx);
     cx.check()?;
-    let (route, policy) = match (route, policy) {
-        (Some(route), Some(policy)) => (route, policy),
+    let (route, policy) = match (found, policy) {
+        (Found::Route(route), Some(policy)) => (route, policy),
+        // actix-web's own error on its attribute is the one to read.
+        (Found::Broken, _) => return Ok(quote!(#function)),
         _ => unreachable!("every failure path reports an error"),
     };
 

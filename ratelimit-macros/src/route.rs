@@ -3,10 +3,7 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::quote;
-use syn::{
-    punctuated::Punctuated, spanned::Spanned, Attribute, Expr, ExprLit, Lit,
-    Token,
-};
+use syn::{punctuated::Punctuated, Attribute, Expr, ExprLit, Lit, Token};
 
 use crate::ctxt::Ctxt;
 
@@ -22,6 +19,16 @@ const METHOD_ATTRIBUTES: &[(&str, &str)] = &[
     ("trace", "TRACE"),
     ("connect", "CONNECT"),
 ];
+
+/// What [`find`] found below `#[rate_limit]`.
+pub(crate) enum Found {
+    Route(RouteAttr),
+    /// No route attribute we can read; the error is reported.
+    Missing,
+    /// A route attribute actix-web cannot read either: its own error says what is wrong, and
+    /// one of ours on top would only repeat it.
+    Broken,
+}
 
 /// The route attribute found on the handler.
 pub(crate) struct RouteAttr {
@@ -55,44 +62,38 @@ pub(crate) fn is_rate_limit(attr: &Attribute) -> bool {
 }
 
 /// Finds the route attribute; reports a clear error when there is none.
-pub(crate) fn find(attrs: &[Attribute], fn_span: Span, cx: &mut Ctxt) -> Option<RouteAttr> {
+pub(crate) fn find(attrs: &[Attribute], cx: &mut Ctxt) -> Found {
     if let Some(attr) = attrs
         .iter()
         .find(|a| a.path().segments.last().is_some_and(|s| s.ident == "routes"))
     {
-        cx.error(
-            attr.span(),
+        cx.error_spanned(
+            attr,
             "`#[rate_limit]` cannot read `#[routes]`; write one handler per route attribute (`#[get]`, `#[post]`, ...) or use `#[route(\"/path\", method = \"GET\", method = \"POST\")]`",
         );
-        return None;
+        return Found::Missing;
     }
     let Some((index, attr, kind)) = attrs
         .iter()
         .enumerate()
         .find_map(|(i, a)| route_kind(a).map(|k| (i, a, k)))
     else {
+        // Also what the user sees with `#[rate_limit]` below the route attribute: actix-web
+        // moves the handler, our attribute still on it, into its generated `register`.
         cx.error(
-            fn_span,
-            "`#[rate_limit]` must be written directly above the handler's route attribute (`#[get]`, `#[post]`, `#[put]`, `#[delete]`, `#[patch]`, `#[head]` or `#[route]`), and none is below it; if the route attribute is above `#[rate_limit]`, swap them",
+            Span::call_site(),
+            "`#[rate_limit]` needs the handler's route attribute directly below it (`#[get]`, `#[post]`, `#[put]`, `#[delete]`, `#[patch]`, `#[head]` or `#[route]`), and there is none; if the route attribute is above `#[rate_limit]`, swap the two",
         );
-        return None;
+        return Found::Missing;
     };
-    let args = match attr.parse_args_with(Punctuated::<Expr, Token![,]>::parse_terminated) {
-        Ok(args) => args,
-        // actix-web reports its own argument errors; a broken route attribute is its job.
-        Err(_) => Punctuated::new(),
+    let Ok(args) = attr.parse_args_with(Punctuated::<Expr, Token![,]>::parse_terminated) else {
+        return Found::Broken;
     };
     let path = match args.first() {
         Some(Expr::Lit(ExprLit {
             lit: Lit::Str(lit), ..
         })) => lit.value(),
-        _ => {
-            cx.error(
-                attr.span(),
-                "the route attribute below `#[rate_limit]` needs a path string first, e.g. `#[get(\"/login\")]`",
-            );
-            return None;
-        }
+        _ => return Found::Broken,
     };
     let mut methods = Vec::new();
     if kind == "route" {
@@ -121,7 +122,11 @@ pub(crate) fn find(attrs: &[Attribute], fn_span: Span, cx: &mut Ctxt) -> Option<
             .expect("kind comes from METHOD_ATTRIBUTES");
         methods.push(method);
     }
-    Some(RouteAttr {
+    if methods.is_empty() {
+        // `#[route("/p")]` without a `method`, which actix-web rejects.
+        return Found::Broken;
+    }
+    Found::Route(RouteAttr {
         index,
         methods,
         path,

@@ -1,10 +1,8 @@
 //! Validate stage: checks one handler's stack of `#[rate_limit]` attributes against each
 //! other and against its route, and builds the declaration to expand.
 
-use proc_macro2::Span;
-
 use crate::{
-    args::{Algorithm, Args, FailMode, IdentityPart},
+    args::{Algorithm, Args, FailMode, IdentityPart, Slot},
     ctxt::Ctxt,
 };
 
@@ -33,26 +31,21 @@ pub(crate) enum PolicyModel {
 /// Checks the stack; errors go to `cx`. Returns `None` when anything was wrong.
 pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Option<PolicyModel> {
     let mut ok = true;
-    let is_exempt = |args: &Args| args.keys.iter().any(|(k, _)| *k == "exempt");
-    if let Some(exempt) = stack.iter().find(|a| is_exempt(a)) {
-        for (key, span) in &exempt.keys {
-            if *key != "exempt" {
-                cx.error(
-                    *span,
-                    format!("`exempt` stands alone: an exempt route has no `{key}`; remove `{key}` or remove `exempt`"),
-                );
-            }
+    // `exempt` written, even if misspelled (`exemt`) or invalid: the route meant to be exempt.
+    if let Some(exempt) = stack.iter().find(|a| !a.exempt.is_absent()) {
+        for key in exempt.keys.iter().filter(|k| k.name != "exempt") {
+            let name = key.name;
+            cx.error(
+                key.span,
+                format!("`exempt` stands alone: an exempt route has no `{name}`; remove `{name}` or remove `exempt`"),
+            );
         }
         if stack.len() > 1 {
-            let span = exempt
-                .keys
-                .iter()
-                .find(|(k, _)| *k == "exempt")
-                .map_or(exempt.span, |(_, span)| *span);
-            cx.error(
-                span,
-                "an exempt route cannot also stack `#[rate_limit]` declarations; keep either the exemption or the limits",
-            );
+            let message = "an exempt route cannot also stack `#[rate_limit]` declarations; keep either the exemption or the limits";
+            match exempt.key("exempt") {
+                Some(key) => cx.error(key.span, message),
+                None => exempt.error(cx, message),
+            }
         }
         return match &exempt.exempt {
             Slot::Valid(reason, _) if exempt.keys.len() == 1 && stack.len() == 1 => {
@@ -63,28 +56,29 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     }
 
     if stack.len() > MAX_STACKED {
-        cx.error(
-            stack[MAX_STACKED].span,
+        stack[MAX_STACKED].error(
+            cx,
             format!("a route may stack at most {MAX_STACKED} `#[rate_limit]` declarations"),
         );
         ok = false;
     }
 
-    let mut limits: Vec<(LimitModel, Span)> = Vec::new();
+    let mut limits: Vec<(LimitModel, &Args)> = Vec::new();
     for args in stack {
-        if args.limit.is_absent() {
-            cx.error(
-                args.span,
+        match (args.limit.is_absent(), args.window.is_absent()) {
+            (true, true) => args.error(
+                cx,
+                "missing `limit` and `window`: how many requests a window of what duration allows, e.g. `#[rate_limit(limit = 10, window = \"5m\")]` (or `exempt = \"<reason>\"` for a route that needs no limit)",
+            ),
+            (true, false) => args.error(
+                cx,
                 "missing `limit`: how many requests the window allows, e.g. `limit = 10` (or `exempt = \"<reason>\"` for a route that needs no limit)",
-            );
-            ok = false;
-        }
-        if args.window.is_absent() {
-            cx.error(
-                args.span,
+            ),
+            (false, true) => args.error(
+                cx,
                 "missing `window`: the duration the limit counts over, e.g. `window = \"5m\"`",
-            );
-            ok = false;
+            ),
+            (false, false) => {}
         }
         let algorithm = match &args.algorithm {
             Slot::Valid(algorithm, _) => *algorithm,
@@ -98,21 +92,34 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
             if max > MAX_SLIDING_LOG_LIMIT {
                 cx.error(
                     span,
-                    format!("`limit = {max}` is too high for `sliding_log`, which keeps one Redis sorted-set entry per request in the window, so its memory and Redis work grow with the limit (at most {MAX_SLIDING_LOG_LIMIT}); use `algorithm = \"sliding_window\"` or `algorithm = \"gcra\"` for high limits"),
+                    format!("`limit = {max}` is too high for `algorithm = \"sliding_log\"`, which allows at most {MAX_SLIDING_LOG_LIMIT}: a sliding log keeps one Redis sorted-set entry per request in the window, so its memory and Redis work grow with the limit; for high limits use `algorithm = \"sliding_window\"` or `algorithm = \"gcra\"`"),
                 );
                 ok = false;
             }
         }
-        if let (Some((&max, span)), Some((&window_millis, _))) =
+        if let (Some((&max, _)), Some((window, window_span))) =
             (args.limit.valid(), args.window.valid())
         {
-            if let Some((_, _)) = limits
+            let window_millis = window.millis;
+            if let Some((earlier, earlier_args)) = limits
                 .iter()
                 .find(|(l, _)| l.algorithm == algorithm && l.window_millis == window_millis)
             {
+                let earlier_window = earlier_args
+                    .window
+                    .valid()
+                    .map_or_else(String::new, |(w, _)| w.text.clone());
+                let algorithm = match args.algorithm {
+                    Slot::Valid(..) => format!("`{}`", algorithm_name(algorithm)),
+                    _ => format!("the default `{}`", algorithm_name(algorithm)),
+                };
                 cx.error(
-                    span,
-                    "two stacked limits use the same algorithm and window, so they would count in one Redis key; keep the stricter one",
+                    window_span,
+                    format!(
+                        "`window = \"{}\"` repeats the window of an earlier `#[rate_limit]` (`limit = {}, window = \"{earlier_window}\"`) with the same algorithm, {algorithm}; two limits with the same algorithm and window would count in one Redis key, so keep the stricter one or change the window or the algorithm",
+                        window.text,
+                        earlier.max,
+                    ),
                 );
                 ok = false;
             }
@@ -122,16 +129,40 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
                     window_millis,
                     algorithm,
                 },
-                span,
+                args,
             ));
         } else {
             ok = false;
         }
     }
 
-    let identity = shared(stack, |a| &a.identity, "identity", cx, &mut ok).cloned();
-    let fail = shared(stack, |a| &a.fail, "fail", cx, &mut ok).copied();
-    let shadow = shared(stack, |a| &a.shadow, "shadow", cx, &mut ok).copied();
+    let identity = shared(
+        stack,
+        |a| &a.identity,
+        "identity",
+        "every limit of a route counts the same client",
+        cx,
+        &mut ok,
+    )
+    .cloned();
+    let fail = shared(
+        stack,
+        |a| &a.fail,
+        "fail",
+        "a route either admits or refuses requests while Redis is unreachable",
+        cx,
+        &mut ok,
+    )
+    .copied();
+    let shadow = shared(
+        stack,
+        |a| &a.shadow,
+        "shadow",
+        "a route's limits are enforced or only logged together",
+        cx,
+        &mut ok,
+    )
+    .copied();
 
     if !ok {
         return None;
@@ -145,36 +176,49 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     })
 }
 
-use crate::args::Slot;
-
 /// A key every stacked limit shares: it may be written on any of them, and where it is
-/// written more than once, the values must agree.
+/// written more than once, the values must agree. `why` says why they are shared.
 fn shared<'a, T: PartialEq + 'a>(
     stack: &'a [Args],
     slot: impl Fn(&'a Args) -> &'a Slot<T>,
     key: &str,
+    why: &str,
     cx: &mut Ctxt,
     ok: &mut bool,
 ) -> Option<&'a T> {
-    let mut first: Option<&'a T> = None;
+    let mut first: Option<(&'a T, &'a Args)> = None;
     for args in stack {
         match slot(args) {
             Slot::Valid(value, span) => match first {
-                Some(existing) if existing != value => {
+                Some((existing, earlier)) if existing != value => {
+                    let written = |args: &Args| args.key(key).map_or_else(String::new, |k| k.value.clone());
                     cx.error(
                         *span,
-                        format!("stacked limits share one `{key}`, and this one differs from an earlier `#[rate_limit]`; every limit of a route counts the same client in one Redis Cluster slot, so write `{key}` once"),
+                        format!(
+                            "`{key} = {}` differs from `{key} = {}` on an earlier `#[rate_limit]`; stacked limits share one `{key}` ({why}), so write `{key}` once",
+                            written(args),
+                            written(earlier),
+                        ),
                     );
                     *ok = false;
                 }
                 Some(_) => {}
-                None => first = Some(value),
+                None => first = Some((value, args)),
             },
             Slot::Invalid => *ok = false,
             Slot::Absent => {}
         }
     }
-    first
+    first.map(|(value, _)| value)
+}
+
+fn algorithm_name(algorithm: Algorithm) -> &'static str {
+    match algorithm {
+        Algorithm::FixedWindow => "fixed_window",
+        Algorithm::SlidingWindow => "sliding_window",
+        Algorithm::SlidingLog => "sliding_log",
+        Algorithm::Gcra => "gcra",
+    }
 }
 
 /// `open` when every method is safe (`GET`, `HEAD`, `OPTIONS`), `closed` otherwise.

@@ -45,13 +45,28 @@ where
         > + 'static,
     B: MessageBody + 'static,
 {
-    let tree = probe::introspection_tree(app).await;
-    let table = RouteTable::from_tree(tree.as_ref());
+    let table = route_table(app).await;
     if table.uncovered().next().is_some() || table.routes.is_empty() {
         Err(CoverageError { table })
     } else {
         Ok(table)
     }
+}
+
+/// Every route of `app` with its declaration (or none), covered or not.
+pub async fn route_table<T, B>(app: App<T>) -> RouteTable
+where
+    T: ServiceFactory<
+            ServiceRequest,
+            Config = (),
+            Response = ServiceResponse<B>,
+            Error = Error,
+            InitError = (),
+        > + 'static,
+    B: MessageBody + 'static,
+{
+    let tree = probe::introspection_tree(app).await;
+    RouteTable::from_tree(tree.as_ref())
 }
 
 /// The one-line test assertion: panics with the list of uncovered routes.

@@ -15,7 +15,7 @@ use actix_web::{
 use super::{
     answer, headers,
     headers::HeaderFamilies,
-    flood_shield::FloodShield,
+    flood_shield::{Blocked, FloodShield},
     telemetry::{self, Context, Outcome},
 };
 use crate::{
@@ -23,8 +23,21 @@ use crate::{
     identity::IdentitySources,
     key::RouteKey,
     policy::{FailMode, RoutePolicy},
-    store::{CheckRequest, Store, StoreError},
+    store::{CheckRequest, LimitState, Store, StoreError},
 };
+
+/// The state a shielded rejection reports in its headers: the remembered limit is exhausted
+/// until its retry time.
+fn shielded_state(policy: &RoutePolicy, blocked: Blocked, now: u64) -> Option<LimitState> {
+    let limit = *policy.limits().get(blocked.limit_index)?;
+    Some(LimitState {
+        limit,
+        allowed: false,
+        remaining: 0,
+        retry_after: Duration::from_millis(blocked.until.saturating_sub(now)),
+        reset_after: Duration::from_millis(blocked.reset_at.saturating_sub(now)),
+    })
+}
 
 /// Everything a request needs from the limiter; shared by every worker.
 pub(crate) struct Limiter {
@@ -88,9 +101,15 @@ impl Limiter {
 
         let now = self.local_now();
         if !policy.shadow() {
-            if let Some(retry_ms) = self.shield.blocked_for(key.as_str(), now) {
+            if let Some(blocked) = self.shield.blocked(key.as_str(), now) {
+                let retry_ms = blocked.until - now;
                 telemetry::decision(&cx, Outcome::Shielded, retry_ms);
-                let response = answer::too_many_requests(&route.label, retry_ms);
+                let mut response = answer::too_many_requests(&route.label, retry_ms);
+                if let Some(state) = shielded_state(&policy, blocked, now) {
+                    let binding = (blocked.limit_index, &state);
+                    let limits = policy.limits();
+                    headers::insert(response.headers_mut(), self.headers, route.name, limits, binding);
+                }
                 return Ok(req.into_response(response).map_into_right_body());
             }
         }
@@ -129,9 +148,21 @@ impl Limiter {
         let retry_ms = decision.retry_after().as_millis() as u64;
         if !decision.allowed && !policy.shadow() {
             telemetry::decision(&cx, Outcome::Rejected, retry_ms);
-            self.shield.block(key.as_str(), now, retry_ms);
+            if let Some((index, binding)) = decision.binding() {
+                self.shield.block(
+                    key.as_str(),
+                    Blocked {
+                        until: now.saturating_add(retry_ms),
+                        reset_at: now.saturating_add(binding.reset_after.as_millis() as u64),
+                        limit_index: index,
+                    },
+                );
+            }
             let mut response = answer::too_many_requests(&route.label, retry_ms);
-            headers::insert(response.headers_mut(), self.headers, route.name, &decision);
+            if let Some(binding) = decision.binding() {
+                let limits = policy.limits();
+                headers::insert(response.headers_mut(), self.headers, route.name, limits, binding);
+            }
             return Ok(req.into_response(response).map_into_right_body());
         }
         let outcome = if decision.allowed {
@@ -141,7 +172,10 @@ impl Limiter {
         };
         telemetry::decision(&cx, outcome, retry_ms);
         let mut response = service.call(req).await?;
-        headers::insert(response.headers_mut(), self.headers, route.name, &decision);
+        if let Some(binding) = decision.binding() {
+            let limits = policy.limits();
+            headers::insert(response.headers_mut(), self.headers, route.name, limits, binding);
+        }
         Ok(response.map_into_left_body())
     }
 }

@@ -3,7 +3,7 @@
 
 use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
-use crate::store::Decision;
+use crate::{policy::Limit, store::LimitState};
 
 /// Which header families limited responses carry. Both are on by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,11 +41,16 @@ fn policy_name(name: &str, index: usize, stacked: bool) -> String {
     }
 }
 
-pub(crate) fn insert(headers: &mut HeaderMap, families: HeaderFamilies, name: &str, decision: &Decision) {
-    let Some((index, binding)) = decision.binding() else {
-        return;
-    };
-    let stacked = decision.limits.len() > 1;
+/// Sets the headers of a limited response: every stacked limit in `RateLimit-Policy`, and
+/// the binding limit's state (`index` into `limits`) in the others.
+pub(crate) fn insert(
+    headers: &mut HeaderMap,
+    families: HeaderFamilies,
+    name: &str,
+    limits: &[Limit],
+    (index, binding): (usize, &LimitState),
+) {
+    let stacked = limits.len() > 1;
     let reset = ceil_secs(binding.reset_after.as_millis() as u64);
     if families.x_ratelimit {
         set(headers, "x-ratelimit-limit", binding.limit.max().to_string());
@@ -53,16 +58,15 @@ pub(crate) fn insert(headers: &mut HeaderMap, families: HeaderFamilies, name: &s
         set(headers, "x-ratelimit-reset", reset.to_string());
     }
     if families.ietf_draft {
-        let policies: Vec<String> = decision
-            .limits
+        let policies: Vec<String> = limits
             .iter()
             .enumerate()
             .map(|(i, l)| {
                 format!(
                     "\"{}\";q={};w={}",
                     policy_name(name, i, stacked),
-                    l.limit.max(),
-                    l.limit.window().as_secs_ceil()
+                    l.max(),
+                    l.window().as_secs_ceil()
                 )
             })
             .collect();

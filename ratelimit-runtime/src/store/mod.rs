@@ -1,10 +1,21 @@
 //! Where counters live: Redis (standalone or Cluster) or process memory, behind one trait.
 
+mod cluster;
+mod config_error;
 mod decision;
 mod error;
+mod memory;
+mod redis;
+mod script;
+mod script_call;
 
+pub use cluster::{RedisClusterStore, RedisClusterStoreBuilder};
+pub use config_error::StoreConfigError;
 pub use decision::{Decision, LimitState};
 pub use error::{StoreError, StoreErrorKind};
+pub use memory::{MemoryStore, MemoryStoreBuilder, StoredEntry, StoredValue, DEFAULT_CAPACITY};
+pub use redis::{RedisStore, RedisStoreBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
+pub use script::{check_script_sha1, CHECK_SCRIPT};
 
 use std::{future::Future, pin::Pin};
 

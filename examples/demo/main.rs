@@ -1,0 +1,170 @@
+//! The demo service: the seed's policy table on a small but real actix-web app.
+//!
+//! ```text
+//! cargo run --release --example demo              # in-memory store (limits per instance)
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run --release --example demo
+//! cargo run --release --example demo -- --routes  # print the route table and exit
+//! ```
+//!
+//! Environment: `BIND` (default `127.0.0.1:8080`), `REDIS_URL` (`redis://` or `rediss://`) or
+//! `REDIS_CLUSTER_NODES` (comma-separated node URLs), `TRUSTED_PROXY_HOPS` (default 0),
+//! `RUST_LOG` (default `info`).
+
+mod auth;
+mod routes;
+
+use std::{env, sync::Arc};
+
+use actix_web::{middleware::from_fn, web, App, HttpServer};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use ratelimit_runtime::{
+    coverage,
+    identity::{ApiKeySource, TrustedProxies},
+    store::{MemoryStore, RedisClusterStore, RedisStore, Store},
+    RateLimiter,
+};
+
+/// Builds the demo App. `uncovered` adds a route without a declaration (for the test that
+/// the coverage check refuses to start such an App).
+pub fn app(
+    limiter: RateLimiter,
+    metrics: web::Data<PrometheusHandle>,
+    uncovered: bool,
+) -> App<
+    impl actix_web::dev::ServiceFactory<
+        actix_web::dev::ServiceRequest,
+        Config = (),
+        Response = actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    App::new()
+        .app_data(metrics)
+        .configure(routes::configure)
+        .configure(move |cfg| {
+            if uncovered {
+                cfg.route("/debug/uncovered", web::get().to(routes::uncovered));
+            }
+        })
+        .wrap(limiter)
+        // Outermost: the stand-in auth runs first, so the limiter sees the user id.
+        .wrap(from_fn(auth::bearer_user))
+}
+
+fn limiter(store: Arc<dyn Store>) -> Result<RateLimiter, String> {
+    let hops = match env::var("TRUSTED_PROXY_HOPS") {
+        Ok(text) => text
+            .trim()
+            .parse::<usize>()
+            .map_err(|_| format!("TRUSTED_PROXY_HOPS must be a whole number, got `{text}`"))?,
+        Err(_) => 0,
+    };
+    Ok(RateLimiter::from_arc(store)
+        .trusted_proxies(TrustedProxies::hops(hops))
+        // `Authorization: Bearer` carries the (stand-in) user here, so API keys come
+        // from `X-API-Key` only.
+        .api_key(ApiKeySource::new("x-api-key", false)))
+}
+
+#[actix_web::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let metrics = match PrometheusBuilder::new().install_recorder() {
+        Ok(handle) => web::Data::new(handle),
+        Err(error) => {
+            eprintln!("cannot install the metrics recorder: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let uncovered = env::var("DEMO_UNCOVERED_ROUTE").is_ok_and(|v| v == "1");
+
+    if env::args().any(|a| a == "--routes") {
+        let table = coverage::route_table(app(
+            RateLimiter::new(MemoryStore::new()),
+            metrics,
+            uncovered,
+        ))
+        .await;
+        print!("{table}");
+        return std::process::ExitCode::SUCCESS;
+    }
+
+    let store = match store().await {
+        Ok(store) => store,
+        Err(error) => {
+            eprintln!("{error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let limiter = match limiter(store) {
+        Ok(limiter) => limiter,
+        Err(error) => {
+            eprintln!("{error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    // Refuses to start (exit status 1, uncovered routes on stderr) on a gap.
+    let table = coverage::require_coverage(app(limiter.clone(), metrics.clone(), uncovered)).await;
+    tracing::info!(routes = table.routes.len(), "every route has a rate limit or an exemption");
+
+    let bind = env::var("BIND").unwrap_or_else(|_| "127.0.0.1:8080".to_owned());
+    let server = match HttpServer::new(move || app(limiter.clone(), metrics.clone(), uncovered))
+        .bind(&bind)
+    {
+        Ok(server) => server,
+        Err(error) => {
+            eprintln!("cannot bind {bind}: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(%bind, "demo listening");
+    match server.run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("server error: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn store() -> Result<Arc<dyn Store>, String> {
+    if let Ok(url) = env::var("REDIS_URL") {
+        let store = RedisStore::builder(url.clone())
+            .build()
+            .await
+            .map_err(|e| format!("REDIS_URL `{}`: {e}", redact(&url)))?;
+        tracing::info!(url = %redact(&url), "counting in Redis");
+        return Ok(Arc::new(store));
+    }
+    if let Ok(nodes) = env::var("REDIS_CLUSTER_NODES") {
+        let nodes: Vec<String> = nodes.split(',').map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).collect();
+        let store = RedisClusterStore::builder(nodes.clone())
+            .build()
+            .await
+            .map_err(|e| format!("REDIS_CLUSTER_NODES: {e}"))?;
+        tracing::info!(nodes = nodes.len(), "counting in Redis Cluster");
+        return Ok(Arc::new(store));
+    }
+    tracing::warn!("neither REDIS_URL nor REDIS_CLUSTER_NODES is set: counting in process memory, so limits apply per instance, not across the fleet");
+    Ok(Arc::new(MemoryStore::new()))
+}
+
+/// `redis://user:secret@host` → `redis://user:***@host`.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}

@@ -1,0 +1,120 @@
+//! The seed's policy table, each limit declared on its handler.
+
+use actix_web::{get, post, web, HttpMessage, HttpRequest, HttpResponse, Responder};
+use metrics_exporter_prometheus::PrometheusHandle;
+use ratelimit_runtime::{identity::UserId, rate_limit};
+use serde::Deserialize;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(login)
+        .service(password_reset)
+        .service(search)
+        .service(export_report)
+        .service(create_order)
+        .service(get_order)
+        .service(health)
+        .service(metrics);
+}
+
+#[derive(Deserialize)]
+pub struct Credentials {
+    username: String,
+    #[allow(dead_code)]
+    password: String,
+}
+
+/// JSON or form body: `{"username": "...", "password": "..."}`.
+#[derive(Deserialize)]
+pub struct UsernameOnly {
+    username: String,
+}
+
+fn either<T>(json: Option<web::Json<T>>, form: Option<web::Form<T>>) -> Option<T> {
+    json.map(web::Json::into_inner)
+        .or_else(|| form.map(web::Form::into_inner))
+}
+
+#[rate_limit(limit = 10, window = "5m", identity = "ip+username", algorithm = "sliding_log", fail = "closed")]
+#[post("/login")]
+async fn login(
+    json: Option<web::Json<Credentials>>,
+    form: Option<web::Form<Credentials>>,
+) -> impl Responder {
+    match either(json, form) {
+        Some(credentials) => HttpResponse::Ok().json(serde_json::json!({
+            "status": "checked",
+            "username": credentials.username,
+        })),
+        None => HttpResponse::BadRequest().json(serde_json::json!({
+            "error": "expected a JSON or form body with `username` and `password`",
+        })),
+    }
+}
+
+#[rate_limit(limit = 5, window = "15m", identity = "ip+username", algorithm = "sliding_log", fail = "closed")]
+#[post("/password-reset")]
+async fn password_reset(
+    json: Option<web::Json<UsernameOnly>>,
+    form: Option<web::Form<UsernameOnly>>,
+) -> impl Responder {
+    match either(json, form) {
+        Some(body) => HttpResponse::Accepted().json(serde_json::json!({
+            "status": "reset link sent if the account exists",
+            "username": body.username,
+        })),
+        None => HttpResponse::BadRequest().json(serde_json::json!({
+            "error": "expected a JSON or form body with `username`",
+        })),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct SearchQuery {
+    #[serde(default)]
+    q: String,
+}
+
+#[rate_limit(limit = 300, window = "1m", identity = "api_key", fail = "open")]
+#[get("/api/search")]
+async fn search(query: web::Query<SearchQuery>) -> impl Responder {
+    HttpResponse::Ok().json(serde_json::json!({ "query": query.q, "results": [] }))
+}
+
+#[rate_limit(limit = 60, window = "1h", identity = "api_key", algorithm = "fixed_window", fail = "closed")]
+#[post("/reports/export")]
+async fn export_report() -> impl Responder {
+    HttpResponse::Accepted().json(serde_json::json!({ "status": "export queued" }))
+}
+
+#[rate_limit(limit = 30, window = "1m", identity = "user_id", fail = "closed")]
+#[post("/orders")]
+async fn create_order(req: HttpRequest) -> impl Responder {
+    let user = req.extensions().get::<UserId>().map(|u| u.0.clone());
+    HttpResponse::Created().json(serde_json::json!({ "status": "created", "user": user }))
+}
+
+#[rate_limit(limit = 120, window = "1m")]
+#[rate_limit(limit = 20, window = "1s", algorithm = "gcra")]
+#[get("/orders/{id}")]
+async fn get_order(id: web::Path<u64>) -> impl Responder {
+    HttpResponse::Ok().json(serde_json::json!({ "id": id.into_inner() }))
+}
+
+#[rate_limit(exempt = "load balancer health check")]
+#[get("/health")]
+async fn health() -> impl Responder {
+    HttpResponse::Ok().json(serde_json::json!({ "status": "ok" }))
+}
+
+#[rate_limit(exempt = "Prometheus scrape of the limiter's own metrics")]
+#[get("/metrics")]
+async fn metrics(handle: web::Data<PrometheusHandle>) -> impl Responder {
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(handle.render())
+}
+
+/// Mounted only by the test-only variant, without a declaration.
+pub async fn uncovered() -> HttpResponse {
+    HttpResponse::Ok().finish()
+}

@@ -1,0 +1,28 @@
+-- fixed_window.lua: one counter per window, key `<stem>:<window start ms>`.
+--
+-- Allowed when count < max. Up to twice the limit can pass across a window boundary.
+
+local function fixed_window_peek(stem, max, window, now)
+  local start = rl_window_start(now, window)
+  local key = stem .. ':' .. rl_int(start)
+  local count = tonumber(redis.call('GET', key) or '0')
+  local left = window - (now - start)
+  local state = { key = key, ttl = left }
+  if count < max then
+    state.allowed = 1
+    state.remaining = max - count - 1
+    state.retry_after = 0
+  else
+    state.allowed = 0
+    state.remaining = 0
+    state.retry_after = left
+  end
+  state.reset_after = left
+  return state
+end
+
+local function fixed_window_commit(state, window)
+  if redis.call('INCR', state.key) == 1 then
+    redis.call('PEXPIRE', state.key, rl_ttl(state.ttl, window))
+  end
+end

@@ -1,0 +1,47 @@
+-- gcra.lua: generic cell rate algorithm, one key holding the theoretical arrival time (TAT)
+-- as an integer number of microseconds.
+--
+-- Emission interval T = floor(w * 1000 / max) microseconds (at least 1), burst tolerance
+-- tau = T * max, so a burst from idle allows exactly max requests; the window is thus
+-- rounded down to a whole multiple of max microseconds (off by less than one microsecond
+-- per request).
+--
+--   tat      = max(stored TAT, now)
+--   new_tat  = tat + T
+--   allowed  when new_tat - now <= tau
+--   remaining    = floor((tau - (new_tat - now)) / T)
+--   retry_after  = new_tat - tau - now (rejected), rounded up to ms
+--   reset_after  = TAT after the decision - now, rounded up to ms
+--
+-- The TAT is written with string.format('%d'): tostring would keep only 14 digits.
+
+local function gcra_peek(stem, max, window, now)
+  local interval = rl_floor_div(window * 1000, max)
+  if interval < 1 then
+    interval = 1
+  end
+  local tolerance = interval * max
+  local now_us = now * 1000
+  local tat = tonumber(redis.call('GET', stem) or '0')
+  if tat < now_us then
+    tat = now_us
+  end
+  local new_tat = tat + interval
+  local state = { key = stem, new_tat = new_tat, ttl = rl_ceil_div(new_tat - now_us, 1000) }
+  if new_tat - now_us <= tolerance then
+    state.allowed = 1
+    state.remaining = rl_floor_div(tolerance - (new_tat - now_us), interval)
+    state.retry_after = 0
+    state.reset_after = rl_ceil_div(new_tat - now_us, 1000)
+  else
+    state.allowed = 0
+    state.remaining = 0
+    state.retry_after = rl_ceil_div(new_tat - tolerance - now_us, 1000)
+    state.reset_after = rl_ceil_div(tat - now_us, 1000)
+  end
+  return state
+end
+
+local function gcra_commit(state, window)
+  redis.call('SET', state.key, rl_int(state.new_tat), 'PX', rl_ttl(state.ttl, window))
+end

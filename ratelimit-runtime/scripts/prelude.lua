@@ -1,0 +1,64 @@
+-- prelude.lua: the clock and the integer arithmetic every algorithm shares.
+--
+-- The scripts are concatenated into ONE script (prelude, the four algorithms, check.lua),
+-- so one check is one EVALSHA whatever the stack of limits. Everything here is local to
+-- that script.
+--
+-- ARGV[1] is the injected time in milliseconds (tests), or the empty string: then the
+-- time is Redis's own clock (TIME), so every app instance shares one clock.
+
+local rl_injected = ARGV[1] ~= ''
+
+local function rl_now_ms()
+  if not rl_injected then
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local now = tonumber(ARGV[1])
+  if now == nil or now < 0 or now ~= math.floor(now) then
+    error('rate-limit script: ARGV[1] must be empty or a whole number of milliseconds')
+  end
+  return now
+end
+
+-- Lua numbers are doubles: integers are exact up to 2^53, but a/b may round up to the next
+-- integer for large operands. These correct the quotient so floor/ceil are exact whenever
+-- the operands themselves are exact.
+local function rl_floor_div(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+
+local function rl_ceil_div(a, b)
+  return -rl_floor_div(-a, b)
+end
+
+-- A number as a plain integer string. Numbers passed to redis.call are otherwise converted
+-- with limited precision (tostring uses %.14g), which silently corrupts timestamps.
+local function rl_int(n)
+  return string.format('%d', n)
+end
+
+-- The TTL of a key in milliseconds, at least 1. With the store's clock the exact value is
+-- used. With an injected clock Redis still expires keys on its own clock, which the
+-- caller's clock need not follow, so a key is then kept at least one whole window: a key
+-- must not vanish while the caller's clock still reads it.
+local function rl_ttl(ms, window)
+  if rl_injected and ms < window then
+    ms = window
+  end
+  if ms < 1 then
+    ms = 1
+  end
+  return rl_int(ms)
+end
+
+-- The start of the window that contains `now`.
+local function rl_window_start(now, window)
+  return rl_floor_div(now, window) * window
+end

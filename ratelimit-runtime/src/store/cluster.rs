@@ -1,0 +1,134 @@
+//! The Redis Cluster store: the same script, routed by its first key.
+//!
+//! Every key of one check carries the route key's hash tag, so they all live in one slot:
+//! `EVALSHA` goes to the node that owns it and never meets `CROSSSLOT`.
+
+use std::{fmt, time::Duration};
+
+use ::redis::{
+    cluster::{ClusterClient, ClusterConfig},
+    cluster_async::ClusterConnection,
+};
+
+use super::{
+    config_error::{redact, StoreConfigError},
+    redis::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT},
+    script_call, CheckFuture, CheckRequest, Store,
+};
+
+/// Counters in a Redis Cluster.
+///
+/// Connections to the nodes are made in the background and follow slot moves; a check never
+/// waits longer than the configured timeout. Build one per process and share it: clones
+/// share the connections.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), ratelimit_runtime::store::StoreConfigError> {
+/// use ratelimit_runtime::store::RedisClusterStore;
+///
+/// let store = RedisClusterStore::builder(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+///     .build()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisClusterStore {
+    connection: ClusterConnection,
+    timeout: Duration,
+    nodes: Vec<String>,
+}
+
+impl RedisClusterStore {
+    /// A builder for a store on the cluster reachable through `nodes` (one or more seed
+    /// URLs, all with the same credentials; `rediss://` for TLS).
+    pub fn builder<I, S>(nodes: I) -> RedisClusterStoreBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        RedisClusterStoreBuilder {
+            nodes: nodes.into_iter().map(Into::into).collect(),
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+
+    /// The per-check timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+}
+
+impl fmt::Debug for RedisClusterStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nodes: Vec<String> = self.nodes.iter().map(|url| redact(url)).collect();
+        f.debug_struct("RedisClusterStore")
+            .field("nodes", &nodes)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl Store for RedisClusterStore {
+    fn check<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
+        Box::pin(script_call::check(
+            self.connection.clone(),
+            request,
+            self.timeout,
+        ))
+    }
+
+    fn kind(&self) -> &'static str {
+        "redis-cluster"
+    }
+}
+
+/// Configures a [`RedisClusterStore`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RedisClusterStoreBuilder {
+    nodes: Vec<String>,
+    timeout: Duration,
+    connect_timeout: Duration,
+}
+
+impl RedisClusterStoreBuilder {
+    /// The longest one check may take, redirects and retries included (default 50 ms).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The longest one connection attempt to a node may take (default 1 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Builds the store without waiting for the cluster: connections are made in the
+    /// background, and checks fail with connection or timeout errors until it answers.
+    ///
+    /// Must be called inside a Tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// When there is no node, a URL is malformed, or the nodes' credentials differ.
+    pub async fn build(self) -> Result<RedisClusterStore, StoreConfigError> {
+        if self.nodes.is_empty() {
+            return Err(StoreConfigError::new(
+                "a redis cluster store needs at least one node url",
+            ));
+        }
+        let client = ClusterClient::builder(self.nodes.iter().map(String::as_str))
+            .connection_timeout(self.connect_timeout)
+            .build()
+            .map_err(|err| StoreConfigError::for_url(&self.nodes.join(","), err))?;
+        let config = ClusterConfig::new().set_connection_timeout(self.connect_timeout);
+        let connection = client.get_pending_async_connection_with_config(config);
+        Ok(RedisClusterStore {
+            connection,
+            timeout: self.timeout,
+            nodes: self.nodes,
+        })
+    }
+}

@@ -1,0 +1,70 @@
+use std::fmt;
+
+/// A store that cannot be built from its configuration (a malformed URL, for example).
+///
+/// Building never fails because Redis is unreachable: connections are made in the
+/// background, and checks fail with [`StoreError`](super::StoreError)s until Redis answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfigError {
+    message: String,
+}
+
+impl StoreConfigError {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        StoreConfigError {
+            message: message.into(),
+        }
+    }
+
+    /// An error about `url`, shown without its password.
+    pub(crate) fn for_url(url: &str, reason: impl fmt::Display) -> Self {
+        StoreConfigError::new(format!("invalid redis url `{}`: {reason}", redact(url)))
+    }
+}
+
+impl fmt::Display for StoreConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rate-limit store configuration: {}", self.message)
+    }
+}
+
+impl std::error::Error for StoreConfigError {}
+
+/// `redis://user:secret@host` → `redis://user:***@host`: URLs carry passwords.
+pub(crate) fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_owned();
+    };
+    let userinfo = &rest[..at];
+    let user = userinfo.split(':').next().unwrap_or("");
+    let hidden = if userinfo.contains(':') {
+        format!("{user}:***")
+    } else {
+        "***".to_owned()
+    };
+    format!("{}{hidden}{}", &url[..scheme_end], &rest[at..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        assert_eq!(
+            redact("rediss://app:s3cret@cache:6380/0"),
+            "rediss://app:***@cache:6380/0"
+        );
+        assert_eq!(redact("redis://:s3cret@cache"), "redis://:***@cache");
+        assert_eq!(redact("redis://s3cret@cache"), "redis://***@cache");
+        assert_eq!(redact("redis://cache:6379"), "redis://cache:6379");
+        let err = StoreConfigError::for_url("redis://u:s3cret@[bad", "no host");
+        assert!(!err.to_string().contains("s3cret"), "{err}");
+        assert!(err.to_string().contains("u:***@"), "{err}");
+    }
+}

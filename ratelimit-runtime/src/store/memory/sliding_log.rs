@@ -1,0 +1,44 @@
+//! Sliding log, as `scripts/sliding_log.lua`: one timestamp per allowed request, window
+//! `(now - w, now]`.
+
+use super::{
+    peek::Peek,
+    table::{Table, Write},
+};
+
+pub(super) fn peek(table: &mut Table, stem: &str, max: u64, window: u64, now: u64) -> Peek {
+    let write = Write::Append {
+        key: stem.to_owned(),
+        ttl: window,
+    };
+    let Some(log) = table.pruned_log(stem, now, now.saturating_sub(window)) else {
+        return Peek::allowed(max - 1, window, write);
+    };
+    let count = log.len() as u64;
+    if count < max {
+        return Peek::allowed(max - count - 1, window, write);
+    }
+    let oldest_to_leave = log[(count - max) as usize];
+    let newest = log.back().copied().unwrap_or(now);
+    Peek::rejected(oldest_to_leave + window - now, newest + window - now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_leaves_the_window_exactly_w_later() {
+        let mut table = Table::new(10);
+        for now in [1_000, 1_400] {
+            let p = peek(&mut table, "k", 2, 1_000, now);
+            table.apply(vec![p.write.unwrap()], now);
+        }
+        let p = peek(&mut table, "k", 2, 1_000, 1_999);
+        assert_eq!((p.allowed, p.retry_after, p.reset_after), (false, 1, 401));
+        assert!(
+            peek(&mut table, "k", 2, 1_000, 2_000).allowed,
+            "(now - w, now] excludes 1000"
+        );
+    }
+}

@@ -1,0 +1,244 @@
+use std::{
+    collections::hash_map::RandomState,
+    fmt,
+    hash::BuildHasher,
+    sync::{Mutex, MutexGuard, PoisonError},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use super::{
+    fixed_window, gcra,
+    peek::Peek,
+    sliding_log, sliding_window,
+    table::{StoredEntry, Table},
+};
+use crate::{
+    policy::Algorithm,
+    store::{CheckFuture, CheckRequest, Decision, LimitState, Store},
+};
+
+/// How many keys a [`MemoryStore`] holds at most, unless configured otherwise.
+pub const DEFAULT_CAPACITY: usize = 100_000;
+
+/// Route keys are spread over this many independently locked shards.
+const SHARDS: usize = 16;
+
+/// Counters in process memory, with the same semantics as the Redis scripts.
+///
+/// For a single instance and for tests: with several instances each one counts only what
+/// it sees (see the crate docs). All limits of one check are decided under one lock, so
+/// checks are atomic and all-or-nothing like the script. Memory is bounded: expired keys are
+/// swept as new ones arrive, and at most `capacity` keys are kept; when full with nothing
+/// expired, the keys closest to expiry are evicted first (they would vanish soonest anyway).
+/// The capacity is split evenly across 16 shards.
+///
+/// Time is the injected `now_millis`, else the system clock.
+pub struct MemoryStore {
+    shards: Box<[Mutex<Table>]>,
+    hasher: RandomState,
+}
+
+impl MemoryStore {
+    /// A store holding at most [`DEFAULT_CAPACITY`] keys.
+    pub fn new() -> Self {
+        MemoryStore::builder().build()
+    }
+
+    /// A builder, to set the capacity.
+    pub fn builder() -> MemoryStoreBuilder {
+        MemoryStoreBuilder {
+            capacity: DEFAULT_CAPACITY,
+        }
+    }
+
+    /// The live entry stored under `key` (a key as Redis would name it, such as
+    /// `rl:{GET:/x|ip:1.2.3.4}:fw60000:1700000040000`) at `now_millis`.
+    pub fn entry(&self, key: &str, now_millis: u64) -> Option<StoredEntry> {
+        self.lock(hash_tag(key)).entry(key, now_millis).cloned()
+    }
+
+    /// Every stored key with its entry, expired ones that were not swept yet included.
+    pub fn entries(&self) -> Vec<(String, StoredEntry)> {
+        let mut all = Vec::new();
+        for shard in self.shards.iter() {
+            let shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+            all.extend(shard.entries().map(|(k, e)| (k.clone(), e.clone())));
+        }
+        all
+    }
+
+    /// How many keys are stored (expired ones that were not swept yet included).
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).len())
+            .sum()
+    }
+
+    /// Whether no key is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self, tag: &str) -> MutexGuard<'_, Table> {
+        let index = (self.hasher.hash_one(tag) % SHARDS as u64) as usize;
+        // A panic while holding the lock cannot leave a table half-written in a way that
+        // matters more than losing it: keep serving.
+        self.shards[index]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn decide(&self, request: &CheckRequest<'_>) -> Decision {
+        let now = request.now_millis.unwrap_or_else(system_millis);
+        let mut table = self.lock(request.key.hash_tag());
+        let peeks: Vec<Peek> = request
+            .limits
+            .iter()
+            .map(|limit| {
+                let stem = request.key.limit_key(limit);
+                let (max, window) = (u64::from(limit.max()), limit.window().as_millis());
+                match limit.algorithm() {
+                    Algorithm::FixedWindow => fixed_window::peek(&table, &stem, max, window, now),
+                    Algorithm::SlidingWindow => {
+                        sliding_window::peek(&table, &stem, max, window, now)
+                    }
+                    Algorithm::SlidingLog => sliding_log::peek(&mut table, &stem, max, window, now),
+                    Algorithm::Gcra => gcra::peek(&table, &stem, max, window, now),
+                }
+            })
+            .collect();
+        let allowed = peeks.iter().all(|p| p.allowed);
+        let limits = request
+            .limits
+            .iter()
+            .zip(&peeks)
+            .map(|(limit, p)| LimitState {
+                limit: *limit,
+                allowed: p.allowed,
+                remaining: u32::try_from(p.remaining).unwrap_or(u32::MAX),
+                retry_after: Duration::from_millis(p.retry_after),
+                reset_after: Duration::from_millis(p.reset_after),
+            })
+            .collect();
+        if allowed {
+            table.apply(peeks.into_iter().filter_map(|p| p.write).collect(), now);
+        }
+        Decision { allowed, limits }
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new()
+    }
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("keys", &self.len())
+            .finish()
+    }
+}
+
+impl Store for MemoryStore {
+    fn check<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
+        Box::pin(std::future::ready(Ok(self.decide(&request))))
+    }
+
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+}
+
+/// Configures a [`MemoryStore`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct MemoryStoreBuilder {
+    capacity: usize,
+}
+
+impl MemoryStoreBuilder {
+    /// The most keys the store holds (default [`DEFAULT_CAPACITY`]); at least one per shard.
+    pub fn capacity(mut self, keys: usize) -> Self {
+        self.capacity = keys;
+        self
+    }
+
+    /// Builds the store.
+    pub fn build(self) -> MemoryStore {
+        let per_shard = self.capacity.div_ceil(SHARDS).max(1);
+        MemoryStore {
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(Table::new(per_shard)))
+                .collect(),
+            hasher: RandomState::new(),
+        }
+    }
+}
+
+/// The text Redis Cluster would hash: from the first `{` to the first `}` after it.
+fn hash_tag(key: &str) -> &str {
+    key.find('{')
+        .and_then(|open| {
+            key[open + 1..]
+                .find('}')
+                .map(|close| &key[open + 1..open + 1 + close])
+        })
+        .unwrap_or(key)
+}
+
+fn system_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        key::RouteKey,
+        policy::{IdentityPart, Limit, Window},
+        store::StoredValue,
+    };
+
+    #[test]
+    fn entries_are_found_by_their_redis_key() {
+        let store = MemoryStore::new();
+        let key = RouteKey::new("rl", "GET", "/x", &[(IdentityPart::Ip, "1.2.3.4")]);
+        let limits = [Limit::new(5, Window::from_secs(60), Algorithm::FixedWindow)];
+        let now = 1_700_000_040_000;
+        let decision = store.decide(&CheckRequest {
+            key: &key,
+            limits: &limits,
+            now_millis: Some(now),
+        });
+        assert!(decision.allowed);
+        let stored = format!("{}:{now}", key.limit_key(&limits[0]));
+        let entry = store.entry(&stored, now).expect("counter stored");
+        assert_eq!(entry.value, StoredValue::Counter(1));
+        assert_eq!(entry.expires_at, now + 60_000);
+        assert_eq!(store.entries().len(), 1);
+    }
+
+    #[test]
+    fn the_capacity_bounds_the_store() {
+        let store = MemoryStore::builder().capacity(64).build();
+        let limits = [Limit::new(
+            5,
+            Window::from_secs(60),
+            Algorithm::SlidingWindow,
+        )];
+        for i in 0..5_000 {
+            let key = RouteKey::new("rl", "GET", "/x", &[(IdentityPart::UserId, &i.to_string())]);
+            store.decide(&CheckRequest {
+                key: &key,
+                limits: &limits,
+                now_millis: Some(1_000_000 + i),
+            });
+        }
+        assert!(store.len() <= 64, "{}", store.len());
+    }
+}

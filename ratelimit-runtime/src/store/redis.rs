@@ -1,0 +1,138 @@
+//! The standalone Redis store: one multiplexed connection per process.
+
+use std::{fmt, time::Duration};
+
+use ::redis::{
+    aio::{ConnectionManager, ConnectionManagerConfig},
+    Client,
+};
+
+use super::{
+    config_error::{redact, StoreConfigError},
+    script_call, CheckFuture, CheckRequest, Store,
+};
+
+/// How long one check may take, fallback and retry included, unless configured otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// How long one connection attempt may take, unless configured otherwise.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Counters in one Redis server (or a primary behind a failover proxy).
+///
+/// Every check is one `EVALSHA` of the check script over one multiplexed connection that
+/// reconnects by itself; a check never waits longer than the configured timeout. Build one
+/// per process and share it: clones share the connection.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), ratelimit_runtime::store::StoreConfigError> {
+/// use std::time::Duration;
+/// use ratelimit_runtime::store::RedisStore;
+///
+/// let store = RedisStore::builder("rediss://app:secret@cache.internal:6380")
+///     .timeout(Duration::from_millis(30))
+///     .build()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisStore {
+    connection: ConnectionManager,
+    timeout: Duration,
+    url: String,
+}
+
+impl RedisStore {
+    /// A builder for a store at `url`: `redis://[user:password@]host[:port][/db]`, or
+    /// `rediss://` for TLS.
+    pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
+        RedisStoreBuilder {
+            url: url.into(),
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+
+    /// The per-check timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("url", &redact(&self.url))
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl Store for RedisStore {
+    fn check<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
+        Box::pin(script_call::check(
+            self.connection.clone(),
+            request,
+            self.timeout,
+        ))
+    }
+
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+}
+
+/// Configures a [`RedisStore`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RedisStoreBuilder {
+    url: String,
+    timeout: Duration,
+    connect_timeout: Duration,
+}
+
+impl RedisStoreBuilder {
+    /// The longest one check may take, fallback and retry included (default 50 ms). A
+    /// check that takes longer fails with a [`Timeout`](super::StoreErrorKind::Timeout) error.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The longest one connection attempt may take (default 1 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Builds the store. It never waits for Redis: the connection is made in the background,
+    /// checks fail with connection or timeout errors until Redis answers, and the store
+    /// reconnects by itself after Redis comes back.
+    ///
+    /// Must be called inside a Tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// When the URL is malformed.
+    pub async fn build(self) -> Result<RedisStore, StoreConfigError> {
+        let client = Client::open(self.url.as_str())
+            .map_err(|err| StoreConfigError::for_url(&self.url, err))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(None)
+            .set_number_of_retries(3)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(500));
+        let connection = ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(|err| StoreConfigError::for_url(&self.url, err))?;
+        let mut warm_up = connection.clone();
+        tokio::spawn(async move {
+            let _ = ::redis::cmd("PING").query_async::<()>(&mut warm_up).await;
+        });
+        Ok(RedisStore {
+            connection,
+            timeout: self.timeout,
+            url: self.url,
+        })
+    }
+}

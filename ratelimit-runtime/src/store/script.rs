@@ -1,0 +1,260 @@
+//! The Lua check script and its protocol: what goes into `KEYS` and `ARGV`, what comes back.
+//!
+//! The script lives in `ratelimit-runtime/scripts/*.lua`, one file per algorithm plus a
+//! prelude (clock and integer arithmetic) and a dispatcher; they are concatenated at compile
+//! time into one script, so one check is one `EVALSHA` whatever the stack of limits.
+//!
+//! - `KEYS[i]`: [`RouteKey::limit_key`] of limit `i`. The window algorithms append
+//!   `:<window start ms>` inside the script; every key shares the route key's hash tag, so
+//!   all of them live in one Redis Cluster slot.
+//! - `ARGV[1]`: the injected time in milliseconds, or `""` for Redis `TIME`.
+//! - `ARGV[2]`: a member unique to this request (the sliding log's sorted-set member).
+//! - `ARGV[3i]`, `ARGV[3i+1]`, `ARGV[3i+2]`: limit `i`'s algorithm code (`fw`, `sw`, `sl`,
+//!   `gc`), max and window in milliseconds.
+//! - Reply: a flat integer array, per limit `allowed (0/1), remaining, retry_after ms,
+//!   reset_after ms`.
+//!
+//! The script peeks every limit first and counts the request in all of them only when all
+//! allow it. For a request rejected by another limit, an allowing limit reports the state
+//! it would have had if the request had been counted.
+
+use std::{
+    collections::hash_map::RandomState,
+    hash::BuildHasher,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        LazyLock,
+    },
+    time::Duration,
+};
+
+use redis::Value;
+
+use super::{CheckRequest, Decision, LimitState, StoreError, StoreErrorKind};
+use crate::key::algorithm_code;
+
+/// The whole check script, as sent with `EVAL` when Redis does not know it yet.
+pub const CHECK_SCRIPT: &str = concat!(
+    include_str!("../../scripts/prelude.lua"),
+    "\n",
+    include_str!("../../scripts/fixed_window.lua"),
+    "\n",
+    include_str!("../../scripts/sliding_window.lua"),
+    "\n",
+    include_str!("../../scripts/sliding_log.lua"),
+    "\n",
+    include_str!("../../scripts/gcra.lua"),
+    "\n",
+    include_str!("../../scripts/check.lua"),
+);
+
+static CHECK_SCRIPT_SHA1: LazyLock<String> =
+    LazyLock::new(|| sha1_smol::Sha1::from(CHECK_SCRIPT).digest().to_string());
+
+/// The SHA-1 digest of [`CHECK_SCRIPT`] in hex, the name Redis knows it by (`EVALSHA`).
+pub fn check_script_sha1() -> &'static str {
+    &CHECK_SCRIPT_SHA1
+}
+
+/// Random per process, so members from different instances never collide.
+static MEMBER_PREFIX: LazyLock<u64> =
+    LazyLock::new(|| RandomState::new().hash_one(std::process::id()));
+static MEMBER_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A sliding-log member unique to one request: a random per-process prefix and a counter.
+fn unique_member() -> String {
+    let n = MEMBER_COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{:016x}{n:x}", *MEMBER_PREFIX)
+}
+
+/// One encoded script call: the keys and arguments of `EVALSHA`/`EVAL`.
+#[derive(Debug, Clone)]
+pub(crate) struct ScriptCall {
+    keys: Vec<String>,
+    args: Vec<String>,
+}
+
+impl ScriptCall {
+    /// Encodes `request`. `request.limits` must not be empty.
+    pub(crate) fn new(request: &CheckRequest<'_>) -> Self {
+        let keys = request
+            .limits
+            .iter()
+            .map(|limit| request.key.limit_key(limit))
+            .collect();
+        let mut args = Vec::with_capacity(2 + 3 * request.limits.len());
+        args.push(
+            request
+                .now_millis
+                .map(|ms| ms.to_string())
+                .unwrap_or_default(),
+        );
+        args.push(unique_member());
+        for limit in request.limits {
+            args.push(algorithm_code(limit.algorithm()).to_owned());
+            args.push(limit.max().to_string());
+            args.push(limit.window().as_millis().to_string());
+        }
+        ScriptCall { keys, args }
+    }
+
+    /// `EVALSHA <sha> <n> KEYS.. ARGV..`.
+    pub(crate) fn evalsha(&self) -> redis::Cmd {
+        self.command("EVALSHA", check_script_sha1())
+    }
+
+    /// `EVAL <source> <n> KEYS.. ARGV..`.
+    pub(crate) fn eval(&self) -> redis::Cmd {
+        self.command("EVAL", CHECK_SCRIPT)
+    }
+
+    fn command(&self, name: &str, script: &str) -> redis::Cmd {
+        let mut cmd = redis::cmd(name);
+        cmd.arg(script)
+            .arg(self.keys.len())
+            .arg(&self.keys)
+            .arg(&self.args);
+        cmd
+    }
+}
+
+/// Decodes the script's reply for `request`.
+pub(crate) fn decode(request: &CheckRequest<'_>, reply: Value) -> Result<Decision, StoreError> {
+    let Value::Array(items) = reply else {
+        return Err(protocol(format!("expected an array, got {reply:?}")));
+    };
+    if items.len() != 4 * request.limits.len() {
+        return Err(protocol(format!(
+            "expected {} integers for {} limits, got {}",
+            4 * request.limits.len(),
+            request.limits.len(),
+            items.len()
+        )));
+    }
+    let mut numbers = Vec::with_capacity(items.len());
+    for item in &items {
+        match item {
+            Value::Int(n) if *n >= 0 => numbers.push(*n as u64),
+            other => {
+                return Err(protocol(format!(
+                    "expected a non-negative integer, got {other:?}"
+                )))
+            }
+        }
+    }
+    let limits: Vec<LimitState> = request
+        .limits
+        .iter()
+        .zip(numbers.chunks_exact(4))
+        .map(|(limit, n)| LimitState {
+            limit: *limit,
+            allowed: n[0] == 1,
+            remaining: u32::try_from(n[1]).unwrap_or(u32::MAX),
+            retry_after: Duration::from_millis(n[2]),
+            reset_after: Duration::from_millis(n[3]),
+        })
+        .collect();
+    Ok(Decision {
+        allowed: limits.iter().all(|l| l.allowed),
+        limits,
+    })
+}
+
+fn protocol(message: String) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Protocol,
+        format!("check script reply: {message}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        key::RouteKey,
+        policy::{Algorithm, IdentityPart, Limit, Window},
+    };
+
+    fn request<'a>(key: &'a RouteKey, limits: &'a [Limit]) -> CheckRequest<'a> {
+        CheckRequest {
+            key,
+            limits,
+            now_millis: Some(1_700_000_040_000),
+        }
+    }
+
+    #[test]
+    fn the_script_is_every_file_in_order() {
+        let order = [
+            "rl_now_ms",
+            "fixed_window_peek",
+            "sliding_window_peek",
+            "sliding_log_peek",
+            "gcra_peek",
+            "local peeks",
+        ];
+        let positions: Vec<usize> = order
+            .iter()
+            .map(|s| CHECK_SCRIPT.find(s).expect(s))
+            .collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
+        assert!(!CHECK_SCRIPT.contains("replicate_commands("));
+        assert_eq!(check_script_sha1().len(), 40);
+    }
+
+    #[test]
+    fn keys_and_arguments_follow_the_protocol() {
+        let key = RouteKey::new("rl", "POST", "/login", &[(IdentityPart::Ip, "1.2.3.4")]);
+        let limits = [
+            Limit::new(5, Window::from_secs(60), Algorithm::SlidingLog),
+            Limit::new(100, Window::from_secs(3600), Algorithm::FixedWindow),
+        ];
+        let call = ScriptCall::new(&request(&key, &limits));
+        assert_eq!(
+            call.keys,
+            [
+                "rl:{POST:/login|ip:1.2.3.4}:sl60000",
+                "rl:{POST:/login|ip:1.2.3.4}:fw3600000"
+            ]
+        );
+        assert_eq!(call.args[0], "1700000040000");
+        assert_eq!(
+            &call.args[2..],
+            ["sl", "5", "60000", "fw", "100", "3600000"]
+        );
+        let other = ScriptCall::new(&CheckRequest {
+            now_millis: None,
+            ..request(&key, &limits)
+        });
+        assert_eq!(other.args[0], "");
+        assert_ne!(
+            call.args[1], other.args[1],
+            "members are unique per request"
+        );
+    }
+
+    #[test]
+    fn replies_decode_into_one_state_per_limit() {
+        let key = RouteKey::new("rl", "GET", "/x", &[]);
+        let limits = [
+            Limit::new(5, Window::from_secs(60), Algorithm::Gcra),
+            Limit::new(9, Window::from_secs(60), Algorithm::FixedWindow),
+        ];
+        let reply = Value::Array(
+            [1, 4, 0, 12_000, 0, 0, 7_000, 7_000]
+                .map(Value::Int)
+                .to_vec(),
+        );
+        let decision = decode(&request(&key, &limits), reply).unwrap();
+        assert!(!decision.allowed);
+        assert_eq!(decision.limits[0].remaining, 4);
+        assert_eq!(decision.limits[1].retry_after, Duration::from_millis(7_000));
+        assert_eq!(decision.limits[1].limit, limits[1]);
+
+        let short = Value::Array(vec![Value::Int(1)]);
+        let err = decode(&request(&key, &limits), short).unwrap_err();
+        assert_eq!(err.kind(), StoreErrorKind::Protocol);
+        let err = decode(&request(&key, &limits), Value::Okay).unwrap_err();
+        assert_eq!(err.kind(), StoreErrorKind::Protocol);
+    }
+}

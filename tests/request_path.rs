@@ -1,0 +1,445 @@
+//! One HTTP request on a limited route, through actix-web's test service, against a real
+//! Redis started by the harness.
+
+mod support;
+
+use std::{
+    io::Write,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use actix_web::{
+    body::MessageBody,
+    dev::{Service, ServiceResponse},
+    get, post,
+    test::{self, TestRequest},
+    web, App, HttpResponse, Responder,
+};
+use ratelimit_runtime::{
+    clock::ManualClock,
+    identity::{TrustedProxies, UserId},
+    rate_limit,
+    store::{MemoryStore, RedisStore},
+    RateLimiter,
+};
+use support::{RedisServer, T0};
+
+#[rate_limit(limit = 3, window = "1m", identity = "ip", fail = "open")]
+#[get("/orders/{id}")]
+async fn get_order(id: web::Path<u32>) -> impl Responder {
+    HttpResponse::Ok().body(format!("order {id}"))
+}
+
+#[rate_limit(limit = 3, window = "1m", identity = "ip", algorithm = "fixed_window", fail = "open")]
+#[get("/invoices/{id}")]
+async fn get_invoice() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(limit = 2, window = "5m", identity = "ip+username", algorithm = "sliding_log", fail = "closed")]
+#[post("/login")]
+async fn login(body: web::Bytes) -> impl Responder {
+    // Echo the body so the test can compare it byte for byte.
+    HttpResponse::Ok().body(body)
+}
+
+#[rate_limit(limit = 2, window = "1s", algorithm = "gcra")]
+#[rate_limit(limit = 3, window = "1m")]
+#[get("/stacked")]
+async fn stacked() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(limit = 1, window = "1m", identity = "ip", shadow = true)]
+#[get("/shadow")]
+async fn shadow() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(limit = 1, window = "1m", identity = "user_id")]
+#[get("/me")]
+async fn me() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+async fn undeclared() -> HttpResponse {
+    HttpResponse::Ok().finish()
+}
+
+fn app(
+    limiter: RateLimiter,
+) -> App<
+    impl actix_web::dev::ServiceFactory<
+        actix_web::dev::ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    App::new()
+        .service(get_order)
+        .service(get_invoice)
+        .service(login)
+        .service(stacked)
+        .service(shadow)
+        .service(me)
+        .route("/undeclared", web::get().to(undeclared))
+        .app_data(web::PayloadConfig::new(4 * 1024 * 1024))
+        .wrap(limiter)
+}
+
+async fn redis_limiter(server: &RedisServer, clock: &ManualClock) -> RateLimiter {
+    let store = RedisStore::builder(server.url())
+        .timeout(Duration::from_millis(50))
+        .build()
+        .await
+        .expect("store");
+    RateLimiter::new(store).clock(clock.clone())
+}
+
+fn from(ip: &str) -> TestRequest {
+    TestRequest::default().peer_addr(format!("{ip}:40000").parse().unwrap())
+}
+
+fn header(res: &ServiceResponse<impl MessageBody>, name: &str) -> String {
+    res.headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+async fn status_of<S, B>(app: &S, req: TestRequest) -> u16
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody,
+{
+    test::call_service(app, req.to_request()).await.status().as_u16()
+}
+
+#[actix_web::test]
+async fn a_route_pattern_shares_one_budget_and_the_next_request_gets_an_exact_429() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+
+    for (i, id) in [1, 2, 1].into_iter().enumerate() {
+        let res = test::call_service(&app, from("203.0.113.7").uri(&format!("/orders/{id}")).to_request()).await;
+        assert_eq!(res.status(), 200, "request {i}");
+        assert_eq!(header(&res, "x-ratelimit-limit"), "3");
+        assert_eq!(header(&res, "x-ratelimit-remaining"), (2 - i).to_string());
+        assert_eq!(header(&res, "ratelimit-policy"), "\"get_order\";q=3;w=60");
+    }
+    // Two more seconds into the window: a sliding window needs the whole minute to pass.
+    clock.advance(Duration::from_secs(2));
+    let res = test::call_service(&app, from("203.0.113.7").uri("/orders/9").to_request()).await;
+    assert_eq!(res.status(), 429);
+    assert_eq!(header(&res, "x-ratelimit-remaining"), "0");
+    assert_eq!(header(&res, "x-ratelimit-limit"), "3");
+    let retry: u64 = header(&res, "retry-after").parse().unwrap();
+    assert!((1..=120).contains(&retry), "retry-after {retry}");
+    assert_eq!(header(&res, "ratelimit"), format!("\"get_order\";r=0;t={}", header(&res, "x-ratelimit-reset")));
+    assert_eq!(header(&res, "content-type"), "application/problem+json");
+    let body: serde_json::Value = serde_json::from_slice(&test::read_body(res).await).unwrap();
+    assert_eq!(body["status"], 429);
+    assert_eq!(body["retry_after"], retry);
+    assert!(body["detail"].as_str().unwrap().contains("GET /orders/{id}"));
+
+    // Another route has its own budget, and so has another client.
+    assert_eq!(status_of(&app, from("203.0.113.7").uri("/invoices/1")).await, 200);
+    assert_eq!(status_of(&app, from("198.51.100.1").uri("/orders/1")).await, 200);
+}
+
+#[actix_web::test]
+async fn the_retry_after_of_a_fixed_window_is_the_time_to_the_window_end() {
+    let server = RedisServer::start();
+    // 59.5 s into a minute window.
+    let clock = ManualClock::at(T0 + 59_500);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+    for _ in 0..3 {
+        assert_eq!(status_of(&app, from("203.0.113.7").uri("/invoices/1")).await, 200);
+    }
+    let res = test::call_service(&app, from("203.0.113.7").uri("/invoices/1").to_request()).await;
+    assert_eq!(res.status(), 429);
+    assert_eq!(header(&res, "retry-after"), "1", "500 ms rounds up to one second");
+    clock.advance(Duration::from_millis(500));
+    assert_eq!(status_of(&app, from("203.0.113.7").uri("/invoices/1")).await, 200);
+}
+
+#[actix_web::test]
+async fn spoofed_leftmost_forwarded_for_entries_do_not_change_the_budget() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let limiter = redis_limiter(&server, &clock).await.trusted_proxies(TrustedProxies::hops(1));
+    let app = test::init_service(app(limiter)).await;
+    let via_proxy = |xff: &str| from("10.0.0.2").insert_header(("x-forwarded-for", xff.to_owned())).uri("/orders/1");
+    assert_eq!(status_of(&app, via_proxy("198.51.100.20")).await, 200);
+    assert_eq!(status_of(&app, via_proxy("1.1.1.1, 198.51.100.20")).await, 200);
+    assert_eq!(status_of(&app, via_proxy("2.2.2.2, 3.3.3.3, 198.51.100.20")).await, 200);
+    assert_eq!(status_of(&app, via_proxy("4.4.4.4, 198.51.100.20")).await, 429);
+    // The next client behind the same proxy has its own budget.
+    assert_eq!(status_of(&app, via_proxy("198.51.100.21")).await, 200);
+}
+
+#[actix_web::test]
+async fn with_zero_trusted_hops_the_forwarding_headers_are_ignored() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+    for i in 0..3 {
+        let req = from("10.0.0.2").insert_header(("x-forwarded-for", format!("192.0.2.{i}"))).uri("/orders/1");
+        assert_eq!(status_of(&app, req).await, 200);
+    }
+    let req = from("10.0.0.2").insert_header(("x-forwarded-for", "192.0.2.99")).uri("/orders/1");
+    assert_eq!(status_of(&app, req).await, 429);
+}
+
+#[actix_web::test]
+async fn the_handler_receives_the_body_byte_for_byte_and_usernames_are_normalised() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+    let login_as = |body: &str, content_type: &str| {
+        from("203.0.113.7")
+            .method(actix_web::http::Method::POST)
+            .uri("/login")
+            .insert_header(("content-type", content_type.to_owned()))
+            .set_payload(body.to_owned())
+    };
+    let json = r#"{"username": "Alice", "password": "hunter2", "extra": [1, 2, {"x": null}]}"#;
+    let res = test::call_service(&app, login_as(json, "application/json").to_request()).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(test::read_body(res).await, json.as_bytes());
+    let form = "password=pw&username=+alice+";
+    let res = test::call_service(&app, login_as(form, "application/x-www-form-urlencoded").to_request()).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(test::read_body(res).await, form.as_bytes());
+    // `Alice` and ` alice ` share one budget of 2.
+    let res = test::call_service(&app, login_as(r#"{"username":"ALICE"}"#, "application/json").to_request()).await;
+    assert_eq!(res.status(), 429);
+    // Another username from the same address has its own budget.
+    let res = test::call_service(&app, login_as(r#"{"username":"bob"}"#, "application/json").to_request()).await;
+    assert_eq!(res.status(), 200);
+}
+
+#[actix_web::test]
+async fn a_one_mebibyte_body_is_bounded_passed_on_intact_and_still_limited() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+    let big = format!(r#"{{"username": "mallory", "padding": "{}"}}"#, "x".repeat(1024 * 1024));
+    let send = || {
+        from("203.0.113.66")
+            .method(actix_web::http::Method::POST)
+            .uri("/login")
+            .insert_header(("content-type", "application/json"))
+            .set_payload(big.clone())
+            .to_request()
+    };
+    for _ in 0..2 {
+        let res = test::call_service(&app, send()).await;
+        assert_eq!(res.status(), 200);
+        assert_eq!(test::read_body(res).await.len(), big.len(), "the handler got the whole body");
+    }
+    // The username is treated as missing, so the identity fell back to the IP: still limited.
+    assert_eq!(test::call_service(&app, send()).await.status(), 429);
+}
+
+#[actix_web::test]
+async fn stacked_limits_must_all_pass() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+    assert_eq!(status_of(&app, from("203.0.113.7").uri("/stacked")).await, 200);
+    assert_eq!(status_of(&app, from("203.0.113.7").uri("/stacked")).await, 200);
+    // 2 per second is spent.
+    let res = test::call_service(&app, from("203.0.113.7").uri("/stacked").to_request()).await;
+    assert_eq!(res.status(), 429);
+    assert_eq!(header(&res, "ratelimit-policy"), "\"stacked.0\";q=2;w=1, \"stacked.1\";q=3;w=60");
+    assert!(header(&res, "ratelimit").starts_with("\"stacked.0\";r=0;"));
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(status_of(&app, from("203.0.113.7").uri("/stacked")).await, 200);
+    // Now 3 per minute is spent, although the per-second budget is back.
+    clock.advance(Duration::from_secs(2));
+    let res = test::call_service(&app, from("203.0.113.7").uri("/stacked").to_request()).await;
+    assert_eq!(res.status(), 429);
+    assert!(header(&res, "ratelimit").starts_with("\"stacked.1\";r=0;"), "{}", header(&res, "ratelimit"));
+}
+
+#[actix_web::test]
+async fn shadow_routes_never_reject() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+    for _ in 0..5 {
+        let res = test::call_service(&app, from("203.0.113.7").uri("/shadow").to_request()).await;
+        assert_eq!(res.status(), 200);
+    }
+    let res = test::call_service(&app, from("203.0.113.7").uri("/shadow").to_request()).await;
+    assert_eq!(header(&res, "x-ratelimit-remaining"), "0", "the decision is still reported");
+}
+
+#[actix_web::test]
+async fn an_undeclared_route_gets_the_default_policy() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+    for _ in 0..120 {
+        assert_eq!(status_of(&app, from("203.0.113.7").uri("/undeclared")).await, 200);
+    }
+    let res = test::call_service(&app, from("203.0.113.7").uri("/undeclared").to_request()).await;
+    assert_eq!(res.status(), 429);
+    assert_eq!(header(&res, "ratelimit-policy"), "\"default\";q=120;w=60");
+    // Requests that match no route are limited too.
+    let res = test::call_service(&app, from("203.0.113.8").uri("/no/such/page").to_request()).await;
+    assert_eq!(res.status(), 404);
+    assert_eq!(header(&res, "x-ratelimit-limit"), "120");
+}
+
+#[actix_web::test]
+async fn user_id_comes_from_the_auth_layer_extension_not_a_header() {
+    let clock = ManualClock::at(T0);
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(clock.clone());
+    let app = test::init_service(app(limiter).wrap_fn(|req, srv| {
+        use actix_web::HttpMessage;
+        if let Some(user) = req.headers().get("x-test-session").and_then(|v| v.to_str().ok()) {
+            req.extensions_mut().insert(UserId(user.to_owned()));
+        }
+        srv.call(req)
+    }))
+    .await;
+    let as_user = |user: &str| from("203.0.113.7").insert_header(("x-test-session", user.to_owned())).uri("/me");
+    assert_eq!(status_of(&app, as_user("u1")).await, 200);
+    assert_eq!(status_of(&app, as_user("u1")).await, 429);
+    assert_eq!(status_of(&app, as_user("u2")).await, 200, "another user, same address");
+    // Without a user the identity falls back to the IP and is still limited.
+    assert_eq!(status_of(&app, from("203.0.113.9").uri("/me")).await, 200);
+    assert_eq!(status_of(&app, from("203.0.113.9").insert_header(("x-user-id", "forged")).uri("/me")).await, 429);
+}
+
+#[actix_web::test]
+async fn when_redis_dies_closed_routes_answer_503_and_open_routes_pass_then_both_recover() {
+    let mut server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+    let login_req = || {
+        from("203.0.113.7")
+            .method(actix_web::http::Method::POST)
+            .uri("/login")
+            .insert_header(("content-type", "application/json"))
+            .set_payload(r#"{"username":"carol"}"#)
+    };
+    assert_eq!(status_of(&app, login_req()).await, 200);
+    server.kill();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let res = test::call_service(&app, login_req().to_request()).await;
+        assert_eq!(res.status(), 503);
+        assert!(header(&res, "retry-after").parse::<u64>().unwrap() >= 1);
+        assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
+        let started = Instant::now();
+        assert_eq!(status_of(&app, from("203.0.113.7").uri("/orders/1")).await, 200);
+        assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
+    }
+    server.start_again();
+    let mut recovered = false;
+    for _ in 0..100 {
+        if status_of(&app, login_req()).await == 200 {
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(recovered, "the closed route recovers without an app restart");
+    let res = test::call_service(&app, from("203.0.113.7").uri("/orders/2").to_request()).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(header(&res, "x-ratelimit-limit"), "3", "decisions are made again");
+}
+
+#[actix_web::test]
+async fn shielded_keys_are_answered_without_a_script_call() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+    for _ in 0..3 {
+        assert_eq!(status_of(&app, from("203.0.113.7").uri("/orders/1")).await, 200);
+    }
+    assert_eq!(status_of(&app, from("203.0.113.7").uri("/orders/1")).await, 429);
+    let mut con = server.connection();
+    let calls = |con: &mut redis::Connection| -> u64 {
+        let stats: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
+        stats
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let before = calls(&mut con);
+    for _ in 0..50 {
+        let res = test::call_service(&app, from("203.0.113.7").uri("/orders/1").to_request()).await;
+        assert_eq!(res.status(), 429);
+        assert_eq!(header(&res, "x-ratelimit-remaining"), "0");
+    }
+    assert_eq!(calls(&mut con), before, "no script call for a shielded key");
+    // Other clients still reach Redis.
+    assert_eq!(status_of(&app, from("203.0.113.8").uri("/orders/1")).await, 200);
+    assert_eq!(calls(&mut con), before + 1);
+    // Once the retry time passes, the key is decided by Redis again.
+    clock.advance(Duration::from_secs(120));
+    assert_eq!(status_of(&app, from("203.0.113.7").uri("/orders/1")).await, 200);
+}
+
+/// A `tracing` writer that keeps everything written.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[actix_web::test]
+async fn logs_name_the_route_and_identity_kind_but_never_a_username_or_key() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let mut server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+    let login_req = |user: &str| {
+        from("203.0.113.7")
+            .method(actix_web::http::Method::POST)
+            .uri("/login")
+            .insert_header(("content-type", "application/json"))
+            .insert_header(("authorization", "Bearer sk_live_TOPSECRET"))
+            .set_payload(format!(r#"{{"username":"{user}","password":"PanGalactic"}}"#))
+    };
+    for _ in 0..4 {
+        test::call_service(&app, login_req("Zaphod.Beeblebrox").to_request()).await;
+    }
+    server.kill();
+    // Another user: not in the flood shield, so the store is asked and is down.
+    assert_eq!(status_of(&app, login_req("Trillian.Astra")).await, 503);
+
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(logs.contains("request rejected"), "{logs}");
+    assert!(logs.contains("route=\"POST /login\""), "{logs}");
+    assert!(logs.contains("identity=\"ip+username\""), "{logs}");
+    assert!(logs.contains("rate-limit store"), "{logs}");
+    let lower = logs.to_lowercase();
+    for secret in ["zaphod", "beeblebrox", "trillian", "sk_live", "topsecret", "pangalactic"] {
+        assert!(!lower.contains(secret), "`{secret}` leaked into the logs:\n{logs}");
+    }
+}

@@ -1,0 +1,365 @@
+//! What only Redis can do to a store: forget the script, restart, be down at startup,
+//! stall, refuse a password, hold a key of the wrong type. Each against a harness-started
+//! server (or cluster); none of these may turn into a decision or need an app restart.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use ratelimit_runtime::{
+    key::RouteKey,
+    store::{
+        check_script_sha1, CheckRequest, Decision, RedisClusterStore, RedisStore, Store,
+        StoreError, StoreErrorKind,
+    },
+    Algorithm, IdentityPart, Limit, Window,
+};
+use support::{Backend, RedisCluster, RedisServer, T0, W};
+
+fn login() -> RouteKey {
+    RouteKey::new("rl", "POST", "/login", &[(IdentityPart::Ip, "203.0.113.7")])
+}
+
+fn limits() -> [Limit; 2] {
+    [
+        Limit::new(5, Window::from_millis(W), Algorithm::SlidingLog),
+        Limit::new(100, Window::from_millis(W), Algorithm::SlidingWindow),
+    ]
+}
+
+async fn check(store: &dyn Store, now: u64) -> Result<Decision, StoreError> {
+    let (key, limits) = (login(), limits());
+    store
+        .check(CheckRequest {
+            key: &key,
+            limits: &limits,
+            now_millis: Some(now),
+        })
+        .await
+}
+
+/// `calls` of `cmdstat_<command>` in `INFO commandstats`, summed over every node.
+async fn command_calls(backend: &Backend, command: &str) -> u64 {
+    let mut info = redis::cmd("INFO");
+    info.arg("commandstats");
+    let prefix = format!("cmdstat_{command}:calls=");
+    let mut calls = 0;
+    for reply in backend.on_every_node(&info).await {
+        let text: String = redis::FromRedisValue::from_redis_value(reply).unwrap();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix(&prefix) {
+                calls += rest.split(',').next().unwrap().parse::<u64>().unwrap();
+            }
+        }
+    }
+    calls
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evalsha_runs_the_script_once_redis_has_seen_it() {
+    let backend = Backend::standalone().await;
+    let store = backend.store();
+    check(&*store, T0).await.unwrap();
+    check(&*store, T0).await.unwrap();
+    check(&*store, T0).await.unwrap();
+    // The first EVALSHA met NOSCRIPT and fell back to EVAL; the others found it, which
+    // only happens when the locally computed SHA-1 is the one Redis computes.
+    assert_eq!(command_calls(&backend, "evalsha").await, 3);
+    assert_eq!(command_calls(&backend, "eval").await, 1);
+    assert_eq!(command_calls(&backend, "script|load").await, 0);
+    let exists: Vec<bool> = backend
+        .query(redis::cmd("SCRIPT").arg("EXISTS").arg(check_script_sha1()))
+        .await;
+    assert_eq!(exists, [true]);
+}
+
+async fn script_flush_between_checks(backend: Backend) {
+    let store = backend.store();
+    let first = check(&*store, T0).await.unwrap();
+    assert_eq!(first.limits[0].remaining, 4);
+    let flushed = backend
+        .on_every_node(redis::cmd("SCRIPT").arg("FLUSH"))
+        .await;
+    assert!(!flushed.is_empty());
+    let second = check(&*store, T0)
+        .await
+        .expect("the check after SCRIPT FLUSH succeeds");
+    assert_eq!(
+        second.limits[0].remaining, 3,
+        "and it counted on the same state"
+    );
+    assert_eq!(
+        command_calls(&backend, "eval").await,
+        2,
+        "EVAL again after the flush"
+    );
+    assert_eq!(
+        command_calls(&backend, "script|load").await,
+        0,
+        "never SCRIPT LOAD"
+    );
+    backend.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_flush_between_checks_is_invisible() {
+    script_flush_between_checks(Backend::standalone().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_flush_on_every_cluster_node_between_checks_is_invisible() {
+    script_flush_between_checks(Backend::cluster().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_between_checks_is_invisible() {
+    let mut server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap();
+    // The default 50 ms budget covers reconnecting, NOSCRIPT and EVAL.
+    let store = RedisStore::builder(server.url()).build().await.unwrap();
+    assert_eq!(check(&store, T0).await.unwrap().limits[0].remaining, 4);
+    server = tokio::task::spawn_blocking(move || {
+        server.restart();
+        server
+    })
+    .await
+    .unwrap();
+    // The old connection is dead and the new server has neither the script nor the counts:
+    // the store reconnects, falls back to EVAL, and answers on the first try.
+    let after = check(&store, T0)
+        .await
+        .expect("the first check after a restart succeeds");
+    assert!(after.allowed);
+    assert_eq!(after.limits[0].remaining, 4, "a restarted, empty Redis");
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_built_while_redis_is_down_fails_fast_then_recovers_by_itself() {
+    let mut server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap();
+    server.kill();
+
+    let started = Instant::now();
+    let store = RedisStore::builder(server.url()).build().await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(100),
+        "building waited for Redis"
+    );
+
+    for _ in 0..3 {
+        let started = Instant::now();
+        let err = check(&store, T0)
+            .await
+            .expect_err("no decision without Redis");
+        assert!(
+            matches!(
+                err.kind(),
+                StoreErrorKind::Connection | StoreErrorKind::Timeout
+            ),
+            "{err}"
+        );
+        assert!(
+            started.elapsed() < store.timeout() + Duration::from_millis(25),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    let mut server = tokio::task::spawn_blocking(move || {
+        server.start_again();
+        server
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let decision = loop {
+        match check(&store, T0).await {
+            Ok(decision) => break decision,
+            Err(err) if Instant::now() < deadline => {
+                assert!(
+                    matches!(
+                        err.kind(),
+                        StoreErrorKind::Connection | StoreErrorKind::Timeout
+                    ),
+                    "{err}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(err) => panic!("the store did not recover within 5 s after Redis came back: {err}"),
+        }
+    };
+    assert!(decision.allowed);
+    server.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_redis_times_out_within_the_timeout() {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap();
+    let store = RedisStore::builder(server.url()).build().await.unwrap();
+    assert_eq!(store.timeout(), Duration::from_millis(50), "the default");
+    check(&store, T0).await.expect("a warm connection");
+
+    let mut admin = server.async_connection().await;
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1_000)
+        .arg("ALL")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let err = check(&store, T0)
+        .await
+        .expect_err("no decision from a stalled Redis");
+    let waited = started.elapsed();
+    assert_eq!(err.kind(), StoreErrorKind::Timeout, "{err}");
+    assert!(waited >= Duration::from_millis(50), "{waited:?}");
+    assert!(waited < Duration::from_millis(50 + 25), "{waited:?}");
+
+    // Once Redis answers again, so does the store, on the same connection.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while check(&store, T0).await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the store did not recover after the pause"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_in_the_url_is_used_and_a_wrong_one_is_an_error() {
+    let server =
+        tokio::task::spawn_blocking(|| RedisServer::start_with_args(&["--requirepass", "s3cret"]))
+            .await
+            .unwrap();
+    let url = format!("redis://:s3cret@127.0.0.1:{}", server.port());
+    let store = RedisStore::builder(&url)
+        .timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .unwrap();
+    assert!(check(&store, T0).await.unwrap().allowed);
+    assert!(!format!("{store:?}").contains("s3cret"), "{store:?}");
+
+    let wrong = format!("redis://:nope@127.0.0.1:{}", server.port());
+    let store = RedisStore::builder(&wrong)
+        .timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .unwrap();
+    let err = check(&store, T0)
+        .await
+        .expect_err("no decision without authentication");
+    assert_ne!(err.kind(), StoreErrorKind::Protocol, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_error_is_a_store_error_not_a_decision() {
+    let backend = Backend::standalone().await;
+    // The sliding log's key holds a string: ZREMRANGEBYSCORE fails inside the script.
+    let log_key = login().limit_key(&limits()[0]);
+    let _: () = backend
+        .query(redis::cmd("SET").arg(&log_key).arg("not a sorted set"))
+        .await;
+    let err = check(&*backend.store(), T0)
+        .await
+        .expect_err("a script error");
+    assert_eq!(err.kind(), StoreErrorKind::Redis, "{err}");
+    assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_store_built_while_the_cluster_is_down_fails_fast() {
+    let mut server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap();
+    server.kill();
+    let started = Instant::now();
+    let store = RedisClusterStore::builder([server.url()])
+        .build()
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(100),
+        "building waited for the cluster"
+    );
+    let started = Instant::now();
+    let err = check(&store, T0)
+        .await
+        .expect_err("no decision without a cluster");
+    assert!(
+        matches!(
+            err.kind(),
+            StoreErrorKind::Connection | StoreErrorKind::Timeout
+        ),
+        "{err}"
+    );
+    assert!(started.elapsed() < store.timeout() + Duration::from_millis(25));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_effects_reach_the_replicas() {
+    let t = Instant::now();
+    let cluster = tokio::task::spawn_blocking(|| RedisCluster::start_with_replicas(3, 1))
+        .await
+        .unwrap();
+    eprintln!("PROBE start {:?}", t.elapsed());
+    assert_eq!(cluster.nodes().count(), 6);
+    let store = RedisClusterStore::builder(cluster.urls())
+        .timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap();
+    // The store's clock: the script reads TIME, then writes; Redis replicates the effects.
+    let (key, limits) = (login(), limits());
+    let request = CheckRequest {
+        key: &key,
+        limits: &limits,
+        now_millis: None,
+    };
+    assert!(store.check(request).await.unwrap().allowed);
+    eprintln!("PROBE checked {:?}", t.elapsed());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut sizes = Vec::new();
+        for node in cluster.nodes() {
+            let mut conn = node.async_connection().await;
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg("rl:*")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            sizes.push(keys.len());
+        }
+        // Two keys (the log and the current window) on one master and on its replica.
+        if sizes.iter().sum::<usize>() == 4 && sizes.iter().filter(|&&n| n == 2).count() == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "keys per node (masters, then replicas): {sizes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_url_is_a_configuration_error() {
+    let err = RedisStore::builder("http://:s3cret@nowhere")
+        .build()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("invalid redis url"), "{err}");
+    assert!(!err.to_string().contains("s3cret"), "{err}");
+    let err = RedisClusterStore::builder(Vec::<String>::new())
+        .build()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("at least one node"), "{err}");
+}

@@ -1,0 +1,192 @@
+//! A Redis Cluster of harness-started nodes, joined without `redis-cli`.
+
+use std::{
+    thread,
+    time::{Duration, Instant},
+};
+
+use redis::Value;
+
+use super::RedisServer;
+
+const SLOTS: u16 = 16_384;
+
+/// Masters (and optionally replicas) on loopback ports, every slot assigned, killed on drop.
+pub struct RedisCluster {
+    masters: Vec<RedisServer>,
+    replicas: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// `masters` masters splitting the slots evenly, no replicas.
+    pub fn start(masters: usize) -> Self {
+        Self::start_with_replicas(masters, 0)
+    }
+
+    /// `masters` masters, each with `replicas_per_master` replicas.
+    ///
+    /// Slots are assigned with `CLUSTER ADDSLOTSRANGE`, nodes joined with `CLUSTER MEET`,
+    /// replicas attached with `CLUSTER REPLICATE`; returns once every node reports
+    /// `cluster_state:ok` and all nodes agree on which master serves which slots.
+    pub fn start_with_replicas(masters: usize, replicas_per_master: usize) -> Self {
+        assert!(masters >= 1, "a cluster needs at least one master");
+        let start_node = || {
+            // The config file name is relative to --dir, which is the node's own temp dir.
+            let args = [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "2000",
+                // Replicas sync at once instead of after the default 5 s.
+                "--repl-diskless-sync-delay",
+                "0",
+            ]
+            .map(String::from);
+            RedisServer::start_with(&args, true)
+        };
+        let cluster = RedisCluster {
+            masters: (0..masters).map(|_| start_node()).collect(),
+            replicas: (0..masters * replicas_per_master)
+                .map(|_| start_node())
+                .collect(),
+        };
+        let per_master = SLOTS as usize / masters;
+        for (i, master) in cluster.masters.iter().enumerate() {
+            let first = i * per_master;
+            let last = if i + 1 == masters {
+                SLOTS as usize - 1
+            } else {
+                first + per_master - 1
+            };
+            let _: () = redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(first)
+                .arg(last)
+                .query(&mut master.connection())
+                .expect("CLUSTER ADDSLOTSRANGE");
+        }
+        let mut first = cluster.masters[0].connection();
+        for node in cluster.nodes().skip(1) {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("MEET")
+                .arg("127.0.0.1")
+                .arg(node.port())
+                .query(&mut first)
+                .expect("CLUSTER MEET");
+        }
+        let total = cluster.nodes().count();
+        cluster.wait_for("every node to know every other", |nodes| {
+            nodes
+                .iter()
+                .all(|(info, _)| info.contains(&format!("cluster_known_nodes:{total}")))
+        });
+        for (i, replica) in cluster.replicas.iter().enumerate() {
+            let master = &cluster.masters[i / replicas_per_master];
+            let id: String = redis::cmd("CLUSTER")
+                .arg("MYID")
+                .query(&mut master.connection())
+                .expect("CLUSTER MYID");
+            let _: () = redis::cmd("CLUSTER")
+                .arg("REPLICATE")
+                .arg(&id)
+                .query(&mut replica.connection())
+                .expect("CLUSTER REPLICATE");
+        }
+        cluster.wait_for("cluster_state:ok and one slot map on every node", |nodes| {
+            let maps: Vec<_> = nodes.iter().map(|(_, slots)| slot_map(slots)).collect();
+            nodes.iter().zip(&maps).all(|((info, _), map)| {
+                info.contains("cluster_state:ok")
+                    && map.iter().map(|r| u32::from(r.1 - r.0) + 1).sum::<u32>() == u32::from(SLOTS)
+                    && map
+                        .iter()
+                        .all(|r| r.3 == replicas_per_master && !r.2.is_empty())
+                    && *map == maps[0]
+            })
+        });
+        cluster
+    }
+
+    /// Every node, masters first.
+    pub fn nodes(&self) -> impl Iterator<Item = &RedisServer> {
+        self.masters.iter().chain(&self.replicas)
+    }
+
+    /// The masters.
+    pub fn masters(&self) -> &[RedisServer] {
+        &self.masters
+    }
+
+    /// One URL per master, to seed a cluster client.
+    pub fn urls(&self) -> Vec<String> {
+        self.masters.iter().map(RedisServer::url).collect()
+    }
+
+    /// Waits (at most 30 s) until `ready` holds for one pass of `(CLUSTER INFO, CLUSTER
+    /// SLOTS)` over every node.
+    fn wait_for(&self, what: &str, ready: impl Fn(&[(String, Value)]) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let pass: Vec<(String, Value)> = self
+                .nodes()
+                .map(|node| {
+                    let mut conn = node.connection();
+                    let info: String = redis::cmd("CLUSTER")
+                        .arg("INFO")
+                        .query(&mut conn)
+                        .expect("CLUSTER INFO");
+                    let slots: Value = redis::cmd("CLUSTER")
+                        .arg("SLOTS")
+                        .query(&mut conn)
+                        .expect("CLUSTER SLOTS");
+                    (info, slots)
+                })
+                .collect();
+            if ready(&pass) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the test cluster never reached: {what}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// `CLUSTER SLOTS` as sorted `(first, last, master "ip:port", replica count)`.
+fn slot_map(slots: &Value) -> Vec<(u16, u16, String, usize)> {
+    let Value::Array(ranges) = slots else {
+        return Vec::new();
+    };
+    let mut map: Vec<_> = ranges
+        .iter()
+        .filter_map(|range| {
+            let Value::Array(fields) = range else {
+                return None;
+            };
+            let (Some(Value::Int(first)), Some(Value::Int(last)), Some(Value::Array(master))) =
+                (fields.first(), fields.get(1), fields.get(2))
+            else {
+                return None;
+            };
+            let ip = match master.first() {
+                Some(Value::BulkString(ip)) => String::from_utf8_lossy(ip).into_owned(),
+                _ => String::new(),
+            };
+            let port = match master.get(1) {
+                Some(Value::Int(port)) => *port,
+                _ => 0,
+            };
+            let address = if ip.is_empty() {
+                String::new()
+            } else {
+                format!("{ip}:{port}")
+            };
+            Some((*first as u16, *last as u16, address, fields.len() - 3))
+        })
+        .collect();
+    map.sort();
+    map
+}

@@ -1,0 +1,13 @@
+//! Test harness: `redis-server` processes the tests start themselves, and views into what
+//! a store holds. Never the instance on 6379.
+//!
+//! Included by test files with `mod support;`; each test binary uses part of it.
+#![allow(dead_code, unused_imports)]
+
+mod backend;
+mod cluster;
+mod server;
+
+pub use backend::{Backend, T0, W};
+pub use cluster::RedisCluster;
+pub use server::RedisServer;
