@@ -96,10 +96,11 @@ pub const fn algorithm_code(algorithm: Algorithm) -> &'static str {
     }
 }
 
-/// Normalises a username so `Alice` and ` alice ` share one budget: trimmed, lower-cased
-/// (Unicode-aware).
+/// Normalises a username so `Alice` and ` alice ` share one budget: trimmed, and
+/// case-folded by upper- then lower-casing, so letters whose lower case has several forms
+/// fold together too (`ß`, `SS` and `ss`; `Σ`, `σ` and `ς`).
 pub fn normalize_username(raw: &str) -> String {
-    raw.trim().to_lowercase()
+    raw.trim().to_uppercase().to_lowercase()
 }
 
 /// First 16 hex digits (64 bits) of SHA-256.

@@ -11,10 +11,6 @@ use actix_web::{
     http::header::{HeaderMap, FORWARDED},
 };
 
-/// The most forwarding entries read from one request; a longer chain falls back to the peer
-/// address rather than costing unbounded work.
-const MAX_ENTRIES: usize = 64;
-
 /// Which forwarding header the trusted proxies write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ForwardedHeader {
@@ -90,16 +86,15 @@ impl TrustedProxies {
         if self.hops == 0 {
             return peer;
         }
-        let entries = match self.header {
-            ForwardedHeader::XForwardedFor => forwarded_for_entries(headers),
-            ForwardedHeader::Forwarded => forwarded_entries(headers),
+        // Only the entry `hops` places from the right is read: a client can make the header
+        // as long as the server's header limit allows, but never choose that entry.
+        let entry = match self.header {
+            ForwardedHeader::XForwardedFor => forwarded_for_entries(headers)
+                .and_then(|entries| entries.into_iter().rev().nth(self.hops - 1)),
+            ForwardedHeader::Forwarded => forwarded_entries(headers)
+                .and_then(|entries| entries.into_iter().rev().nth(self.hops - 1)),
         };
-        match entries {
-            Some(entries) if entries.len() >= self.hops => {
-                parse_ip(entries[entries.len() - self.hops]).or(peer)
-            }
-            _ => peer,
-        }
+        entry.and_then(parse_ip).or(peer)
     }
 
     /// The text a limit counts: IPv4 as is, IPv6 as its network under the configured prefix.
@@ -125,17 +120,12 @@ impl TrustedProxies {
     }
 }
 
-/// All `X-Forwarded-For` entries, in order, across repeated header lines; `None` when
-/// there are too many or a line is not text.
+/// All `X-Forwarded-For` entries, in order, across repeated header lines; `None` when a
+/// line is not text.
 fn forwarded_for_entries(headers: &HeaderMap) -> Option<Vec<&str>> {
     let mut entries = Vec::new();
     for value in headers.get_all("x-forwarded-for") {
-        for entry in value.to_str().ok()?.split(',') {
-            entries.push(entry.trim());
-            if entries.len() > MAX_ENTRIES {
-                return None;
-            }
-        }
+        entries.extend(value.to_str().ok()?.split(',').map(str::trim));
     }
     Some(entries)
 }
@@ -153,9 +143,6 @@ fn forwarded_entries(headers: &HeaderMap) -> Option<Vec<&str>> {
             });
             // An element without `for=` still counts as a hop.
             entries.push(node.unwrap_or(""));
-            if entries.len() > MAX_ENTRIES {
-                return None;
-            }
         }
     }
     Some(entries)
@@ -233,8 +220,14 @@ mod tests {
         let t = TrustedProxies::hops(1);
         assert_eq!(t.resolve(peer(), &headers("x-forwarded-for", &["not-an-ip"])), peer());
         assert_eq!(t.resolve(peer(), &HeaderMap::new()), peer());
-        let long = vec!["1.2.3.4"; 200].join(",");
-        assert_eq!(t.resolve(peer(), &headers("x-forwarded-for", &[&long])), peer());
+        let mut long = vec!["1.2.3.4"; 5000];
+        long.push("198.51.100.9");
+        let long = long.join(",");
+        assert_eq!(
+            t.resolve(peer(), &headers("x-forwarded-for", &[&long])),
+            Some("198.51.100.9".parse().unwrap()),
+            "a long chain is read from the right, like a short one"
+        );
     }
 
     #[test]
