@@ -1,0 +1,183 @@
+//! Store throughput and latency, printed as numbers.
+//!
+//! `cargo bench -p ratelimit-runtime --bench store`. The Redis part starts its own
+//! `redis-server` on a free loopback port (skipped when the binary is missing).
+
+use std::{
+    net::{TcpListener, TcpStream},
+    process::{Child, Command, Stdio},
+    sync::Arc,
+    thread,
+    time::{Duration, Instant},
+};
+
+use ratelimit_runtime::{
+    key::RouteKey,
+    store::{CheckRequest, MemoryStore, RedisStore, Store},
+    Algorithm, IdentityPart, Limit, Window,
+};
+
+const T0: u64 = 1_700_000_040_000;
+
+fn limits(algorithm: Algorithm) -> [Limit; 1] {
+    // High enough that every check is allowed and writes.
+    let max = if algorithm == Algorithm::SlidingLog {
+        1_000
+    } else {
+        1_000_000
+    };
+    [Limit::new(max, Window::from_secs(60), algorithm)]
+}
+
+/// Sequential checks over `clients` keys; returns checks per second and latencies.
+async fn run(
+    store: &dyn Store,
+    algorithm: Algorithm,
+    checks: usize,
+    clients: usize,
+) -> (f64, Vec<Duration>) {
+    let keys: Vec<RouteKey> = (0..clients)
+        .map(|i| {
+            RouteKey::new(
+                "rl",
+                "GET",
+                "/bench",
+                &[(IdentityPart::UserId, &i.to_string())],
+            )
+        })
+        .collect();
+    let limits = limits(algorithm);
+    let mut latencies = Vec::with_capacity(checks);
+    let started = Instant::now();
+    for i in 0..checks {
+        let request = CheckRequest {
+            key: &keys[i % clients],
+            limits: &limits,
+            // Spread over time so sliding logs do not fill up.
+            now_millis: Some(T0 + i as u64),
+        };
+        let t = Instant::now();
+        store.check(request).await.expect("store answers");
+        latencies.push(t.elapsed());
+    }
+    (checks as f64 / started.elapsed().as_secs_f64(), latencies)
+}
+
+fn percentile(latencies: &mut [Duration], p: f64) -> Duration {
+    latencies.sort_unstable();
+    latencies[((latencies.len() - 1) as f64 * p) as usize]
+}
+
+async fn report(name: &str, store: &dyn Store, checks: usize) {
+    for algorithm in Algorithm::ALL {
+        let (rate, mut latencies) = run(store, algorithm, checks, 1_000).await;
+        println!(
+            "{name:<8} {:<15} {rate:>10.0} checks/s   p50 {:>9.1?}   p99 {:>9.1?}",
+            algorithm.as_str(),
+            percentile(&mut latencies, 0.50),
+            percentile(&mut latencies, 0.99),
+        );
+    }
+}
+
+/// Checks per second with `in_flight` concurrent checks on one store.
+async fn concurrent(store: Arc<dyn Store>, in_flight: usize, checks_each: usize) -> f64 {
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..in_flight)
+        .map(|task| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let key = RouteKey::new(
+                    "rl",
+                    "GET",
+                    "/bench",
+                    &[(IdentityPart::UserId, &task.to_string())],
+                );
+                let limits = limits(Algorithm::SlidingWindow);
+                for i in 0..checks_each {
+                    let request = CheckRequest {
+                        key: &key,
+                        limits: &limits,
+                        now_millis: Some(T0 + i as u64),
+                    };
+                    store.check(request).await.expect("store answers");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    (in_flight * checks_each) as f64 / started.elapsed().as_secs_f64()
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_redis() -> Option<(Server, u16)> {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
+    let dir = std::env::temp_dir();
+    let child = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let server = Server(child);
+    for _ in 0..500 {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Some((server, port));
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+fn main() {
+    // One thread for the client, leaving the other core to redis-server.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let memory = MemoryStore::new();
+        report("memory", &memory, 200_000).await;
+
+        let Some((_server, port)) = start_redis() else {
+            println!("redis    skipped: redis-server not found on PATH (`apt-get install redis-server`)");
+            return;
+        };
+        let redis = RedisStore::builder(format!("redis://127.0.0.1:{port}"))
+            .timeout(Duration::from_secs(1))
+            .build()
+            .await
+            .expect("store");
+        report("redis", &redis, 20_000).await;
+        let store: Arc<dyn Store> = Arc::new(redis);
+        for in_flight in [1, 16, 64] {
+            let rate = concurrent(store.clone(), in_flight, 20_000 / in_flight).await;
+            println!("redis    sliding_window  {rate:>10.0} checks/s with {in_flight} in flight on one connection");
+        }
+    });
+}
