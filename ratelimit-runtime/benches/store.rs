@@ -1,7 +1,10 @@
-//! Store throughput and latency, printed as numbers.
+//! Store throughput and latency, printed as numbers: key building, then checks per second
+//! per algorithm on the in-memory store and on Redis, each Redis figure next to a plain
+//! `INCR` measured in the same run on the same connection type (the one-round-trip floor).
 //!
 //! `cargo bench -p ratelimit-runtime --bench store`. The Redis part starts its own
-//! `redis-server` on a free loopback port (skipped when the binary is missing).
+//! `redis-server` on a free loopback port (skipped when the binary is missing). Run by
+//! `cargo test --all-targets` (without `--bench`) it does a quick smoke run instead.
 
 use std::{
     net::{TcpListener, TcpStream},
@@ -68,16 +71,64 @@ fn percentile(latencies: &mut [Duration], p: f64) -> Duration {
     latencies[((latencies.len() - 1) as f64 * p) as usize]
 }
 
-async fn report(name: &str, store: &dyn Store, checks: usize) {
+/// Prints one row per algorithm; `floor` is the plain-INCR rate of the same run, if any.
+async fn report(name: &str, store: &dyn Store, checks: usize, floor: Option<f64>) {
     for algorithm in Algorithm::ALL {
         let (rate, mut latencies) = run(store, algorithm, checks, 1_000).await;
+        let ratio = floor.map_or(String::new(), |f| format!("   {:.2} x INCR", rate / f));
         println!(
-            "{name:<8} {:<15} {rate:>10.0} checks/s   p50 {:>9.1?}   p99 {:>9.1?}",
+            "{name:<8} {:<15} {rate:>10.0} checks/s   p50 {:>9.1?}   p99 {:>9.1?}{ratio}",
             algorithm.as_str(),
             percentile(&mut latencies, 0.50),
             percentile(&mut latencies, 0.99),
         );
     }
+}
+
+/// Plain `INCR` + `PEXPIRE`-free round trips on one multiplexed connection: the floor.
+async fn incr_floor(url: &str, checks: usize) -> (f64, Vec<Duration>) {
+    let client = redis::Client::open(url).expect("url");
+    let mut connection = redis::aio::ConnectionManager::new(client).await.expect("connect");
+    let mut latencies = Vec::with_capacity(checks);
+    let started = Instant::now();
+    for i in 0..checks {
+        let t = Instant::now();
+        let _: i64 = redis::cmd("INCR")
+            .arg(format!("floor:{}", i % 1_000))
+            .query_async(&mut connection)
+            .await
+            .expect("INCR");
+        latencies.push(t.elapsed());
+    }
+    (checks as f64 / started.elapsed().as_secs_f64(), latencies)
+}
+
+/// Nanoseconds per `RouteKey::new` (ip + username, the login key) and per `limit_key`.
+fn key_building(iterations: usize) {
+    let usernames: Vec<String> = (0..1_000).map(|i| format!("User{i}@example.com")).collect();
+    let started = Instant::now();
+    let mut total = 0;
+    for i in 0..iterations {
+        let key = RouteKey::new(
+            "rl",
+            "POST",
+            "/orders/{id}",
+            &[
+                (IdentityPart::Ip, "203.0.113.7"),
+                (IdentityPart::Username, &usernames[i % usernames.len()]),
+            ],
+        );
+        total += key.as_str().len();
+    }
+    let per_key = started.elapsed().as_nanos() as f64 / iterations as f64;
+    let key = RouteKey::new("rl", "GET", "/x", &[(IdentityPart::Ip, "203.0.113.7")]);
+    let limit = Limit::new(100, Window::from_secs(60), Algorithm::SlidingWindow);
+    let started = Instant::now();
+    for _ in 0..iterations {
+        total += key.limit_key(&limit).len();
+    }
+    let per_stem = started.elapsed().as_nanos() as f64 / iterations as f64;
+    println!("keys     RouteKey::new (ip+username, hashed) {per_key:>8.0} ns   limit_key {per_stem:>6.0} ns   ({total} bytes built)");
 }
 
 /// Checks per second with `in_flight` concurrent checks on one store.
@@ -160,23 +211,34 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` does not: smoke-run then.
+    let scale = if std::env::args().any(|a| a == "--bench") { 1 } else { 100 };
+    key_building(200_000 / scale);
     runtime.block_on(async {
         let memory = MemoryStore::new();
-        report("memory", &memory, 200_000).await;
+        report("memory", &memory, 200_000 / scale, None).await;
 
         let Some((_server, port)) = start_redis() else {
             println!("redis    skipped: redis-server not found on PATH (`apt-get install redis-server`)");
             return;
         };
-        let redis = RedisStore::builder(format!("redis://127.0.0.1:{port}"))
+        let url = format!("redis://127.0.0.1:{port}");
+        let redis = RedisStore::builder(url.clone())
             .timeout(Duration::from_secs(1))
             .build()
             .await
             .expect("store");
-        report("redis", &redis, 20_000).await;
+        let (floor, mut latencies) = incr_floor(&url, 20_000 / scale).await;
+        println!(
+            "redis    {:<15} {floor:>10.0} checks/s   p50 {:>9.1?}   p99 {:>9.1?}   1.00 x INCR",
+            "plain INCR",
+            percentile(&mut latencies, 0.50),
+            percentile(&mut latencies, 0.99),
+        );
+        report("redis", &redis, 20_000 / scale, Some(floor)).await;
         let store: Arc<dyn Store> = Arc::new(redis);
         for in_flight in [1, 16, 64] {
-            let rate = concurrent(store.clone(), in_flight, 20_000 / in_flight).await;
+            let rate = concurrent(store.clone(), in_flight, 20_000 / scale / in_flight).await;
             println!("redis    sliding_window  {rate:>10.0} checks/s with {in_flight} in flight on one connection");
         }
     });
