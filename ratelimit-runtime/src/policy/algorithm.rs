@@ -1,12 +1,13 @@
 use std::fmt;
 
 /// How a limit counts requests. See the README's "Choosing an algorithm".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Algorithm {
     /// One counter per window; up to twice the limit can pass across a window boundary.
     FixedWindow,
     /// Current and previous window counters, the previous one weighted by how much of it
     /// still overlaps the sliding window. The default.
+    #[default]
     SlidingWindow,
     /// One sorted-set entry per allowed request: exact, memory grows with the limit.
     SlidingLog,
@@ -36,12 +37,6 @@ impl Algorithm {
     /// Parses the attribute spelling.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|a| a.as_str() == name)
-    }
-}
-
-impl Default for Algorithm {
-    fn default() -> Self {
-        Algorithm::SlidingWindow
     }
 }
 

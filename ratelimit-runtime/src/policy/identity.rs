@@ -38,9 +38,10 @@ impl fmt::Display for IdentityPart {
 }
 
 /// Who a limit counts: the declared parts, or the default (`user_id`, else `ip`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Identity {
     /// No `identity` key: the authenticated user id when there is one, else the client IP.
+    #[default]
     UserIdElseIp,
     /// The declared parts, all of which make up the identity.
     Parts(&'static [IdentityPart]),
@@ -53,12 +54,6 @@ impl Identity {
             Identity::UserIdElseIp => &[],
             Identity::Parts(parts) => parts,
         }
-    }
-}
-
-impl Default for Identity {
-    fn default() -> Self {
-        Identity::UserIdElseIp
     }
 }
 
