@@ -2,7 +2,7 @@
 
 use actix_web::{get, post, web, App, HttpResponse, Responder};
 use ratelimit_runtime::{
-    coverage::{self, RouteStatus},
+    coverage::{self, AppFactory, RouteStatus},
     rate_limit,
 };
 
@@ -77,15 +77,7 @@ mod fake_marker {
     }
 }
 
-fn covered_app() -> App<
-    impl actix_web::dev::ServiceFactory<
-        actix_web::dev::ServiceRequest,
-        Config = (),
-        Response = actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>,
-        Error = actix_web::Error,
-        InitError = (),
-    >,
-> {
+fn covered_app() -> App<impl AppFactory> {
     App::new().service(login).service(get_order).service(health)
 }
 

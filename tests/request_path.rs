@@ -18,6 +18,7 @@ use actix_web::{
 };
 use ratelimit_runtime::{
     clock::ManualClock,
+    coverage::AppFactory,
     identity::{TrustedProxies, UserId},
     rate_limit,
     store::{MemoryStore, RedisStore},
@@ -69,15 +70,7 @@ async fn undeclared() -> HttpResponse {
 
 fn app(
     limiter: RateLimiter,
-) -> App<
-    impl actix_web::dev::ServiceFactory<
-        actix_web::dev::ServiceRequest,
-        Config = (),
-        Response = ServiceResponse<impl MessageBody>,
-        Error = actix_web::Error,
-        InitError = (),
-    >,
-> {
+) -> App<impl AppFactory> {
     App::new()
         .service(get_order)
         .service(get_invoice)

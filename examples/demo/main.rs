@@ -18,7 +18,7 @@ use std::{env, sync::Arc};
 use actix_web::{middleware::from_fn, web, App, HttpServer};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use ratelimit_runtime::{
-    coverage,
+    coverage::{self, AppFactory},
     identity::{ApiKeySource, TrustedProxies},
     store::{MemoryStore, RedisClusterStore, RedisStore, Store},
     RateLimiter,
@@ -30,15 +30,7 @@ pub fn app(
     limiter: RateLimiter,
     metrics: web::Data<PrometheusHandle>,
     uncovered: bool,
-) -> App<
-    impl actix_web::dev::ServiceFactory<
-        actix_web::dev::ServiceRequest,
-        Config = (),
-        Response = actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>,
-        Error = actix_web::Error,
-        InitError = (),
-    >,
-> {
+) -> App<impl AppFactory> {
     App::new()
         .app_data(metrics)
         .configure(routes::configure)

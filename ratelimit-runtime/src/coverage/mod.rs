@@ -19,31 +19,20 @@
 //! It fails safe: a route whose declaration is not in the registry (for example, a crate
 //! that is never named in source and so never linked, dtolnay/inventory#50) is uncovered.
 
+mod app_factory;
 mod probe;
 mod table;
 
+pub use app_factory::AppFactory;
 pub use table::{CoverageError, RouteRow, RouteStatus, RouteTable};
 
-use actix_web::{
-    body::MessageBody,
-    dev::{ServiceFactory, ServiceRequest, ServiceResponse},
-    App, Error,
-};
+use actix_web::App;
 
 /// Enumerates `app`'s routes and matches them to declarations: the route table, or an error
 /// listing every uncovered route.
 ///
 /// Needs an actix runtime (inside `#[actix_web::test]` or `#[actix_web::main]`).
-pub async fn check<T, B>(app: App<T>) -> Result<RouteTable, CoverageError>
-where
-    T: ServiceFactory<
-            ServiceRequest,
-            Config = (),
-            Response = ServiceResponse<B>,
-            Error = Error,
-            InitError = (),
-        > + 'static,
-    B: MessageBody + 'static,
+pub async fn check<T: AppFactory>(app: App<T>) -> Result<RouteTable, CoverageError>
 {
     let table = route_table(app).await;
     if table.uncovered().next().is_some() || table.routes.is_empty() {
@@ -54,16 +43,7 @@ where
 }
 
 /// Every route of `app` with its declaration (or none), covered or not.
-pub async fn route_table<T, B>(app: App<T>) -> RouteTable
-where
-    T: ServiceFactory<
-            ServiceRequest,
-            Config = (),
-            Response = ServiceResponse<B>,
-            Error = Error,
-            InitError = (),
-        > + 'static,
-    B: MessageBody + 'static,
+pub async fn route_table<T: AppFactory>(app: App<T>) -> RouteTable
 {
     let tree = probe::introspection_tree(app).await;
     RouteTable::from_tree(tree.as_ref())
@@ -77,16 +57,7 @@ where
 ///     ratelimit_runtime::coverage::assert_covered(my_app()).await;
 /// }
 /// ```
-pub async fn assert_covered<T, B>(app: App<T>) -> RouteTable
-where
-    T: ServiceFactory<
-            ServiceRequest,
-            Config = (),
-            Response = ServiceResponse<B>,
-            Error = Error,
-            InitError = (),
-        > + 'static,
-    B: MessageBody + 'static,
+pub async fn assert_covered<T: AppFactory>(app: App<T>) -> RouteTable
 {
     match check(app).await {
         Ok(table) => table,
@@ -96,16 +67,7 @@ where
 
 /// The startup form: returns the route table when every route is covered; otherwise prints
 /// the uncovered routes and the table to standard error and exits with status 1.
-pub async fn require_coverage<T, B>(app: App<T>) -> RouteTable
-where
-    T: ServiceFactory<
-            ServiceRequest,
-            Config = (),
-            Response = ServiceResponse<B>,
-            Error = Error,
-            InitError = (),
-        > + 'static,
-    B: MessageBody + 'static,
+pub async fn require_coverage<T: AppFactory>(app: App<T>) -> RouteTable
 {
     match check(app).await {
         Ok(table) => {

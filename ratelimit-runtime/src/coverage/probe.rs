@@ -11,24 +11,16 @@ use std::{
 
 use actix_web::{
     body::{EitherBody, MessageBody},
-    dev::{Service, ServiceFactory, ServiceRequest, ServiceResponse, Transform},
+    dev::{Service, ServiceRequest, ServiceResponse, Transform},
     introspection::IntrospectionTree,
     test, web, App, Error, HttpResponse,
 };
 
+use super::AppFactory;
+
 type Slot = Rc<RefCell<Option<IntrospectionTree>>>;
 
-pub(super) async fn introspection_tree<T, B>(app: App<T>) -> Option<IntrospectionTree>
-where
-    T: ServiceFactory<
-            ServiceRequest,
-            Config = (),
-            Response = ServiceResponse<B>,
-            Error = Error,
-            InitError = (),
-        > + 'static,
-    B: MessageBody + 'static,
-{
+pub(super) async fn introspection_tree<T: AppFactory>(app: App<T>) -> Option<IntrospectionTree> {
     let slot: Slot = Rc::default();
     let service = test::init_service(app.wrap(Probe(Rc::clone(&slot)))).await;
     let _ = test::call_service(&service, test::TestRequest::default().to_request()).await;
