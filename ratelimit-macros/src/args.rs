@@ -7,10 +7,7 @@ use std::time::Duration;
 
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
-use syn::{
-    parse::Parser, punctuated::Punctuated, Expr, ExprLit, Lit, LitStr, Meta,
-    Token, UnOp,
-};
+use syn::{parse::Parser, punctuated::Punctuated, Expr, ExprLit, Lit, LitStr, Meta, Token, UnOp};
 
 use crate::{ctxt::Ctxt, suggest};
 
@@ -23,7 +20,8 @@ pub(crate) const KEYS: &[&str] = &[
     "shadow",
     "exempt",
 ];
-pub(crate) const IDENTITY_PARTS: &[&str] = &["ip", "username", "user_id", "api_key", "header:<name>"];
+pub(crate) const IDENTITY_PARTS: &[&str] =
+    &["ip", "username", "user_id", "api_key", "header:<name>"];
 const IDENTITY_NAMES: &[&str] = &["ip", "username", "user_id", "api_key", "header"];
 pub(crate) const ALGORITHMS: &[&str] = &["fixed_window", "sliding_window", "sliding_log", "gcra"];
 const FAIL_MODES: &[&str] = &["open", "closed"];
@@ -302,7 +300,10 @@ fn parse_limit(value: &Expr, cx: &mut Ctxt) -> Slot<u32> {
             if !int.suffix().is_empty() {
                 cx.error(
                     int.span(),
-                    format!("`limit` takes a plain integer, without the `{}` suffix", int.suffix()),
+                    format!(
+                        "`limit` takes a plain integer, without the `{}` suffix",
+                        int.suffix()
+                    ),
                 );
                 return Slot::Invalid;
             }
@@ -379,15 +380,15 @@ fn parse_window(value: &Expr, cx: &mut Ctxt) -> Slot<Window> {
     }) = value
     {
         // `window = 300` has no unit; `window = 5m` lexes as the integer `5` with suffix `m`.
-        let hint = if int.suffix().is_empty() {
-            format!("`window = \"{}s\"`", int.base10_digits())
+        let message = if int.suffix().is_empty() {
+            format!(
+                "`window` takes a duration string with a unit, e.g. `window = \"{}s\"`",
+                int.base10_digits()
+            )
         } else {
-            format!("`window = \"{int}\"`")
+            format!("`window` takes a string; write `window = \"{int}\"`")
         };
-        cx.error(
-            int.span(),
-            format!("`window` takes a duration string with a unit, e.g. {hint}"),
-        );
+        cx.error(int.span(), message);
         return Slot::Invalid;
     }
     let Some(lit) = lit_str(value, "window", cx) else {
@@ -408,7 +409,7 @@ fn parse_window(value: &Expr, cx: &mut Ctxt) -> Slot<Window> {
         );
         return Slot::Invalid;
     }
-    if duration.subsec_nanos() % 1_000_000 != 0 {
+    if !duration.subsec_nanos().is_multiple_of(1_000_000) {
         cx.error(
             lit.span(),
             format!("window `{text}` is not a whole number of milliseconds; windows are counted in milliseconds, e.g. {WINDOW_EXAMPLES}"),
@@ -530,10 +531,15 @@ fn parse_header_name(name: &str, text: &str, span: Span, cx: &mut Ctxt) -> Optio
     }
     let is_tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
     if let Some(bad) = name.chars().find(|c| !is_tchar(*c)) {
+        let bad = match bad {
+            ' ' => "a space".to_owned(),
+            '\t' => "a tab".to_owned(),
+            other => format!("`{other}`"),
+        };
         cx.error(
             span,
             format!(
-                "invalid header name `{name}` in `identity = \"{text}\"`: {bad:?} cannot appear in a header name, which is letters, digits and `-` (or one of !#$%&'*.^_|~ and the backtick)"
+                "invalid header name `{name}` in `identity = \"{text}\"`: a header name cannot contain {bad}; use letters, digits and `-`, e.g. `header:X-Tenant-Id`"
             ),
         );
         return None;

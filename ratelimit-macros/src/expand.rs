@@ -79,11 +79,7 @@ fn expand(args: TokenStream, function: &mut ItemFn) -> syn::Result<TokenStream> 
                 syn::Meta::List(list) => list.tokens.clone(),
                 _ => TokenStream::new(),
             };
-            stack.push(Args::parse(
-                tokens,
-                Site::Stacked(quote!(#attr)),
-                &mut cx,
-            ));
+            stack.push(Args::parse(tokens, Site::Stacked(quote!(#attr)), &mut cx));
         } else {
             kept.push(attr);
         }

@@ -63,10 +63,12 @@ pub(crate) fn is_rate_limit(attr: &Attribute) -> bool {
 
 /// Finds the route attribute; reports a clear error when there is none.
 pub(crate) fn find(attrs: &[Attribute], cx: &mut Ctxt) -> Found {
-    if let Some(attr) = attrs
-        .iter()
-        .find(|a| a.path().segments.last().is_some_and(|s| s.ident == "routes"))
-    {
+    if let Some(attr) = attrs.iter().find(|a| {
+        a.path()
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == "routes")
+    }) {
         cx.error_spanned(
             attr,
             "`#[rate_limit]` cannot read `#[routes]`; write one handler per route attribute (`#[get]`, `#[post]`, ...) or use `#[route(\"/path\", method = \"GET\", method = \"POST\")]`",

@@ -68,7 +68,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         match (args.limit.is_absent(), args.window.is_absent()) {
             (true, true) => args.error(
                 cx,
-                "missing `limit` and `window`: how many requests a window of what duration allows, e.g. `#[rate_limit(limit = 10, window = \"5m\")]` (or `exempt = \"<reason>\"` for a route that needs no limit)",
+                "missing `limit` and `window`: how many requests are allowed over what duration, e.g. `#[rate_limit(limit = 10, window = \"5m\")]` (or `#[rate_limit(exempt = \"<reason>\")]` for a route that needs no limit)",
             ),
             (true, false) => args.error(
                 cx,
@@ -191,7 +191,8 @@ fn shared<'a, T: PartialEq + 'a>(
         match slot(args) {
             Slot::Valid(value, span) => match first {
                 Some((existing, earlier)) if existing != value => {
-                    let written = |args: &Args| args.key(key).map_or_else(String::new, |k| k.value.clone());
+                    let written =
+                        |args: &Args| args.key(key).map_or_else(String::new, |k| k.value.clone());
                     cx.error(
                         *span,
                         format!(

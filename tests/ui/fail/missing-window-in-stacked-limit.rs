@@ -1,0 +1,13 @@
+use actix_web::{post, HttpResponse, Responder};
+use ratelimit_runtime::rate_limit;
+
+#[rate_limit(limit = 10, window = "1m")]
+#[rate_limit(limit = 100)]
+#[post("/login")]
+async fn login() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+fn main() {
+    let _app = actix_web::App::new().service(login);
+}

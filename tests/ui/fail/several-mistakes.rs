@@ -1,0 +1,17 @@
+use actix_web::{post, HttpResponse, Responder};
+use ratelimit_runtime::rate_limit;
+
+#[rate_limit(
+    limt = 10,
+    window = "0s",
+    identity = "ip+usrname",
+    algorithm = "token_bucket"
+)]
+#[post("/login")]
+async fn login() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+fn main() {
+    let _app = actix_web::App::new().service(login);
+}
