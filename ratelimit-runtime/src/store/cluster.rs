@@ -8,6 +8,7 @@ use std::{fmt, time::Duration};
 use ::redis::{
     cluster::{ClusterClient, ClusterConfig},
     cluster_async::ClusterConnection,
+    TlsCertificates,
 };
 
 use super::{
@@ -50,6 +51,7 @@ impl RedisClusterStore {
             nodes: nodes.into_iter().map(Into::into).collect(),
             timeout: DEFAULT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            tls_root: None,
         }
     }
 
@@ -90,6 +92,7 @@ pub struct RedisClusterStoreBuilder {
     nodes: Vec<String>,
     timeout: Duration,
     connect_timeout: Duration,
+    tls_root: Option<Vec<u8>>,
 }
 
 impl RedisClusterStoreBuilder {
@@ -102,6 +105,12 @@ impl RedisClusterStoreBuilder {
     /// The longest one connection attempt to a node may take (default 1 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// Trusts this CA (PEM) for `rediss://` nodes instead of the system trust store.
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root = Some(pem.into());
         self
     }
 
@@ -119,8 +128,16 @@ impl RedisClusterStoreBuilder {
                 "a redis cluster store needs at least one node url",
             ));
         }
-        let client = ClusterClient::builder(self.nodes.iter().map(String::as_str))
-            .connection_timeout(self.connect_timeout)
+        super::tls::ensure_crypto_provider();
+        let mut builder = ClusterClient::builder(self.nodes.iter().map(String::as_str))
+            .connection_timeout(self.connect_timeout);
+        if let Some(pem) = &self.tls_root {
+            builder = builder.certs(TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.clone()),
+            });
+        }
+        let client = builder
             .build()
             .map_err(|err| StoreConfigError::for_url(&self.nodes.join(","), err))?;
         let config = ClusterConfig::new().set_connection_timeout(self.connect_timeout);

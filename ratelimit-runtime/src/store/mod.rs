@@ -8,6 +8,7 @@ mod memory;
 mod redis;
 mod script;
 mod script_call;
+mod tls;
 
 pub use cluster::{RedisClusterStore, RedisClusterStoreBuilder};
 pub use config_error::StoreConfigError;

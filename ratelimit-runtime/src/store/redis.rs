@@ -4,7 +4,7 @@ use std::{fmt, time::Duration};
 
 use ::redis::{
     aio::{ConnectionManager, ConnectionManagerConfig},
-    Client,
+    Client, TlsCertificates,
 };
 
 use super::{
@@ -50,6 +50,7 @@ impl RedisStore {
             url: url.into(),
             timeout: DEFAULT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            tls_root: None,
         }
     }
 
@@ -89,6 +90,7 @@ pub struct RedisStoreBuilder {
     url: String,
     timeout: Duration,
     connect_timeout: Duration,
+    tls_root: Option<Vec<u8>>,
 }
 
 impl RedisStoreBuilder {
@@ -105,6 +107,13 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// Trusts this CA (PEM) for `rediss://` instead of the system trust store, for a Redis
+    /// whose certificate a private CA signed.
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root = Some(pem.into());
+        self
+    }
+
     /// Builds the store. It never waits for Redis: the connection is made in the background,
     /// checks fail with connection or timeout errors until Redis answers, and the store
     /// reconnects by itself after Redis comes back.
@@ -115,8 +124,18 @@ impl RedisStoreBuilder {
     ///
     /// When the URL is malformed.
     pub async fn build(self) -> Result<RedisStore, StoreConfigError> {
-        let client = Client::open(self.url.as_str())
-            .map_err(|err| StoreConfigError::for_url(&self.url, err))?;
+        super::tls::ensure_crypto_provider();
+        let client = match &self.tls_root {
+            None => Client::open(self.url.as_str()),
+            Some(pem) => Client::build_with_tls(
+                self.url.as_str(),
+                TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.clone()),
+                },
+            ),
+        }
+        .map_err(|err| StoreConfigError::for_url(&self.url, err))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(None)
