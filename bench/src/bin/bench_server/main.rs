@@ -1,0 +1,50 @@
+//! One server variant per process, for the benchmark driver:
+//!
+//! ```text
+//! bench_server --variant <none|limitation|governor|floor|project> --port <port>
+//!              [--redis redis://127.0.0.1:<port>] [--workers <n>]
+//! ```
+//!
+//! Every variant serves the same trivial handler on the routes of `ratelimit_bench::route`
+//! (`/allow`, `/flood`; this project one route per algorithm under each), with the same
+//! number of actix workers (default 1), on 127.0.0.1. No logger and no metrics recorder is
+//! installed in any variant.
+
+mod client_ip;
+mod floor;
+mod governor;
+mod handler;
+mod limitation;
+mod no_limiter;
+mod options;
+mod project;
+
+use std::process::ExitCode;
+
+use options::Options;
+use ratelimit_bench::Variant;
+
+#[actix_web::main]
+async fn main() -> ExitCode {
+    let options = match Options::parse(std::env::args().skip(1)) {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("bench_server: {message}\n{}", options::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    let served = match options.variant {
+        Variant::NoLimiter => no_limiter::serve(&options).await,
+        Variant::Limitation => limitation::serve(&options).await,
+        Variant::Governor => governor::serve(&options).await,
+        Variant::Floor => floor::serve(&options).await,
+        Variant::Project => project::serve(&options).await,
+    };
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("bench_server: variant `{}`: {error}", options.variant);
+            ExitCode::FAILURE
+        }
+    }
+}

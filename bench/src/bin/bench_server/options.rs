@@ -1,0 +1,90 @@
+//! The command line of `bench_server`.
+
+use ratelimit_bench::Variant;
+
+pub const USAGE: &str = "usage: bench_server --variant <none|limitation|governor|floor|project> \
+--port <port> [--redis <url>] [--workers <n>]";
+
+/// What to serve, where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub variant: Variant,
+    pub port: u16,
+    /// Required by the variants that count in Redis.
+    pub redis: Option<String>,
+    pub workers: usize,
+}
+
+impl Options {
+    pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
+        let mut variant = None;
+        let mut port = None;
+        let mut redis = None;
+        let mut workers = 1;
+        while let Some(flag) = args.next() {
+            let mut value = || args.next().ok_or_else(|| format!("`{flag}` needs a value"));
+            match flag.as_str() {
+                "--variant" => {
+                    let name = value()?;
+                    variant = Some(Variant::from_flag(&name).ok_or_else(|| {
+                        format!("unknown variant `{name}`; expected `none`, `limitation`, `governor`, `floor`, `project`")
+                    })?);
+                }
+                "--port" => {
+                    let text = value()?;
+                    port = Some(text.parse().map_err(|_| format!("invalid port `{text}`"))?);
+                }
+                "--redis" => redis = Some(value()?),
+                "--workers" => {
+                    let text = value()?;
+                    workers = text
+                        .parse()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| format!("invalid worker count `{text}`"))?;
+                }
+                other => return Err(format!("unknown argument `{other}`")),
+            }
+        }
+        let variant = variant.ok_or("`--variant` is required")?;
+        let port = port.ok_or("`--port` is required")?;
+        if variant.uses_redis() && redis.is_none() {
+            return Err(format!(
+                "variant `{variant}` counts in Redis: `--redis <url>` is required"
+            ));
+        }
+        Ok(Options {
+            variant,
+            port,
+            redis,
+            workers,
+        })
+    }
+
+    /// The Redis URL of a Redis variant (checked by [`Options::parse`]).
+    pub fn redis_url(&self) -> &str {
+        self.redis.as_deref().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &str) -> Result<Options, String> {
+        Options::parse(args.split_whitespace().map(str::to_owned))
+    }
+
+    #[test]
+    fn a_redis_variant_needs_a_url_and_others_do_not() {
+        let err = parse("--variant floor --port 1").unwrap_err();
+        assert!(err.contains("--redis"), "{err}");
+        let options = parse("--variant none --port 8080 --workers 2").unwrap();
+        assert_eq!(options.variant, Variant::NoLimiter);
+        assert_eq!((options.port, options.workers), (8080, 2));
+        assert!(parse("--variant nope --port 1")
+            .unwrap_err()
+            .contains("`nope`"));
+        assert!(parse("--variant none --port 1 --workers 0").is_err());
+    }
+}

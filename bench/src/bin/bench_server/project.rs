@@ -1,0 +1,256 @@
+//! (e) This project: `RateLimiter` over `RedisStore` (default timeouts), and one
+//! `#[rate_limit]` handler per algorithm and one stacked policy under each budget.
+//!
+//! Every route is identified by IP behind one trusted proxy (`TrustedProxies::hops(1)`),
+//! the rule variants (b) to (d) apply by hand, and fails closed, so a store error would show
+//! as a `503` in the load generator's error count instead of passing silently.
+//!
+//! `allow` limits cannot be reached in a run: 4,000,000,000 per hour, except the sliding
+//! log, which the attribute caps at 1,000 per window: 1,000 per 10 ms (100,000 per second,
+//! far above any measured rate; the log then holds about rate × 10 ms entries).
+
+use actix_web::{get, web, App, HttpServer};
+use ratelimit_runtime::{identity::TrustedProxies, rate_limit, store::RedisStore, RateLimiter};
+
+use crate::options::Options;
+
+#[rate_limit(
+    limit = 4000000000,
+    window = "1h",
+    identity = "ip",
+    algorithm = "fixed_window",
+    fail = "closed"
+)]
+#[get("/allow/fixed_window")]
+async fn allow_fixed_window() -> &'static str {
+    "ok"
+}
+
+#[rate_limit(
+    limit = 4000000000,
+    window = "1h",
+    identity = "ip",
+    algorithm = "sliding_window",
+    fail = "closed"
+)]
+#[get("/allow/sliding_window")]
+async fn allow_sliding_window() -> &'static str {
+    "ok"
+}
+
+#[rate_limit(
+    limit = 1000,
+    window = "10ms",
+    identity = "ip",
+    algorithm = "sliding_log",
+    fail = "closed"
+)]
+#[get("/allow/sliding_log")]
+async fn allow_sliding_log() -> &'static str {
+    "ok"
+}
+
+#[rate_limit(
+    limit = 4000000000,
+    window = "1h",
+    identity = "ip",
+    algorithm = "gcra",
+    fail = "closed"
+)]
+#[get("/allow/gcra")]
+async fn allow_gcra() -> &'static str {
+    "ok"
+}
+
+#[rate_limit(limit = 4000000000, window = "1h", identity = "ip", fail = "closed")]
+#[rate_limit(limit = 4000000000, window = "1s", algorithm = "gcra")]
+#[get("/allow/stacked")]
+async fn allow_stacked() -> &'static str {
+    "ok"
+}
+
+#[rate_limit(
+    limit = 1,
+    window = "1h",
+    identity = "ip",
+    algorithm = "fixed_window",
+    fail = "closed"
+)]
+#[get("/flood/fixed_window")]
+async fn flood_fixed_window() -> &'static str {
+    "ok"
+}
+
+#[rate_limit(
+    limit = 1,
+    window = "1h",
+    identity = "ip",
+    algorithm = "sliding_window",
+    fail = "closed"
+)]
+#[get("/flood/sliding_window")]
+async fn flood_sliding_window() -> &'static str {
+    "ok"
+}
+
+#[rate_limit(
+    limit = 1,
+    window = "1h",
+    identity = "ip",
+    algorithm = "sliding_log",
+    fail = "closed"
+)]
+#[get("/flood/sliding_log")]
+async fn flood_sliding_log() -> &'static str {
+    "ok"
+}
+
+#[rate_limit(
+    limit = 1,
+    window = "1h",
+    identity = "ip",
+    algorithm = "gcra",
+    fail = "closed"
+)]
+#[get("/flood/gcra")]
+async fn flood_gcra() -> &'static str {
+    "ok"
+}
+
+#[rate_limit(limit = 1, window = "1h", identity = "ip", fail = "closed")]
+#[rate_limit(limit = 100, window = "1s", algorithm = "gcra")]
+#[get("/flood/stacked")]
+async fn flood_stacked() -> &'static str {
+    "ok"
+}
+
+#[rate_limit(
+    limit = 1000,
+    window = "1h",
+    identity = "ip",
+    algorithm = "fixed_window",
+    fail = "closed"
+)]
+#[get("/memory/fixed_window")]
+async fn memory_fixed_window() -> &'static str {
+    "ok"
+}
+
+#[rate_limit(
+    limit = 1000,
+    window = "1h",
+    identity = "ip",
+    algorithm = "sliding_window",
+    fail = "closed"
+)]
+#[get("/memory/sliding_window")]
+async fn memory_sliding_window() -> &'static str {
+    "ok"
+}
+
+#[rate_limit(
+    limit = 1000,
+    window = "1h",
+    identity = "ip",
+    algorithm = "sliding_log",
+    fail = "closed"
+)]
+#[get("/memory/sliding_log")]
+async fn memory_sliding_log() -> &'static str {
+    "ok"
+}
+
+#[rate_limit(
+    limit = 1000,
+    window = "1h",
+    identity = "ip",
+    algorithm = "gcra",
+    fail = "closed"
+)]
+#[get("/memory/gcra")]
+async fn memory_gcra() -> &'static str {
+    "ok"
+}
+
+#[rate_limit(limit = 1000, window = "1h", identity = "ip", fail = "closed")]
+#[rate_limit(limit = 100, window = "1s", algorithm = "gcra")]
+#[get("/memory/stacked")]
+async fn memory_stacked() -> &'static str {
+    "ok"
+}
+
+/// Every route of the project server.
+fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(allow_fixed_window)
+        .service(allow_sliding_window)
+        .service(allow_sliding_log)
+        .service(allow_gcra)
+        .service(allow_stacked)
+        .service(flood_fixed_window)
+        .service(flood_sliding_window)
+        .service(flood_sliding_log)
+        .service(flood_gcra)
+        .service(flood_stacked)
+        .service(memory_fixed_window)
+        .service(memory_sliding_window)
+        .service(memory_sliding_log)
+        .service(memory_gcra)
+        .service(memory_stacked);
+}
+
+pub async fn serve(options: &Options) -> std::io::Result<()> {
+    let store = RedisStore::builder(options.redis_url())
+        .build()
+        .await
+        .map_err(std::io::Error::other)?;
+    let limiter = RateLimiter::new(store).trusted_proxies(TrustedProxies::hops(1));
+    HttpServer::new(move || App::new().configure(routes).wrap(limiter.clone()))
+        .workers(options.workers)
+        .bind(("127.0.0.1", options.port))?
+        .run()
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::test;
+    use ratelimit_runtime::{coverage, store::MemoryStore};
+
+    use super::*;
+
+    /// Every route of the project server carries a declaration, so no request also gets the
+    /// default policy (which would reject the load after 120 requests per minute).
+    #[actix_web::test]
+    async fn every_route_is_declared_and_allow_routes_allow() {
+        coverage::assert_covered(App::new().configure(routes)).await;
+        let limiter = RateLimiter::new(MemoryStore::new()).trusted_proxies(TrustedProxies::hops(1));
+        let service = test::init_service(App::new().configure(routes).wrap(limiter)).await;
+        for _ in 0..200 {
+            let req = test::TestRequest::get()
+                .uri("/allow/gcra")
+                .insert_header(("x-forwarded-for", "198.18.0.1"))
+                .to_request();
+            assert!(test::call_service(&service, req)
+                .await
+                .status()
+                .is_success());
+        }
+        let flood = || {
+            test::TestRequest::get()
+                .uri("/flood/stacked")
+                .insert_header(("x-forwarded-for", "198.18.0.1"))
+                .to_request()
+        };
+        assert!(test::call_service(&service, flood())
+            .await
+            .status()
+            .is_success());
+        assert_eq!(
+            test::call_service(&service, flood())
+                .await
+                .status()
+                .as_u16(),
+            429
+        );
+    }
+}

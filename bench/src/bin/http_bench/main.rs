@@ -1,0 +1,251 @@
+//! Side-by-side HTTP benchmark of this project against no limiter, actix-limitation,
+//! actix-governor and a one-`EVALSHA` floor, all in one run:
+//!
+//! ```text
+//! cargo run --release -p ratelimit-bench              # full run, rewrites BENCHMARKS.md (~10 min)
+//! cargo run --release -p ratelimit-bench -- --smoke   # every server once, 2 s each (CI)
+//! ```
+//!
+//! It starts its own `redis-server` on a free loopback port, one `bench_server` per variant
+//! pinned to the server CPUs, and drives them with wrk pinned to the load CPUs; see
+//! `options::USAGE` and BENCHMARKS.md.
+
+mod benchmarks_file;
+mod exact_checks;
+mod goals;
+mod http_probe;
+mod machine;
+mod memory;
+mod numbers;
+mod options;
+mod pinned_process;
+mod plan;
+mod prerequisites;
+mod process_cpu;
+mod redis_server;
+mod redis_stats;
+mod report;
+mod results;
+mod rig;
+mod round_trip;
+mod server_binary;
+mod servers;
+mod work_dir;
+mod wrk;
+
+use std::{
+    process::{Command, ExitCode},
+    time::{Duration, Instant},
+};
+
+use machine::Machine;
+use numbers::whole;
+use options::Options;
+use plan::{Cell, Plan, Scenario};
+use redis_server::RedisServer;
+use redis_stats::RedisStats;
+use report::Report;
+use results::Results;
+use rig::{Rig, Sample};
+use servers::Servers;
+use work_dir::WorkDir;
+
+fn main() -> ExitCode {
+    let options = match Options::parse(std::env::args().skip(1)) {
+        Ok(options) => options,
+        Err(message) => {
+            if !message.is_empty() {
+                eprintln!("http_bench: {message}");
+            }
+            eprintln!("{}", options::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    let mut work_dir = match WorkDir::create() {
+        Ok(dir) => dir,
+        Err(message) => {
+            eprintln!("http_bench: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(&options, &work_dir) {
+        Ok(Health::Sound) => ExitCode::SUCCESS,
+        Ok(Health::Faulty(problems)) => {
+            work_dir.keep();
+            eprintln!(
+                "http_bench: the run is not sound (logs in {}):\n  {}",
+                work_dir.path().display(),
+                problems.join("\n  ")
+            );
+            ExitCode::FAILURE
+        }
+        Err(message) => {
+            work_dir.keep();
+            eprintln!(
+                "http_bench: {message}\n(logs in {})",
+                work_dir.path().display()
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Whether every server stayed up and answered as its route's limit says.
+enum Health {
+    Sound,
+    Faulty(Vec<String>),
+}
+
+fn run(options: &Options, work_dir: &WorkDir) -> Result<Health, String> {
+    let started = Instant::now();
+    prerequisites::check()?;
+    prerequisites::pin_self(&options.load_cpus)?;
+    let server_binary = server_binary::locate()?;
+    let redis = RedisServer::start(&options.load_cpus, work_dir.path())?;
+    let mut stats = RedisStats::connect(&redis.url())?;
+    let machine = Machine::describe(stats.version()?);
+    let servers = Servers::start(
+        &server_binary,
+        &options.server_cpus,
+        options.workers,
+        &redis.url(),
+        work_dir.path(),
+    )?;
+    let round_trip = round_trip::median_ping(&mut stats, 2_000)?;
+    let mut rig = Rig {
+        servers,
+        redis_pid: redis.pid(),
+        stats,
+        wrk: wrk::Wrk::new(&options.load_cpus, work_dir.path())?,
+    };
+    let plan = if options.smoke {
+        Plan::smoke(options.duration)
+    } else {
+        Plan::full(options.rounds, options.duration)
+    };
+    eprintln!(
+        "http_bench: redis-server {} at {}, servers on CPU {}, wrk on CPU {}; about {} s of load",
+        machine.redis,
+        redis.url(),
+        options.server_cpus,
+        options.load_cpus,
+        plan.estimated().as_secs()
+    );
+
+    let exact_requests = if options.smoke { 200 } else { 1_000 };
+    eprintln!("http_bench: exact Redis work, {exact_requests} sequential requests per route");
+    let checks = exact_checks::run(&mut rig, exact_requests)?;
+
+    eprintln!("http_bench: warming every route up (1 s, 64 connections)");
+    let warm_up = Cell {
+        scenario: Scenario::HotKey,
+        connections: 64,
+    };
+    for target in &plan.targets {
+        rig.measure(0, warm_up, *target, Duration::from_secs(1))?;
+    }
+
+    let samples = measure(&mut rig, &plan)?;
+    let results = Results::new(&plan, &samples);
+
+    let (identities, requests_each) = if options.smoke { (100, 2) } else { (1_000, 10) };
+    eprintln!(
+        "http_bench: Redis memory, {identities} identities × {requests_each} requests per route"
+    );
+    let memory = memory::run(&mut rig, identities, requests_each)?;
+
+    let verdicts = goals::evaluate(&results, &checks, round_trip);
+    let report = Report {
+        options,
+        plan: &plan,
+        machine: &machine,
+        date: today(),
+        elapsed: started.elapsed(),
+        round_trip,
+        results: &results,
+        checks: &checks,
+        memory: &memory,
+        verdicts: &verdicts,
+    };
+    let text = report.render();
+    println!("{text}");
+    if let Some(path) = &options.out {
+        benchmarks_file::write_section(path, &text)?;
+        eprintln!("http_bench: wrote the results into {}", path.display());
+    }
+
+    let mut problems = problems(&results, &checks);
+    for variant in rig.servers.exited() {
+        problems.push(format!("the `{variant}` server exited during the run"));
+    }
+    Ok(if problems.is_empty() {
+        Health::Sound
+    } else {
+        Health::Faulty(problems)
+    })
+}
+
+/// Runs the plan's schedule, printing each figure as it comes.
+fn measure(rig: &mut Rig, plan: &Plan) -> Result<Vec<Sample>, String> {
+    let schedule = plan.schedule();
+    let mut samples = Vec::with_capacity(schedule.len());
+    for (i, (round, cell, target)) in schedule.iter().enumerate() {
+        let sample = rig.measure(*round, *cell, *target, plan.duration)?;
+        eprintln!(
+            "[{:>3}/{}] round {} {:?} c{:<3} {:<22} {:>9} req/s  p50 {:>6} µs  {:.3} scripts/req",
+            i + 1,
+            schedule.len(),
+            round + 1,
+            cell.scenario,
+            cell.connections,
+            target.to_string(),
+            whole(sample.wrk.requests_per_second()),
+            sample.wrk.p50_us,
+            sample.redis.script_calls as f64 / sample.wrk.requests.max(1) as f64
+        );
+        samples.push(sample);
+    }
+    Ok(samples)
+}
+
+/// What would make the figures meaningless: refused or failed requests where every request
+/// should pass, socket errors, statuses no limit explains.
+fn problems(results: &Results, checks: &[exact_checks::ExactCheck]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for row in &results.rows {
+        let at = |what: &str| {
+            format!(
+                "{} at c{} ({}): {what}",
+                row.target,
+                row.cell.connections,
+                row.cell.scenario.title()
+            )
+        };
+        if row.cell.scenario.allows() && row.non_2xx > 0 {
+            problems.push(at(&format!("{} responses were not 2xx", row.non_2xx)));
+        }
+        if row.socket_errors > 0 {
+            problems.push(at(&format!("{} socket errors", row.socket_errors)));
+        }
+        if row.requests == 0 {
+            problems.push(at("no request completed"));
+        }
+    }
+    for check in checks.iter().filter(|c| c.other > 0) {
+        problems.push(format!(
+            "{} answered {} requests with neither 2xx nor 429 ({:?})",
+            check.target, check.other, check.scenario
+        ));
+    }
+    problems
+}
+
+fn today() -> String {
+    Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .map(|text| text.trim().to_owned())
+        .unwrap_or_else(|| "unknown date".to_owned())
+}

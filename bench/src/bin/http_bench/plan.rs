@@ -1,0 +1,188 @@
+//! What a run measures, and in which order: every target in turn inside each (scenario,
+//! connections) cell, cell after cell, round after round (a, b, c, d, e…, a, b, …), so
+//! drift on a shared machine hits every variant alike.
+
+use std::{fmt, time::Duration};
+
+use ratelimit_bench::{route, Budget, ProjectRoute, Variant};
+
+use crate::wrk::Clients;
+
+/// How many identities the many-clients scenario cycles through.
+pub const IDENTITIES: u32 = 10_000;
+
+/// One server route under load: a variant, and for this project one of its routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Target {
+    pub variant: Variant,
+    pub route: Option<ProjectRoute>,
+}
+
+impl Target {
+    /// (a) to (d), then this project's route per algorithm and the stacked one.
+    pub fn all() -> Vec<Target> {
+        let others = [
+            Variant::NoLimiter,
+            Variant::Limitation,
+            Variant::Governor,
+            Variant::Floor,
+        ]
+        .map(|variant| Target {
+            variant,
+            route: None,
+        });
+        let project = ProjectRoute::ALL.map(|route| Target {
+            variant: Variant::Project,
+            route: Some(route),
+        });
+        others.into_iter().chain(project).collect()
+    }
+
+    pub const fn of(variant: Variant) -> Target {
+        Target {
+            variant,
+            route: None,
+        }
+    }
+
+    pub fn path(&self, budget: Budget) -> String {
+        route::path(self.variant, self.route, budget)
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.route {
+            Some(route) => write!(f, "({}) {}", self.variant.letter(), route),
+            None => write!(f, "({}) {}", self.variant.letter(), self.variant),
+        }
+    }
+}
+
+/// The traffic of one measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scenario {
+    /// Every request allowed, all from one client (one hot key).
+    HotKey,
+    /// Every request allowed, each from the next of [`IDENTITIES`] clients.
+    Identities,
+    /// One client far over a 1-per-hour limit: every request is rejected.
+    Flood,
+}
+
+impl Scenario {
+    pub const ALL: [Scenario; 3] = [Scenario::HotKey, Scenario::Identities, Scenario::Flood];
+
+    pub const fn budget(self) -> Budget {
+        match self {
+            Scenario::HotKey | Scenario::Identities => Budget::Allow,
+            Scenario::Flood => Budget::Flood,
+        }
+    }
+
+    pub const fn clients(self) -> Clients {
+        match self {
+            Scenario::HotKey | Scenario::Flood => Clients::One,
+            Scenario::Identities => Clients::Many(IDENTITIES),
+        }
+    }
+
+    /// Whether the scenario's requests should all be allowed.
+    pub const fn allows(self) -> bool {
+        !matches!(self, Scenario::Flood)
+    }
+
+    pub const fn title(self) -> &'static str {
+        match self {
+            Scenario::HotKey => "all allowed, one hot key",
+            Scenario::Identities => "all allowed, 10,000 distinct identities",
+            Scenario::Flood => "flood: every request over a 1-per-hour limit",
+        }
+    }
+}
+
+/// One (scenario, connections) pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cell {
+    pub scenario: Scenario,
+    pub connections: usize,
+}
+
+/// The whole schedule of a run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub rounds: usize,
+    pub duration: Duration,
+    pub cells: Vec<Cell>,
+    pub targets: Vec<Target>,
+}
+
+impl Plan {
+    /// Every scenario at 1, 64 and 256 connections.
+    pub fn full(rounds: usize, duration: Duration) -> Plan {
+        let cells = Scenario::ALL
+            .into_iter()
+            .flat_map(|scenario| {
+                [1, 64, 256].map(|connections| Cell {
+                    scenario,
+                    connections,
+                })
+            })
+            .collect();
+        Plan {
+            rounds,
+            duration,
+            cells,
+            targets: Target::all(),
+        }
+    }
+
+    /// Every server once, hot key at 64 connections.
+    pub fn smoke(duration: Duration) -> Plan {
+        Plan {
+            rounds: 1,
+            duration,
+            cells: vec![Cell {
+                scenario: Scenario::HotKey,
+                connections: 64,
+            }],
+            targets: Target::all(),
+        }
+    }
+
+    /// Measurements in run order: (round, cell, target).
+    pub fn schedule(&self) -> Vec<(usize, Cell, Target)> {
+        let mut order = Vec::new();
+        for round in 0..self.rounds {
+            for cell in &self.cells {
+                for target in &self.targets {
+                    order.push((round, *cell, *target));
+                }
+            }
+        }
+        order
+    }
+
+    pub fn estimated(&self) -> Duration {
+        // Each measurement also settles and reads counters for about half a second.
+        (self.duration + Duration::from_millis(500)) * self.schedule().len() as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_interleave_every_target_within_each_cell() {
+        let plan = Plan::full(2, Duration::from_secs(1));
+        let order = plan.schedule();
+        assert_eq!(order.len(), 2 * 9 * 9);
+        let first: Vec<String> = order[..9].iter().map(|(_, _, t)| t.to_string()).collect();
+        assert_eq!(first[0], "(a) none");
+        assert_eq!(first[3], "(d) floor");
+        assert_eq!(first[8], "(e) stacked");
+        assert!(order[..81].iter().all(|(round, _, _)| *round == 0));
+        assert_eq!(Plan::smoke(Duration::from_secs(2)).schedule().len(), 9);
+    }
+}

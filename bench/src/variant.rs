@@ -1,0 +1,98 @@
+//! The servers measured side by side, one `bench_server --variant <flag>` each.
+
+use std::fmt;
+
+/// One server variant; every one runs the same trivial handler with the same worker count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// (a) no limiter at all: the ceiling.
+    NoLimiter,
+    /// (b) actix-limitation (crates.io): Redis fixed window.
+    Limitation,
+    /// (c) actix-governor (crates.io): in-memory GCRA, per process.
+    Governor,
+    /// (d) one `EVALSHA` (INCR + PEXPIRE) per request over one multiplexed connection: the
+    /// floor of one Redis round trip.
+    Floor,
+    /// (e) this project: `RateLimiter` + `#[rate_limit]` handlers over `RedisStore`.
+    Project,
+}
+
+impl Variant {
+    /// Every variant, in the order each round runs them.
+    pub const ALL: [Variant; 5] = [
+        Variant::NoLimiter,
+        Variant::Limitation,
+        Variant::Governor,
+        Variant::Floor,
+        Variant::Project,
+    ];
+
+    /// The `--variant` flag of `bench_server`.
+    pub const fn flag(self) -> &'static str {
+        match self {
+            Variant::NoLimiter => "none",
+            Variant::Limitation => "limitation",
+            Variant::Governor => "governor",
+            Variant::Floor => "floor",
+            Variant::Project => "project",
+        }
+    }
+
+    /// The letter the tables use.
+    pub const fn letter(self) -> char {
+        match self {
+            Variant::NoLimiter => 'a',
+            Variant::Limitation => 'b',
+            Variant::Governor => 'c',
+            Variant::Floor => 'd',
+            Variant::Project => 'e',
+        }
+    }
+
+    /// What the variant is, for tables.
+    pub const fn description(self) -> &'static str {
+        match self {
+            Variant::NoLimiter => "no limiter",
+            Variant::Limitation => "actix-limitation 0.6 (Redis fixed window)",
+            Variant::Governor => "actix-governor 0.10 (in-memory GCRA)",
+            Variant::Floor => "floor: one EVALSHA (INCR+PEXPIRE), multiplexed",
+            Variant::Project => "this project (RateLimiter + #[rate_limit], RedisStore)",
+        }
+    }
+
+    /// The variant a `--variant` flag names.
+    pub fn from_flag(flag: &str) -> Option<Variant> {
+        Variant::ALL.into_iter().find(|v| v.flag() == flag)
+    }
+
+    /// Whether the variant counts in Redis.
+    pub const fn uses_redis(self) -> bool {
+        matches!(
+            self,
+            Variant::Limitation | Variant::Floor | Variant::Project
+        )
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.flag())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_round_trip_and_letters_are_distinct() {
+        for v in Variant::ALL {
+            assert_eq!(Variant::from_flag(v.flag()), Some(v));
+        }
+        let letters: std::collections::HashSet<char> =
+            Variant::ALL.iter().map(|v| v.letter()).collect();
+        assert_eq!(letters.len(), Variant::ALL.len());
+        assert_eq!(Variant::from_flag("nope"), None);
+    }
+}
