@@ -428,8 +428,8 @@ async fn logs_name_the_route_and_identity_kind_but_never_a_username_or_key() {
 
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     assert!(logs.contains("request rejected"), "{logs}");
-    assert!(logs.contains("route=\"POST /login\""), "{logs}");
-    assert!(logs.contains("identity=\"ip+username\""), "{logs}");
+    assert!(logs.contains("route=POST /login"), "{logs}");
+    assert!(logs.contains("identity=ip+username"), "{logs}");
     assert!(logs.contains("rate-limit store"), "{logs}");
     let lower = logs.to_lowercase();
     for secret in ["zaphod", "beeblebrox", "trillian", "sk_live", "topsecret", "pangalactic"] {

@@ -13,10 +13,11 @@ use actix_web::{
 };
 
 use super::{
-    answer, headers,
-    headers::HeaderFamilies,
+    answer,
     flood_shield::{Blocked, FloodShield},
-    telemetry::{self, Context, Outcome},
+    headers::{self, HeaderFamilies},
+    route_info::RouteInfo,
+    telemetry::{self, Client, Outcome},
 };
 use crate::{
     clock::Clock,
@@ -51,17 +52,6 @@ pub(crate) struct Limiter {
     pub(crate) unavailable_retry_secs: u64,
 }
 
-/// The route being limited.
-pub(crate) struct LimitedRoute<'a> {
-    /// The name used in logs, metrics and `RateLimit-Policy` (handler name or `default`).
-    pub(crate) name: &'a str,
-    /// `METHOD /pattern`, for logs and bodies.
-    pub(crate) label: String,
-    /// The matched pattern (`/orders/{id}`), never the raw path.
-    pub(crate) pattern: String,
-    pub(crate) policy: RoutePolicy,
-}
-
 impl Limiter {
     /// Milliseconds on the clock that times the flood shield (the injected clock in tests).
     fn local_now(&self) -> u64 {
@@ -76,7 +66,7 @@ impl Limiter {
     pub(crate) async fn enforce<S, B>(
         &self,
         mut req: ServiceRequest,
-        route: LimitedRoute<'_>,
+        route: &RouteInfo,
         service: &S,
     ) -> Result<ServiceResponse<EitherBody<B>>, Error>
     where
@@ -91,24 +81,19 @@ impl Limiter {
             &route.pattern,
             &identity.key_parts(),
         );
-        let identity_kind = identity.kind();
-        let cx = Context {
-            route: &route.label,
-            policy: &policy,
-            identity_kind: &identity_kind,
-            fell_back_from: identity.fell_back_from.map(|p| p.to_string()),
+        let client = Client {
+            identity: &identity,
         };
 
         let now = self.local_now();
         if !policy.shadow() {
             if let Some(blocked) = self.shield.blocked(key.as_str(), now) {
                 let retry_ms = blocked.until - now;
-                telemetry::decision(&cx, Outcome::Shielded, retry_ms);
-                let mut response = answer::too_many_requests(&route.label, retry_ms);
+                telemetry::decision(route, &client, Outcome::Shielded, retry_ms);
+                let mut response = answer::too_many_requests(route, retry_ms);
                 if let Some(state) = shielded_state(&policy, blocked, now) {
                     let binding = (blocked.limit_index, &state);
-                    let limits = policy.limits();
-                    headers::insert(response.headers_mut(), self.headers, route.name, limits, binding);
+                    headers::insert(response.headers_mut(), self.headers, route, binding);
                 }
                 return Ok(req.into_response(response).map_into_right_body());
             }
@@ -125,20 +110,20 @@ impl Limiter {
         )
         .await
         .unwrap_or_else(|_| Err(StoreError::timeout(self.timeout)));
-        telemetry::store_latency(&route.label, started.elapsed());
+        telemetry::store_latency(route, started.elapsed());
 
         let decision = match checked {
             Ok(decision) => decision,
             Err(error) => {
                 return match policy.fail() {
                     FailMode::Open => {
-                        telemetry::store_error(&cx, Outcome::FailedOpen, &error);
+                        telemetry::store_error(route, &client, Outcome::FailedOpen, &error);
                         service.call(req).await.map(ServiceResponse::map_into_left_body)
                     }
                     FailMode::Closed => {
-                        telemetry::store_error(&cx, Outcome::FailedClosed, &error);
+                        telemetry::store_error(route, &client, Outcome::FailedClosed, &error);
                         let response =
-                            answer::limiter_unavailable(&route.label, self.unavailable_retry_secs);
+                            answer::limiter_unavailable(route, self.unavailable_retry_secs);
                         Ok(req.into_response(response).map_into_right_body())
                     }
                 };
@@ -147,7 +132,7 @@ impl Limiter {
 
         let retry_ms = decision.retry_after().as_millis() as u64;
         if !decision.allowed && !policy.shadow() {
-            telemetry::decision(&cx, Outcome::Rejected, retry_ms);
+            telemetry::decision(route, &client, Outcome::Rejected, retry_ms);
             if let Some((index, binding)) = decision.binding() {
                 self.shield.block(
                     key.as_str(),
@@ -158,10 +143,9 @@ impl Limiter {
                     },
                 );
             }
-            let mut response = answer::too_many_requests(&route.label, retry_ms);
+            let mut response = answer::too_many_requests(route, retry_ms);
             if let Some(binding) = decision.binding() {
-                let limits = policy.limits();
-                headers::insert(response.headers_mut(), self.headers, route.name, limits, binding);
+                headers::insert(response.headers_mut(), self.headers, route, binding);
             }
             return Ok(req.into_response(response).map_into_right_body());
         }
@@ -170,11 +154,10 @@ impl Limiter {
         } else {
             Outcome::ShadowRejected
         };
-        telemetry::decision(&cx, outcome, retry_ms);
+        telemetry::decision(route, &client, outcome, retry_ms);
         let mut response = service.call(req).await?;
         if let Some(binding) = decision.binding() {
-            let limits = policy.limits();
-            headers::insert(response.headers_mut(), self.headers, route.name, limits, binding);
+            headers::insert(response.headers_mut(), self.headers, route, binding);
         }
         Ok(response.map_into_left_body())
     }

@@ -3,7 +3,8 @@
 
 use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
-use crate::{policy::Limit, store::LimitState};
+use super::route_info::RouteInfo;
+use crate::store::LimitState;
 
 /// Which header families limited responses carry. Both are on by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,13 +24,20 @@ impl Default for HeaderFamilies {
     }
 }
 
+const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
 /// Whole seconds, rounded up (a client that waits this long is allowed again).
 pub(crate) fn ceil_secs(millis: u64) -> u64 {
     millis.div_ceil(1000)
 }
 
-/// The policy name of limit `index` of a route named `name` (stacked limits get a suffix).
-fn policy_name(name: &str, index: usize, stacked: bool) -> String {
+/// The draft policy name of limit `index` of a route named `name` (stacked limits get a
+/// suffix); characters that would break the quoted string become `_`.
+pub(crate) fn policy_name(name: &str, index: usize, stacked: bool) -> String {
     let clean: String = name
         .chars()
         .map(|c| if c == '"' || c == '\\' || !c.is_ascii_graphic() { '_' } else { c })
@@ -42,54 +50,34 @@ fn policy_name(name: &str, index: usize, stacked: bool) -> String {
 }
 
 /// Sets the headers of a limited response: every stacked limit in `RateLimit-Policy`, and
-/// the binding limit's state (`index` into `limits`) in the others.
+/// the binding limit's state (`index` into the route's limits) in the others.
 pub(crate) fn insert(
     headers: &mut HeaderMap,
     families: HeaderFamilies,
-    name: &str,
-    limits: &[Limit],
+    route: &RouteInfo,
     (index, binding): (usize, &LimitState),
 ) {
-    let stacked = limits.len() > 1;
     let reset = ceil_secs(binding.reset_after.as_millis() as u64);
     if families.x_ratelimit {
-        set(headers, "x-ratelimit-limit", binding.limit.max().to_string());
-        set(headers, "x-ratelimit-remaining", binding.remaining.to_string());
-        set(headers, "x-ratelimit-reset", reset.to_string());
+        if let Some(limit) = route.limit_headers.get(index) {
+            headers.insert(X_LIMIT, limit.clone());
+        }
+        headers.insert(X_REMAINING, HeaderValue::from(binding.remaining));
+        headers.insert(X_RESET, HeaderValue::from(reset));
     }
     if families.ietf_draft {
-        let policies: Vec<String> = limits
-            .iter()
-            .enumerate()
-            .map(|(i, l)| {
-                format!(
-                    "\"{}\";q={};w={}",
-                    policy_name(name, i, stacked),
-                    l.max(),
-                    l.window().as_secs_ceil()
-                )
-            })
-            .collect();
-        set(headers, "ratelimit-policy", policies.join(", "));
-        set(
-            headers,
-            "ratelimit",
-            format!(
-                "\"{}\";r={};t={}",
-                policy_name(name, index, stacked),
-                binding.remaining,
-                reset
-            ),
-        );
+        if let Some(policy) = &route.policy_header {
+            headers.insert(POLICY, policy.clone());
+        }
+        if let Some(name) = route.policy_names.get(index) {
+            let value = format!("{name};r={};t={reset}", binding.remaining);
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                headers.insert(RATELIMIT, value);
+            }
+        }
     }
 }
 
 pub(crate) fn retry_after(headers: &mut HeaderMap, seconds: u64) {
     headers.insert(RETRY_AFTER, HeaderValue::from(seconds.max(1)));
-}
-
-fn set(headers: &mut HeaderMap, name: &'static str, value: String) {
-    if let Ok(value) = HeaderValue::from_str(&value) {
-        headers.insert(HeaderName::from_static(name), value);
-    }
 }

@@ -9,6 +9,7 @@ mod flood_shield;
 mod headers;
 mod rate_limiter;
 mod route_guard;
+mod route_info;
 mod telemetry;
 
 pub use declared_routes::DeclaredRoutes;

@@ -3,7 +3,8 @@
 //! silently unlimited.
 
 use std::{
-    cell::OnceCell,
+    cell::{OnceCell, RefCell},
+    collections::HashMap,
     future::{ready, Ready},
     rc::Rc,
     sync::{Arc, OnceLock},
@@ -13,6 +14,7 @@ use std::{
 use actix_web::{
     body::{EitherBody, MessageBody},
     dev::{Service, ServiceRequest, ServiceResponse, Transform},
+    http::Method,
     introspection::IntrospectionTree,
     web, Error, HttpMessage,
 };
@@ -20,9 +22,10 @@ use futures_util::future::LocalBoxFuture;
 
 use super::{
     declared_routes::DeclaredRoutes,
-    enforce::{LimitedRoute, Limiter},
+    enforce::Limiter,
     flood_shield::FloodShield,
     headers::HeaderFamilies,
+    route_info::RouteInfo,
 };
 use crate::{
     clock::Clock,
@@ -219,6 +222,7 @@ where
             limiter: self.limiter(),
             config: self.clone(),
             declared: Rc::new(OnceCell::new()),
+            defaults: Rc::default(),
         }))
     }
 }
@@ -229,6 +233,28 @@ pub struct RateLimiterService<S> {
     limiter: Arc<Limiter>,
     config: RateLimiter,
     declared: Rc<OnceCell<DeclaredRoutes>>,
+    /// Undeclared routes seen so far, by method and pattern (bounded: methods are client
+    /// input).
+    defaults: Rc<RefCell<HashMap<(Method, String), Rc<RouteInfo>>>>,
+}
+
+/// The most undeclared (method, pattern) pairs remembered per worker.
+const MAX_REMEMBERED_DEFAULTS: usize = 1024;
+
+impl<S> RateLimiterService<S> {
+    fn default_route(&self, method: &Method, pattern: String) -> Rc<RouteInfo> {
+        let mut defaults = self.defaults.borrow_mut();
+        let key = (method.clone(), pattern);
+        if let Some(route) = defaults.get(&key) {
+            return Rc::clone(route);
+        }
+        let policy = self.config.default_policy(method.as_str());
+        let route = Rc::new(RouteInfo::new("default", method.as_str(), key.1.clone(), policy));
+        if defaults.len() < MAX_REMEMBERED_DEFAULTS {
+            defaults.insert(key, Rc::clone(&route));
+        }
+        route
+    }
 }
 
 impl<S, B> Service<ServiceRequest> for RateLimiterService<S>
@@ -266,17 +292,8 @@ where
             });
         }
         let limiter = Arc::clone(&self.limiter);
-        let policy = self.config.default_policy(req.method().as_str());
         let pattern = pattern.unwrap_or_else(|| "<unmatched>".to_owned());
-        let label = format!("{} {}", req.method(), pattern);
-        Box::pin(async move {
-            let route = LimitedRoute {
-                name: "default",
-                label,
-                pattern,
-                policy,
-            };
-            limiter.enforce(req, route, &*service).await
-        })
+        let route = self.default_route(req.method(), pattern);
+        Box::pin(async move { limiter.enforce(req, &route, &*service).await })
     }
 }

@@ -2,6 +2,7 @@
 //! routing (the matched pattern is exact) and before the handler.
 
 use std::{
+    cell::RefCell,
     future::{ready, Ready},
     rc::Rc,
 };
@@ -9,12 +10,16 @@ use std::{
 use actix_web::{
     body::{EitherBody, MessageBody},
     dev::{Service, ServiceRequest, ServiceResponse, Transform},
+    http::Method,
     Error, HttpMessage,
 };
 use futures_util::future::LocalBoxFuture;
 
-use super::{answer, enforce::LimitedRoute, rate_limiter::LimiterHandle};
-use crate::{policy::Policy, registry::RouteDeclaration};
+use super::{answer, rate_limiter::LimiterHandle, route_info::RouteInfo};
+use crate::{
+    policy::{Policy, RoutePolicy},
+    registry::RouteDeclaration,
+};
 
 /// Enforces one declaration. Emitted by `#[rate_limit]`; not meant to be built by hand.
 #[derive(Clone, Copy)]
@@ -44,6 +49,7 @@ where
         ready(Ok(RouteGuardService {
             service: Rc::new(service),
             declaration: self.declaration,
+            routes: Rc::default(),
         }))
     }
 }
@@ -52,6 +58,30 @@ where
 pub struct RouteGuardService<S> {
     service: Rc<S>,
     declaration: &'static RouteDeclaration,
+    /// The route as seen by each method that reached it (a resource's full pattern is the
+    /// same for every request), built on first use.
+    routes: Rc<RefCell<Vec<(Method, Rc<RouteInfo>)>>>,
+}
+
+impl<S> RouteGuardService<S> {
+    fn route(&self, req: &ServiceRequest, policy: RoutePolicy) -> Rc<RouteInfo> {
+        let mut routes = self.routes.borrow_mut();
+        if let Some((_, route)) = routes.iter().find(|(m, _)| m == req.method()) {
+            return Rc::clone(route);
+        }
+        let pattern = req
+            .match_pattern()
+            .unwrap_or_else(|| self.declaration.path.to_owned());
+        let route = Rc::new(RouteInfo::new(
+            self.declaration.function,
+            req.method().as_str(),
+            pattern,
+            policy,
+        ));
+        // A resource answers only its declared methods, so this list stays short.
+        routes.push((req.method().clone(), Rc::clone(&route)));
+        route
+    }
 }
 
 impl<S, B> Service<ServiceRequest> for RouteGuardService<S>
@@ -79,29 +109,20 @@ where
             }
             Policy::Limited(policy) => policy,
         };
-        let pattern = req
-            .match_pattern()
-            .unwrap_or_else(|| declaration.path.to_owned());
-        let label = format!("{} {}", req.method(), pattern);
+        let route = self.route(&req, policy);
         let handle = req.extensions().get::<LimiterHandle>().cloned();
         Box::pin(async move {
             let Some(LimiterHandle(limiter)) = handle else {
                 tracing::error!(
                     target: "ratelimit",
-                    route = %label,
+                    route = %route.label,
                     handler = %declaration.handler(),
                     "declared route reached without the App-level `RateLimiter`: answering 500; wrap the App with `RateLimiter::new(store)`"
                 );
-                let response = answer::limiter_not_installed(&label);
+                let response = answer::limiter_not_installed(&route.label);
                 return Ok(req.into_response(response).map_into_right_body());
             };
-            let route = LimitedRoute {
-                name: declaration.function,
-                label,
-                pattern,
-                policy,
-            };
-            limiter.enforce(req, route, &*service).await
+            limiter.enforce(req, &route, &*service).await
         })
     }
 }

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use crate::{policy::RoutePolicy, store::StoreError};
+use super::route_info::RouteInfo;
+use crate::{identity::ClientIdentity, store::StoreError};
 
 /// The decision label of the `ratelimit_decisions_total` counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,8 +22,7 @@ impl Outcome {
     fn label(self) -> &'static str {
         match self {
             Outcome::Allowed => "allowed",
-            Outcome::Rejected => "rejected",
-            Outcome::Shielded => "rejected",
+            Outcome::Rejected | Outcome::Shielded => "rejected",
             Outcome::ShadowRejected => "shadow_rejected",
             Outcome::FailedOpen => "failed_open",
             Outcome::FailedClosed => "failed_closed",
@@ -30,78 +30,87 @@ impl Outcome {
     }
 }
 
-/// What a log line says about the route and client.
-pub(crate) struct Context<'a> {
-    pub(crate) route: &'a str,
-    pub(crate) policy: &'a RoutePolicy,
-    pub(crate) identity_kind: &'a str,
-    pub(crate) fell_back_from: Option<String>,
+/// What a log line says about the client: kinds only, never values.
+pub(crate) struct Client<'a> {
+    pub(crate) identity: &'a ClientIdentity,
 }
 
-pub(crate) fn decision(cx: &Context<'_>, outcome: Outcome, retry_ms: u64) {
-    metrics::counter!(
-        "ratelimit_decisions_total",
-        "route" => cx.route.to_owned(),
-        "decision" => outcome.label(),
-    )
-    .increment(1);
-    let limits = describe_limits(cx.policy);
-    let fallback = cx.fell_back_from.as_deref().unwrap_or("");
-    match outcome {
-        Outcome::Allowed => {}
-        Outcome::Rejected | Outcome::Shielded => tracing::warn!(
-            target: "ratelimit",
-            route = cx.route,
-            identity = cx.identity_kind,
-            identity_fallback_from = fallback,
-            limits = %limits,
-            retry_after_ms = retry_ms,
-            shielded = outcome == Outcome::Shielded,
-            "request rejected: rate limit exceeded"
-        ),
-        Outcome::ShadowRejected => tracing::info!(
-            target: "ratelimit",
-            route = cx.route,
-            identity = cx.identity_kind,
-            identity_fallback_from = fallback,
-            limits = %limits,
-            retry_after_ms = retry_ms,
-            "shadow limit exceeded: request allowed (shadow mode)"
-        ),
-        Outcome::FailedOpen | Outcome::FailedClosed => {}
+impl Client<'_> {
+    /// `ip`, `user_id`, `ip+username`, ... (built only when a log line is written).
+    fn kind(&self) -> String {
+        self.identity.kind()
+    }
+
+    /// The identity part that was missing when the identity fell back to the client IP.
+    fn fallback(&self) -> String {
+        self.identity
+            .fell_back_from
+            .map_or_else(|| "none".to_owned(), |part| part.to_string())
     }
 }
 
-pub(crate) fn store_error(cx: &Context<'_>, outcome: Outcome, error: &StoreError) {
+fn count(route: &RouteInfo, outcome: Outcome) {
     metrics::counter!(
         "ratelimit_decisions_total",
-        "route" => cx.route.to_owned(),
+        "route" => route.metric_label.clone(),
         "decision" => outcome.label(),
     )
     .increment(1);
-    metrics::counter!("ratelimit_store_errors_total", "route" => cx.route.to_owned()).increment(1);
+}
+
+pub(crate) fn decision(route: &RouteInfo, client: &Client<'_>, outcome: Outcome, retry_ms: u64) {
+    count(route, outcome);
+    match outcome {
+        Outcome::Allowed | Outcome::FailedOpen | Outcome::FailedClosed => {}
+        Outcome::Rejected => tracing::warn!(
+            target: "ratelimit",
+            route = %route.label,
+            identity = %client.kind(),
+            identity_fallback_from = %client.fallback(),
+            limits = %route.limits_text,
+            retry_after_ms = retry_ms,
+            "request rejected: rate limit exceeded"
+        ),
+        // Every further request of a shielded key: an event too, at debug level, so a flood
+        // does not become one warning per request.
+        Outcome::Shielded => tracing::debug!(
+            target: "ratelimit",
+            route = %route.label,
+            identity = %client.kind(),
+            identity_fallback_from = %client.fallback(),
+            limits = %route.limits_text,
+            retry_after_ms = retry_ms,
+            "request rejected by the flood shield: rate limit exceeded"
+        ),
+        Outcome::ShadowRejected => tracing::info!(
+            target: "ratelimit",
+            route = %route.label,
+            identity = %client.kind(),
+            identity_fallback_from = %client.fallback(),
+            limits = %route.limits_text,
+            retry_after_ms = retry_ms,
+            "shadow limit exceeded: request allowed (shadow mode)"
+        ),
+    }
+}
+
+pub(crate) fn store_error(route: &RouteInfo, client: &Client<'_>, outcome: Outcome, error: &StoreError) {
+    count(route, outcome);
+    metrics::counter!("ratelimit_store_errors_total", "route" => route.metric_label.clone())
+        .increment(1);
     tracing::error!(
         target: "ratelimit",
-        route = cx.route,
-        identity = cx.identity_kind,
-        limits = %describe_limits(cx.policy),
-        fail = %cx.policy.fail(),
+        route = %route.label,
+        identity = %client.kind(),
+        limits = %route.limits_text,
+        fail = %route.policy.fail(),
         error = %error,
         "rate-limit store error: request {}",
         if outcome == Outcome::FailedOpen { "allowed (fail open)" } else { "refused with 503 (fail closed)" }
     );
 }
 
-pub(crate) fn store_latency(route: &str, elapsed: Duration) {
-    metrics::histogram!("ratelimit_store_duration_seconds", "route" => route.to_owned())
+pub(crate) fn store_latency(route: &RouteInfo, elapsed: Duration) {
+    metrics::histogram!("ratelimit_store_duration_seconds", "route" => route.metric_label.clone())
         .record(elapsed.as_secs_f64());
-}
-
-fn describe_limits(policy: &RoutePolicy) -> String {
-    policy
-        .limits()
-        .iter()
-        .map(|l| l.to_string())
-        .collect::<Vec<_>>()
-        .join(" + ")
 }

@@ -67,35 +67,29 @@ fn unique_member() -> String {
     format!("{:016x}{n:x}", *MEMBER_PREFIX)
 }
 
-/// One encoded script call: the keys and arguments of `EVALSHA`/`EVAL`.
+/// One encoded script call: the keys and arguments of `EVALSHA`/`EVAL`. Numbers go into the
+/// command as integers, so encoding costs one string per key and one for the member.
 #[derive(Debug, Clone)]
-pub(crate) struct ScriptCall {
+pub(crate) struct ScriptCall<'a> {
     keys: Vec<String>,
-    args: Vec<String>,
+    now_millis: Option<u64>,
+    member: String,
+    limits: &'a [crate::policy::Limit],
 }
 
-impl ScriptCall {
+impl<'a> ScriptCall<'a> {
     /// Encodes `request`. `request.limits` must not be empty.
-    pub(crate) fn new(request: &CheckRequest<'_>) -> Self {
-        let keys = request
-            .limits
-            .iter()
-            .map(|limit| request.key.limit_key(limit))
-            .collect();
-        let mut args = Vec::with_capacity(2 + 3 * request.limits.len());
-        args.push(
-            request
-                .now_millis
-                .map(|ms| ms.to_string())
-                .unwrap_or_default(),
-        );
-        args.push(unique_member());
-        for limit in request.limits {
-            args.push(algorithm_code(limit.algorithm()).to_owned());
-            args.push(limit.max().to_string());
-            args.push(limit.window().as_millis().to_string());
+    pub(crate) fn new(request: &CheckRequest<'a>) -> Self {
+        ScriptCall {
+            keys: request
+                .limits
+                .iter()
+                .map(|limit| request.key.limit_key(limit))
+                .collect(),
+            now_millis: request.now_millis,
+            member: unique_member(),
+            limits: request.limits,
         }
-        ScriptCall { keys, args }
     }
 
     /// `EVALSHA <sha> <n> KEYS.. ARGV..`.
@@ -110,10 +104,17 @@ impl ScriptCall {
 
     fn command(&self, name: &str, script: &str) -> redis::Cmd {
         let mut cmd = redis::cmd(name);
-        cmd.arg(script)
-            .arg(self.keys.len())
-            .arg(&self.keys)
-            .arg(&self.args);
+        cmd.arg(script).arg(self.keys.len()).arg(&self.keys);
+        match self.now_millis {
+            Some(now) => cmd.arg(now),
+            None => cmd.arg(""),
+        };
+        cmd.arg(&self.member);
+        for limit in self.limits {
+            cmd.arg(algorithm_code(limit.algorithm()))
+                .arg(limit.max())
+                .arg(limit.window().as_millis());
+        }
         cmd
     }
 }
@@ -217,20 +218,31 @@ mod tests {
                 "rl:{POST:/login|ip:1.2.3.4}:fw3600000"
             ]
         );
-        assert_eq!(call.args[0], "1700000040000");
-        assert_eq!(
-            &call.args[2..],
-            ["sl", "5", "60000", "fw", "100", "3600000"]
-        );
+        let args = words(&call.evalsha());
+        assert_eq!(args[0], "EVALSHA");
+        assert_eq!(args[1], check_script_sha1());
+        assert_eq!(args[2], "2", "two keys");
+        assert_eq!(args[5], "1700000040000");
+        assert_eq!(&args[7..], ["sl", "5", "60000", "fw", "100", "3600000"]);
         let other = ScriptCall::new(&CheckRequest {
             now_millis: None,
             ..request(&key, &limits)
         });
-        assert_eq!(other.args[0], "");
-        assert_ne!(
-            call.args[1], other.args[1],
-            "members are unique per request"
-        );
+        let other_args = words(&other.eval());
+        assert_eq!(other_args[0], "EVAL");
+        assert_eq!(other_args[1], CHECK_SCRIPT);
+        assert_eq!(other_args[5], "");
+        assert_ne!(args[6], other_args[6], "members are unique per request");
+    }
+
+    /// Every argument of a command, as text.
+    fn words(cmd: &redis::Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => String::from_utf8(bytes.to_vec()).unwrap(),
+                _ => "<not a simple argument>".to_owned(),
+            })
+            .collect()
     }
 
     #[test]

@@ -50,7 +50,7 @@ where
 
 async fn invoke<C: ConnectionLike + Send>(
     conn: &mut C,
-    call: &ScriptCall,
+    call: &ScriptCall<'_>,
 ) -> Result<Value, RedisError> {
     match call.evalsha().query_async(conn).await {
         Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {

@@ -168,10 +168,12 @@ impl MemoryStoreBuilder {
 
     /// Builds the store.
     pub fn build(self) -> MemoryStore {
-        let per_shard = self.capacity.div_ceil(SHARDS).max(1);
+        // The shares add up to the capacity exactly (rounding every share up would let the
+        // store hold up to SHARDS - 1 keys more than asked).
+        let (share, rest) = (self.capacity / SHARDS, self.capacity % SHARDS);
         MemoryStore {
             shards: (0..SHARDS)
-                .map(|_| Mutex::new(Table::new(per_shard)))
+                .map(|i| Mutex::new(Table::new((share + usize::from(i < rest)).max(1))))
                 .collect(),
             hasher: RandomState::new(),
         }
@@ -240,5 +242,21 @@ mod tests {
             });
         }
         assert!(store.len() <= 64, "{}", store.len());
+    }
+
+    #[test]
+    fn a_capacity_that_is_no_multiple_of_the_shard_count_is_still_the_bound() {
+        let store = MemoryStore::builder().capacity(1_000).build();
+        let limits = [Limit::new(5, Window::from_secs(60), Algorithm::Gcra)];
+        for i in 0..20_000 {
+            let key = RouteKey::new("rl", "GET", "/x", &[(IdentityPart::UserId, &i.to_string())]);
+            store.decide(&CheckRequest {
+                key: &key,
+                limits: &limits,
+                now_millis: Some(1_000_000 + i),
+            });
+        }
+        // 20,000 live keys fill every shard.
+        assert_eq!(store.len(), 1_000);
     }
 }

@@ -1,0 +1,64 @@
+//! What the request path knows about one (method, route) ahead of any request: labels,
+//! metric labels and header values, built once per route and worker rather than per request.
+
+use actix_web::http::header::HeaderValue;
+use metrics::SharedString;
+
+use super::headers::policy_name;
+use crate::policy::RoutePolicy;
+
+/// A limited route, ready to answer for.
+pub(crate) struct RouteInfo {
+    /// `METHOD /pattern`, for logs and bodies.
+    pub(crate) label: String,
+    /// The label as JSON string content (escaped, without quotes).
+    pub(crate) label_json: String,
+    /// The label as a metrics label value (cheap to clone).
+    pub(crate) metric_label: SharedString,
+    /// The matched pattern (`/orders/{id}`), never the raw path.
+    pub(crate) pattern: String,
+    pub(crate) policy: RoutePolicy,
+    /// The limits, for log lines (`10 per 5m (sliding_log) + ...`).
+    pub(crate) limits_text: String,
+    /// `RateLimit-Policy`, listing every stacked limit.
+    pub(crate) policy_header: Option<HeaderValue>,
+    /// The quoted draft policy name of each limit (`"login"`, `"get_order.1"`).
+    pub(crate) policy_names: Vec<String>,
+    /// `X-RateLimit-Limit` of each limit.
+    pub(crate) limit_headers: Vec<HeaderValue>,
+}
+
+impl RouteInfo {
+    /// `name` is the handler name (or `default`) used in the draft headers.
+    pub(crate) fn new(name: &str, method: &str, pattern: String, policy: RoutePolicy) -> Self {
+        let label = format!("{method} {pattern}");
+        let quoted = serde_json::to_string(&label).unwrap_or_else(|_| "\"\"".to_owned());
+        let label_json = quoted[1..quoted.len() - 1].to_owned();
+        let limits = policy.limits();
+        let stacked = limits.len() > 1;
+        let policy_names: Vec<String> = (0..limits.len())
+            .map(|i| format!("\"{}\"", policy_name(name, i, stacked)))
+            .collect();
+        let policy_header = limits
+            .iter()
+            .zip(&policy_names)
+            .map(|(l, n)| format!("{n};q={};w={}", l.max(), l.window().as_secs_ceil()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        RouteInfo {
+            metric_label: SharedString::from(label.clone()),
+            label_json,
+            label,
+            pattern,
+            policy,
+            limits_text: limits
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" + "),
+            policy_header: HeaderValue::from_str(&policy_header).ok(),
+            policy_names,
+            limit_headers: limits.iter().map(|l| HeaderValue::from(l.max())).collect(),
+        }
+    }
+}
