@@ -20,7 +20,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use ratelimit_runtime::{
     coverage::{self, AppFactory},
     identity::{ApiKeySource, TrustedProxies},
-    store::{MemoryStore, RedisClusterStore, RedisStore, Store},
+    store::{redact, MemoryStore, RedisClusterStore, RedisStore, Store},
     RateLimiter,
 };
 
@@ -145,18 +145,4 @@ async fn store() -> Result<Arc<dyn Store>, String> {
     }
     tracing::warn!("neither REDIS_URL nor REDIS_CLUSTER_NODES is set: counting in process memory, so limits apply per instance, not across the fleet");
     Ok(Arc::new(MemoryStore::new()))
-}
-
-/// `redis://user:secret@host` → `redis://user:***@host`.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let creds = &url[scheme + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
 }

@@ -164,15 +164,30 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     )
     .copied();
 
+    let shadow = shadow.unwrap_or(false);
+    if shadow && fail == Some(FailMode::Closed) {
+        if let Some((_, span)) = stack.iter().find_map(|a| a.fail.valid()) {
+            cx.error(
+                span,
+                "`fail = \"closed\"` cannot go with `shadow = true`: a shadow limit never rejects, so it passes requests during a Redis outage too; remove one of them",
+            );
+        }
+        ok = false;
+    }
     if !ok {
         return None;
     }
-    let fail = fail.unwrap_or_else(|| default_fail(methods));
+    // A shadow limit never rejects, so it fails open whatever the methods.
+    let fail = match (fail, shadow) {
+        (Some(fail), _) => fail,
+        (None, true) => FailMode::Open,
+        (None, false) => default_fail(methods),
+    };
     Some(PolicyModel::Limited {
         limits: limits.into_iter().map(|(l, _)| l).collect(),
         identity,
         fail,
-        shadow: shadow.unwrap_or(false),
+        shadow,
     })
 }
 

@@ -46,11 +46,19 @@ end
 
 -- The TTL of a key in milliseconds, at least 1. With the store's clock the exact value is
 -- used. With an injected clock Redis still expires keys on its own clock, which the
--- caller's clock need not follow, so a key is then kept at least one whole window: a key
--- must not vanish while the caller's clock still reads it.
+-- caller's clock need not follow (a test may stand still for a while between two checks),
+-- so a key is then kept at least ten minutes and at least one whole window: a key must not
+-- vanish while the caller's clock still reads it.
+local RL_INJECTED_TTL_FLOOR = 600000
+
 local function rl_ttl(ms, window)
-  if rl_injected and ms < window then
-    ms = window
+  if rl_injected then
+    if ms < window then
+      ms = window
+    end
+    if ms < RL_INJECTED_TTL_FLOOR then
+      ms = RL_INJECTED_TTL_FLOOR
+    end
   end
   if ms < 1 then
     ms = 1

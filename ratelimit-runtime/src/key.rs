@@ -196,10 +196,25 @@ fn push_identity(out: &mut String, part: IdentityPart, value: &str) {
             out.push(':');
             out.push_str(&short_hash(value));
         }
-        IdentityPart::Ip | IdentityPart::UserId => {
-            out.push_str(part.kind());
-            out.push(':');
+        IdentityPart::Ip => {
+            out.push_str("ip:");
             push_plain_or_hashed(out, value);
+        }
+        IdentityPart::UserId => {
+            // Opaque ids (`42`, `usr_8f2k`) stay readable; anything else, e-mail addresses
+            // included, is personal data or could be, and is hashed.
+            out.push_str("user_id:");
+            let opaque = !value.is_empty()
+                && value.len() <= MAX_PLAIN_LEN
+                && value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if opaque {
+                out.push_str(value);
+            } else {
+                out.push_str("h.");
+                out.push_str(&short_hash(value));
+            }
         }
     }
 }
@@ -243,6 +258,15 @@ mod tests {
             &[(IdentityPart::Username, "alice"), (IdentityPart::ApiKey, "sk_live_secret")],
         );
         assert_eq!(key, same, "`Alice` and ` alice ` share a budget");
+    }
+
+    #[test]
+    fn user_ids_that_look_like_personal_data_are_hashed() {
+        let key = |id: &str| RouteKey::new("rl", "GET", "/x", &[(IdentityPart::UserId, id)]);
+        assert_eq!(key("usr_42").hash_tag(), "GET:/x|user_id:usr_42");
+        let email = key("jane.doe@example.com");
+        assert!(!email.as_str().contains("jane"), "{email}");
+        assert!(email.hash_tag().starts_with("GET:/x|user_id:h."));
     }
 
     #[test]

@@ -46,7 +46,8 @@ pub(crate) struct Limiter {
     pub(crate) clock: Clock,
     pub(crate) sources: IdentitySources,
     pub(crate) prefix: String,
-    pub(crate) timeout: Duration,
+    /// The limiter's own cap on a store call, when set.
+    pub(crate) timeout: Option<Duration>,
     pub(crate) headers: HeaderFamilies,
     pub(crate) shield: FloodShield,
     pub(crate) unavailable_retry_secs: u64,
@@ -77,7 +78,7 @@ impl Limiter {
         let identity = self.sources.extract(&mut req, policy.identity()).await;
         let key = RouteKey::new(
             &self.prefix,
-            req.method().as_str(),
+            &route.method,
             &route.pattern,
             &identity.key_parts(),
         );
@@ -100,22 +101,36 @@ impl Limiter {
         }
 
         let started = Instant::now();
-        let checked = tokio::time::timeout(
-            self.timeout,
-            self.store.check(CheckRequest {
-                key: &key,
-                limits: policy.limits(),
-                now_millis: self.clock.now_millis(),
-            }),
-        )
-        .await
-        .unwrap_or_else(|_| Err(StoreError::timeout(self.timeout)));
+        let check = self.store.check(CheckRequest {
+            key: &key,
+            limits: policy.limits(),
+            now_millis: self.clock.now_millis(),
+        });
+        // One source of truth for the timeout: the limiter's when set, else the store's own
+        // (the Redis stores bound every call), else the default.
+        let checked = match self.timeout.or_else(|| {
+            self.store
+                .timeout()
+                .is_none()
+                .then_some(crate::store::DEFAULT_TIMEOUT)
+        }) {
+            Some(timeout) => tokio::time::timeout(timeout, check)
+                .await
+                .unwrap_or_else(|_| Err(StoreError::timeout(timeout))),
+            None => check.await,
+        };
         telemetry::store_latency(route, started.elapsed());
 
         let decision = match checked {
             Ok(decision) => decision,
             Err(error) => {
-                return match policy.fail() {
+                // A shadow limit never rejects, so it cannot refuse during an outage either.
+                let fail = if policy.shadow() {
+                    FailMode::Open
+                } else {
+                    policy.fail()
+                };
+                return match fail {
                     FailMode::Open => {
                         telemetry::store_error(route, &client, Outcome::FailedOpen, &error);
                         service.call(req).await.map(ServiceResponse::map_into_left_body)
@@ -156,8 +171,11 @@ impl Limiter {
         };
         telemetry::decision(route, &client, outcome, retry_ms);
         let mut response = service.call(req).await?;
-        if let Some(binding) = decision.binding() {
-            headers::insert(response.headers_mut(), self.headers, route, binding);
+        // A shadow limit is invisible to clients: no headers that would make them back off.
+        if !policy.shadow() {
+            if let Some(binding) = decision.binding() {
+                headers::insert(response.headers_mut(), self.headers, route, binding);
+            }
         }
         Ok(response.map_into_left_body())
     }

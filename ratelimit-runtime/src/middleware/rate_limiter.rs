@@ -25,7 +25,7 @@ use super::{
     enforce::Limiter,
     flood_shield::FloodShield,
     headers::HeaderFamilies,
-    route_info::RouteInfo,
+    route_info::{method_label, RouteInfo},
 };
 use crate::{
     clock::Clock,
@@ -49,7 +49,7 @@ pub struct RateLimiter {
     clock: Clock,
     sources: IdentitySources,
     prefix: String,
-    timeout: Duration,
+    timeout: Option<Duration>,
     headers: HeaderFamilies,
     shield_capacity: usize,
     unavailable_retry_secs: u64,
@@ -76,7 +76,7 @@ impl RateLimiter {
             clock: Clock::Store,
             sources: IdentitySources::default(),
             prefix: DEFAULT_PREFIX.to_owned(),
-            timeout: Duration::from_millis(50),
+            timeout: None,
             headers: HeaderFamilies::default(),
             shield_capacity: 10_000,
             unavailable_retry_secs: 1,
@@ -131,10 +131,11 @@ impl RateLimiter {
         self.with(|s| s.prefix = prefix.to_owned())
     }
 
-    /// The longest a request waits for the store before the route's failure policy applies
-    /// (default 50 ms).
+    /// The longest a request waits for the store before the route's failure policy applies.
+    /// By default the store's own timeout applies (50 ms for the Redis stores, configured on
+    /// their builders); a store without one is given 50 ms.
     pub fn timeout(self, timeout: Duration) -> Self {
-        self.with(|s| s.timeout = timeout)
+        self.with(|s| s.timeout = Some(timeout))
     }
 
     /// Which header families limited responses carry.
@@ -233,9 +234,9 @@ pub struct RateLimiterService<S> {
     limiter: Arc<Limiter>,
     config: RateLimiter,
     declared: Rc<OnceCell<DeclaredRoutes>>,
-    /// Undeclared routes seen so far, by method and pattern (bounded: methods are client
-    /// input).
-    defaults: Rc<RefCell<HashMap<(Method, String), Rc<RouteInfo>>>>,
+    /// Undeclared routes seen so far, by method label and pattern (bounded: patterns come
+    /// from the App, methods are folded by `method_label`).
+    defaults: Rc<RefCell<HashMap<(&'static str, String), Rc<RouteInfo>>>>,
 }
 
 /// The most undeclared (method, pattern) pairs remembered per worker.
@@ -244,12 +245,13 @@ const MAX_REMEMBERED_DEFAULTS: usize = 1024;
 impl<S> RateLimiterService<S> {
     fn default_route(&self, method: &Method, pattern: String) -> Rc<RouteInfo> {
         let mut defaults = self.defaults.borrow_mut();
-        let key = (method.clone(), pattern);
+        let method = method_label(method);
+        let key = (method, pattern);
         if let Some(route) = defaults.get(&key) {
             return Rc::clone(route);
         }
-        let policy = self.config.default_policy(method.as_str());
-        let route = Rc::new(RouteInfo::new("default", method.as_str(), key.1.clone(), policy));
+        let policy = self.config.default_policy(method);
+        let route = Rc::new(RouteInfo::new("default", method, key.1.clone(), policy));
         if defaults.len() < MAX_REMEMBERED_DEFAULTS {
             defaults.insert(key, Rc::clone(&route));
         }

@@ -1,7 +1,7 @@
 //! What the request path knows about one (method, route) ahead of any request: labels,
 //! metric labels and header values, built once per route and worker rather than per request.
 
-use actix_web::http::header::HeaderValue;
+use actix_web::http::{header::HeaderValue, Method};
 use metrics::SharedString;
 
 use super::headers::policy_name;
@@ -9,6 +9,8 @@ use crate::policy::RoutePolicy;
 
 /// A limited route, ready to answer for.
 pub(crate) struct RouteInfo {
+    /// The method as keys and labels show it.
+    pub(crate) method: String,
     /// `METHOD /pattern`, for logs and bodies.
     pub(crate) label: String,
     /// The label as JSON string content (escaped, without quotes).
@@ -26,6 +28,24 @@ pub(crate) struct RouteInfo {
     pub(crate) policy_names: Vec<String>,
     /// `X-RateLimit-Limit` of each limit.
     pub(crate) limit_headers: Vec<HeaderValue>,
+}
+
+/// A method as undeclared routes are counted and labelled: the standard methods by name,
+/// any other token as `OTHER`, since a client may send any number of made-up methods (each
+/// would otherwise get a fresh budget and a fresh metrics series).
+pub(crate) fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::TRACE => "TRACE",
+        Method::CONNECT => "CONNECT",
+        _ => "OTHER",
+    }
 }
 
 impl RouteInfo {
@@ -46,6 +66,7 @@ impl RouteInfo {
             .collect::<Vec<_>>()
             .join(", ");
         RouteInfo {
+            method: method.to_owned(),
             metric_label: SharedString::from(label.clone()),
             label_json,
             label,

@@ -68,6 +68,20 @@ impl RoutePolicy {
     ) -> Self {
         assert!(!limits.is_empty(), "a limited route needs at least one limit");
         assert!(limits.len() <= 8, "a route may stack at most 8 limits");
+        // Two limits with one algorithm and window would count in one Redis key.
+        let mut i = 0;
+        while i < limits.len() {
+            let mut j = i + 1;
+            while j < limits.len() {
+                assert!(
+                    !(limits[i].algorithm() as u8 == limits[j].algorithm() as u8
+                        && limits[i].window().as_millis() == limits[j].window().as_millis()),
+                    "two stacked limits use the same algorithm and window"
+                );
+                j += 1;
+            }
+            i += 1;
+        }
         RoutePolicy {
             limits,
             identity,
@@ -110,5 +124,21 @@ impl fmt::Display for RoutePolicy {
             f.write_str(", shadow")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Algorithm, Window};
+
+    #[test]
+    #[should_panic(expected = "same algorithm and window")]
+    fn two_limits_sharing_a_key_cannot_be_stacked() {
+        static LIMITS: [Limit; 2] = [
+            Limit::new(10, Window::from_secs(60), Algorithm::SlidingWindow),
+            Limit::new(20, Window::from_secs(60), Algorithm::SlidingWindow),
+        ];
+        let _ = RoutePolicy::new(&LIMITS, Identity::UserIdElseIp, FailMode::Open, false);
     }
 }

@@ -83,6 +83,10 @@ impl Store for RedisClusterStore {
     fn kind(&self) -> &'static str {
         "redis-cluster"
     }
+
+    fn timeout(&self) -> Option<Duration> {
+        Some(self.timeout)
+    }
 }
 
 /// Configures a [`RedisClusterStore`].

@@ -31,13 +31,15 @@ impl fmt::Display for StoreConfigError {
 impl std::error::Error for StoreConfigError {}
 
 /// `redis://user:secret@host` → `redis://user:***@host`: URLs carry passwords.
-pub(crate) fn redact(url: &str) -> String {
+///
+/// The user info ends at the last `@` (a host never contains one), so a password with `/`,
+/// `?`, `#` or `@` in it, as base64 passwords often have, is hidden whole.
+pub fn redact(url: &str) -> String {
     let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
         return url.to_owned();
     };
     let rest = &url[scheme_end..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
+    let Some(at) = rest.rfind('@') else {
         return url.to_owned();
     };
     let userinfo = &rest[..at];
@@ -63,6 +65,8 @@ mod tests {
         assert_eq!(redact("redis://:s3cret@cache"), "redis://:***@cache");
         assert_eq!(redact("redis://s3cret@cache"), "redis://***@cache");
         assert_eq!(redact("redis://cache:6379"), "redis://cache:6379");
+        assert_eq!(redact("redis://:s3cr/et?x#y@host:6379"), "redis://:***@host:6379");
+        assert_eq!(redact("redis://:p@ss@host"), "redis://:***@host");
         let err = StoreConfigError::for_url("redis://u:s3cret@[bad", "no host");
         assert!(!err.to_string().contains("s3cret"), "{err}");
         assert!(err.to_string().contains("u:***@"), "{err}");

@@ -11,7 +11,7 @@ mod script_call;
 mod tls;
 
 pub use cluster::{RedisClusterStore, RedisClusterStoreBuilder};
-pub use config_error::StoreConfigError;
+pub use config_error::{redact, StoreConfigError};
 pub use decision::{Decision, LimitState};
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::{MemoryStore, MemoryStoreBuilder, StoredEntry, StoredValue, DEFAULT_CAPACITY};
@@ -45,4 +45,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// A short name for logs and metrics (`redis`, `redis-cluster`, `memory`).
     fn kind(&self) -> &'static str;
+
+    /// The longest one check may take, when the store bounds its calls itself. The limiter
+    /// then adds no timer of its own (unless `RateLimiter::timeout` is set).
+    fn timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
 }

@@ -81,6 +81,10 @@ impl Store for RedisStore {
     fn kind(&self) -> &'static str {
         "redis"
     }
+
+    fn timeout(&self) -> Option<Duration> {
+        Some(self.timeout)
+    }
 }
 
 /// Configures a [`RedisStore`].
