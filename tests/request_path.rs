@@ -440,3 +440,72 @@ async fn logs_name_the_route_and_identity_kind_but_never_a_username_or_key() {
         assert!(!lower.contains(secret), "`{secret}` leaked into the logs:\n{logs}");
     }
 }
+
+mod shared_path {
+    use actix_web::{get, guard::GuardContext, HttpResponse, Responder};
+    use ratelimit_runtime::rate_limit;
+
+    pub fn is_v2(ctx: &GuardContext<'_>) -> bool {
+        ctx.head().headers().contains_key("x-v2")
+    }
+
+    #[rate_limit(limit = 1, window = "1m", identity = "ip")]
+    #[get("/items", guard = "is_v2")]
+    pub async fn items_v2() -> impl Responder {
+        HttpResponse::Ok().body("v2")
+    }
+
+    #[rate_limit(limit = 1, window = "1m", identity = "ip")]
+    #[get("/shadowed")]
+    pub async fn shadowed() -> impl Responder {
+        HttpResponse::Ok().body("declared")
+    }
+}
+
+async fn v1() -> HttpResponse {
+    HttpResponse::Ok().body("v1")
+}
+
+#[actix_web::test]
+async fn a_resource_sharing_a_declared_path_through_a_custom_guard_gets_the_default_policy() {
+    let clock = ManualClock::at(T0);
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(clock.clone());
+    let app = test::init_service(
+        App::new()
+            .service(shared_path::items_v2)
+            .route("/items", web::get().to(v1))
+            .wrap(limiter),
+    )
+    .await;
+    let mut allowed = 0;
+    for _ in 0..130 {
+        let res = test::call_service(&app, from("203.0.113.7").uri("/items").to_request()).await;
+        if res.status() == 200 {
+            assert_eq!(test::read_body(res).await, "v1");
+            allowed += 1;
+        }
+    }
+    assert_eq!(allowed, 120, "the undeclared resource is held to the default policy");
+}
+
+#[actix_web::test]
+async fn a_resource_shadowing_a_declared_route_is_limited_after_its_first_request() {
+    let clock = ManualClock::at(T0);
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(clock.clone());
+    let app = test::init_service(
+        App::new()
+            .route("/shadowed", web::get().to(v1))
+            .service(shared_path::shadowed)
+            .wrap(limiter),
+    )
+    .await;
+    let mut allowed = 0;
+    for _ in 0..130 {
+        let res = test::call_service(&app, from("203.0.113.7").uri("/shadowed").to_request()).await;
+        if res.status() == 200 {
+            assert_eq!(test::read_body(res).await, "v1", "actix serves the first resource");
+            allowed += 1;
+        }
+    }
+    assert!((120..=121).contains(&allowed), "allowed {allowed}: at most one request slips through");
+}

@@ -6,7 +6,7 @@ use std::{collections::HashMap, fmt};
 use actix_web::introspection::{IntrospectionNode, IntrospectionTree, ResourceType};
 
 use crate::{
-    middleware::declared_routes::marker_of,
+    middleware::declared_routes::{is_benign, marker_of},
     policy::Policy,
     registry::{self, RouteDeclaration},
 };
@@ -31,6 +31,10 @@ pub struct RouteRow {
     pub resource: Option<String>,
     /// The declaration covering it, if any.
     pub status: RouteStatus,
+    /// A custom guard (or a possibly shadowed resource) shares the path, so a request cannot
+    /// be told to reach the declared resource before routing: the default policy applies to
+    /// the path as well.
+    pub shared_path: bool,
 }
 
 impl RouteRow {
@@ -172,6 +176,7 @@ fn collect(
     rows: &mut Vec<RouteRow>,
 ) {
     if matches!(node.kind, ResourceType::Resource) {
+        let shared_path = node.potentially_unreachable || node.guards.iter().any(|g| !is_benign(g));
         let declared: Vec<&'static RouteDeclaration> = node
             .guards
             .iter()
@@ -192,6 +197,7 @@ fn collect(
                 pattern: node.full_path.clone(),
                 resource: node.resource_name.clone(),
                 status,
+                shared_path,
             });
         }
     }
@@ -229,6 +235,12 @@ fn row_cells(row: &RouteRow) -> [String; 7] {
                 if p.shadow() { "shadow".to_owned() } else { String::new() },
             ),
         },
+    };
+    let note = if row.shared_path && row.declaration().is_some() {
+        let extra = "custom guard on the path: the default policy applies too";
+        if note.is_empty() { extra.to_owned() } else { format!("{note}; {extra}") }
+    } else {
+        note
     };
     [
         row.method.clone(),

@@ -76,7 +76,12 @@ fn walk(
     markers: &HashMap<&str, &'static RouteDeclaration>,
     found: &mut Vec<MountedDeclaration>,
 ) {
-    for guard in &node.guards {
+    // Where a custom guard decides between resources on one path, or actix reports a
+    // resource there as possibly shadowed, the path alone does not say which resource
+    // serves a request: none of its declarations counts, so the App-level middleware applies
+    // the default policy there too (twice limited is the safe side of unlimited).
+    let ambiguous = node.potentially_unreachable || node.guards.iter().any(|g| !is_benign(g));
+    for guard in node.guards.iter().filter(|_| !ambiguous) {
         if let Some(declaration) = marker_of(guard).and_then(|m| markers.get(m)) {
             let already = found
                 .iter()
@@ -92,6 +97,22 @@ fn walk(
     for child in &node.children {
         walk(child, markers, found);
     }
+}
+
+/// Whether a guard only selects methods or marks a declaration.
+pub(crate) fn is_benign(guard_name: &str) -> bool {
+    if marker_of(guard_name).is_some() || is_method_name(guard_name) {
+        return true;
+    }
+    guard_name
+        .strip_prefix("AnyGuard(")
+        .and_then(|rest| rest.strip_suffix(')'))
+        .is_some_and(|list| list.split(", ").all(is_method_name))
+}
+
+/// actix names a method guard after its method (`GET`).
+fn is_method_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c == '-')
 }
 
 /// The marker path inside a guard name: actix names a function guard
@@ -111,6 +132,16 @@ pub(crate) fn marker_of(guard_name: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn method_guards_and_markers_are_benign_other_guards_are_not() {
+        assert!(is_benign("GET"));
+        assert!(is_benign("AnyGuard(GET, POST)"));
+        assert!(is_benign("actix_web::guard::FnGuard<app::__ratelimit_marker_login>"));
+        assert!(!is_benign("actix_web::guard::FnGuard<app::is_v2>"));
+        assert!(!is_benign("actix_web::guard::Header"));
+        assert!(!is_benign("AnyGuard(GET, app::Custom)"));
+    }
 
     #[test]
     fn marker_names_are_read_from_function_guards() {

@@ -4,7 +4,7 @@
 
 use std::{
     cell::{OnceCell, RefCell},
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     future::{ready, Ready},
     rc::Rc,
     sync::{Arc, OnceLock},
@@ -224,6 +224,7 @@ where
             config: self.clone(),
             declared: Rc::new(OnceCell::new()),
             defaults: Rc::default(),
+            unguarded: Rc::default(),
         }))
     }
 }
@@ -237,7 +238,14 @@ pub struct RateLimiterService<S> {
     /// Undeclared routes seen so far, by method label and pattern (bounded: patterns come
     /// from the App, methods are folded by `method_label`).
     defaults: Rc<RefCell<HashMap<(&'static str, String), Rc<RouteInfo>>>>,
+    /// Declared-looking routes that a request reached without passing their guard: another
+    /// resource on the same path served it. They get the default policy from then on.
+    unguarded: Rc<RefCell<HashSet<(Method, String)>>>,
 }
+
+/// Set by a route guard on every request it sees, so the App-level middleware can tell that
+/// a request predicted to reach a declared route really did.
+pub(crate) struct Guarded;
 
 /// The most undeclared (method, pattern) pairs remembered per worker.
 const MAX_REMEMBERED_DEFAULTS: usize = 1024;
@@ -281,16 +289,35 @@ where
                 .unwrap_or_default()
         });
         let pattern = req.match_pattern();
-        let covered = pattern
-            .as_deref()
-            .is_some_and(|p| declared.covers(req.method(), p));
+        let covered = pattern.as_deref().is_some_and(|p| {
+            declared.covers(req.method(), p)
+                && !self
+                    .unguarded
+                    .borrow()
+                    .contains(&(req.method().clone(), p.to_owned()))
+        });
         let service = Rc::clone(&self.service);
         if covered {
+            let unguarded = Rc::clone(&self.unguarded);
             return Box::pin(async move {
-                service
-                    .call(req)
-                    .await
-                    .map(ServiceResponse::map_into_left_body)
+                let response = service.call(req).await?;
+                let guarded = response.request().extensions().contains::<Guarded>();
+                // A success the declared guard never saw was served by another resource on
+                // the same path (one registered earlier, or one without the declared route's
+                // custom guard): from now on this worker applies the default policy to it.
+                // Error answers are left alone: the route's own middleware (auth, say) may
+                // have refused the request before the guard ran.
+                if !guarded && !response.status().is_client_error() && !response.status().is_server_error() {
+                    let method = response.request().method().clone();
+                    let pattern = response.request().match_pattern().unwrap_or_default();
+                    tracing::error!(
+                        target: "ratelimit",
+                        route = %format!("{method} {pattern}"),
+                        "a request to a declared route was served by another resource on the same path, without its limit; applying the default policy to this route from now on"
+                    );
+                    unguarded.borrow_mut().insert((method, pattern));
+                }
+                Ok(response.map_into_left_body())
             });
         }
         let limiter = Arc::clone(&self.limiter);

@@ -15,7 +15,11 @@ use actix_web::{
 };
 use futures_util::future::LocalBoxFuture;
 
-use super::{answer, rate_limiter::LimiterHandle, route_info::RouteInfo};
+use super::{
+    answer,
+    rate_limiter::{Guarded, LimiterHandle},
+    route_info::RouteInfo,
+};
 use crate::{
     policy::{Policy, RoutePolicy},
     registry::RouteDeclaration,
@@ -96,6 +100,7 @@ where
     actix_web::dev::forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
+        req.extensions_mut().insert(Guarded);
         let declaration = self.declaration;
         let service = Rc::clone(&self.service);
         let policy = match declaration.policy {
