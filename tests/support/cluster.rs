@@ -122,6 +122,17 @@ impl RedisCluster {
         &self.masters
     }
 
+    /// The replicas, in master order (master 0's first).
+    pub fn replicas(&self) -> &[RedisServer] {
+        &self.replicas
+    }
+
+    /// Kills master `index` (SIGKILL, no goodbye to the cluster bus): its replica is promoted
+    /// once the other masters have marked it failed, after `cluster-node-timeout` (2 s).
+    pub fn kill_master(&mut self, index: usize) {
+        self.masters[index].kill();
+    }
+
     /// One URL per master, to seed a cluster client.
     pub fn urls(&self) -> Vec<String> {
         self.masters.iter().map(RedisServer::url).collect()

@@ -1,0 +1,148 @@
+//! One app instance of a fleet, as its own process: one route per algorithm, each limited to
+//! 100 per minute per API key, counted in the shared Redis. The fleet load test
+//! (`tests/fleet_load.rs`) starts four of these on one Redis.
+//!
+//! ```text
+//! REDIS_URL=redis://127.0.0.1:6379 BIND=127.0.0.1:8081 cargo run --release --example fleet_node
+//! curl -s localhost:8081/gcra -H 'x-api-key: k1' -i
+//! ```
+//!
+//! Environment:
+//!
+//! - `REDIS_URL` (required): the shared Redis.
+//! - `BIND` (default `127.0.0.1:8080`), `WORKERS` (default 2).
+//! - `KEY_PREFIX` (default `rl`).
+//! - `STORE_TIMEOUT_MS` (default 50): the store's and the limiter's timeout.
+//! - `FLEET_NOW_MS` (optional): a fixed time in Unix milliseconds, passed to the script
+//!   instead of Redis `TIME`, so that a test's burst never straddles a window boundary.
+
+use std::{env, process::ExitCode, str::FromStr, time::Duration};
+
+use actix_web::{get, App, HttpResponse, HttpServer, Responder};
+use ratelimit_runtime::{clock::ManualClock, coverage, rate_limit, store::RedisStore, RateLimiter};
+
+#[rate_limit(
+    limit = 100,
+    window = "1m",
+    identity = "api_key",
+    algorithm = "fixed_window",
+    fail = "closed"
+)]
+#[get("/fixed_window")]
+async fn fixed_window() -> impl Responder {
+    HttpResponse::Ok().body("allowed")
+}
+
+#[rate_limit(
+    limit = 100,
+    window = "1m",
+    identity = "api_key",
+    algorithm = "sliding_window",
+    fail = "closed"
+)]
+#[get("/sliding_window")]
+async fn sliding_window() -> impl Responder {
+    HttpResponse::Ok().body("allowed")
+}
+
+#[rate_limit(
+    limit = 100,
+    window = "1m",
+    identity = "api_key",
+    algorithm = "sliding_log",
+    fail = "closed"
+)]
+#[get("/sliding_log")]
+async fn sliding_log() -> impl Responder {
+    HttpResponse::Ok().body("allowed")
+}
+
+#[rate_limit(
+    limit = 100,
+    window = "1m",
+    identity = "api_key",
+    algorithm = "gcra",
+    fail = "closed"
+)]
+#[get("/gcra")]
+async fn gcra() -> impl Responder {
+    HttpResponse::Ok().body("allowed")
+}
+
+#[rate_limit(exempt = "readiness probe of the fleet test")]
+#[get("/health")]
+async fn health() -> impl Responder {
+    HttpResponse::Ok().body("ok")
+}
+
+fn app(
+    limiter: RateLimiter,
+) -> App<
+    impl actix_web::dev::ServiceFactory<
+        actix_web::dev::ServiceRequest,
+        Config = (),
+        Response = actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    App::new()
+        .service(fixed_window)
+        .service(sliding_window)
+        .service(sliding_log)
+        .service(gcra)
+        .service(health)
+        .wrap(limiter)
+}
+
+fn env_number<T: FromStr>(name: &str, default: T) -> Result<T, String> {
+    match env::var(name) {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .map_err(|_| format!("{name} must be a whole number, got `{text}`")),
+        Err(_) => Ok(default),
+    }
+}
+
+async fn run() -> Result<(), String> {
+    let url = env::var("REDIS_URL").map_err(|_| "REDIS_URL is required".to_owned())?;
+    let bind = env::var("BIND").unwrap_or_else(|_| "127.0.0.1:8080".to_owned());
+    let workers: usize = env_number("WORKERS", 2)?;
+    let timeout = Duration::from_millis(env_number("STORE_TIMEOUT_MS", 50)?);
+    let prefix = env::var("KEY_PREFIX").unwrap_or_else(|_| "rl".to_owned());
+
+    let store = RedisStore::builder(url)
+        .timeout(timeout)
+        .build()
+        .await
+        .map_err(|e| format!("REDIS_URL: {e}"))?;
+    let mut limiter = RateLimiter::new(store).timeout(timeout).key_prefix(&prefix);
+    if let Ok(text) = env::var("FLEET_NOW_MS") {
+        let now: u64 = text
+            .trim()
+            .parse()
+            .map_err(|_| format!("FLEET_NOW_MS must be Unix milliseconds, got `{text}`"))?;
+        limiter = limiter.clock(ManualClock::at(now));
+    }
+    coverage::require_coverage(app(limiter.clone())).await;
+
+    HttpServer::new(move || app(limiter.clone()))
+        .workers(workers)
+        .bind(&bind)
+        .map_err(|e| format!("cannot bind {bind}: {e}"))?
+        .run()
+        .await
+        .map_err(|e| format!("server error: {e}"))
+}
+
+#[actix_web::main]
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("fleet node: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

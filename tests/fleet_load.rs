@@ -1,0 +1,164 @@
+//! A fleet under load: four app processes (`examples/fleet_node`) sharing one Redis, 2,000
+//! concurrent requests for one client spread round-robin across them, per algorithm. The
+//! shared counter allows exactly the limit across the fleet, not once per process.
+
+mod support;
+
+use std::{
+    net::TcpListener,
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use futures_util::future::join_all;
+use support::{RedisServer, T0};
+
+const PROCESSES: usize = 4;
+const REQUESTS: usize = 2000;
+const LIMIT: usize = 100;
+
+/// Builds (when needed) and locates an example binary of this package.
+fn example(name: &str) -> PathBuf {
+    let status = Command::new(option_env!("CARGO").unwrap_or("cargo"))
+        .args(["build", "--quiet", "--example", name])
+        .status()
+        .expect("run cargo");
+    assert!(status.success(), "cargo build --example {name} failed");
+    let exe = std::env::current_exe().expect("test binary path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>");
+    profile_dir.join("examples").join(name)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The fleet's processes, killed on drop.
+struct Fleet {
+    children: Vec<Child>,
+    bases: Vec<String>,
+}
+
+impl Fleet {
+    async fn start(redis_url: &str, client: &awc::Client) -> Fleet {
+        let exe = example("fleet_node");
+        let mut fleet = Fleet {
+            children: Vec::new(),
+            bases: Vec::new(),
+        };
+        for _ in 0..PROCESSES {
+            let port = free_port();
+            let child = Command::new(&exe)
+                .env("REDIS_URL", redis_url)
+                .env("BIND", format!("127.0.0.1:{port}"))
+                .env("WORKERS", "2")
+                // This test is about counting; latency under faults is tests/faults.rs'.
+                .env("STORE_TIMEOUT_MS", "5000")
+                // Mid-window, so the burst never straddles a window boundary (a fixed
+                // window would then rightly allow a second 100).
+                .env("FLEET_NOW_MS", (T0 + 30_000).to_string())
+                .env("RUST_LOG", "error")
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("start a fleet node");
+            fleet.children.push(child);
+            fleet.bases.push(format!("http://127.0.0.1:{port}"));
+        }
+        let started = Instant::now();
+        for base in &fleet.bases {
+            loop {
+                if let Ok(res) = client.get(format!("{base}/health")).send().await {
+                    if res.status() == 200 {
+                        break;
+                    }
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "{base} did not come up"
+                );
+                actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        fleet
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+#[actix_web::test]
+async fn two_thousand_concurrent_requests_across_four_processes_allow_exactly_the_limit() {
+    let server = RedisServer::start();
+    // At most 256 connections at a time; all 2,000 requests are issued at once and queue
+    // for them.
+    let client = awc::Client::builder()
+        .connector(awc::Connector::new().limit(256))
+        .timeout(Duration::from_secs(30))
+        .finish();
+    let fleet = Fleet::start(&server.url(), &client).await;
+    let run = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+
+    for algorithm in ["fixed_window", "sliding_window", "sliding_log", "gcra"] {
+        // One client (API key) per algorithm and run.
+        let api_key = format!("fleet-{algorithm}-{run}");
+        let started = Instant::now();
+        let answers = join_all((0..REQUESTS).map(|i| {
+            let url = format!("{}/{algorithm}", fleet.bases[i % PROCESSES]);
+            let request = client
+                .get(url)
+                .insert_header(("x-api-key", api_key.as_str()));
+            async move {
+                let res = request.send().await.expect("request to a fleet node");
+                let retry_after = res.headers().contains_key("retry-after");
+                (i % PROCESSES, res.status().as_u16(), retry_after)
+            }
+        }))
+        .await;
+        let elapsed = started.elapsed();
+
+        let mut allowed_per_process = [0usize; PROCESSES];
+        let mut rejected = 0;
+        for (process, status, retry_after) in &answers {
+            match status {
+                200 => allowed_per_process[*process] += 1,
+                429 => {
+                    assert!(retry_after, "a 429 without Retry-After");
+                    rejected += 1;
+                }
+                other => panic!("{algorithm}: unexpected status {other}"),
+            }
+        }
+        let allowed: usize = allowed_per_process.iter().sum();
+        println!(
+            "{algorithm}: {allowed} allowed ({allowed_per_process:?} per process), {rejected} rejected, {REQUESTS} requests in {elapsed:?}"
+        );
+        assert_eq!(
+            allowed, LIMIT,
+            "{algorithm}: exactly the limit across the fleet"
+        );
+        assert_eq!(rejected, REQUESTS - LIMIT);
+        assert!(
+            allowed_per_process.iter().filter(|&&n| n > 0).count() > 1,
+            "{algorithm}: the budget was spent through more than one process"
+        );
+    }
+    drop(fleet);
+}
