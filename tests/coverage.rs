@@ -6,7 +6,12 @@ use ratelimit_runtime::{
     rate_limit,
 };
 
-#[rate_limit(limit = 10, window = "5m", identity = "ip+username", algorithm = "sliding_log")]
+#[rate_limit(
+    limit = 10,
+    window = "5m",
+    identity = "ip+username",
+    algorithm = "sliding_log"
+)]
 #[post("/login")]
 async fn login() -> impl Responder {
     HttpResponse::Ok()
@@ -99,20 +104,33 @@ async fn a_fully_covered_app_passes_and_lists_its_policies() {
         .collect();
     assert_eq!(
         rows,
-        [("GET", "/health"), ("POST", "/login"), ("GET", "/orders/{id}")]
+        [
+            ("GET", "/health"),
+            ("POST", "/login"),
+            ("GET", "/orders/{id}")
+        ]
     );
     let text = table.to_text();
     assert!(text.contains("coverage::login"), "{text}");
     assert!(text.contains("10/5m sliding_log"), "{text}");
-    assert!(text.contains("120/1m sliding_window + 20/1s gcra"), "{text}");
-    assert!(text.contains("exempt: load balancer health check"), "{text}");
+    assert!(
+        text.contains("120/1m sliding_window + 20/1s gcra"),
+        "{text}"
+    );
+    assert!(
+        text.contains("exempt: load balancer health check"),
+        "{text}"
+    );
     assert!(text.contains("ip+username"), "{text}");
     let json: serde_json::Value = serde_json::from_str(&table.to_json()).unwrap();
     let login_row = &json["routes"][1];
     assert_eq!(login_row["method"], "POST");
     assert_eq!(login_row["limits"][0]["limit"], 10);
     assert_eq!(login_row["limits"][0]["window_ms"], 300_000);
-    assert_eq!(login_row["fail"], "closed", "the effective fail mode is listed");
+    assert_eq!(
+        login_row["fail"], "closed",
+        "the effective fail mode is listed"
+    );
     assert_eq!(json["routes"][2]["fail"], "open");
     assert_eq!(json["routes"][0]["exempt"], "load balancer health check");
 }
@@ -130,11 +148,20 @@ async fn an_unannotated_attribute_handler_fails_the_check() {
     let error = coverage::check(covered_app().service(forgotten))
         .await
         .expect_err("uncovered");
-    assert_eq!(uncovered_patterns(&error), [("GET".into(), "/forgotten".into())]);
+    assert_eq!(
+        uncovered_patterns(&error),
+        [("GET".into(), "/forgotten".into())]
+    );
     let message = error.to_string();
-    assert!(message.contains("1 route has no rate-limit declaration"), "{message}");
+    assert!(
+        message.contains("1 route has no rate-limit declaration"),
+        "{message}"
+    );
     assert!(message.contains("GET /forgotten"), "{message}");
-    assert!(message.contains("directly above the `#[get]` of `forgotten`"), "{message}");
+    assert!(
+        message.contains("directly above the `#[get]` of `forgotten`"),
+        "{message}"
+    );
 }
 
 #[actix_web::test]
@@ -181,7 +208,10 @@ async fn two_scopes_reusing_one_handler_name_and_path_are_told_apart() {
         .service(web::scope("/a").service(scope_a::list))
         .service(web::scope("/b").service(scope_b::list));
     let error = coverage::check(app).await.expect_err("uncovered");
-    assert_eq!(uncovered_patterns(&error), [("GET".into(), "/b/items".into())]);
+    assert_eq!(
+        uncovered_patterns(&error),
+        [("GET".into(), "/b/items".into())]
+    );
 }
 
 #[actix_web::test]
@@ -190,7 +220,10 @@ async fn one_path_with_a_declared_and_an_undeclared_method() {
         .service(login)
         .service(web::resource("/login").route(web::get().to(plain)));
     let error = coverage::check(app).await.expect_err("uncovered");
-    assert_eq!(uncovered_patterns(&error), [("GET".into(), "/login".into())]);
+    assert_eq!(
+        uncovered_patterns(&error),
+        [("GET".into(), "/login".into())]
+    );
 }
 
 #[actix_web::test]
@@ -198,7 +231,10 @@ async fn a_marker_without_a_registered_declaration_is_uncovered() {
     let error = coverage::check(covered_app().service(fake_marker::unlinked))
         .await
         .expect_err("fail safe");
-    assert_eq!(uncovered_patterns(&error), [("GET".into(), "/unlinked".into())]);
+    assert_eq!(
+        uncovered_patterns(&error),
+        [("GET".into(), "/unlinked".into())]
+    );
 }
 
 #[actix_web::test]

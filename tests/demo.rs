@@ -20,12 +20,19 @@ fn example(name: &str) -> PathBuf {
         .expect("run cargo");
     assert!(status.success(), "cargo build --example {name} failed");
     let exe = std::env::current_exe().expect("test binary path");
-    let profile_dir = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>");
     profile_dir.join("examples").join(name)
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// The demo process, killed on drop.
@@ -49,21 +56,37 @@ impl Demo {
         let demo = Demo {
             child,
             base: format!("http://127.0.0.1:{port}"),
-            client: awc::Client::builder().timeout(Duration::from_secs(5)).finish(),
+            client: awc::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .finish(),
         };
         let started = Instant::now();
         loop {
-            if let Ok(res) = demo.client.get(format!("{}/health", demo.base)).send().await {
+            if let Ok(res) = demo
+                .client
+                .get(format!("{}/health", demo.base))
+                .send()
+                .await
+            {
                 if res.status() == 200 {
                     return demo;
                 }
             }
-            assert!(started.elapsed() < Duration::from_secs(30), "the demo did not come up");
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the demo did not come up"
+            );
             actix_web::rt::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
-    async fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> (u16, awc::http::header::HeaderMap) {
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> (u16, awc::http::header::HeaderMap) {
         let mut req = self
             .client
             .request(method.parse().unwrap(), format!("{}{path}", self.base));
@@ -79,7 +102,14 @@ impl Demo {
     }
 
     /// Sends until the first 429; returns how many were allowed (at most `max`).
-    async fn allowed_before_429(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>, max: usize) -> usize {
+    async fn allowed_before_429(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+        max: usize,
+    ) -> usize {
         for i in 0..max {
             let (status, _) = self.send(method, path, headers, body).await;
             match status {
@@ -107,37 +137,89 @@ async fn every_route_of_the_demo_follows_its_policy() {
     let demo = Demo::start(&server.url()).await;
 
     let login = Some(r#"{"username":"alice","password":"pw"}"#);
-    assert_eq!(demo.allowed_before_429("POST", "/login", &[JSON], login, 20).await, 10);
+    assert_eq!(
+        demo.allowed_before_429("POST", "/login", &[JSON], login, 20)
+            .await,
+        10
+    );
     let (status, headers) = demo.send("POST", "/login", &[JSON], login).await;
     assert_eq!(status, 429);
     assert!(headers.get("retry-after").is_some());
     let other_user = Some(r#"{"username":"bob","password":"pw"}"#);
-    assert_eq!(demo.send("POST", "/login", &[JSON], other_user).await.0, 200);
+    assert_eq!(
+        demo.send("POST", "/login", &[JSON], other_user).await.0,
+        200
+    );
 
     let form = ("content-type", "application/x-www-form-urlencoded");
-    assert_eq!(demo.allowed_before_429("POST", "/password-reset", &[form], Some("username=carol"), 10).await, 5);
+    assert_eq!(
+        demo.allowed_before_429(
+            "POST",
+            "/password-reset",
+            &[form],
+            Some("username=carol"),
+            10
+        )
+        .await,
+        5
+    );
 
     let key = ("x-api-key", "key_abc");
     let (status, headers) = demo.send("GET", "/api/search?q=x", &[key], None).await;
     assert_eq!(status, 200);
-    assert_eq!(headers.get("ratelimit-policy").unwrap(), "\"search\";q=300;w=60");
-    assert_eq!(demo.allowed_before_429("GET", "/api/search?q=x", &[key], None, 400).await, 299);
-    assert_eq!(demo.send("GET", "/api/search", &[("x-api-key", "key_other")], None).await.0, 200);
+    assert_eq!(
+        headers.get("ratelimit-policy").unwrap(),
+        "\"search\";q=300;w=60"
+    );
+    assert_eq!(
+        demo.allowed_before_429("GET", "/api/search?q=x", &[key], None, 400)
+            .await,
+        299
+    );
+    assert_eq!(
+        demo.send("GET", "/api/search", &[("x-api-key", "key_other")], None)
+            .await
+            .0,
+        200
+    );
 
-    assert_eq!(demo.allowed_before_429("POST", "/reports/export", &[key], None, 100).await, 60);
+    assert_eq!(
+        demo.allowed_before_429("POST", "/reports/export", &[key], None, 100)
+            .await,
+        60
+    );
 
     let user = ("authorization", "Bearer u1");
-    assert_eq!(demo.allowed_before_429("POST", "/orders", &[user], None, 50).await, 30);
-    assert_eq!(demo.send("POST", "/orders", &[("authorization", "Bearer u2")], None).await.0, 201);
+    assert_eq!(
+        demo.allowed_before_429("POST", "/orders", &[user], None, 50)
+            .await,
+        30
+    );
+    assert_eq!(
+        demo.send("POST", "/orders", &[("authorization", "Bearer u2")], None)
+            .await
+            .0,
+        201
+    );
 
     // 20 per second (gcra) stacked on 120 per minute: a quick burst hits the per-second limit.
-    let (status, headers) = demo.send("GET", "/orders/1", &[("authorization", "Bearer u3")], None).await;
+    let (status, headers) = demo
+        .send("GET", "/orders/1", &[("authorization", "Bearer u3")], None)
+        .await;
     assert_eq!(status, 200);
     assert_eq!(
         headers.get("ratelimit-policy").unwrap(),
         "\"get_order.0\";q=120;w=60, \"get_order.1\";q=20;w=1"
     );
-    let burst = demo.allowed_before_429("GET", "/orders/2", &[("authorization", "Bearer u3")], None, 60).await;
+    let burst = demo
+        .allowed_before_429(
+            "GET",
+            "/orders/2",
+            &[("authorization", "Bearer u3")],
+            None,
+            60,
+        )
+        .await;
     assert!((19..40).contains(&burst), "allowed {burst} in a burst");
 
     for _ in 0..300 {
@@ -146,10 +228,17 @@ async fn every_route_of_the_demo_follows_its_policy() {
         assert!(headers.get("x-ratelimit-limit").is_none());
     }
 
-    let res = demo.client.get(format!("{}/metrics", demo.base)).send().await;
+    let res = demo
+        .client
+        .get(format!("{}/metrics", demo.base))
+        .send()
+        .await;
     let body = res.expect("metrics").body().await.expect("metrics body");
     let text = String::from_utf8_lossy(&body);
-    assert!(text.contains(r#"ratelimit_decisions_total{route="POST /login",decision="rejected"}"#), "{text}");
+    assert!(
+        text.contains(r#"ratelimit_decisions_total{route="POST /login",decision="rejected"}"#),
+        "{text}"
+    );
     assert!(text.contains("ratelimit_store_duration_seconds"), "{text}");
 }
 
@@ -162,7 +251,12 @@ async fn the_demo_fails_closed_and_open_as_its_table_says_when_redis_is_down() {
     let (status, headers) = demo.send("POST", "/login", &[JSON], login).await;
     assert_eq!(status, 503);
     assert!(headers.get("retry-after").is_some());
-    assert_eq!(demo.send("GET", "/api/search", &[("x-api-key", "k")], None).await.0, 200);
+    assert_eq!(
+        demo.send("GET", "/api/search", &[("x-api-key", "k")], None)
+            .await
+            .0,
+        200
+    );
     assert_eq!(demo.send("GET", "/health", &[], None).await.0, 200);
 }
 
@@ -196,7 +290,11 @@ fn routes_prints_the_route_table_and_exits_zero() {
 
 #[test]
 fn the_demo_refuses_to_start_with_an_uncovered_route() {
-    let output = run("demo", &[], &[("DEMO_UNCOVERED_ROUTE", "1"), ("BIND", "127.0.0.1:1")]);
+    let output = run(
+        "demo",
+        &[],
+        &[("DEMO_UNCOVERED_ROUTE", "1"), ("BIND", "127.0.0.1:1")],
+    );
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(stderr.contains("GET /debug/uncovered"), "{stderr}");
@@ -206,10 +304,24 @@ fn the_demo_refuses_to_start_with_an_uncovered_route() {
 #[test]
 fn the_fleet_experiment_shows_per_instance_counters_multiply_the_limit() {
     let server = RedisServer::start();
-    let output = run("fleet", &[], &[("FLEET_JSON", "1"), ("REDIS_URL", &server.url())]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let output = run(
+        "fleet",
+        &[],
+        &[("FLEET_JSON", "1"), ("REDIS_URL", &server.url())],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let figures: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(figures["allowed_redis"], 100, "shared Redis enforces the limit exactly");
+    assert_eq!(
+        figures["allowed_redis"], 100,
+        "shared Redis enforces the limit exactly"
+    );
     let in_memory = figures["allowed_in_memory"].as_u64().unwrap();
-    assert!((390..=400).contains(&in_memory), "in-memory allowed {in_memory}, about 4 x 100");
+    assert!(
+        (390..=400).contains(&in_memory),
+        "in-memory allowed {in_memory}, about 4 x 100"
+    );
 }

@@ -27,14 +27,22 @@ use ratelimit_runtime::{
 fn slot(key: &str) -> u16 {
     let tag = key
         .find('{')
-        .and_then(|open| key[open + 1..].find('}').map(|close| &key[open + 1..open + 1 + close]))
+        .and_then(|open| {
+            key[open + 1..]
+                .find('}')
+                .map(|close| &key[open + 1..open + 1 + close])
+        })
         .filter(|tag| !tag.is_empty())
         .unwrap_or(key);
     let mut crc: u16 = 0;
     for byte in tag.bytes() {
         crc ^= u16::from(byte) << 8;
         for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
         }
     }
     crc % 16384
@@ -131,10 +139,15 @@ proptest! {
 
 #[test]
 fn a_chain_of_thousands_of_entries_is_read_from_the_right() {
-    let mut chain: Vec<String> = (0..10_000).map(|i| format!("10.{}.{}.1", i / 256 % 256, i % 256)).collect();
+    let mut chain: Vec<String> = (0..10_000)
+        .map(|i| format!("10.{}.{}.1", i / 256 % 256, i % 256))
+        .collect();
     chain.push("198.51.100.77".to_owned());
     let mut headers = HeaderMap::new();
-    headers.insert(HeaderName::from_static("x-forwarded-for"), HeaderValue::from_str(&chain.join(",")).unwrap());
+    headers.insert(
+        HeaderName::from_static("x-forwarded-for"),
+        HeaderValue::from_str(&chain.join(",")).unwrap(),
+    );
     let resolved = TrustedProxies::hops(1).resolve(Some("10.0.0.1".parse().unwrap()), &headers);
     assert_eq!(resolved, Some("198.51.100.77".parse().unwrap()));
 }
@@ -142,20 +155,32 @@ fn a_chain_of_thousands_of_entries_is_read_from_the_right() {
 #[test]
 fn ipv6_zones_and_brackets_in_forwarding_headers() {
     let mut headers = HeaderMap::new();
-    headers.insert(HeaderName::from_static("forwarded"), HeaderValue::from_static("for=\"[fe80::1%25eth0]:443\""));
+    headers.insert(
+        HeaderName::from_static("forwarded"),
+        HeaderValue::from_static("for=\"[fe80::1%25eth0]:443\""),
+    );
     let resolved = TrustedProxies::hops(1)
         .header(ForwardedHeader::Forwarded)
         .resolve(Some("10.0.0.1".parse().unwrap()), &headers);
     assert_eq!(resolved, Some("fe80::1".parse().unwrap()));
 }
 
-#[rate_limit(limit = 2, window = "1m", identity = "ip+username", algorithm = "sliding_log")]
+#[rate_limit(
+    limit = 2,
+    window = "1m",
+    identity = "ip+username",
+    algorithm = "sliding_log"
+)]
 #[post("/login")]
 async fn login(body: web::Bytes) -> impl Responder {
     HttpResponse::Ok().body(body)
 }
 
-async fn service() -> impl Service<actix_http::Request, Response = actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, Error = actix_web::Error> {
+async fn service() -> impl Service<
+    actix_http::Request,
+    Response = actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>,
+    Error = actix_web::Error,
+> {
     let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(1_700_000_040_000));
     test::init_service(
         App::new()
@@ -181,12 +206,24 @@ async fn bodies_that_are_not_json_deeply_nested_or_binary_reach_the_handler_inta
     let nested = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
     let binary: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
     let bodies: Vec<(&str, web::Bytes)> = vec![
-        ("application/json", web::Bytes::from_static(b"not json at all {{{")),
+        (
+            "application/json",
+            web::Bytes::from_static(b"not json at all {{{"),
+        ),
         ("application/json", web::Bytes::from(nested)),
-        ("application/x-www-form-urlencoded", web::Bytes::from(binary.clone())),
+        (
+            "application/x-www-form-urlencoded",
+            web::Bytes::from(binary.clone()),
+        ),
         ("application/json", web::Bytes::from(binary)),
-        ("application/json", web::Bytes::from_static(b"{\"username\": {\"$ne\": null}}")),
-        ("application/json", web::Bytes::from_static(b"{\"username\": \"\\u0000}{\\r\\n\"}")),
+        (
+            "application/json",
+            web::Bytes::from_static(b"{\"username\": {\"$ne\": null}}"),
+        ),
+        (
+            "application/json",
+            web::Bytes::from_static(b"{\"username\": \"\\u0000}{\\r\\n\"}"),
+        ),
     ];
     for (content_type, body) in bodies {
         let res = test::call_service(&app, post(content_type, body.clone())).await;
@@ -202,16 +239,32 @@ async fn bodies_that_are_not_json_deeply_nested_or_binary_reach_the_handler_inta
 #[actix_web::test]
 async fn hostile_usernames_share_a_budget_with_themselves() {
     let app = service().await;
-    for name in ["a}b{c", "crlf\r\ninjected", "nul\u{0}byte", "ÅNGSTRÖM", &"m".repeat(1_000_000)] {
+    for name in [
+        "a}b{c",
+        "crlf\r\ninjected",
+        "nul\u{0}byte",
+        "ÅNGSTRÖM",
+        &"m".repeat(1_000_000),
+    ] {
         let body = serde_json::json!({ "username": name }).to_string();
         let statuses: Vec<u16> = {
             let mut statuses = Vec::new();
             for _ in 0..3 {
-                statuses.push(test::call_service(&app, post("application/json", body.clone())).await.status().as_u16());
+                statuses.push(
+                    test::call_service(&app, post("application/json", body.clone()))
+                        .await
+                        .status()
+                        .as_u16(),
+                );
             }
             statuses
         };
-        assert_eq!(statuses[2], 429, "`{}`…: {statuses:?}", &name[..name.len().min(10)]);
+        assert_eq!(
+            statuses[2],
+            429,
+            "`{}`…: {statuses:?}",
+            &name[..name.len().min(10)]
+        );
     }
 }
 
@@ -222,7 +275,9 @@ async fn a_streamed_body_larger_than_the_buffer_is_passed_on_whole() {
     let chunks = 64; // 1 MiB, no Content-Length
     let make = || {
         let chunk = chunk.clone();
-        let body = stream::iter((0..chunks).map(move |_| Ok::<_, actix_web::error::PayloadError>(chunk.clone())));
+        let body = stream::iter(
+            (0..chunks).map(move |_| Ok::<_, actix_web::error::PayloadError>(chunk.clone())),
+        );
         let boxed: actix_http::BoxedPayloadStream = Box::pin(body);
         let req = TestRequest::post()
             .uri("/login")
@@ -256,5 +311,9 @@ async fn a_body_stream_that_fails_midway_reaches_the_handler_as_an_error() {
         .to_request();
     let (req, _) = req.replace_payload(actix_http::Payload::from(boxed));
     let res = test::call_service(&app, req).await;
-    assert_eq!(res.status(), 400, "the extractor sees the stream error, not a truncated body");
+    assert_eq!(
+        res.status(),
+        400,
+        "the extractor sees the stream error, not a truncated body"
+    );
 }

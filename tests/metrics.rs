@@ -31,12 +31,18 @@ async fn shadow() -> impl Responder {
     HttpResponse::Ok()
 }
 
-fn counter(snapshot: &[(CompositeKey, DebugValue)], name: &str, route: &str, decision: &str) -> u64 {
+fn counter(
+    snapshot: &[(CompositeKey, DebugValue)],
+    name: &str,
+    route: &str,
+    decision: &str,
+) -> u64 {
     snapshot
         .iter()
         .filter(|(key, _)| key.kind() == MetricKind::Counter && key.key().name() == name)
         .filter(|(key, _)| {
-            let labels: Vec<(&str, &str)> = key.key().labels().map(|l| (l.key(), l.value())).collect();
+            let labels: Vec<(&str, &str)> =
+                key.key().labels().map(|l| (l.key(), l.value())).collect();
             labels.contains(&("route", route)) && labels.contains(&("decision", decision))
         })
         .map(|(_, value)| match value {
@@ -50,7 +56,9 @@ fn counter(snapshot: &[(CompositeKey, DebugValue)], name: &str, route: &str, dec
 async fn every_decision_is_counted_by_route_and_the_store_latency_is_recorded() {
     let recorder = DebuggingRecorder::new();
     let snapshotter: Snapshotter = recorder.snapshotter();
-    recorder.install().expect("the only recorder of this test binary");
+    recorder
+        .install()
+        .expect("the only recorder of this test binary");
 
     let mut server = RedisServer::start();
     let store = RedisStore::builder(server.url())
@@ -59,7 +67,14 @@ async fn every_decision_is_counted_by_route_and_the_store_latency_is_recorded() 
         .await
         .unwrap();
     let limiter = RateLimiter::new(store).clock(ManualClock::at(T0));
-    let app = test::init_service(App::new().service(open).service(closed).service(shadow).wrap(limiter)).await;
+    let app = test::init_service(
+        App::new()
+            .service(open)
+            .service(closed)
+            .service(shadow)
+            .wrap(limiter),
+    )
+    .await;
     let get = |path: &str| {
         test::TestRequest::get()
             .uri(path)
@@ -77,7 +92,10 @@ async fn every_decision_is_counted_by_route_and_the_store_latency_is_recorded() 
     assert_eq!(test::call_service(&app, get("/shadow")).await.status(), 200);
     assert_eq!(test::call_service(&app, get("/shadow")).await.status(), 200);
     server.kill();
-    assert_eq!(test::call_service(&app, post("/closed")).await.status(), 503);
+    assert_eq!(
+        test::call_service(&app, post("/closed")).await.status(),
+        503
+    );
     // A new client, so the flood shield does not answer for it.
     let fresh = test::TestRequest::get()
         .uri("/open")
@@ -95,12 +113,21 @@ async fn every_decision_is_counted_by_route_and_the_store_latency_is_recorded() 
     assert_eq!(counter(&snapshot, decisions, "GET /open", "allowed"), 1);
     assert_eq!(counter(&snapshot, decisions, "GET /open", "rejected"), 1);
     assert_eq!(counter(&snapshot, decisions, "GET /shadow", "allowed"), 1);
-    assert_eq!(counter(&snapshot, decisions, "GET /shadow", "shadow_rejected"), 1);
-    assert_eq!(counter(&snapshot, decisions, "POST /closed", "failed_closed"), 1);
+    assert_eq!(
+        counter(&snapshot, decisions, "GET /shadow", "shadow_rejected"),
+        1
+    );
+    assert_eq!(
+        counter(&snapshot, decisions, "POST /closed", "failed_closed"),
+        1
+    );
     assert_eq!(counter(&snapshot, decisions, "GET /open", "failed_open"), 1);
     let histogram_samples: usize = snapshot
         .iter()
-        .filter(|(key, _)| key.kind() == MetricKind::Histogram && key.key().name() == "ratelimit_store_duration_seconds")
+        .filter(|(key, _)| {
+            key.kind() == MetricKind::Histogram
+                && key.key().name() == "ratelimit_store_duration_seconds"
+        })
         .map(|(_, value)| match value {
             DebugValue::Histogram(samples) => samples.len(),
             _ => 0,

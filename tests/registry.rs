@@ -6,7 +6,13 @@ use ratelimit_runtime::{
     rate_limit, registry, Algorithm, FailMode, Identity, IdentityPart, Policy, RouteDeclaration,
 };
 
-#[rate_limit(limit = 10, window = "5m", identity = "ip+username", algorithm = "sliding_log", fail = "closed")]
+#[rate_limit(
+    limit = 10,
+    window = "5m",
+    identity = "ip+username",
+    algorithm = "sliding_log",
+    fail = "closed"
+)]
 #[post("/login")]
 async fn login() -> impl Responder {
     HttpResponse::Ok()
@@ -25,13 +31,23 @@ async fn health() -> impl Responder {
     HttpResponse::Ok()
 }
 
-#[rate_limit(limit = 5, window = "1h30m", identity = "header:X-Tenant-Id", shadow = true)]
+#[rate_limit(
+    limit = 5,
+    window = "1h30m",
+    identity = "header:X-Tenant-Id",
+    shadow = true
+)]
 #[route("/tenants", method = "GET", method = "POST")]
 async fn tenants() -> impl Responder {
     HttpResponse::Ok()
 }
 
-#[rate_limit(limit = 1, window = "500ms", algorithm = "fixed_window", identity = "api_key")]
+#[rate_limit(
+    limit = 1,
+    window = "500ms",
+    algorithm = "fixed_window",
+    identity = "api_key"
+)]
 #[put("/put")]
 async fn put_it() -> impl Responder {
     HttpResponse::Ok()
@@ -131,7 +147,10 @@ fn stacked_limits_register_once_in_declaration_order() {
         .collect();
     assert_eq!(
         limits,
-        [(20, 1000, Algorithm::Gcra), (120, 60_000, Algorithm::SlidingWindow)]
+        [
+            (20, 1000, Algorithm::Gcra),
+            (120, 60_000, Algorithm::SlidingWindow)
+        ]
     );
     assert_eq!(p.identity(), Identity::UserIdElseIp);
     assert_eq!(p.fail(), FailMode::Open, "GET defaults to fail open");
@@ -152,10 +171,17 @@ fn route_with_several_methods_and_a_header_identity() {
     let d = find("tenants");
     assert_eq!(d.methods, ["GET", "POST"]);
     let p = limited(d);
-    assert_eq!(p.identity(), Identity::Parts(&[IdentityPart::Header("x-tenant-id")]));
+    assert_eq!(
+        p.identity(),
+        Identity::Parts(&[IdentityPart::Header("x-tenant-id")])
+    );
     assert_eq!(p.limits()[0].window().as_millis(), 5_400_000);
     assert!(p.shadow());
-    assert_eq!(p.fail(), FailMode::Open, "a shadow limit fails open, whatever the methods");
+    assert_eq!(
+        p.fail(),
+        FailMode::Open,
+        "a shadow limit fails open, whatever the methods"
+    );
 }
 
 #[test]
@@ -164,10 +190,17 @@ fn every_method_attribute_is_read() {
     assert_eq!(find("delete_it").methods, ["DELETE"]);
     assert_eq!(find("patch_it").methods, ["PATCH"]);
     assert_eq!(find("head_it").methods, ["HEAD"]);
-    assert_eq!(limited(find("delete_it")).fail(), FailMode::Open, "declared fail wins");
+    assert_eq!(
+        limited(find("delete_it")).fail(),
+        FailMode::Open,
+        "declared fail wins"
+    );
     assert_eq!(limited(find("patch_it")).fail(), FailMode::Closed);
     assert_eq!(limited(find("head_it")).fail(), FailMode::Open);
-    assert_eq!(limited(find("put_it")).limits()[0].window().as_millis(), 500);
+    assert_eq!(
+        limited(find("put_it")).limits()[0].window().as_millis(),
+        500
+    );
 }
 
 #[test]

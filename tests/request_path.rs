@@ -32,13 +32,25 @@ async fn get_order(id: web::Path<u32>) -> impl Responder {
     HttpResponse::Ok().body(format!("order {id}"))
 }
 
-#[rate_limit(limit = 3, window = "1m", identity = "ip", algorithm = "fixed_window", fail = "open")]
+#[rate_limit(
+    limit = 3,
+    window = "1m",
+    identity = "ip",
+    algorithm = "fixed_window",
+    fail = "open"
+)]
 #[get("/invoices/{id}")]
 async fn get_invoice() -> impl Responder {
     HttpResponse::Ok()
 }
 
-#[rate_limit(limit = 2, window = "5m", identity = "ip+username", algorithm = "sliding_log", fail = "closed")]
+#[rate_limit(
+    limit = 2,
+    window = "5m",
+    identity = "ip+username",
+    algorithm = "sliding_log",
+    fail = "closed"
+)]
 #[post("/login")]
 async fn login(body: web::Bytes) -> impl Responder {
     // Echo the body so the test can compare it byte for byte.
@@ -68,9 +80,7 @@ async fn undeclared() -> HttpResponse {
     HttpResponse::Ok().finish()
 }
 
-fn app(
-    limiter: RateLimiter,
-) -> App<impl AppFactory> {
+fn app(limiter: RateLimiter) -> App<impl AppFactory> {
     App::new()
         .service(get_order)
         .service(get_invoice)
@@ -108,7 +118,10 @@ where
     S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
     B: MessageBody,
 {
-    test::call_service(app, req.to_request()).await.status().as_u16()
+    test::call_service(app, req.to_request())
+        .await
+        .status()
+        .as_u16()
 }
 
 #[actix_web::test]
@@ -118,7 +131,13 @@ async fn a_route_pattern_shares_one_budget_and_the_next_request_gets_an_exact_42
     let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
 
     for (i, id) in [1, 2, 1].into_iter().enumerate() {
-        let res = test::call_service(&app, from("203.0.113.7").uri(&format!("/orders/{id}")).to_request()).await;
+        let res = test::call_service(
+            &app,
+            from("203.0.113.7")
+                .uri(&format!("/orders/{id}"))
+                .to_request(),
+        )
+        .await;
         assert_eq!(res.status(), 200, "request {i}");
         assert_eq!(header(&res, "x-ratelimit-limit"), "3");
         assert_eq!(header(&res, "x-ratelimit-remaining"), (2 - i).to_string());
@@ -132,16 +151,28 @@ async fn a_route_pattern_shares_one_budget_and_the_next_request_gets_an_exact_42
     assert_eq!(header(&res, "x-ratelimit-limit"), "3");
     let retry: u64 = header(&res, "retry-after").parse().unwrap();
     assert!((1..=120).contains(&retry), "retry-after {retry}");
-    assert_eq!(header(&res, "ratelimit"), format!("\"get_order\";r=0;t={}", header(&res, "x-ratelimit-reset")));
+    assert_eq!(
+        header(&res, "ratelimit"),
+        format!("\"get_order\";r=0;t={}", header(&res, "x-ratelimit-reset"))
+    );
     assert_eq!(header(&res, "content-type"), "application/problem+json");
     let body: serde_json::Value = serde_json::from_slice(&test::read_body(res).await).unwrap();
     assert_eq!(body["status"], 429);
     assert_eq!(body["retry_after"], retry);
-    assert!(body["detail"].as_str().unwrap().contains("GET /orders/{id}"));
+    assert!(body["detail"]
+        .as_str()
+        .unwrap()
+        .contains("GET /orders/{id}"));
 
     // Another route has its own budget, and so has another client.
-    assert_eq!(status_of(&app, from("203.0.113.7").uri("/invoices/1")).await, 200);
-    assert_eq!(status_of(&app, from("198.51.100.1").uri("/orders/1")).await, 200);
+    assert_eq!(
+        status_of(&app, from("203.0.113.7").uri("/invoices/1")).await,
+        200
+    );
+    assert_eq!(
+        status_of(&app, from("198.51.100.1").uri("/orders/1")).await,
+        200
+    );
 }
 
 #[actix_web::test]
@@ -151,26 +182,51 @@ async fn the_retry_after_of_a_fixed_window_is_the_time_to_the_window_end() {
     let clock = ManualClock::at(T0 + 59_500);
     let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
     for _ in 0..3 {
-        assert_eq!(status_of(&app, from("203.0.113.7").uri("/invoices/1")).await, 200);
+        assert_eq!(
+            status_of(&app, from("203.0.113.7").uri("/invoices/1")).await,
+            200
+        );
     }
     let res = test::call_service(&app, from("203.0.113.7").uri("/invoices/1").to_request()).await;
     assert_eq!(res.status(), 429);
-    assert_eq!(header(&res, "retry-after"), "1", "500 ms rounds up to one second");
+    assert_eq!(
+        header(&res, "retry-after"),
+        "1",
+        "500 ms rounds up to one second"
+    );
     clock.advance(Duration::from_millis(500));
-    assert_eq!(status_of(&app, from("203.0.113.7").uri("/invoices/1")).await, 200);
+    assert_eq!(
+        status_of(&app, from("203.0.113.7").uri("/invoices/1")).await,
+        200
+    );
 }
 
 #[actix_web::test]
 async fn spoofed_leftmost_forwarded_for_entries_do_not_change_the_budget() {
     let server = RedisServer::start();
     let clock = ManualClock::at(T0);
-    let limiter = redis_limiter(&server, &clock).await.trusted_proxies(TrustedProxies::hops(1));
+    let limiter = redis_limiter(&server, &clock)
+        .await
+        .trusted_proxies(TrustedProxies::hops(1));
     let app = test::init_service(app(limiter)).await;
-    let via_proxy = |xff: &str| from("10.0.0.2").insert_header(("x-forwarded-for", xff.to_owned())).uri("/orders/1");
+    let via_proxy = |xff: &str| {
+        from("10.0.0.2")
+            .insert_header(("x-forwarded-for", xff.to_owned()))
+            .uri("/orders/1")
+    };
     assert_eq!(status_of(&app, via_proxy("198.51.100.20")).await, 200);
-    assert_eq!(status_of(&app, via_proxy("1.1.1.1, 198.51.100.20")).await, 200);
-    assert_eq!(status_of(&app, via_proxy("2.2.2.2, 3.3.3.3, 198.51.100.20")).await, 200);
-    assert_eq!(status_of(&app, via_proxy("4.4.4.4, 198.51.100.20")).await, 429);
+    assert_eq!(
+        status_of(&app, via_proxy("1.1.1.1, 198.51.100.20")).await,
+        200
+    );
+    assert_eq!(
+        status_of(&app, via_proxy("2.2.2.2, 3.3.3.3, 198.51.100.20")).await,
+        200
+    );
+    assert_eq!(
+        status_of(&app, via_proxy("4.4.4.4, 198.51.100.20")).await,
+        429
+    );
     // The next client behind the same proxy has its own budget.
     assert_eq!(status_of(&app, via_proxy("198.51.100.21")).await, 200);
 }
@@ -181,10 +237,14 @@ async fn with_zero_trusted_hops_the_forwarding_headers_are_ignored() {
     let clock = ManualClock::at(T0);
     let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
     for i in 0..3 {
-        let req = from("10.0.0.2").insert_header(("x-forwarded-for", format!("192.0.2.{i}"))).uri("/orders/1");
+        let req = from("10.0.0.2")
+            .insert_header(("x-forwarded-for", format!("192.0.2.{i}")))
+            .uri("/orders/1");
         assert_eq!(status_of(&app, req).await, 200);
     }
-    let req = from("10.0.0.2").insert_header(("x-forwarded-for", "192.0.2.99")).uri("/orders/1");
+    let req = from("10.0.0.2")
+        .insert_header(("x-forwarded-for", "192.0.2.99"))
+        .uri("/orders/1");
     assert_eq!(status_of(&app, req).await, 429);
 }
 
@@ -205,14 +265,26 @@ async fn the_handler_receives_the_body_byte_for_byte_and_usernames_are_normalise
     assert_eq!(res.status(), 200);
     assert_eq!(test::read_body(res).await, json.as_bytes());
     let form = "password=pw&username=+alice+";
-    let res = test::call_service(&app, login_as(form, "application/x-www-form-urlencoded").to_request()).await;
+    let res = test::call_service(
+        &app,
+        login_as(form, "application/x-www-form-urlencoded").to_request(),
+    )
+    .await;
     assert_eq!(res.status(), 200);
     assert_eq!(test::read_body(res).await, form.as_bytes());
     // `Alice` and ` alice ` share one budget of 2.
-    let res = test::call_service(&app, login_as(r#"{"username":"ALICE"}"#, "application/json").to_request()).await;
+    let res = test::call_service(
+        &app,
+        login_as(r#"{"username":"ALICE"}"#, "application/json").to_request(),
+    )
+    .await;
     assert_eq!(res.status(), 429);
     // Another username from the same address has its own budget.
-    let res = test::call_service(&app, login_as(r#"{"username":"bob"}"#, "application/json").to_request()).await;
+    let res = test::call_service(
+        &app,
+        login_as(r#"{"username":"bob"}"#, "application/json").to_request(),
+    )
+    .await;
     assert_eq!(res.status(), 200);
 }
 
@@ -221,7 +293,10 @@ async fn a_one_mebibyte_body_is_bounded_passed_on_intact_and_still_limited() {
     let server = RedisServer::start();
     let clock = ManualClock::at(T0);
     let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
-    let big = format!(r#"{{"username": "mallory", "padding": "{}"}}"#, "x".repeat(1024 * 1024));
+    let big = format!(
+        r#"{{"username": "mallory", "padding": "{}"}}"#,
+        "x".repeat(1024 * 1024)
+    );
     let send = || {
         from("203.0.113.66")
             .method(actix_web::http::Method::POST)
@@ -233,7 +308,11 @@ async fn a_one_mebibyte_body_is_bounded_passed_on_intact_and_still_limited() {
     for _ in 0..2 {
         let res = test::call_service(&app, send()).await;
         assert_eq!(res.status(), 200);
-        assert_eq!(test::read_body(res).await.len(), big.len(), "the handler got the whole body");
+        assert_eq!(
+            test::read_body(res).await.len(),
+            big.len(),
+            "the handler got the whole body"
+        );
     }
     // The username is treated as missing, so the identity fell back to the IP: still limited.
     assert_eq!(test::call_service(&app, send()).await.status(), 429);
@@ -244,20 +323,36 @@ async fn stacked_limits_must_all_pass() {
     let server = RedisServer::start();
     let clock = ManualClock::at(T0);
     let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
-    assert_eq!(status_of(&app, from("203.0.113.7").uri("/stacked")).await, 200);
-    assert_eq!(status_of(&app, from("203.0.113.7").uri("/stacked")).await, 200);
+    assert_eq!(
+        status_of(&app, from("203.0.113.7").uri("/stacked")).await,
+        200
+    );
+    assert_eq!(
+        status_of(&app, from("203.0.113.7").uri("/stacked")).await,
+        200
+    );
     // 2 per second is spent.
     let res = test::call_service(&app, from("203.0.113.7").uri("/stacked").to_request()).await;
     assert_eq!(res.status(), 429);
-    assert_eq!(header(&res, "ratelimit-policy"), "\"stacked.0\";q=2;w=1, \"stacked.1\";q=3;w=60");
+    assert_eq!(
+        header(&res, "ratelimit-policy"),
+        "\"stacked.0\";q=2;w=1, \"stacked.1\";q=3;w=60"
+    );
     assert!(header(&res, "ratelimit").starts_with("\"stacked.0\";r=0;"));
     clock.advance(Duration::from_secs(2));
-    assert_eq!(status_of(&app, from("203.0.113.7").uri("/stacked")).await, 200);
+    assert_eq!(
+        status_of(&app, from("203.0.113.7").uri("/stacked")).await,
+        200
+    );
     // Now 3 per minute is spent, although the per-second budget is back.
     clock.advance(Duration::from_secs(2));
     let res = test::call_service(&app, from("203.0.113.7").uri("/stacked").to_request()).await;
     assert_eq!(res.status(), 429);
-    assert!(header(&res, "ratelimit").starts_with("\"stacked.1\";r=0;"), "{}", header(&res, "ratelimit"));
+    assert!(
+        header(&res, "ratelimit").starts_with("\"stacked.1\";r=0;"),
+        "{}",
+        header(&res, "ratelimit")
+    );
 }
 
 #[actix_web::test]
@@ -272,7 +367,8 @@ async fn shadow_routes_never_reject() {
     let res = test::call_service(&app, from("203.0.113.7").uri("/shadow").to_request()).await;
     assert_eq!(res.status(), 200);
     assert!(
-        res.headers().get("x-ratelimit-remaining").is_none() && res.headers().get("ratelimit").is_none(),
+        res.headers().get("x-ratelimit-remaining").is_none()
+            && res.headers().get("ratelimit").is_none(),
         "a shadow limit sends no headers that would make clients back off"
     );
 }
@@ -283,7 +379,10 @@ async fn an_undeclared_route_gets_the_default_policy() {
     let clock = ManualClock::at(T0);
     let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
     for _ in 0..120 {
-        assert_eq!(status_of(&app, from("203.0.113.7").uri("/undeclared")).await, 200);
+        assert_eq!(
+            status_of(&app, from("203.0.113.7").uri("/undeclared")).await,
+            200
+        );
     }
     let res = test::call_service(&app, from("203.0.113.7").uri("/undeclared").to_request()).await;
     assert_eq!(res.status(), 429);
@@ -300,19 +399,40 @@ async fn user_id_comes_from_the_auth_layer_extension_not_a_header() {
     let limiter = RateLimiter::new(MemoryStore::new()).clock(clock.clone());
     let app = test::init_service(app(limiter).wrap_fn(|req, srv| {
         use actix_web::HttpMessage;
-        if let Some(user) = req.headers().get("x-test-session").and_then(|v| v.to_str().ok()) {
+        if let Some(user) = req
+            .headers()
+            .get("x-test-session")
+            .and_then(|v| v.to_str().ok())
+        {
             req.extensions_mut().insert(UserId(user.to_owned()));
         }
         srv.call(req)
     }))
     .await;
-    let as_user = |user: &str| from("203.0.113.7").insert_header(("x-test-session", user.to_owned())).uri("/me");
+    let as_user = |user: &str| {
+        from("203.0.113.7")
+            .insert_header(("x-test-session", user.to_owned()))
+            .uri("/me")
+    };
     assert_eq!(status_of(&app, as_user("u1")).await, 200);
     assert_eq!(status_of(&app, as_user("u1")).await, 429);
-    assert_eq!(status_of(&app, as_user("u2")).await, 200, "another user, same address");
+    assert_eq!(
+        status_of(&app, as_user("u2")).await,
+        200,
+        "another user, same address"
+    );
     // Without a user the identity falls back to the IP and is still limited.
     assert_eq!(status_of(&app, from("203.0.113.9").uri("/me")).await, 200);
-    assert_eq!(status_of(&app, from("203.0.113.9").insert_header(("x-user-id", "forged")).uri("/me")).await, 429);
+    assert_eq!(
+        status_of(
+            &app,
+            from("203.0.113.9")
+                .insert_header(("x-user-id", "forged"))
+                .uri("/me")
+        )
+        .await,
+        429
+    );
 }
 
 #[actix_web::test]
@@ -334,10 +454,21 @@ async fn when_redis_dies_closed_routes_answer_503_and_open_routes_pass_then_both
         let res = test::call_service(&app, login_req().to_request()).await;
         assert_eq!(res.status(), 503);
         assert!(header(&res, "retry-after").parse::<u64>().unwrap() >= 1);
-        assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            started.elapsed()
+        );
         let started = Instant::now();
-        assert_eq!(status_of(&app, from("203.0.113.7").uri("/orders/1")).await, 200);
-        assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
+        assert_eq!(
+            status_of(&app, from("203.0.113.7").uri("/orders/1")).await,
+            200
+        );
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            started.elapsed()
+        );
     }
     server.start_again();
     let mut recovered = false;
@@ -348,10 +479,17 @@ async fn when_redis_dies_closed_routes_answer_503_and_open_routes_pass_then_both
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(recovered, "the closed route recovers without an app restart");
+    assert!(
+        recovered,
+        "the closed route recovers without an app restart"
+    );
     let res = test::call_service(&app, from("203.0.113.7").uri("/orders/2").to_request()).await;
     assert_eq!(res.status(), 200);
-    assert_eq!(header(&res, "x-ratelimit-limit"), "3", "decisions are made again");
+    assert_eq!(
+        header(&res, "x-ratelimit-limit"),
+        "3",
+        "decisions are made again"
+    );
 }
 
 #[actix_web::test]
@@ -360,16 +498,29 @@ async fn shielded_keys_are_answered_without_a_script_call() {
     let clock = ManualClock::at(T0);
     let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
     for _ in 0..3 {
-        assert_eq!(status_of(&app, from("203.0.113.7").uri("/orders/1")).await, 200);
+        assert_eq!(
+            status_of(&app, from("203.0.113.7").uri("/orders/1")).await,
+            200
+        );
     }
-    assert_eq!(status_of(&app, from("203.0.113.7").uri("/orders/1")).await, 429);
+    assert_eq!(
+        status_of(&app, from("203.0.113.7").uri("/orders/1")).await,
+        429
+    );
     let mut con = server.connection();
     let calls = |con: &mut redis::Connection| -> u64 {
         let stats: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
         stats
             .lines()
             .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-            .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
             .sum()
     };
     let before = calls(&mut con);
@@ -380,11 +531,17 @@ async fn shielded_keys_are_answered_without_a_script_call() {
     }
     assert_eq!(calls(&mut con), before, "no script call for a shielded key");
     // Other clients still reach Redis.
-    assert_eq!(status_of(&app, from("203.0.113.8").uri("/orders/1")).await, 200);
+    assert_eq!(
+        status_of(&app, from("203.0.113.8").uri("/orders/1")).await,
+        200
+    );
     assert_eq!(calls(&mut con), before + 1);
     // Once the retry time passes, the key is decided by Redis again.
     clock.advance(Duration::from_secs(120));
-    assert_eq!(status_of(&app, from("203.0.113.7").uri("/orders/1")).await, 200);
+    assert_eq!(
+        status_of(&app, from("203.0.113.7").uri("/orders/1")).await,
+        200
+    );
 }
 
 /// A `tracing` writer that keeps everything written.
@@ -421,7 +578,9 @@ async fn logs_name_the_route_and_identity_kind_but_never_a_username_or_key() {
             .uri("/login")
             .insert_header(("content-type", "application/json"))
             .insert_header(("authorization", "Bearer sk_live_TOPSECRET"))
-            .set_payload(format!(r#"{{"username":"{user}","password":"PanGalactic"}}"#))
+            .set_payload(format!(
+                r#"{{"username":"{user}","password":"PanGalactic"}}"#
+            ))
     };
     for _ in 0..4 {
         test::call_service(&app, login_req("Zaphod.Beeblebrox").to_request()).await;
@@ -436,8 +595,18 @@ async fn logs_name_the_route_and_identity_kind_but_never_a_username_or_key() {
     assert!(logs.contains("identity=ip+username"), "{logs}");
     assert!(logs.contains("rate-limit store"), "{logs}");
     let lower = logs.to_lowercase();
-    for secret in ["zaphod", "beeblebrox", "trillian", "sk_live", "topsecret", "pangalactic"] {
-        assert!(!lower.contains(secret), "`{secret}` leaked into the logs:\n{logs}");
+    for secret in [
+        "zaphod",
+        "beeblebrox",
+        "trillian",
+        "sk_live",
+        "topsecret",
+        "pangalactic",
+    ] {
+        assert!(
+            !lower.contains(secret),
+            "`{secret}` leaked into the logs:\n{logs}"
+        );
     }
 }
 
@@ -485,7 +654,10 @@ async fn a_resource_sharing_a_declared_path_through_a_custom_guard_gets_the_defa
             allowed += 1;
         }
     }
-    assert_eq!(allowed, 120, "the undeclared resource is held to the default policy");
+    assert_eq!(
+        allowed, 120,
+        "the undeclared resource is held to the default policy"
+    );
 }
 
 #[actix_web::test]
@@ -503,9 +675,16 @@ async fn a_resource_shadowing_a_declared_route_is_limited_after_its_first_reques
     for _ in 0..130 {
         let res = test::call_service(&app, from("203.0.113.7").uri("/shadowed").to_request()).await;
         if res.status() == 200 {
-            assert_eq!(test::read_body(res).await, "v1", "actix serves the first resource");
+            assert_eq!(
+                test::read_body(res).await,
+                "v1",
+                "actix serves the first resource"
+            );
             allowed += 1;
         }
     }
-    assert!((120..=121).contains(&allowed), "allowed {allowed}: at most one request slips through");
+    assert!(
+        (120..=121).contains(&allowed),
+        "allowed {allowed}: at most one request slips through"
+    );
 }

@@ -311,7 +311,10 @@ async fn every_key_has_a_ttl(backend: &Backend) {
     // With an injected clock Redis keeps keys at least ten minutes (it expires them on its
     // own clock, which a test's clock need not follow); never without a TTL.
     for (key, ttl, _) in &ttls {
-        assert!(*ttl > 0 && *ttl as u64 <= (2 * W).max(600_000), "`{key}` has TTL {ttl}");
+        assert!(
+            *ttl > 0 && *ttl as u64 <= (2 * W).max(600_000),
+            "`{key}` has TTL {ttl}"
+        );
     }
     // All keys of one route and client live on one cluster node.
     for route in [&single, &stacked] {

@@ -9,12 +9,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use ratelimit_runtime::{
     key::RouteKey,
     store::{CheckRequest, RedisStore, Store, StoreErrorKind},
     Algorithm, IdentityPart, Limit, Window,
 };
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 
 /// A TLS-only redis-server (no plain port) with `requirepass`, killed on drop.
 struct TlsRedis {
@@ -41,10 +41,28 @@ impl TlsRedis {
         fs::write(&key, server_key.serialize_pem()).unwrap();
         fs::write(&ca_file, ca.pem()).unwrap();
 
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let child = Command::new("redis-server")
-            .args(["--port", "0", "--tls-port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--requirepass", "s3cret"])
+            .args([
+                "--port",
+                "0",
+                "--tls-port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+            ])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--requirepass",
+                "s3cret",
+            ])
             .args(["--tls-auth-clients", "no"])
             .arg("--tls-cert-file")
             .arg(&cert)
@@ -57,10 +75,15 @@ impl TlsRedis {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("redis-server not found on PATH; install it with `apt-get install redis-server`");
+            .expect(
+                "redis-server not found on PATH; install it with `apt-get install redis-server`",
+            );
         let started = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(10), "redis-server (TLS) did not start");
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "redis-server (TLS) did not start"
+            );
             thread::sleep(Duration::from_millis(20));
         }
         TlsRedis {
@@ -81,7 +104,11 @@ impl Drop for TlsRedis {
 
 async fn check(store: &RedisStore) -> Result<bool, ratelimit_runtime::store::StoreError> {
     let key = RouteKey::new("rl", "GET", "/tls", &[(IdentityPart::Ip, "203.0.113.7")]);
-    let limits = [Limit::new(1, Window::from_secs(60), Algorithm::SlidingWindow)];
+    let limits = [Limit::new(
+        1,
+        Window::from_secs(60),
+        Algorithm::SlidingWindow,
+    )];
     let request = CheckRequest {
         key: &key,
         limits: &limits,
@@ -123,7 +150,10 @@ async fn rediss_with_a_password_and_a_private_ca() {
         .expect("store");
     let error = check(&untrusting).await.expect_err("untrusted certificate");
     assert!(
-        matches!(error.kind(), StoreErrorKind::Connection | StoreErrorKind::Timeout),
+        matches!(
+            error.kind(),
+            StoreErrorKind::Connection | StoreErrorKind::Timeout
+        ),
         "{error}"
     );
 }

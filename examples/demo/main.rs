@@ -103,7 +103,10 @@ async fn main() -> std::process::ExitCode {
     };
     // Refuses to start (exit status 1, uncovered routes on stderr) on a gap.
     let table = coverage::require_coverage(app(limiter.clone(), metrics.clone(), uncovered)).await;
-    tracing::info!(routes = table.routes.len(), "every route has a rate limit or an exemption");
+    tracing::info!(
+        routes = table.routes.len(),
+        "every route has a rate limit or an exemption"
+    );
 
     let bind = env::var("BIND").unwrap_or_else(|_| "127.0.0.1:8080".to_owned());
     let server = match HttpServer::new(move || app(limiter.clone(), metrics.clone(), uncovered))
@@ -135,7 +138,11 @@ async fn store() -> Result<Arc<dyn Store>, String> {
         return Ok(Arc::new(store));
     }
     if let Ok(nodes) = env::var("REDIS_CLUSTER_NODES") {
-        let nodes: Vec<String> = nodes.split(',').map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).collect();
+        let nodes: Vec<String> = nodes
+            .split(',')
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty())
+            .collect();
         let store = RedisClusterStore::builder(nodes.clone())
             .build()
             .await

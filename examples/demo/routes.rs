@@ -34,7 +34,13 @@ fn either<T>(json: Option<web::Json<T>>, form: Option<web::Form<T>>) -> Option<T
         .or_else(|| form.map(web::Form::into_inner))
 }
 
-#[rate_limit(limit = 10, window = "5m", identity = "ip+username", algorithm = "sliding_log", fail = "closed")]
+#[rate_limit(
+    limit = 10,
+    window = "5m",
+    identity = "ip+username",
+    algorithm = "sliding_log",
+    fail = "closed"
+)]
 #[post("/login")]
 async fn login(
     json: Option<web::Json<Credentials>>,
@@ -51,7 +57,13 @@ async fn login(
     }
 }
 
-#[rate_limit(limit = 5, window = "15m", identity = "ip+username", algorithm = "sliding_log", fail = "closed")]
+#[rate_limit(
+    limit = 5,
+    window = "15m",
+    identity = "ip+username",
+    algorithm = "sliding_log",
+    fail = "closed"
+)]
 #[post("/password-reset")]
 async fn password_reset(
     json: Option<web::Json<UsernameOnly>>,
@@ -80,7 +92,13 @@ async fn search(query: web::Query<SearchQuery>) -> impl Responder {
     HttpResponse::Ok().json(serde_json::json!({ "query": query.q, "results": [] }))
 }
 
-#[rate_limit(limit = 60, window = "1h", identity = "api_key", algorithm = "fixed_window", fail = "closed")]
+#[rate_limit(
+    limit = 60,
+    window = "1h",
+    identity = "api_key",
+    algorithm = "fixed_window",
+    fail = "closed"
+)]
 #[post("/reports/export")]
 async fn export_report() -> impl Responder {
     HttpResponse::Accepted().json(serde_json::json!({ "status": "export queued" }))

@@ -63,7 +63,8 @@ async fn run(stores: Vec<Arc<dyn Store>>) -> Result<usize, String> {
     let mut urls = Vec::new();
     let mut handles = Vec::new();
     for store in stores {
-        let (url, handle) = start_instance(store, &prefix).map_err(|e| format!("cannot start an instance: {e}"))?;
+        let (url, handle) =
+            start_instance(store, &prefix).map_err(|e| format!("cannot start an instance: {e}"))?;
         urls.push(url);
         handles.push(handle);
     }
@@ -132,8 +133,18 @@ async fn main() -> ExitCode {
             } else {
                 println!("{INSTANCES} instances, {REQUESTS} requests from one client, round-robin; limit {LIMIT} per minute\n");
                 println!("{:<28} {:>8}  {:>13}", "store", "allowed", "x limit");
-                println!("{:<28} {:>8}  {:>13.2}", "in-memory, per instance", in_memory, in_memory as f64 / LIMIT as f64);
-                println!("{:<28} {:>8}  {:>13.2}", "Redis, shared", with_redis, with_redis as f64 / LIMIT as f64);
+                println!(
+                    "{:<28} {:>8}  {:>13.2}",
+                    "in-memory, per instance",
+                    in_memory,
+                    in_memory as f64 / LIMIT as f64
+                );
+                println!(
+                    "{:<28} {:>8}  {:>13.2}",
+                    "Redis, shared",
+                    with_redis,
+                    with_redis as f64 / LIMIT as f64
+                );
             }
             ExitCode::SUCCESS
         }

@@ -88,7 +88,9 @@ async fn report(name: &str, store: &dyn Store, checks: usize, floor: Option<f64>
 /// Plain `INCR` + `PEXPIRE`-free round trips on one multiplexed connection: the floor.
 async fn incr_floor(url: &str, checks: usize) -> (f64, Vec<Duration>) {
     let client = redis::Client::open(url).expect("url");
-    let mut connection = redis::aio::ConnectionManager::new(client).await.expect("connect");
+    let mut connection = redis::aio::ConnectionManager::new(client)
+        .await
+        .expect("connect");
     let mut latencies = Vec::with_capacity(checks);
     let started = Instant::now();
     for i in 0..checks {
@@ -212,7 +214,11 @@ fn main() {
         .build()
         .expect("runtime");
     // `cargo bench` passes `--bench`; `cargo test --all-targets` does not: smoke-run then.
-    let scale = if std::env::args().any(|a| a == "--bench") { 1 } else { 100 };
+    let scale = if std::env::args().any(|a| a == "--bench") {
+        1
+    } else {
+        100
+    };
     key_building(200_000 / scale);
     runtime.block_on(async {
         let memory = MemoryStore::new();

@@ -35,8 +35,16 @@ impl RouteKey {
     /// # Panics
     ///
     /// When `prefix` contains `{` or `}` (see [`valid_prefix`]).
-    pub fn new(prefix: &str, method: &str, pattern: &str, identity: &[(IdentityPart, &str)]) -> Self {
-        assert!(valid_prefix(prefix), "a key prefix must not contain `{{` or `}}`");
+    pub fn new(
+        prefix: &str,
+        method: &str,
+        pattern: &str,
+        identity: &[(IdentityPart, &str)],
+    ) -> Self {
+        assert!(
+            valid_prefix(prefix),
+            "a key prefix must not contain `{{` or `}}`"
+        );
         let mut base = String::with_capacity(prefix.len() + pattern.len() + 64);
         base.push_str(prefix);
         base.push_str(":{");
@@ -83,7 +91,10 @@ impl fmt::Display for RouteKey {
 
 /// Whether `prefix` can start a key: no braces, no white space or control characters.
 pub fn valid_prefix(prefix: &str) -> bool {
-    !prefix.is_empty() && prefix.chars().all(|c| c.is_ascii_graphic() && c != '{' && c != '}')
+    !prefix.is_empty()
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_graphic() && c != '{' && c != '}')
 }
 
 /// The two-letter code of an algorithm in keys.
@@ -116,9 +127,9 @@ pub fn short_hash(value: &str) -> String {
 fn is_plain(value: &str) -> bool {
     !value.is_empty()
         && value.len() <= MAX_PLAIN_LEN
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '/' | '_' | '-' | '@' | '*'))
+        && value.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '/' | '_' | '-' | '@' | '*')
+        })
 }
 
 fn push_plain_or_hashed(out: &mut String, value: &str) {
@@ -160,7 +171,11 @@ fn push_pattern(out: &mut String, pattern: &str) {
             break;
         };
         let inner = &after[..close];
-        let name = inner.split(':').next().unwrap_or(inner).trim_end_matches('*');
+        let name = inner
+            .split(':')
+            .next()
+            .unwrap_or(inner)
+            .trim_end_matches('*');
         rewritten.push(':');
         rewritten.push_str(name);
         if inner.ends_with('*') || inner.contains(".*") || inner.contains("*}") {
@@ -171,7 +186,9 @@ fn push_pattern(out: &mut String, pattern: &str) {
     rewritten.push_str(rest);
     let safe = rewritten.len() <= 200
         && !rewritten.is_empty()
-        && rewritten.chars().all(|c| c.is_ascii_graphic() && c != '{' && c != '}' && c != '|');
+        && rewritten
+            .chars()
+            .all(|c| c.is_ascii_graphic() && c != '{' && c != '}' && c != '|');
     if safe {
         out.push_str(&rewritten);
     } else {
@@ -230,12 +247,20 @@ mod tests {
         assert_eq!(key.as_str(), "rl:{POST:/login|ip:203.0.113.7}");
         assert_eq!(key.hash_tag(), "POST:/login|ip:203.0.113.7");
         let limit = Limit::new(10, Window::from_secs(300), Algorithm::SlidingLog);
-        assert_eq!(key.limit_key(&limit), "rl:{POST:/login|ip:203.0.113.7}:sl300000");
+        assert_eq!(
+            key.limit_key(&limit),
+            "rl:{POST:/login|ip:203.0.113.7}:sl300000"
+        );
     }
 
     #[test]
     fn route_parameters_lose_their_braces() {
-        let key = RouteKey::new("rl", "GET", "/orders/{id}/items/{item:\\d{3}}", &[(IdentityPart::UserId, "42")]);
+        let key = RouteKey::new(
+            "rl",
+            "GET",
+            "/orders/{id}/items/{item:\\d{3}}",
+            &[(IdentityPart::UserId, "42")],
+        );
         assert_eq!(key.hash_tag(), "GET:/orders/:id/items/:item|user_id:42");
         assert!(!key.hash_tag().contains('{'));
     }
@@ -246,7 +271,10 @@ mod tests {
             "rl",
             "POST",
             "/login",
-            &[(IdentityPart::Username, " Alice "), (IdentityPart::ApiKey, "sk_live_secret")],
+            &[
+                (IdentityPart::Username, " Alice "),
+                (IdentityPart::ApiKey, "sk_live_secret"),
+            ],
         );
         assert!(!key.as_str().contains("alice"));
         assert!(!key.as_str().to_lowercase().contains("alice"));
@@ -255,7 +283,10 @@ mod tests {
             "rl",
             "POST",
             "/login",
-            &[(IdentityPart::Username, "alice"), (IdentityPart::ApiKey, "sk_live_secret")],
+            &[
+                (IdentityPart::Username, "alice"),
+                (IdentityPart::ApiKey, "sk_live_secret"),
+            ],
         );
         assert_eq!(key, same, "`Alice` and ` alice ` share a budget");
     }

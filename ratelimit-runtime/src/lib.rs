@@ -19,18 +19,18 @@
 
 pub mod clock;
 pub mod coverage;
+pub mod identity;
 pub mod key;
+pub mod middleware;
 pub mod policy;
 pub mod registry;
-pub mod identity;
-pub mod middleware;
 pub mod store;
 
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
 
-pub use policy::{Algorithm, FailMode, Identity, IdentityPart, Limit, Policy, RoutePolicy, Window};
 pub use middleware::{HeaderFamilies, RateLimiter};
+pub use policy::{Algorithm, FailMode, Identity, IdentityPart, Limit, Policy, RoutePolicy, Window};
 pub use ratelimit_macros::rate_limit;
 pub use registry::RouteDeclaration;

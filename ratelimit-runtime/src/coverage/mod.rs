@@ -32,8 +32,7 @@ use actix_web::App;
 /// listing every uncovered route.
 ///
 /// Needs an actix runtime (inside `#[actix_web::test]` or `#[actix_web::main]`).
-pub async fn check<T: AppFactory>(app: App<T>) -> Result<RouteTable, CoverageError>
-{
+pub async fn check<T: AppFactory>(app: App<T>) -> Result<RouteTable, CoverageError> {
     let table = route_table(app).await;
     if table.uncovered().next().is_some() || table.routes.is_empty() {
         Err(CoverageError { table })
@@ -43,8 +42,7 @@ pub async fn check<T: AppFactory>(app: App<T>) -> Result<RouteTable, CoverageErr
 }
 
 /// Every route of `app` with its declaration (or none), covered or not.
-pub async fn route_table<T: AppFactory>(app: App<T>) -> RouteTable
-{
+pub async fn route_table<T: AppFactory>(app: App<T>) -> RouteTable {
     let tree = probe::introspection_tree(app).await;
     RouteTable::from_tree(tree.as_ref())
 }
@@ -57,8 +55,7 @@ pub async fn route_table<T: AppFactory>(app: App<T>) -> RouteTable
 ///     ratelimit_runtime::coverage::assert_covered(my_app()).await;
 /// }
 /// ```
-pub async fn assert_covered<T: AppFactory>(app: App<T>) -> RouteTable
-{
+pub async fn assert_covered<T: AppFactory>(app: App<T>) -> RouteTable {
     match check(app).await {
         Ok(table) => table,
         Err(error) => panic!("{error}"),
@@ -67,8 +64,7 @@ pub async fn assert_covered<T: AppFactory>(app: App<T>) -> RouteTable
 
 /// The startup form: returns the route table when every route is covered; otherwise prints
 /// the uncovered routes and the table to standard error and exits with status 1.
-pub async fn require_coverage<T: AppFactory>(app: App<T>) -> RouteTable
-{
+pub async fn require_coverage<T: AppFactory>(app: App<T>) -> RouteTable {
     match check(app).await {
         Ok(table) => {
             for warning in table.warnings() {

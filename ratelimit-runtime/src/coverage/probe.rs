@@ -4,8 +4,8 @@
 
 use std::{
     cell::RefCell,
-    marker::PhantomData,
     future::{ready, Ready},
+    marker::PhantomData,
     rc::Rc,
 };
 

@@ -123,7 +123,9 @@ impl RouteTable {
 
     /// The table as aligned text: method, pattern, handler, policy, identity, fail mode.
     pub fn to_text(&self) -> String {
-        let header = ["METHOD", "PATTERN", "HANDLER", "POLICY", "IDENTITY", "FAIL", "NOTE"];
+        let header = [
+            "METHOD", "PATTERN", "HANDLER", "POLICY", "IDENTITY", "FAIL", "NOTE",
+        ];
         let rows: Vec<[String; 7]> = self.routes.iter().map(row_cells).collect();
         let mut widths = header.map(str::len);
         for row in &rows {
@@ -232,13 +234,21 @@ fn row_cells(row: &RouteRow) -> [String; 7] {
                     .join(" + "),
                 p.identity().to_string(),
                 p.fail().to_string(),
-                if p.shadow() { "shadow".to_owned() } else { String::new() },
+                if p.shadow() {
+                    "shadow".to_owned()
+                } else {
+                    String::new()
+                },
             ),
         },
     };
     let note = if row.shared_path && row.declaration().is_some() {
         let extra = "custom guard on the path: the default policy applies too";
-        if note.is_empty() { extra.to_owned() } else { format!("{note}; {extra}") }
+        if note.is_empty() {
+            extra.to_owned()
+        } else {
+            format!("{note}; {extra}")
+        }
     } else {
         note
     };
@@ -302,7 +312,11 @@ impl fmt::Display for CoverageError {
         }
         let uncovered: Vec<&RouteRow> = self.table.uncovered().collect();
         let count = uncovered.len();
-        let noun = if count == 1 { "route has" } else { "routes have" };
+        let noun = if count == 1 {
+            "route has"
+        } else {
+            "routes have"
+        };
         writeln!(f, "{count} {noun} no rate-limit declaration:")?;
         for row in &uncovered {
             writeln!(f, "  {} {}: {}", row.method, row.pattern, row.hint())?;

@@ -157,7 +157,12 @@ fn parse_ip(entry: &str) -> Option<IpAddr> {
     }
     if let Some(rest) = entry.strip_prefix('[') {
         let host = rest.split(']').next()?;
-        return host.split('%').next()?.parse::<Ipv6Addr>().ok().map(IpAddr::V6);
+        return host
+            .split('%')
+            .next()?
+            .parse::<Ipv6Addr>()
+            .ok()
+            .map(IpAddr::V6);
     }
     if let Some((host, zone)) = entry.split_once('%') {
         if !zone.is_empty() {
@@ -216,9 +221,15 @@ mod tests {
     #[test]
     fn short_or_malformed_headers_fall_back_to_the_peer() {
         let t = TrustedProxies::hops(2);
-        assert_eq!(t.resolve(peer(), &headers("x-forwarded-for", &["198.51.100.9"])), peer());
+        assert_eq!(
+            t.resolve(peer(), &headers("x-forwarded-for", &["198.51.100.9"])),
+            peer()
+        );
         let t = TrustedProxies::hops(1);
-        assert_eq!(t.resolve(peer(), &headers("x-forwarded-for", &["not-an-ip"])), peer());
+        assert_eq!(
+            t.resolve(peer(), &headers("x-forwarded-for", &["not-an-ip"])),
+            peer()
+        );
         assert_eq!(t.resolve(peer(), &HeaderMap::new()), peer());
         let mut long = vec!["1.2.3.4"; 5000];
         long.push("198.51.100.9");
@@ -251,7 +262,9 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(t.bucket("::ffff:192.0.2.1".parse().unwrap()), "192.0.2.1");
         assert_eq!(
-            TrustedProxies::default().ipv6_prefix(128).bucket("2001:db8::1".parse().unwrap()),
+            TrustedProxies::default()
+                .ipv6_prefix(128)
+                .bucket("2001:db8::1".parse().unwrap()),
             "2001:db8::1"
         );
     }
@@ -259,6 +272,9 @@ mod tests {
     #[test]
     fn zoned_ipv6_entries_parse() {
         assert_eq!(parse_ip("fe80::1%eth0"), Some("fe80::1".parse().unwrap()));
-        assert_eq!(parse_ip("[fe80::1%25eth0]:80"), Some("fe80::1".parse().unwrap()));
+        assert_eq!(
+            parse_ip("[fe80::1%25eth0]:80"),
+            Some("fe80::1".parse().unwrap())
+        );
     }
 }

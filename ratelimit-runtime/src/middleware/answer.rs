@@ -63,12 +63,20 @@ mod tests {
             (limiter_unavailable(&route, 1), 503, 1),
         ] {
             assert_eq!(response.status().as_u16(), status);
-            assert_eq!(response.headers().get("retry-after").unwrap(), retry.to_string().as_str());
-            let bytes = actix_web::body::to_bytes(response.into_body()).await.unwrap();
+            assert_eq!(
+                response.headers().get("retry-after").unwrap(),
+                retry.to_string().as_str()
+            );
+            let bytes = actix_web::body::to_bytes(response.into_body())
+                .await
+                .unwrap();
             let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
             assert_eq!(body["status"], status);
             assert_eq!(body["retry_after"], retry);
-            assert!(body["detail"].as_str().unwrap().contains("GET /a\"b\\c/{id}"));
+            assert!(body["detail"]
+                .as_str()
+                .unwrap()
+                .contains("GET /a\"b\\c/{id}"));
         }
     }
 }

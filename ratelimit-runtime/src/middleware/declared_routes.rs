@@ -46,9 +46,11 @@ impl DeclaredRoutes {
 
     /// The declaration that covers `method` on `pattern`.
     pub fn declaration(&self, method: &Method, pattern: &str) -> Option<&'static RouteDeclaration> {
-        self.by_path.get(pattern)?.iter().copied().find(|d| {
-            d.methods.is_empty() || d.methods.iter().any(|m| *m == method.as_str())
-        })
+        self.by_path
+            .get(pattern)?
+            .iter()
+            .copied()
+            .find(|d| d.methods.is_empty() || d.methods.iter().any(|m| *m == method.as_str()))
     }
 
     /// How many declarations were found mounted.
@@ -83,9 +85,9 @@ fn walk(
     let ambiguous = node.potentially_unreachable || node.guards.iter().any(|g| !is_benign(g));
     for guard in node.guards.iter().filter(|_| !ambiguous) {
         if let Some(declaration) = marker_of(guard).and_then(|m| markers.get(m)) {
-            let already = found
-                .iter()
-                .any(|f| f.full_path == node.full_path && std::ptr::eq(f.declaration, *declaration));
+            let already = found.iter().any(|f| {
+                f.full_path == node.full_path && std::ptr::eq(f.declaration, *declaration)
+            });
             if !already {
                 found.push(MountedDeclaration {
                     full_path: node.full_path.clone(),
@@ -137,7 +139,9 @@ mod tests {
     fn method_guards_and_markers_are_benign_other_guards_are_not() {
         assert!(is_benign("GET"));
         assert!(is_benign("AnyGuard(GET, POST)"));
-        assert!(is_benign("actix_web::guard::FnGuard<app::__ratelimit_marker_login>"));
+        assert!(is_benign(
+            "actix_web::guard::FnGuard<app::__ratelimit_marker_login>"
+        ));
         assert!(!is_benign("actix_web::guard::FnGuard<app::is_v2>"));
         assert!(!is_benign("actix_web::guard::Header"));
         assert!(!is_benign("AnyGuard(GET, app::Custom)"));
@@ -149,7 +153,10 @@ mod tests {
             marker_of("actix_web::guard::FnGuard<app::__ratelimit_marker_login>"),
             Some("app::__ratelimit_marker_login")
         );
-        assert_eq!(marker_of("app::__ratelimit_marker_login"), Some("app::__ratelimit_marker_login"));
+        assert_eq!(
+            marker_of("app::__ratelimit_marker_login"),
+            Some("app::__ratelimit_marker_login")
+        );
         assert_eq!(marker_of("actix_web::guard::Header"), None);
     }
 }

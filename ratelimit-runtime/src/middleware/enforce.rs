@@ -133,7 +133,10 @@ impl Limiter {
                 return match fail {
                     FailMode::Open => {
                         telemetry::store_error(route, &client, Outcome::FailedOpen, &error);
-                        service.call(req).await.map(ServiceResponse::map_into_left_body)
+                        service
+                            .call(req)
+                            .await
+                            .map(ServiceResponse::map_into_left_body)
                     }
                     FailMode::Closed => {
                         telemetry::store_error(route, &client, Outcome::FailedClosed, &error);

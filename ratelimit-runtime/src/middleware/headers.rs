@@ -40,7 +40,13 @@ pub(crate) fn ceil_secs(millis: u64) -> u64 {
 pub(crate) fn policy_name(name: &str, index: usize, stacked: bool) -> String {
     let clean: String = name
         .chars()
-        .map(|c| if c == '"' || c == '\\' || !c.is_ascii_graphic() { '_' } else { c })
+        .map(|c| {
+            if c == '"' || c == '\\' || !c.is_ascii_graphic() {
+                '_'
+            } else {
+                c
+            }
+        })
         .collect();
     if stacked {
         format!("{clean}.{index}")

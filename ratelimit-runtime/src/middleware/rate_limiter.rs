@@ -36,7 +36,11 @@ use crate::{
 };
 
 /// The default policy for undeclared routes: 120 per minute, sliding window.
-const DEFAULT_LIMITS: &[Limit] = &[Limit::new(120, Window::from_secs(60), Algorithm::SlidingWindow)];
+const DEFAULT_LIMITS: &[Limit] = &[Limit::new(
+    120,
+    Window::from_secs(60),
+    Algorithm::SlidingWindow,
+)];
 
 /// Installs rate limiting on an App: `App::new().wrap(RateLimiter::new(store))`.
 ///
@@ -223,7 +227,7 @@ where
             limiter: self.limiter(),
             config: self.clone(),
             declared: Rc::new(OnceCell::new()),
-            defaults: Rc::default(),
+            defaults: RefCell::default(),
             unguarded: Rc::default(),
         }))
     }
@@ -237,7 +241,7 @@ pub struct RateLimiterService<S> {
     declared: Rc<OnceCell<DeclaredRoutes>>,
     /// Undeclared routes seen so far, by method label and pattern (bounded: patterns come
     /// from the App, methods are folded by `method_label`).
-    defaults: Rc<RefCell<HashMap<(&'static str, String), Rc<RouteInfo>>>>,
+    defaults: RefCell<DefaultRoutes>,
     /// Declared-looking routes that a request reached without passing their guard: another
     /// resource on the same path served it. They get the default policy from then on.
     unguarded: Rc<RefCell<HashSet<(Method, String)>>>,
@@ -246,6 +250,9 @@ pub struct RateLimiterService<S> {
 /// Set by a route guard on every request it sees, so the App-level middleware can tell that
 /// a request predicted to reach a declared route really did.
 pub(crate) struct Guarded;
+
+/// Undeclared routes by method label and pattern.
+type DefaultRoutes = HashMap<(&'static str, String), Rc<RouteInfo>>;
 
 /// The most undeclared (method, pattern) pairs remembered per worker.
 const MAX_REMEMBERED_DEFAULTS: usize = 1024;
@@ -307,7 +314,10 @@ where
                 // custom guard): from now on this worker applies the default policy to it.
                 // Error answers are left alone: the route's own middleware (auth, say) may
                 // have refused the request before the guard ran.
-                if !guarded && !response.status().is_client_error() && !response.status().is_server_error() {
+                if !guarded
+                    && !response.status().is_client_error()
+                    && !response.status().is_server_error()
+                {
                     let method = response.request().method().clone();
                     let pattern = response.request().match_pattern().unwrap_or_default();
                     tracing::error!(

@@ -53,10 +53,13 @@ where
         ready(Ok(RouteGuardService {
             service: Rc::new(service),
             declaration: self.declaration,
-            routes: Rc::default(),
+            routes: RefCell::default(),
         }))
     }
 }
+
+/// A declared route as each of its methods sees it.
+type RoutesByMethod = Vec<(Method, Rc<RouteInfo>)>;
 
 /// The service [`RouteGuard`] wraps a declared route in.
 pub struct RouteGuardService<S> {
@@ -64,7 +67,7 @@ pub struct RouteGuardService<S> {
     declaration: &'static RouteDeclaration,
     /// The route as seen by each method that reached it (a resource's full pattern is the
     /// same for every request), built on first use.
-    routes: Rc<RefCell<Vec<(Method, Rc<RouteInfo>)>>>,
+    routes: RefCell<RoutesByMethod>,
 }
 
 impl<S> RouteGuardService<S> {

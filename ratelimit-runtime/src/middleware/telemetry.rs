@@ -94,7 +94,12 @@ pub(crate) fn decision(route: &RouteInfo, client: &Client<'_>, outcome: Outcome,
     }
 }
 
-pub(crate) fn store_error(route: &RouteInfo, client: &Client<'_>, outcome: Outcome, error: &StoreError) {
+pub(crate) fn store_error(
+    route: &RouteInfo,
+    client: &Client<'_>,
+    outcome: Outcome,
+    error: &StoreError,
+) {
     count(route, outcome);
     metrics::counter!("ratelimit_store_errors_total", "route" => route.metric_label.clone())
         .increment(1);

@@ -51,9 +51,15 @@ mod tests {
     #[test]
     fn safe_methods_fail_open_and_the_rest_fail_closed() {
         assert_eq!(FailMode::default_for_methods(["GET"]), FailMode::Open);
-        assert_eq!(FailMode::default_for_methods(["GET", "HEAD"]), FailMode::Open);
+        assert_eq!(
+            FailMode::default_for_methods(["GET", "HEAD"]),
+            FailMode::Open
+        );
         assert_eq!(FailMode::default_for_methods(["POST"]), FailMode::Closed);
-        assert_eq!(FailMode::default_for_methods(["GET", "POST"]), FailMode::Closed);
+        assert_eq!(
+            FailMode::default_for_methods(["GET", "POST"]),
+            FailMode::Closed
+        );
         assert_eq!(FailMode::default_for_methods([]), FailMode::Closed);
     }
 }

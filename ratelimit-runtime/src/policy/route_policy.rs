@@ -66,7 +66,10 @@ impl RoutePolicy {
         fail: FailMode,
         shadow: bool,
     ) -> Self {
-        assert!(!limits.is_empty(), "a limited route needs at least one limit");
+        assert!(
+            !limits.is_empty(),
+            "a limited route needs at least one limit"
+        );
         assert!(limits.len() <= 8, "a route may stack at most 8 limits");
         // Two limits with one algorithm and window would count in one Redis key.
         let mut i = 0;

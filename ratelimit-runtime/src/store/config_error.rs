@@ -65,7 +65,10 @@ mod tests {
         assert_eq!(redact("redis://:s3cret@cache"), "redis://:***@cache");
         assert_eq!(redact("redis://s3cret@cache"), "redis://***@cache");
         assert_eq!(redact("redis://cache:6379"), "redis://cache:6379");
-        assert_eq!(redact("redis://:s3cr/et?x#y@host:6379"), "redis://:***@host:6379");
+        assert_eq!(
+            redact("redis://:s3cr/et?x#y@host:6379"),
+            "redis://:***@host:6379"
+        );
         assert_eq!(redact("redis://:p@ss@host"), "redis://:***@host");
         let err = StoreConfigError::for_url("redis://u:s3cret@[bad", "no host");
         assert!(!err.to_string().contains("s3cret"), "{err}");
