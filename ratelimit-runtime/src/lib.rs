@@ -1,21 +1,51 @@
 //! Declarative per-route rate limits for actix-web, shared across every instance through Redis.
 //!
-//! ```
-//! use actix_web::{post, web, HttpResponse, Responder};
-//! use ratelimit_runtime::rate_limit;
+//! A handler declares its limit above its route attribute; the App is wrapped once with a
+//! [`RateLimiter`] over a store ([`store::RedisStore`] for a fleet, [`store::MemoryStore`]
+//! for one process and tests); [`coverage`] refuses to start an App with an undeclared route.
 //!
-//! #[rate_limit(limit = 10, window = "5m", identity = "ip+username", fail = "closed")]
+//! ```
+//! use actix_web::{post, test, web, App, HttpResponse, Responder};
+//! use ratelimit_runtime::{clock::ManualClock, rate_limit, store::MemoryStore, RateLimiter};
+//!
+//! #[rate_limit(limit = 2, window = "5m", identity = "ip+username", algorithm = "sliding_log")]
 //! #[post("/login")]
 //! async fn login(body: web::Bytes) -> impl Responder {
 //!     HttpResponse::Ok().body(body)
 //! }
 //!
-//! let declared = ratelimit_runtime::registry::declarations()
-//!     .find(|d| d.function == "login")
-//!     .unwrap();
-//! assert_eq!(declared.path, "/login");
-//! assert_eq!(declared.methods, ["POST"]);
+//! # actix_web::rt::System::new().block_on(async {
+//! // Tests inject the time; in production the store's clock (Redis `TIME`) decides.
+//! let clock = ManualClock::at(1_700_000_000_000);
+//! let limiter = RateLimiter::new(MemoryStore::new()).clock(clock.clone());
+//! let app = test::init_service(App::new().service(login).wrap(limiter)).await;
+//!
+//! let attempt = || {
+//!     test::TestRequest::post()
+//!         .uri("/login")
+//!         .peer_addr("203.0.113.7:4000".parse().unwrap())
+//!         .insert_header(("content-type", "application/json"))
+//!         .set_payload(r#"{"username": "alice", "password": "…"}"#)
+//!         .to_request()
+//! };
+//! assert_eq!(test::call_service(&app, attempt()).await.status(), 200);
+//! assert_eq!(test::call_service(&app, attempt()).await.status(), 200);
+//! let rejected = test::call_service(&app, attempt()).await;
+//! assert_eq!(rejected.status(), 429);
+//! assert_eq!(rejected.headers().get("retry-after").unwrap(), "300");
+//!
+//! // Five minutes later the oldest attempts have left the log.
+//! clock.advance(std::time::Duration::from_secs(300));
+//! assert_eq!(test::call_service(&app, attempt()).await.status(), 200);
+//!
+//! // Every route of the App has a declaration: the check that runs at startup and in CI.
+//! let table = ratelimit_runtime::coverage::check(App::new().service(login)).await.unwrap();
+//! assert_eq!(table.routes.len(), 1);
+//! # });
 //! ```
+//!
+//! The README is the guide: the attribute's keys, choosing an algorithm, identity and
+//! trusted proxies, failure modes, headers, Redis Cluster, observability.
 
 pub mod clock;
 pub mod coverage;
