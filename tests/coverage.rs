@@ -248,3 +248,19 @@ async fn an_app_with_no_routes_to_show_fails_safe() {
 async fn the_one_line_assertion_panics_with_the_uncovered_routes() {
     coverage::assert_covered(covered_app().service(forgotten)).await;
 }
+
+#[actix_web::test]
+async fn a_handler_defined_inside_a_function_is_matched_to_its_declaration() {
+    #[rate_limit(limit = 1, window = "1m")]
+    #[get("/inner")]
+    async fn inner() -> impl Responder {
+        HttpResponse::Ok()
+    }
+    let table = coverage::check(App::new().service(inner))
+        .await
+        .expect("covered");
+    assert!(
+        matches!(table.routes[0].status, RouteStatus::Declared(d) if d.function == "inner"),
+        "{table}"
+    );
+}

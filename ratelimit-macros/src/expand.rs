@@ -26,7 +26,8 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
             return with_error(item, error);
         }
     };
-    match expand(args, &mut function) {
+    let fingerprint = fingerprint(&args, &item);
+    match expand(args, &mut function, fingerprint) {
         Ok(tokens) => tokens,
         Err(error) => {
             // Emit the handler without our attributes, so one typo does not become ten
@@ -40,6 +41,16 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
             with_error(quote!(#function), error)
         }
     }
+}
+
+/// A hash of the attribute's arguments and the item, stable for a given compiler: two
+/// declarations share it only when they are the same text, and then the same declaration.
+fn fingerprint(args: &TokenStream, item: &TokenStream) -> u64 {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut hasher = DefaultHasher::new();
+    args.to_string().hash(&mut hasher);
+    item.to_string().hash(&mut hasher);
+    hasher.finish()
 }
 
 /// "a struct", "an impl block", ...: what `#[rate_limit]` was put on instead of a function.
@@ -68,7 +79,7 @@ fn with_error(item: TokenStream, error: syn::Error) -> TokenStream {
     }
 }
 
-fn expand(args: TokenStream, function: &mut ItemFn) -> syn::Result<TokenStream> {
+fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Result<TokenStream> {
     let mut cx = Ctxt::default();
     let mut stack = vec![Args::parse(args, Site::CallSite, &mut cx)];
     // Stacked declarations below this one are ours to read: take them off the item.
@@ -108,7 +119,10 @@ fn expand(args: TokenStream, function: &mut ItemFn) -> syn::Result<TokenStream> 
 
     let name = &function.sig.ident;
     let name_text = name.to_string();
-    let marker_fn = format_ident!("__ratelimit_marker_{}", name);
+    // The marker is found by name in actix's route introspection, where a handler defined
+    // inside a function body has a path `module_path!()` does not show: the name alone must
+    // identify the declaration, so it carries a fingerprint of the attribute and the item.
+    let marker_fn = format_ident!("__ratelimit_marker_{}_{:016x}", name, fingerprint);
     let declaration = format_ident!("__RATELIMIT_DECLARATION_{}", name);
     let marker_fn_text = marker_fn.to_string();
     let wrap = format!("::ratelimit_runtime::__private::RouteGuard::new(&{declaration})");

@@ -30,6 +30,12 @@ impl RouteDeclaration {
         format!("{}::{}", self.module, self.function)
     }
 
+    /// The marker guard's function name, unique to this declaration (the last segment of
+    /// [`marker`](Self::marker)).
+    pub fn marker_name(&self) -> &'static str {
+        self.marker.rsplit("::").next().unwrap_or(self.marker)
+    }
+
     /// The effective failure policy, `None` for an exempt route.
     pub fn fail(&self) -> Option<FailMode> {
         self.policy.limited().map(|p| p.fail())
@@ -61,7 +67,8 @@ pub fn declarations() -> impl Iterator<Item = &'static RouteDeclaration> {
     inventory::iter::<RouteDeclaration>.into_iter()
 }
 
-/// The declaration whose marker guard is `marker`.
+/// The declaration whose marker guard is named `marker` (a full path or the bare name).
 pub fn by_marker(marker: &str) -> Option<&'static RouteDeclaration> {
-    declarations().find(|d| d.marker == marker)
+    let name = marker.rsplit("::").next().unwrap_or(marker);
+    declarations().find(|d| d.marker_name() == name)
 }

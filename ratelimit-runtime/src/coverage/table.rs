@@ -6,7 +6,7 @@ use std::{collections::HashMap, fmt};
 use actix_web::introspection::{IntrospectionNode, IntrospectionTree, ResourceType};
 
 use crate::{
-    middleware::declared_routes::{is_benign, marker_of},
+    middleware::declared_routes::{is_benign, marker_name, marker_of},
     policy::Policy,
     registry::{self, RouteDeclaration},
 };
@@ -77,8 +77,9 @@ pub struct RouteTable {
 impl RouteTable {
     /// Builds the table from an App's introspection tree (`None`: no routes could be read).
     pub fn from_tree(tree: Option<&IntrospectionTree>) -> Self {
-        let markers: HashMap<&str, &'static RouteDeclaration> =
-            registry::declarations().map(|d| (d.marker, d)).collect();
+        let markers: HashMap<&str, &'static RouteDeclaration> = registry::declarations()
+            .map(|d| (d.marker_name(), d))
+            .collect();
         let mut table = RouteTable::default();
         if let Some(tree) = tree {
             collect(&tree.root, &markers, &mut table.routes);
@@ -182,7 +183,11 @@ fn collect(
         let declared: Vec<&'static RouteDeclaration> = node
             .guards
             .iter()
-            .filter_map(|g| marker_of(g).and_then(|m| markers.get(m)).copied())
+            .filter_map(|g| {
+                marker_of(g)
+                    .and_then(|m| markers.get(marker_name(m)))
+                    .copied()
+            })
             .collect();
         let methods: Vec<String> = if node.methods.is_empty() {
             vec!["*".to_owned()]

@@ -66,8 +66,9 @@ impl DeclaredRoutes {
 
 /// Every declaration mounted in the tree, with the full path it is mounted at.
 pub fn mounted_declarations(tree: &IntrospectionTree) -> Vec<MountedDeclaration> {
-    let markers: HashMap<&str, &'static RouteDeclaration> =
-        registry::declarations().map(|d| (d.marker, d)).collect();
+    let markers: HashMap<&str, &'static RouteDeclaration> = registry::declarations()
+        .map(|d| (d.marker_name(), d))
+        .collect();
     let mut found = Vec::new();
     walk(&tree.root, &markers, &mut found);
     found
@@ -84,7 +85,7 @@ fn walk(
     // the default policy there too (twice limited is the safe side of unlimited).
     let ambiguous = node.potentially_unreachable || node.guards.iter().any(|g| !is_benign(g));
     for guard in node.guards.iter().filter(|_| !ambiguous) {
-        if let Some(declaration) = marker_of(guard).and_then(|m| markers.get(m)) {
+        if let Some(declaration) = marker_of(guard).and_then(|m| markers.get(marker_name(m))) {
             let already = found.iter().any(|f| {
                 f.full_path == node.full_path && std::ptr::eq(f.declaration, *declaration)
             });
@@ -99,6 +100,13 @@ fn walk(
     for child in &node.children {
         walk(child, markers, found);
     }
+}
+
+/// The last path segment of a marker path: the marker function's unique name. A handler
+/// defined inside a function body has extra segments (`app::main::__ratelimit_marker_…`)
+/// that its declaration's `module_path!()` does not show.
+pub(crate) fn marker_name(path: &str) -> &str {
+    path.rsplit("::").next().unwrap_or(path)
 }
 
 /// Whether a guard only selects methods or marks a declaration.

@@ -37,12 +37,19 @@ fn main() {
         .map(|d| {
             (
                 d.handler(),
-                d.marker.to_owned(),
+                // The marker's path up to its unique name (which ends in a fingerprint).
+                d.marker.rsplit_once("_").map(|(stem, _)| stem.to_owned()).unwrap_or_default(),
                 d.policy.limited().map(|p| p.limits()[0].max()),
             )
         })
         .collect();
     handlers.sort();
+    // Each declaration has its own marker name.
+    let names: std::collections::HashSet<_> = registry::declarations()
+        .filter(|d| d.function == "users")
+        .map(|d| d.marker_name())
+        .collect();
+    assert_eq!(names.len(), 2);
     let here = module_path!();
     assert_eq!(
         handlers,
