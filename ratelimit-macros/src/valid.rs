@@ -8,6 +8,8 @@ use crate::{
 
 /// The most stacked limits on one route (the runtime's `RoutePolicy` allows as many).
 const MAX_STACKED: usize = 8;
+/// 2^53, as `ratelimit_runtime::policy::MAX_EXACT_SLIDING_PRODUCT`.
+const MAX_EXACT_SLIDING_PRODUCT: u128 = 1 << 53;
 /// The most requests a sliding log may hold (the runtime's `MAX_SLIDING_LOG_LIMIT`).
 const MAX_SLIDING_LOG_LIMIT: u32 = 1000;
 
@@ -97,10 +99,21 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
                 ok = false;
             }
         }
-        if let (Some((&max, _)), Some((window, window_span))) =
+        if let (Some((&max, limit_span)), Some((window, window_span))) =
             (args.limit.valid(), args.window.valid())
         {
             let window_millis = window.millis;
+            // The sliding-window script weighs counts in integers of limit × window ms, which
+            // Lua (doubles) holds exactly only below 2^53.
+            if algorithm == Algorithm::SlidingWindow
+                && u128::from(max) * u128::from(window_millis) >= MAX_EXACT_SLIDING_PRODUCT
+            {
+                cx.error(
+                    limit_span,
+                    format!("`limit = {max}` over `window = \"{}\"` is more than a sliding window counts exactly (the limit times the window in milliseconds must stay below 2^53); use a shorter window, a lower limit, or `algorithm = \"gcra\"`", window.text),
+                );
+                ok = false;
+            }
             if let Some((earlier, earlier_args)) = limits
                 .iter()
                 .find(|(l, _)| l.algorithm == algorithm && l.window_millis == window_millis)

@@ -10,6 +10,11 @@ pub const MAX_WINDOW_MILLIS: u64 = 31 * 24 * 60 * 60 * 1000;
 /// (one sorted-set member per request in the window).
 pub const MAX_SLIDING_LOG_LIMIT: u32 = 1000;
 
+/// The sliding-window script weighs counts in integers of limit × window (ms); Lua's
+/// doubles hold them exactly only below 2^53, so a sliding window's limit × window must stay
+/// below this.
+pub const MAX_EXACT_SLIDING_PRODUCT: u128 = 1 << 53;
+
 /// A window length: at least one millisecond, at most [`MAX_WINDOW_MILLIS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Window {
@@ -98,6 +103,12 @@ impl Limit {
             Some(max) => max,
             None => panic!("a rate limit must allow at least one request"),
         };
+        if matches!(algorithm, Algorithm::SlidingWindow) {
+            assert!(
+                (max.get() as u128) * (window.as_millis() as u128) < MAX_EXACT_SLIDING_PRODUCT,
+                "a sliding window counts exactly only while limit x window (ms) < 2^53; use a shorter window or gcra"
+            );
+        }
         if matches!(algorithm, Algorithm::SlidingLog) {
             assert!(
                 max.get() <= MAX_SLIDING_LOG_LIMIT,

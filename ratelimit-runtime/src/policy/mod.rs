@@ -14,5 +14,7 @@ mod route_policy;
 pub use algorithm::Algorithm;
 pub use fail_mode::FailMode;
 pub use identity::{Identity, IdentityPart};
-pub use limit::{Limit, Window, MAX_SLIDING_LOG_LIMIT, MAX_WINDOW_MILLIS};
+pub use limit::{
+    Limit, Window, MAX_EXACT_SLIDING_PRODUCT, MAX_SLIDING_LOG_LIMIT, MAX_WINDOW_MILLIS,
+};
 pub use route_policy::{Policy, RoutePolicy};
