@@ -15,7 +15,7 @@ use std::fmt;
 use crate::Variant;
 
 /// The limit of the `allow` routes of variants (b) to (d), per [`ALLOW_WINDOW_SECS`].
-pub const ALLOW_LIMIT: u32 = 4_000_000_000;
+pub const ALLOW_LIMIT: u32 = 2_000_000_000;
 /// The window of the `allow` routes.
 pub const ALLOW_WINDOW_SECS: u64 = 3600;
 /// The limit of the `flood` routes, per [`FLOOD_WINDOW_SECS`].

@@ -5,7 +5,7 @@
 //! the rule variants (b) to (d) apply by hand, and fails closed, so a store error would show
 //! as a `503` in the load generator's error count instead of passing silently.
 //!
-//! `allow` limits cannot be reached in a run: 4,000,000,000 per hour, except the sliding
+//! `allow` limits cannot be reached in a run: 2,000,000,000 per hour, except the sliding
 //! log, which the attribute caps at 1,000 per window: 1,000 per 10 ms (100,000 per second,
 //! far above any measured rate; the log then holds about rate × 10 ms entries).
 
@@ -15,7 +15,7 @@ use ratelimit_runtime::{identity::TrustedProxies, rate_limit, store::RedisStore,
 use crate::options::Options;
 
 #[rate_limit(
-    limit = 4000000000,
+    limit = 2000000000,
     window = "1h",
     identity = "ip",
     algorithm = "fixed_window",
@@ -27,7 +27,7 @@ async fn allow_fixed_window() -> &'static str {
 }
 
 #[rate_limit(
-    limit = 4000000000,
+    limit = 2000000000,
     window = "1h",
     identity = "ip",
     algorithm = "sliding_window",
@@ -51,7 +51,7 @@ async fn allow_sliding_log() -> &'static str {
 }
 
 #[rate_limit(
-    limit = 4000000000,
+    limit = 2000000000,
     window = "1h",
     identity = "ip",
     algorithm = "gcra",
@@ -62,8 +62,8 @@ async fn allow_gcra() -> &'static str {
     "ok"
 }
 
-#[rate_limit(limit = 4000000000, window = "1h", identity = "ip", fail = "closed")]
-#[rate_limit(limit = 4000000000, window = "1s", algorithm = "gcra")]
+#[rate_limit(limit = 2000000000, window = "1h", identity = "ip", fail = "closed")]
+#[rate_limit(limit = 2000000000, window = "1s", algorithm = "gcra")]
 #[get("/allow/stacked")]
 async fn allow_stacked() -> &'static str {
     "ok"
