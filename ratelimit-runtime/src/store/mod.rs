@@ -1,5 +1,6 @@
 //! Where counters live: Redis (standalone or Cluster) or process memory, behind one trait.
 
+mod check;
 mod cluster;
 mod config_error;
 mod decision;
@@ -10,6 +11,7 @@ mod script;
 mod script_call;
 mod tls;
 
+pub use check::{CheckFuture, CheckRequest, Store};
 pub use cluster::{RedisClusterStore, RedisClusterStoreBuilder};
 pub use config_error::{redact, StoreConfigError};
 pub use decision::{Decision, LimitState};
@@ -17,38 +19,3 @@ pub use error::{StoreError, StoreErrorKind};
 pub use memory::{MemoryStore, MemoryStoreBuilder, StoredEntry, StoredValue, DEFAULT_CAPACITY};
 pub use redis::{RedisStore, RedisStoreBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
 pub use script::{check_script_sha1, CHECK_SCRIPT};
-
-use std::{future::Future, pin::Pin};
-
-use crate::{key::RouteKey, policy::Limit};
-
-/// A boxed future returned by [`Store::check`].
-pub type CheckFuture<'a> = Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send + 'a>>;
-
-/// One check: every stacked limit of one route for one client.
-#[derive(Debug, Clone, Copy)]
-pub struct CheckRequest<'a> {
-    /// The route-and-identity key (the Redis Cluster hash tag).
-    pub key: &'a RouteKey,
-    /// The stacked limits; all are decided together, all-or-nothing.
-    pub limits: &'a [Limit],
-    /// The injected time in milliseconds, or `None` for the store's own clock.
-    pub now_millis: Option<u64>,
-}
-
-/// A counter store. Every implementation decides all limits of one request atomically
-/// (a request rejected by one limit consumes none of the others) in one round trip.
-pub trait Store: Send + Sync + 'static {
-    /// Decides one request. Errors (timeouts, connection loss, script errors) are never
-    /// turned into decisions here: the caller applies the route's failure policy.
-    fn check<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a>;
-
-    /// A short name for logs and metrics (`redis`, `redis-cluster`, `memory`).
-    fn kind(&self) -> &'static str;
-
-    /// The longest one check may take, when the store bounds its calls itself. The limiter
-    /// then adds no timer of its own (unless `RateLimiter::timeout` is set).
-    fn timeout(&self) -> Option<std::time::Duration> {
-        None
-    }
-}

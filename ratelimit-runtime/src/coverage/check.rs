@@ -1,0 +1,57 @@
+//! The check itself: route table, test assertion and startup form.
+
+use actix_web::App;
+
+use super::{probe, AppFactory, CoverageError, RouteTable};
+
+/// Enumerates `app`'s routes and matches them to declarations: the route table, or an error
+/// listing every uncovered route.
+///
+/// Needs an actix runtime (inside `#[actix_web::test]` or `#[actix_web::main]`).
+pub async fn check<T: AppFactory>(app: App<T>) -> Result<RouteTable, CoverageError> {
+    let table = route_table(app).await;
+    if table.uncovered().next().is_some() || table.routes.is_empty() {
+        Err(CoverageError { table })
+    } else {
+        Ok(table)
+    }
+}
+
+/// Every route of `app` with its declaration (or none), covered or not.
+pub async fn route_table<T: AppFactory>(app: App<T>) -> RouteTable {
+    let tree = probe::introspection_tree(app).await;
+    RouteTable::from_tree(tree.as_ref())
+}
+
+/// The one-line test assertion: panics with the list of uncovered routes.
+///
+/// ```ignore
+/// #[actix_web::test]
+/// async fn every_route_is_rate_limited() {
+///     ratelimit_runtime::coverage::assert_covered(my_app()).await;
+/// }
+/// ```
+pub async fn assert_covered<T: AppFactory>(app: App<T>) -> RouteTable {
+    match check(app).await {
+        Ok(table) => table,
+        Err(error) => panic!("{error}"),
+    }
+}
+
+/// The startup form: returns the route table when every route is covered; otherwise prints
+/// the uncovered routes and the table to standard error and exits with status 1.
+pub async fn require_coverage<T: AppFactory>(app: App<T>) -> RouteTable {
+    match check(app).await {
+        Ok(table) => {
+            for warning in table.warnings() {
+                tracing::warn!(target: "ratelimit", "{warning}");
+            }
+            table
+        }
+        Err(error) => {
+            eprintln!("{error}");
+            eprintln!("refusing to start: every route needs a rate limit or an exemption");
+            std::process::exit(1);
+        }
+    }
+}
