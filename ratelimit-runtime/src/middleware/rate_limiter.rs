@@ -160,6 +160,7 @@ impl RateLimiter {
     }
 
     /// The limits of routes with no declaration (default 120 per minute, sliding window).
+    /// Meant for start-up: the limits live for the rest of the program.
     ///
     /// # Panics
     ///
