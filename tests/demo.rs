@@ -4,36 +4,11 @@
 mod support;
 
 use std::{
-    net::TcpListener,
-    path::PathBuf,
     process::{Child, Command, Output, Stdio},
     time::{Duration, Instant},
 };
 
-use support::RedisServer;
-
-/// Builds (when needed) and locates an example binary of this package.
-fn example(name: &str) -> PathBuf {
-    let status = Command::new(option_env!("CARGO").unwrap_or("cargo"))
-        .args(["build", "--quiet", "--example", name])
-        .status()
-        .expect("run cargo");
-    assert!(status.success(), "cargo build --example {name} failed");
-    let exe = std::env::current_exe().expect("test binary path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>");
-    profile_dir.join("examples").join(name)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use support::{example, free_port, RedisServer};
 
 /// The demo process, killed on drop.
 struct Demo {

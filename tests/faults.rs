@@ -12,7 +12,6 @@ mod support;
 
 use std::{
     collections::BTreeMap,
-    io::Write,
     sync::{Arc, Mutex},
     thread,
     time::{Duration, Instant},
@@ -36,7 +35,7 @@ use ratelimit_runtime::{
     store::{RedisClusterStore, RedisStore, Store},
     IdentityPart, RateLimiter,
 };
-use support::{RedisCluster, RedisServer, T0};
+use support::{key_slot, CapturedLog, RedisCluster, RedisServer, T0};
 
 /// The limit of both routes.
 const LIMIT: usize = 5;
@@ -549,44 +548,6 @@ async fn a_stalled_redis_never_holds_a_request_longer_than_the_timeout() {
     .await;
 }
 
-/// A `tracing` writer that keeps everything written.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Redis Cluster's slot of `key`: CRC16 (XMODEM) of its hash tag, modulo 16384.
-fn slot(key: &str) -> u16 {
-    let tag = key
-        .find('{')
-        .and_then(|start| {
-            let rest = &key[start + 1..];
-            rest.find('}').map(|end| &rest[..end])
-        })
-        .filter(|tag| !tag.is_empty())
-        .unwrap_or(key);
-    let mut crc: u16 = 0;
-    for byte in tag.bytes() {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % 16384
-}
-
 /// Whether `node` reports `cluster_state:ok` and lists itself as the master of slot 0
 /// (master 0's first slot).
 fn serves_slot_zero(node: &RedisServer) -> bool {
@@ -614,13 +575,7 @@ fn serves_slot_zero(node: &RedisServer) -> bool {
 #[actix_web::test]
 async fn a_killed_cluster_master_is_replaced_and_the_limiter_decides_again_without_a_restart() {
     let _serial = SERIAL.lock().await;
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let captured = CapturedLog::start(tracing::Level::INFO);
 
     let cluster = actix_web::rt::task::spawn_blocking(|| RedisCluster::start_with_replicas(3, 1))
         .await
@@ -636,7 +591,7 @@ async fn a_killed_cluster_master_is_replaced_and_the_limiter_decides_again_witho
     // Clients whose keys live on master 0 (slots 0..=5460: the harness splits the slots
     // evenly) are group 0; the others, on the surviving masters, group 1.
     let group_of =
-        |route: Route, client: &str| usize::from(slot(route.key(client).as_str()) > 5460);
+        |route: Route, client: &str| usize::from(key_slot(route.key(client).as_str()) > 5460);
     let mut conn = cluster.masters()[1].connection();
     for client in ["a", "failover-1", "failover-2"] {
         let key = Route::Open.key(client);
@@ -645,7 +600,7 @@ async fn a_killed_cluster_master_is_replaced_and_the_limiter_decides_again_witho
             .arg(key.as_str())
             .query(&mut conn)
             .unwrap();
-        assert_eq!(slot(key.as_str()), by_redis, "{key}");
+        assert_eq!(key_slot(key.as_str()), by_redis, "{key}");
     }
     let probe = (0..)
         .map(|i| format!("probe-{i}"))
@@ -795,7 +750,7 @@ async fn a_killed_cluster_master_is_replaced_and_the_limiter_decides_again_witho
         decided_again.saturating_duration_since(promoted)
     );
 
-    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let logs = captured.text();
     let errors: Vec<&str> = logs
         .lines()
         .filter(|l| l.contains("rate-limit store error"))

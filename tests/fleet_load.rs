@@ -5,41 +5,16 @@
 mod support;
 
 use std::{
-    net::TcpListener,
-    path::PathBuf,
     process::{Child, Command, Stdio},
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use futures_util::future::join_all;
-use support::{RedisServer, T0};
+use support::{example, free_port, RedisServer, T0};
 
 const PROCESSES: usize = 4;
 const REQUESTS: usize = 2000;
 const LIMIT: usize = 100;
-
-/// Builds (when needed) and locates an example binary of this package.
-fn example(name: &str) -> PathBuf {
-    let status = Command::new(option_env!("CARGO").unwrap_or("cargo"))
-        .args(["build", "--quiet", "--example", name])
-        .status()
-        .expect("run cargo");
-    assert!(status.success(), "cargo build --example {name} failed");
-    let exe = std::env::current_exe().expect("test binary path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>");
-    profile_dir.join("examples").join(name)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// The fleet's processes, killed on drop.
 struct Fleet {

@@ -2,6 +2,8 @@
 //! panics, keys stay bounded and in one slot, normalisation is consistent, and the handler
 //! always receives the body intact.
 
+mod support;
+
 use std::net::IpAddr;
 
 use actix_web::{
@@ -21,32 +23,7 @@ use ratelimit_runtime::{
     store::MemoryStore,
     Algorithm, IdentityPart, Limit, RateLimiter, Window,
 };
-
-/// Redis Cluster's slot: CRC16 of the hash tag (the text between the first `{` and the
-/// first `}` after it) modulo 16384.
-fn slot(key: &str) -> u16 {
-    let tag = key
-        .find('{')
-        .and_then(|open| {
-            key[open + 1..]
-                .find('}')
-                .map(|close| &key[open + 1..open + 1 + close])
-        })
-        .filter(|tag| !tag.is_empty())
-        .unwrap_or(key);
-    let mut crc: u16 = 0;
-    for byte in tag.bytes() {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % 16384
-}
+use support::key_slot;
 
 fn limits() -> [Limit; 4] {
     [
@@ -84,11 +61,11 @@ proptest! {
         prop_assert!(!tag.contains('{') && !tag.contains('}'), "braces in the tag {}", tag);
         prop_assert!(key.as_str().len() <= 400, "key of {} bytes", key.as_str().len());
         prop_assert!(key.as_str().chars().all(|c| c.is_ascii_graphic()), "{}", key.as_str());
-        let base_slot = slot(key.as_str());
+        let base_slot = key_slot(key.as_str());
         for limit in limits() {
             let stem = key.limit_key(&limit);
-            prop_assert_eq!(slot(&stem), base_slot);
-            prop_assert_eq!(slot(&format!("{stem}:1700000040000")), base_slot);
+            prop_assert_eq!(key_slot(&stem), base_slot);
+            prop_assert_eq!(key_slot(&format!("{stem}:1700000040000")), base_slot);
         }
         if !api_key.is_empty() {
             prop_assert!(!key.as_str().contains(&api_key) || api_key.len() < 4);

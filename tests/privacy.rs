@@ -5,11 +5,7 @@
 
 mod support;
 
-use std::{
-    io::Write,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::time::Duration;
 
 use actix_web::{
     get, post,
@@ -17,7 +13,7 @@ use actix_web::{
     web, App, HttpResponse, Responder,
 };
 use ratelimit_runtime::{rate_limit, store::RedisStore, RateLimiter};
-use support::RedisServer;
+use support::{CapturedLog, RedisServer};
 
 #[rate_limit(
     limit = 2,
@@ -101,20 +97,6 @@ fn secrets() -> Vec<String> {
     all
 }
 
-/// A `tracing` writer that keeps everything written.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 fn from(ip: &str) -> TestRequest {
     TestRequest::default().peer_addr(format!("{ip}:40000").parse().unwrap())
 }
@@ -158,14 +140,7 @@ fn stored(server: &RedisServer) -> (Vec<String>, Vec<String>) {
 
 #[actix_web::test]
 async fn no_username_api_key_or_token_reaches_redis_or_the_logs() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let captured = CapturedLog::start(tracing::Level::TRACE);
 
     let mut server = RedisServer::start();
     let store = RedisStore::builder(server.url())
@@ -292,7 +267,7 @@ async fn no_username_api_key_or_token_reaches_redis_or_the_logs() {
         503
     );
 
-    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let logs = captured.text();
     for expected in [
         "request rejected: rate limit exceeded",
         "request rejected by the flood shield",

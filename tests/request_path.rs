@@ -3,11 +3,7 @@
 
 mod support;
 
-use std::{
-    io::Write,
-    sync::{Arc, Mutex},
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use actix_web::{
     body::MessageBody,
@@ -24,7 +20,7 @@ use ratelimit_runtime::{
     store::{MemoryStore, RedisStore},
     RateLimiter,
 };
-use support::{RedisServer, T0};
+use support::{CapturedLog, RedisServer, T0};
 
 #[rate_limit(limit = 3, window = "1m", identity = "ip", fail = "open")]
 #[get("/orders/{id}")]
@@ -544,30 +540,9 @@ async fn shielded_keys_are_answered_without_a_script_call() {
     );
 }
 
-/// A `tracing` writer that keeps everything written.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[actix_web::test]
 async fn logs_name_the_route_and_identity_kind_but_never_a_username_or_key() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_max_level(tracing::Level::DEBUG)
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let captured = CapturedLog::start(tracing::Level::DEBUG);
 
     let mut server = RedisServer::start();
     let clock = ManualClock::at(T0);
@@ -589,7 +564,7 @@ async fn logs_name_the_route_and_identity_kind_but_never_a_username_or_key() {
     // Another user: not in the flood shield, so the store is asked and is down.
     assert_eq!(status_of(&app, login_req("Trillian.Astra")).await, 503);
 
-    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let logs = captured.text();
     assert!(logs.contains("request rejected"), "{logs}");
     assert!(logs.contains("route=POST /login"), "{logs}");
     assert!(logs.contains("identity=ip+username"), "{logs}");

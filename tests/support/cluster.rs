@@ -205,3 +205,27 @@ fn slot_map(slots: &Value) -> Vec<(u16, u16, String, usize)> {
     map.sort();
     map
 }
+
+/// Redis Cluster's slot of `key`: CRC16 (XMODEM) of its hash tag, modulo 16384.
+pub fn key_slot(key: &str) -> u16 {
+    let tag = key
+        .find('{')
+        .and_then(|start| {
+            let rest = &key[start + 1..];
+            rest.find('}').map(|end| &rest[..end])
+        })
+        .filter(|tag| !tag.is_empty())
+        .unwrap_or(key);
+    let mut crc: u16 = 0;
+    for byte in tag.bytes() {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}

@@ -6,8 +6,12 @@
 
 mod backend;
 mod cluster;
+mod example;
+mod log_capture;
 mod server;
 
 pub use backend::{Backend, T0, W};
-pub use cluster::RedisCluster;
+pub use cluster::{key_slot, RedisCluster};
+pub use example::{example, free_port};
+pub use log_capture::CapturedLog;
 pub use server::RedisServer;

@@ -4,7 +4,7 @@
 
 use std::{
     cell::{OnceCell, RefCell},
-    collections::{HashMap, HashSet},
+    collections::HashMap,
     future::{ready, Ready},
     rc::Rc,
     sync::{Arc, OnceLock},
@@ -245,7 +245,7 @@ pub struct RateLimiterService<S> {
     defaults: RefCell<DefaultRoutes>,
     /// Declared-looking routes that a request reached without passing their guard: another
     /// resource on the same path served it. They get the default policy from then on.
-    unguarded: Rc<RefCell<HashSet<(Method, String)>>>,
+    unguarded: Rc<RefCell<HashMap<String, Vec<Method>>>>,
 }
 
 /// Set by a route guard on every request it sees, so the App-level middleware can tell that
@@ -302,7 +302,8 @@ where
                 && !self
                     .unguarded
                     .borrow()
-                    .contains(&(req.method().clone(), p.to_owned()))
+                    .get(p)
+                    .is_some_and(|methods| methods.contains(req.method()))
         });
         let service = Rc::clone(&self.service);
         if covered {
@@ -326,7 +327,11 @@ where
                         route = %format!("{method} {pattern}"),
                         "a request to a declared route was served by another resource on the same path, without its limit; applying the default policy to this route from now on"
                     );
-                    unguarded.borrow_mut().insert((method, pattern));
+                    unguarded
+                        .borrow_mut()
+                        .entry(pattern)
+                        .or_default()
+                        .push(method);
                 }
                 Ok(response.map_into_left_body())
             });

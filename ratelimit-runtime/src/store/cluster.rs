@@ -8,7 +8,6 @@ use std::{fmt, time::Duration};
 use ::redis::{
     cluster::{ClusterClient, ClusterConfig},
     cluster_async::ClusterConnection,
-    TlsCertificates,
 };
 
 use super::{
@@ -136,10 +135,7 @@ impl RedisClusterStoreBuilder {
         let mut builder = ClusterClient::builder(self.nodes.iter().map(String::as_str))
             .connection_timeout(self.connect_timeout);
         if let Some(pem) = &self.tls_root {
-            builder = builder.certs(TlsCertificates {
-                client_tls: None,
-                root_cert: Some(pem.clone()),
-            });
+            builder = builder.certs(super::tls::private_ca(pem));
         }
         let client = builder
             .build()

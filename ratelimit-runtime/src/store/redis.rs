@@ -4,7 +4,7 @@ use std::{fmt, time::Duration};
 
 use ::redis::{
     aio::{ConnectionManager, ConnectionManagerConfig},
-    Client, TlsCertificates,
+    Client,
 };
 
 use super::{
@@ -131,13 +131,7 @@ impl RedisStoreBuilder {
         super::tls::ensure_crypto_provider();
         let client = match &self.tls_root {
             None => Client::open(self.url.as_str()),
-            Some(pem) => Client::build_with_tls(
-                self.url.as_str(),
-                TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem.clone()),
-                },
-            ),
+            Some(pem) => Client::build_with_tls(self.url.as_str(), super::tls::private_ca(pem)),
         }
         .map_err(|err| StoreConfigError::for_url(&self.url, err))?;
         let config = ConnectionManagerConfig::new()
