@@ -620,6 +620,10 @@ async fn a_killed_cluster_master_is_replaced_and_the_limiter_decides_again_witho
     #[derive(Default)]
     struct Timeline {
         kill: Option<(Instant, Instant)>,
+        /// When the last check that found the replica not yet promoted began: the replica
+        /// was still a replica then (a check that began earlier than the promotion can
+        /// still see it, so the end of a failed check proves nothing).
+        unpromoted: Option<Instant>,
         promoted: Option<Instant>,
     }
     let timeline: Arc<Mutex<Timeline>> = Arc::default();
@@ -632,7 +636,12 @@ async fn a_killed_cluster_master_is_replaced_and_the_limiter_decides_again_witho
             cluster.kill_master(0);
             timeline.lock().unwrap().kill = Some((started, Instant::now()));
             let deadline = Instant::now() + Duration::from_secs(30);
-            while !serves_slot_zero(&cluster.replicas()[0]) {
+            loop {
+                let checked = Instant::now();
+                if serves_slot_zero(&cluster.replicas()[0]) {
+                    break;
+                }
+                timeline.lock().unwrap().unpromoted = Some(checked);
                 assert!(Instant::now() < deadline, "the replica was never promoted");
                 thread::sleep(Duration::from_millis(20));
             }
@@ -675,10 +684,10 @@ async fn a_killed_cluster_master_is_replaced_and_the_limiter_decides_again_witho
     )
     .await;
     let cluster = killer.join().unwrap();
-    let (kill_started, kill_done, promoted) = {
+    let (kill_started, kill_done, unpromoted, promoted) = {
         let t = timeline.lock().unwrap();
         let (started, done) = t.kill.unwrap();
-        (started, done, t.promoted.unwrap())
+        (started, done, t.unpromoted.unwrap(), t.promoted.unwrap())
     };
     println!("replica promoted {:?} after the kill", promoted - kill_done);
 
@@ -714,14 +723,21 @@ async fn a_killed_cluster_master_is_replaced_and_the_limiter_decides_again_witho
     for s in &samples {
         s.assert_answer("cluster master killed");
     }
-    // The killed master's slots are down from the kill until the replica's promotion.
+    // The killed master's slots are down from the kill until the replica's promotion (known
+    // to be later than the start of the last check that found it still a replica).
     let down: Vec<_> = samples
         .iter()
-        .filter(|s| s.group == 0 && s.sent > kill_done && s.done() < promoted)
+        .filter(|s| s.group == 0 && s.sent > kill_done && s.done() < unpromoted)
         .collect();
     assert!(down.len() > 4 * IN_FLIGHT, "traffic during the outage");
     for s in down {
-        assert!(!s.decided, "a decision for a slot without a master: {s:?}");
+        assert!(
+            !s.decided,
+            "a decision for a slot without a master, sent {:?} after the kill, answered {:?} \
+             before the replica was last seen unpromoted: {s:?}",
+            s.sent - kill_done,
+            unpromoted - s.done(),
+        );
     }
     // Before the kill, and for the surviving masters' slots until the other masters mark the
     // dead one failed (cluster-node-timeout, 2 s), requests are decided. After that, with the
