@@ -3,48 +3,78 @@
 -- KEYS[i]  the key stem of limit i (`RouteKey::limit_key`); the window algorithms append
 --          `:<window start ms>`. Every key shares one hash tag, so one Cluster slot.
 -- ARGV[1]  the time in ms, or '' for Redis TIME
--- ARGV[2]  a member unique to this request (sliding log)
+-- ARGV[2]  a member unique to this request (sliding log), or '' when no limit is a log
 -- ARGV[3i], ARGV[3i+1], ARGV[3i+2]
 --          limit i: algorithm code (fw, sw, sl, gc), max, window ms
 --
 -- Phase 1 peeks every limit; phase 2 commits every limit only when all allowed, so a
--- request rejected by one limit consumes none of the others.
+-- request rejected by one limit consumes none of the others. A fixed window checked alone
+-- needs no peek: it counts first and takes the count back on rejection.
 -- Returns a flat array: per limit {allowed 0/1, remaining, retry_after ms, reset_after ms}.
-
-local peeks = {
-  fw = fixed_window_peek,
-  sw = sliding_window_peek,
-  sl = sliding_log_peek,
-  gc = gcra_peek,
-}
-local commits = {
-  fw = fixed_window_commit,
-  sw = sliding_window_commit,
-  sl = sliding_log_commit,
-  gc = gcra_commit,
-}
+--
+-- Redis runs this whole chunk on every call, so what it builds per call is kept small: no
+-- dispatch tables, and no per-limit records when there is one limit.
 
 if #KEYS == 0 or #ARGV ~= 2 + 3 * #KEYS then
   return redis.error_reply('ERR rate-limit script: expected 2 + 3 arguments per key')
 end
 
-local now = rl_now_ms()
-local member = ARGV[2]
-local limits = {}
-local all_allowed = true
-for i = 1, #KEYS do
+-- The peek and commit functions of an algorithm code, or nil for an unknown code.
+local function algorithm(code)
+  if code == 'sw' then
+    return sliding_window_peek, sliding_window_commit
+  elseif code == 'fw' then
+    return fixed_window_peek, fixed_window_commit
+  elseif code == 'gc' then
+    return gcra_peek, gcra_commit
+  elseif code == 'sl' then
+    return sliding_log_peek, sliding_log_commit
+  end
+  return nil
+end
+
+-- Limit i's algorithm, max and window, or an error reply.
+local function limit_args(i)
   local code = ARGV[3 * i]
-  local max = tonumber(ARGV[3 * i + 1])
-  local window = tonumber(ARGV[3 * i + 2])
-  local peek = peeks[code]
+  local peek, commit = algorithm(code)
   if peek == nil then
     return redis.error_reply('ERR rate-limit script: unknown algorithm `' .. tostring(code) .. '`')
   end
+  local max = tonumber(ARGV[3 * i + 1])
+  local window = tonumber(ARGV[3 * i + 2])
   if max == nil or max < 1 or window == nil or window < 1 then
     return redis.error_reply('ERR rate-limit script: max and window must be positive integers')
   end
+  return nil, code, peek, commit, max, window
+end
+
+local now = rl_now_ms()
+local member = ARGV[2]
+
+if #KEYS == 1 then
+  local err, code, peek, commit, max, window = limit_args(1)
+  if err then
+    return err
+  end
+  if code == 'fw' then
+    return { fixed_window_decide(KEYS[1], max, window, now) }
+  end
+  local state = peek(KEYS[1], max, window, now)
+  if state.allowed == 1 then
+    commit(state, window, now, member)
+  end
+  return { state.allowed, state.remaining, state.retry_after, state.reset_after }
+end
+
+local limits = {}
+local all_allowed = true
+for i = 1, #KEYS do
+  local err, _, peek, commit, max, window = limit_args(i)
+  if err then
+    return err
+  end
   local state = peek(KEYS[i], max, window, now)
-  limits[i] = { code = code, window = window, state = state }
+  limits[i] = { commit = commit, window = window, state = state }
   if state.allowed == 0 then
     all_allowed = false
   end
@@ -53,7 +83,7 @@ end
 if all_allowed then
   for i = 1, #limits do
     local limit = limits[i]
-    commits[limit.code](limit.state, limit.window, now, member)
+    limit.commit(limit.state, limit.window, now, member)
   end
 end
 

@@ -19,8 +19,9 @@ local function sliding_window_peek(stem, max, window, now)
   local start = rl_window_start(now, window)
   local e = now - start
   local key = stem .. ':' .. rl_int(start)
-  local cur = tonumber(redis.call('GET', key) or '0')
-  local prev = tonumber(redis.call('GET', stem .. ':' .. rl_int(start - window)) or '0')
+  local counts = redis.call('MGET', key, stem .. ':' .. rl_int(start - window))
+  local cur = tonumber(counts[1] or '0')
+  local prev = tonumber(counts[2] or '0')
   local room = max - cur - 1
   local state = { key = key, ttl = 2 * window - e }
   if room >= 0 and prev * (window - e) <= room * window then

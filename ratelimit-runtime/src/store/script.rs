@@ -8,7 +8,8 @@
 //!   `:<window start ms>` inside the script; every key shares the route key's hash tag, so
 //!   all of them live in one Redis Cluster slot.
 //! - `ARGV[1]`: the injected time in milliseconds, or `""` for Redis `TIME`.
-//! - `ARGV[2]`: a member unique to this request (the sliding log's sorted-set member).
+//! - `ARGV[2]`: a member unique to this request (the sliding log's sorted-set member), or
+//!   `""` when no limit is a sliding log.
 //! - `ARGV[3i]`, `ARGV[3i+1]`, `ARGV[3i+2]`: limit `i`'s algorithm code (`fw`, `sw`, `sl`,
 //!   `gc`), max and window in milliseconds.
 //! - Reply: a flat integer array, per limit `allowed (0/1), remaining, retry_after ms,
@@ -31,7 +32,7 @@ use std::{
 use redis::Value;
 
 use super::{CheckRequest, Decision, LimitState, StoreError, StoreErrorKind};
-use crate::key::algorithm_code;
+use crate::{key::algorithm_code, policy::Algorithm};
 
 /// The whole check script, as sent with `EVAL` when Redis does not know it yet.
 pub const CHECK_SCRIPT: &str = concat!(
@@ -87,7 +88,15 @@ impl<'a> ScriptCall<'a> {
                 .map(|limit| request.key.limit_key(limit))
                 .collect(),
             now_millis: request.now_millis,
-            member: unique_member(),
+            member: if request
+                .limits
+                .iter()
+                .any(|limit| limit.algorithm() == Algorithm::SlidingLog)
+            {
+                unique_member()
+            } else {
+                String::new()
+            },
             limits: request.limits,
         }
     }
@@ -192,7 +201,7 @@ mod tests {
             "sliding_window_peek",
             "sliding_log_peek",
             "gcra_peek",
-            "local peeks",
+            "local function algorithm",
         ];
         let positions: Vec<usize> = order
             .iter()
