@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use ratelimit_runtime::{
     key::RouteKey,
     store::{
-        check_script_sha1, CheckRequest, Decision, RedisClusterStore, RedisStore, Store,
-        StoreError, StoreErrorKind,
+        check_script, check_script_sha1, CheckRequest, Decision, RedisClusterStore, RedisStore,
+        Store, StoreError, StoreErrorKind,
     },
     Algorithm, IdentityPart, Limit, Window,
 };
@@ -69,6 +69,28 @@ async fn evalsha_runs_the_script_once_redis_has_seen_it() {
     assert_eq!(command_calls(&backend, "script|load").await, 0);
     let exists: Vec<bool> = backend
         .query(redis::cmd("SCRIPT").arg("EXISTS").arg(check_script_sha1()))
+        .await;
+    assert_eq!(exists, [true]);
+
+    // A limit checked alone runs its algorithm's own script, found the same way.
+    let alone = [limits()[1]];
+    for _ in 0..3 {
+        let decision = store
+            .check(CheckRequest {
+                key: &login(),
+                limits: &alone,
+                now_millis: Some(T0),
+            })
+            .await
+            .unwrap();
+        assert!(decision.allowed);
+    }
+    assert_eq!(command_calls(&backend, "evalsha").await, 6);
+    assert_eq!(command_calls(&backend, "eval").await, 2);
+    let script = check_script(&alone);
+    assert_ne!(script.sha1(), check_script_sha1());
+    let exists: Vec<bool> = backend
+        .query(redis::cmd("SCRIPT").arg("EXISTS").arg(script.sha1()))
         .await;
     assert_eq!(exists, [true]);
 }
@@ -359,4 +381,79 @@ async fn a_malformed_url_is_a_configuration_error() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("at least one node"), "{err}");
+}
+
+/// Every script checks its arguments and answers a clear error, never a decision.
+#[test]
+fn the_scripts_refuse_malformed_arguments() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    let alone = [Limit::new(5, Window::from_millis(W), Algorithm::Gcra)];
+    let single = check_script(&alone).source();
+    let general = check_script(&limits()).source();
+    let mut eval = |source: &str, args: &[&str]| -> Result<redis::Value, String> {
+        redis::cmd("EVAL")
+            .arg(source)
+            .arg(args)
+            .query(&mut conn)
+            .map_err(|e| e.to_string())
+    };
+    let t0 = T0.to_string();
+    let w = W.to_string();
+    let ok = eval(single, &["1", "k:gc", &t0, "", "gc", "5", &w]).unwrap();
+    assert_eq!(
+        ok,
+        redis::Value::Array(vec![
+            redis::Value::Int(1),
+            redis::Value::Int(4),
+            redis::Value::Int(0),
+            redis::Value::Int(12_000)
+        ])
+    );
+    let refused = [
+        (
+            single,
+            vec!["1", "k:gc", "", "", "sw", "5", "1000"],
+            "this script checks `gc`, not `sw`",
+        ),
+        (
+            single,
+            vec!["2", "a", "b", "", "", "gc", "5", "1000"],
+            "expected one key and 5 arguments",
+        ),
+        (
+            single,
+            vec!["1", "k:gc", "", "", "gc", "0", "1000"],
+            "max and window must be positive",
+        ),
+        (
+            single,
+            vec!["1", "k:gc", "", "", "gc", "5", "soon"],
+            "max and window must be positive",
+        ),
+        (
+            single,
+            vec!["1", "k:gc", "yesterday", "", "gc", "5", "1000"],
+            "ARGV[1] must be empty or a whole number",
+        ),
+        (
+            general,
+            vec!["1", "k", "", "", "tb", "5", "1000"],
+            "unknown algorithm `tb`",
+        ),
+        (
+            general,
+            vec!["1", "k", "", "", "sw", "5"],
+            "expected 2 + 3 arguments per key",
+        ),
+        (
+            general,
+            vec!["2", "a", "b", "", "", "sw", "5", "1000", "gc", "-1", "1000"],
+            "max and window must be positive",
+        ),
+    ];
+    for (source, args, expected) in refused {
+        let err = eval(source, &args).expect_err(expected);
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
 }

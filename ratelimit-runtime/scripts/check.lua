@@ -1,4 +1,5 @@
--- check.lua: the dispatcher. One call decides every stacked limit of one request.
+-- check.lua: the dispatcher of the general script, which decides any stack of limits in
+-- one call. (A limit checked alone goes to its algorithm's own script, see single.lua.)
 --
 -- KEYS[i]  the key stem of limit i (`RouteKey::limit_key`); the window algorithms append
 --          `:<window start ms>`. Every key shares one hash tag, so one Cluster slot.
@@ -8,12 +9,11 @@
 --          limit i: algorithm code (fw, sw, sl, gc), max, window ms
 --
 -- Phase 1 peeks every limit; phase 2 commits every limit only when all allowed, so a
--- request rejected by one limit consumes none of the others. A fixed window checked alone
--- needs no peek: it counts first and takes the count back on rejection.
+-- request rejected by one limit consumes none of the others.
 -- Returns a flat array: per limit {allowed 0/1, remaining, retry_after ms, reset_after ms}.
 --
--- Redis runs this whole chunk on every call, so what it builds per call is kept small: no
--- dispatch tables, and no per-limit records when there is one limit.
+-- Redis runs this whole chunk on every call, defining every function anew: no dispatch
+-- tables on top.
 
 if #KEYS == 0 or #ARGV ~= 2 + 3 * #KEYS then
   return redis.error_reply('ERR rate-limit script: expected 2 + 3 arguments per key')
@@ -33,43 +33,26 @@ local function algorithm(code)
   return nil
 end
 
--- Limit i's algorithm, max and window, or an error reply.
+-- Limit i's peek, commit, max and window, or an error reply.
 local function limit_args(i)
   local code = ARGV[3 * i]
   local peek, commit = algorithm(code)
   if peek == nil then
     return redis.error_reply('ERR rate-limit script: unknown algorithm `' .. tostring(code) .. '`')
   end
-  local max = tonumber(ARGV[3 * i + 1])
-  local window = tonumber(ARGV[3 * i + 2])
-  if max == nil or max < 1 or window == nil or window < 1 then
-    return redis.error_reply('ERR rate-limit script: max and window must be positive integers')
+  local max, window = rl_bounds(i)
+  if max == nil then
+    return redis.error_reply(RL_BAD_BOUNDS)
   end
-  return nil, code, peek, commit, max, window
+  return nil, peek, commit, max, window
 end
 
 local now = rl_now_ms()
 local member = ARGV[2]
-
-if #KEYS == 1 then
-  local err, code, peek, commit, max, window = limit_args(1)
-  if err then
-    return err
-  end
-  if code == 'fw' then
-    return { fixed_window_decide(KEYS[1], max, window, now) }
-  end
-  local state = peek(KEYS[1], max, window, now)
-  if state.allowed == 1 then
-    commit(state, window, now, member)
-  end
-  return { state.allowed, state.remaining, state.retry_after, state.reset_after }
-end
-
 local limits = {}
 local all_allowed = true
 for i = 1, #KEYS do
-  local err, _, peek, commit, max, window = limit_args(i)
+  local err, peek, commit, max, window = limit_args(i)
   if err then
     return err
   end

@@ -1,8 +1,9 @@
--- prelude.lua: the clock and the integer arithmetic every algorithm shares.
+-- prelude.lua: the clock, the arguments and the integer arithmetic every algorithm shares.
 --
--- The scripts are concatenated into ONE script (prelude, the four algorithms, check.lua),
--- so one check is one EVALSHA whatever the stack of limits. Everything here is local to
--- that script.
+-- Each check script is concatenated from these files: a limit checked alone runs its own
+-- algorithm's script (prelude, one algorithm, single.lua); a stack of limits runs the
+-- general one (prelude, the four algorithms, check.lua). Either way one check is one
+-- EVALSHA. Everything here is local to that script.
 --
 -- ARGV[1] is the injected time in milliseconds (tests), or the empty string: then the
 -- time is Redis's own clock (TIME), so every app instance shares one clock.
@@ -69,4 +70,27 @@ end
 -- The start of the window that contains `now`.
 local function rl_window_start(now, window)
   return rl_floor_div(now, window) * window
+end
+
+-- Limit i's max and window (ARGV[3i+1], ARGV[3i+2]), or nil when either is not a positive
+-- number.
+local function rl_bounds(i)
+  local max = tonumber(ARGV[3 * i + 1])
+  local window = tonumber(ARGV[3 * i + 2])
+  if max == nil or max < 1 or window == nil or window < 1 then
+    return nil
+  end
+  return max, window
+end
+
+local RL_BAD_BOUNDS = 'ERR rate-limit script: max and window must be positive integers'
+
+-- The decision of a limit checked alone, by peeking then counting the request when it is
+-- allowed: allowed (0/1), remaining, retry_after ms, reset_after ms.
+local function rl_decide_by(peek, commit, stem, max, window, now, member)
+  local state = peek(stem, max, window, now)
+  if state.allowed == 1 then
+    commit(state, window, now, member)
+  end
+  return state.allowed, state.remaining, state.retry_after, state.reset_after
 end

@@ -18,4 +18,4 @@ pub use decision::{Decision, LimitState};
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::{MemoryStore, MemoryStoreBuilder, StoredEntry, StoredValue, DEFAULT_CAPACITY};
 pub use redis::{RedisStore, RedisStoreBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
-pub use script::{check_script_sha1, CHECK_SCRIPT};
+pub use script::{check_script, check_script_sha1, CheckScript, CHECK_SCRIPT};

@@ -1,12 +1,17 @@
-//! The Lua check script and its protocol: what goes into `KEYS` and `ARGV`, what comes back.
+//! The Lua check scripts and their protocol: what goes into `KEYS` and `ARGV`, what comes
+//! back.
 //!
-//! The script lives in `ratelimit-runtime/scripts/*.lua`, one file per algorithm plus a
-//! prelude (clock and integer arithmetic) and a dispatcher; they are concatenated at compile
-//! time into one script, so one check is one `EVALSHA` whatever the stack of limits.
+//! The scripts are concatenated at compile time from `ratelimit-runtime/scripts/*.lua`: a
+//! prelude (clock, arguments, integer arithmetic), one file per algorithm and a dispatcher.
+//! A limit checked alone runs its algorithm's own script (prelude, that algorithm,
+//! `single.lua`); a stack of limits runs the general [`CHECK_SCRIPT`] (prelude, all four,
+//! `check.lua`). Redis runs a whole script on every call, defining each of its functions
+//! anew, so the one-limit scripts carry only what they use. Either way one check is one
+//! `EVALSHA`, and every script takes the same arguments:
 //!
-//! - `KEYS[i]`: [`RouteKey::limit_key`] of limit `i`. The window algorithms append
-//!   `:<window start ms>` inside the script; every key shares the route key's hash tag, so
-//!   all of them live in one Redis Cluster slot.
+//! - `KEYS[i]`: [`RouteKey::limit_key`](crate::key::RouteKey::limit_key) of limit `i`. The
+//!   window algorithms append `:<window start ms>` inside the script; every key shares the
+//!   route key's hash tag, so all of them live in one Redis Cluster slot.
 //! - `ARGV[1]`: the injected time in milliseconds, or `""` for Redis `TIME`.
 //! - `ARGV[2]`: a member unique to this request (the sliding log's sorted-set member), or
 //!   `""` when no limit is a sliding log.
@@ -15,9 +20,9 @@
 //! - Reply: a flat integer array, per limit `allowed (0/1), remaining, retry_after ms,
 //!   reset_after ms`.
 //!
-//! The script peeks every limit first and counts the request in all of them only when all
-//! allow it. For a request rejected by another limit, an allowing limit reports the state
-//! it would have had if the request had been counted.
+//! The general script peeks every limit first and counts the request in all of them only
+//! when all allow it. For a request rejected by another limit, an allowing limit reports the
+//! state it would have had if the request had been counted.
 
 use std::{
     collections::hash_map::RandomState,
@@ -32,9 +37,13 @@ use std::{
 use redis::Value;
 
 use super::{CheckRequest, Decision, LimitState, StoreError, StoreErrorKind};
-use crate::{key::algorithm_code, policy::Algorithm};
+use crate::{
+    key::algorithm_code,
+    policy::{Algorithm, Limit},
+};
 
-/// The whole check script, as sent with `EVAL` when Redis does not know it yet.
+/// The general check script, for any stack of limits (`EVAL` sends it when Redis does not
+/// know it yet): the prelude, every algorithm and the stacked dispatcher.
 pub const CHECK_SCRIPT: &str = concat!(
     include_str!("../../scripts/prelude.lua"),
     "\n",
@@ -49,12 +58,84 @@ pub const CHECK_SCRIPT: &str = concat!(
     include_str!("../../scripts/check.lua"),
 );
 
-static CHECK_SCRIPT_SHA1: LazyLock<String> =
-    LazyLock::new(|| sha1_smol::Sha1::from(CHECK_SCRIPT).digest().to_string());
+/// The script of one algorithm checked alone: the prelude, that algorithm's file and the
+/// one-limit dispatcher. Redis runs a whole script on every call, defining each of its
+/// functions anew, so a limit checked alone does not pay for the other three algorithms.
+macro_rules! single_script {
+    ($file:literal, $code:literal, $decide:literal) => {
+        concat!(
+            include_str!("../../scripts/prelude.lua"),
+            "\n",
+            include_str!(concat!("../../scripts/", $file)),
+            "\n",
+            include_str!("../../scripts/single.lua"),
+            "\nreturn rl_single('",
+            $code,
+            "', ",
+            $decide,
+            ")\n",
+        )
+    };
+}
 
-/// The SHA-1 digest of [`CHECK_SCRIPT`] in hex, the name Redis knows it by (`EVALSHA`).
+/// Every script, in the order of [`script_index`].
+const SOURCES: [&str; 5] = [
+    single_script!("fixed_window.lua", "fw", "fixed_window_decide"),
+    single_script!("sliding_window.lua", "sw", "sliding_window_decide"),
+    single_script!("sliding_log.lua", "sl", "sliding_log_decide"),
+    single_script!("gcra.lua", "gc", "gcra_decide"),
+    CHECK_SCRIPT,
+];
+
+/// The position in [`SOURCES`] of the script that checks `limits`.
+fn script_index(limits: &[Limit]) -> usize {
+    match limits {
+        [limit] => match limit.algorithm() {
+            Algorithm::FixedWindow => 0,
+            Algorithm::SlidingWindow => 1,
+            Algorithm::SlidingLog => 2,
+            Algorithm::Gcra => 3,
+        },
+        _ => 4,
+    }
+}
+
+static SHA1S: LazyLock<[String; 5]> =
+    LazyLock::new(|| SOURCES.map(|source| sha1_smol::Sha1::from(source).digest().to_string()));
+
+/// One check script: its source, sent with `EVAL`, and the SHA-1 digest Redis knows it by
+/// (`EVALSHA`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckScript {
+    source: &'static str,
+    sha1: &'static str,
+}
+
+impl CheckScript {
+    /// The Lua source.
+    pub fn source(&self) -> &'static str {
+        self.source
+    }
+
+    /// The SHA-1 digest of the source in hex.
+    pub fn sha1(&self) -> &'static str {
+        self.sha1
+    }
+}
+
+/// The script that checks `limits`: the algorithm's own script for one limit, the general
+/// [`CHECK_SCRIPT`] for a stack.
+pub fn check_script(limits: &[Limit]) -> CheckScript {
+    let index = script_index(limits);
+    CheckScript {
+        source: SOURCES[index],
+        sha1: &SHA1S[index],
+    }
+}
+
+/// The SHA-1 digest of the general [`CHECK_SCRIPT`] in hex.
 pub fn check_script_sha1() -> &'static str {
-    &CHECK_SCRIPT_SHA1
+    &SHA1S[4]
 }
 
 /// Random per process, so members from different instances never collide.
@@ -75,7 +156,8 @@ pub(crate) struct ScriptCall<'a> {
     keys: Vec<String>,
     now_millis: Option<u64>,
     member: String,
-    limits: &'a [crate::policy::Limit],
+    limits: &'a [Limit],
+    script: CheckScript,
 }
 
 impl<'a> ScriptCall<'a> {
@@ -98,17 +180,18 @@ impl<'a> ScriptCall<'a> {
                 String::new()
             },
             limits: request.limits,
+            script: check_script(request.limits),
         }
     }
 
     /// `EVALSHA <sha> <n> KEYS.. ARGV..`.
     pub(crate) fn evalsha(&self) -> redis::Cmd {
-        self.command("EVALSHA", check_script_sha1())
+        self.command("EVALSHA", self.script.sha1)
     }
 
     /// `EVAL <source> <n> KEYS.. ARGV..`.
     pub(crate) fn eval(&self) -> redis::Cmd {
-        self.command("EVAL", CHECK_SCRIPT)
+        self.command("EVAL", self.script.source)
     }
 
     fn command(&self, name: &str, script: &str) -> redis::Cmd {
@@ -210,6 +293,40 @@ mod tests {
         assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
         assert!(!CHECK_SCRIPT.contains("replicate_commands("));
         assert_eq!(check_script_sha1().len(), 40);
+    }
+
+    #[test]
+    fn a_limit_alone_runs_its_own_algorithms_script_and_a_stack_the_general_one() {
+        let stack = [
+            Limit::new(5, Window::from_secs(1), Algorithm::Gcra),
+            Limit::new(100, Window::from_secs(60), Algorithm::SlidingWindow),
+        ];
+        let general = check_script(&stack);
+        assert_eq!(general.source(), CHECK_SCRIPT);
+        assert_eq!(general.sha1(), check_script_sha1());
+        let mut digests = vec![general.sha1()];
+        for algorithm in Algorithm::ALL {
+            let script = check_script(&[Limit::new(5, Window::from_secs(1), algorithm)]);
+            let own = format!("{}_peek", algorithm.as_str());
+            assert!(script.source().contains(&own), "{algorithm}");
+            for other in Algorithm::ALL.iter().filter(|a| **a != algorithm) {
+                let theirs = format!("{}_peek", other.as_str());
+                assert!(!script.source().contains(&theirs), "{algorithm}: {other}");
+            }
+            let code = algorithm_code(algorithm);
+            assert!(
+                script.source().trim_end().ends_with(&format!(
+                    "return rl_single('{code}', {}_decide)",
+                    algorithm.as_str()
+                )),
+                "{algorithm}"
+            );
+            assert_eq!(script.sha1().len(), 40);
+            digests.push(script.sha1());
+        }
+        digests.sort_unstable();
+        digests.dedup();
+        assert_eq!(digests.len(), 5, "five distinct scripts");
     }
 
     #[test]
