@@ -14,7 +14,10 @@ use std::fmt::{self, Write as _};
 
 use sha2::{Digest, Sha256};
 
-use crate::policy::{Algorithm, IdentityPart, Limit};
+use crate::{
+    identity::ClientIdentity,
+    policy::{Algorithm, IdentityPart, Limit},
+};
 
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "rl";
@@ -41,6 +44,33 @@ impl RouteKey {
         pattern: &str,
         identity: &[(IdentityPart, &str)],
     ) -> Self {
+        Self::build(prefix, method, pattern, identity.iter().copied())
+    }
+
+    /// [`new`](Self::new) for an identity as the limiter extracted it.
+    ///
+    /// # Panics
+    ///
+    /// When `prefix` contains `{` or `}` (see [`valid_prefix`]).
+    pub fn for_client(
+        prefix: &str,
+        method: &str,
+        pattern: &str,
+        identity: &ClientIdentity,
+    ) -> Self {
+        let parts = identity
+            .parts
+            .iter()
+            .map(|(part, value)| (*part, value.as_str()));
+        Self::build(prefix, method, pattern, parts)
+    }
+
+    fn build<'v>(
+        prefix: &str,
+        method: &str,
+        pattern: &str,
+        identity: impl Iterator<Item = (IdentityPart, &'v str)>,
+    ) -> Self {
         assert!(
             valid_prefix(prefix),
             "a key prefix must not contain `{{` or `}}`"
@@ -48,12 +78,16 @@ impl RouteKey {
         let mut base = String::with_capacity(prefix.len() + pattern.len() + 64);
         base.push_str(prefix);
         base.push_str(":{");
-        push_plain_or_hashed(&mut base, &method.to_ascii_uppercase());
+        if method.bytes().any(|b| b.is_ascii_lowercase()) {
+            push_plain_or_hashed(&mut base, &method.to_ascii_uppercase());
+        } else {
+            push_plain_or_hashed(&mut base, method);
+        }
         base.push(':');
         push_pattern(&mut base, pattern);
         for (part, value) in identity {
             base.push('|');
-            push_identity(&mut base, *part, value);
+            push_identity(&mut base, part, value);
         }
         base.push('}');
         RouteKey { base }
@@ -250,6 +284,25 @@ mod tests {
         assert_eq!(
             key.limit_key(&limit),
             "rl:{POST:/login|ip:203.0.113.7}:sl300000"
+        );
+        let client = ClientIdentity {
+            parts: vec![
+                (IdentityPart::Ip, "203.0.113.7".to_owned()),
+                (IdentityPart::Username, "Alice".to_owned()),
+            ],
+            fell_back_from: None,
+        };
+        assert_eq!(
+            RouteKey::for_client("rl", "POST", "/login", &client),
+            RouteKey::new(
+                "rl",
+                "POST",
+                "/login",
+                &[
+                    (IdentityPart::Ip, "203.0.113.7"),
+                    (IdentityPart::Username, "Alice")
+                ]
+            ),
         );
     }
 

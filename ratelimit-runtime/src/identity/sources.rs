@@ -21,7 +21,8 @@ pub struct IdentitySources {
 /// The identity of one request, ready for the key builder.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientIdentity {
-    /// Each part with its raw value (hashing happens in the key builder).
+    /// Each part with its raw value (hashing happens in the key builder,
+    /// `RouteKey::for_client`).
     pub parts: Vec<(IdentityPart, String)>,
     /// The part that was missing when the identity fell back to the client IP.
     pub fell_back_from: Option<IdentityPart>,
@@ -33,11 +34,6 @@ impl ClientIdentity {
     pub fn kind(&self) -> String {
         let kinds: Vec<String> = self.parts.iter().map(|(p, _)| p.to_string()).collect();
         kinds.join("+")
-    }
-
-    /// The parts as the key builder takes them.
-    pub fn key_parts(&self) -> Vec<(IdentityPart, &str)> {
-        self.parts.iter().map(|(p, v)| (*p, v.as_str())).collect()
     }
 }
 

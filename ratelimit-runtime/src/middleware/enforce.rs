@@ -76,12 +76,7 @@ impl Limiter {
     {
         let policy = route.policy;
         let identity = self.sources.extract(&mut req, policy.identity()).await;
-        let key = RouteKey::new(
-            &self.prefix,
-            &route.method,
-            &route.pattern,
-            &identity.key_parts(),
-        );
+        let key = RouteKey::for_client(&self.prefix, &route.method, &route.pattern, &identity);
         let client = Client {
             identity: &identity,
         };

@@ -77,7 +77,7 @@ pub(crate) fn insert(
         }
         if let Some(name) = route.policy_names.get(index) {
             let value = format!("{name};r={};t={reset}", binding.remaining);
-            if let Ok(value) = HeaderValue::from_str(&value) {
+            if let Ok(value) = HeaderValue::try_from(value) {
                 headers.insert(RATELIMIT, value);
             }
         }

@@ -224,29 +224,24 @@ pub(crate) fn decode(request: &CheckRequest<'_>, reply: Value) -> Result<Decisio
             items.len()
         )));
     }
-    let mut numbers = Vec::with_capacity(items.len());
-    for item in &items {
-        match item {
-            Value::Int(n) if *n >= 0 => numbers.push(*n as u64),
-            other => {
-                return Err(protocol(format!(
-                    "expected a non-negative integer, got {other:?}"
-                )))
-            }
-        }
-    }
-    let limits: Vec<LimitState> = request
-        .limits
-        .iter()
-        .zip(numbers.chunks_exact(4))
-        .map(|(limit, n)| LimitState {
+    let mut numbers = items.iter().map(|item| match item {
+        Value::Int(n) if *n >= 0 => Ok(*n as u64),
+        other => Err(protocol(format!(
+            "expected a non-negative integer, got {other:?}"
+        ))),
+    });
+    // The length is checked above: every limit has its four numbers.
+    let mut next = || numbers.next().unwrap_or(Ok(0));
+    let mut limits = Vec::with_capacity(request.limits.len());
+    for limit in request.limits {
+        limits.push(LimitState {
             limit: *limit,
-            allowed: n[0] == 1,
-            remaining: u32::try_from(n[1]).unwrap_or(u32::MAX),
-            retry_after: Duration::from_millis(n[2]),
-            reset_after: Duration::from_millis(n[3]),
-        })
-        .collect();
+            allowed: next()? == 1,
+            remaining: u32::try_from(next()?).unwrap_or(u32::MAX),
+            retry_after: Duration::from_millis(next()?),
+            reset_after: Duration::from_millis(next()?),
+        });
+    }
     Ok(Decision {
         allowed: limits.iter().all(|l| l.allowed),
         limits,
