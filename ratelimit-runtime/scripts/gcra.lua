@@ -45,7 +45,3 @@ end
 local function gcra_commit(state, window)
   redis.call('SET', state.key, rl_int(state.new_tat), 'PX', rl_ttl(state.ttl, window))
 end
-
-local function gcra_decide(stem, max, window, now, member)
-  return rl_decide_by(gcra_peek, gcra_commit, stem, max, window, now, member)
-end

@@ -84,13 +84,3 @@ local function rl_bounds(i)
 end
 
 local RL_BAD_BOUNDS = 'ERR rate-limit script: max and window must be positive integers'
-
--- The decision of a limit checked alone, by peeking then counting the request when it is
--- allowed: allowed (0/1), remaining, retry_after ms, reset_after ms.
-local function rl_decide_by(peek, commit, stem, max, window, now, member)
-  local state = peek(stem, max, window, now)
-  if state.allowed == 1 then
-    commit(state, window, now, member)
-  end
-  return state.allowed, state.remaining, state.retry_after, state.reset_after
-end

@@ -1,10 +1,26 @@
 -- single.lua: the dispatcher of a one-limit script, which is prelude.lua, one algorithm's
--- file and this file, ended by `return rl_single('<code>', <algorithm>_decide)` (added in
+-- file and this file, ended by `return rl_single('<code>', <decide>)` (added in
 -- `store/script.rs`). Redis runs the whole chunk on every call, so only that algorithm's
 -- functions are defined per call, not all four.
 --
+-- <decide> is `fixed_window_decide` (count first, take back on rejection) or
+-- `rl_decider(<algorithm>_peek, <algorithm>_commit)`.
+--
 -- KEYS[1] and ARGV as in check.lua, with one limit; ARGV[3] must be this script's
 -- algorithm code. Returns {allowed 0/1, remaining, retry_after ms, reset_after ms}.
+
+-- The decide function of a limit checked alone, from its peek and commit: peek, then count
+-- the request when it is allowed. Returns allowed (0/1), remaining, retry_after ms,
+-- reset_after ms.
+local function rl_decider(peek, commit)
+  return function(stem, max, window, now, member)
+    local state = peek(stem, max, window, now)
+    if state.allowed == 1 then
+      commit(state, window, now, member)
+    end
+    return state.allowed, state.remaining, state.retry_after, state.reset_after
+  end
+end
 
 local function rl_single(code, decide)
   if #KEYS ~= 1 or #ARGV ~= 5 then

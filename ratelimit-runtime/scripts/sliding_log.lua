@@ -29,7 +29,3 @@ local function sliding_log_commit(state, window, now, member)
   redis.call('ZADD', state.key, rl_int(now), member)
   redis.call('PEXPIRE', state.key, rl_ttl(window, window))
 end
-
-local function sliding_log_decide(stem, max, window, now, member)
-  return rl_decide_by(sliding_log_peek, sliding_log_commit, stem, max, window, now, member)
-end

@@ -54,7 +54,3 @@ local function sliding_window_commit(state, window)
     redis.call('PEXPIRE', state.key, rl_ttl(state.ttl, window))
   end
 end
-
-local function sliding_window_decide(stem, max, window, now, member)
-  return rl_decide_by(sliding_window_peek, sliding_window_commit, stem, max, window, now, member)
-end

@@ -81,9 +81,17 @@ macro_rules! single_script {
 /// Every script, in the order of [`script_index`].
 const SOURCES: [&str; 5] = [
     single_script!("fixed_window.lua", "fw", "fixed_window_decide"),
-    single_script!("sliding_window.lua", "sw", "sliding_window_decide"),
-    single_script!("sliding_log.lua", "sl", "sliding_log_decide"),
-    single_script!("gcra.lua", "gc", "gcra_decide"),
+    single_script!(
+        "sliding_window.lua",
+        "sw",
+        "rl_decider(sliding_window_peek, sliding_window_commit)"
+    ),
+    single_script!(
+        "sliding_log.lua",
+        "sl",
+        "rl_decider(sliding_log_peek, sliding_log_commit)"
+    ),
+    single_script!("gcra.lua", "gc", "rl_decider(gcra_peek, gcra_commit)"),
     CHECK_SCRIPT,
 ];
 
@@ -309,11 +317,17 @@ mod tests {
                 assert!(!script.source().contains(&theirs), "{algorithm}: {other}");
             }
             let code = algorithm_code(algorithm);
+            let name = algorithm.as_str();
+            let decide = if algorithm == Algorithm::FixedWindow {
+                format!("{name}_decide")
+            } else {
+                format!("rl_decider({name}_peek, {name}_commit)")
+            };
             assert!(
-                script.source().trim_end().ends_with(&format!(
-                    "return rl_single('{code}', {}_decide)",
-                    algorithm.as_str()
-                )),
+                script
+                    .source()
+                    .trim_end()
+                    .ends_with(&format!("return rl_single('{code}', {decide})")),
                 "{algorithm}"
             );
             assert_eq!(script.sha1().len(), 40);
