@@ -20,9 +20,10 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Counters in one Redis server (or a primary behind a failover proxy).
 ///
-/// Every check is one `EVALSHA` of the check script over one multiplexed connection that
-/// reconnects by itself; a check never waits longer than the configured timeout. Build one
-/// per process and share it: clones share the connection.
+/// Every check is one `EVALSHA` of its check script ([`check_script`](super::check_script))
+/// over one multiplexed connection that reconnects by itself; a check never waits longer
+/// than the configured timeout. Build one per process and share it: clones share the
+/// connection.
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), ratelimit_runtime::store::StoreConfigError> {

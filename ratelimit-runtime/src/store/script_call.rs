@@ -1,4 +1,4 @@
-//! Running the check script over a Redis connection, standalone or Cluster alike.
+//! Running a check script over a Redis connection, standalone or Cluster alike.
 //!
 //! `EVALSHA` with the locally computed digest; on `NOSCRIPT` (after a restart, a failover or
 //! `SCRIPT FLUSH`) the same call again as `EVAL` with the source, which also caches the
