@@ -663,3 +663,79 @@ async fn a_resource_shadowing_a_declared_route_is_limited_after_its_first_reques
         "allowed {allowed}: at most one request slips through"
     );
 }
+
+#[rate_limit(limit = 4, window = "1m", identity = "ip", fail = "closed")]
+#[get("/per-worker")]
+async fn per_worker() -> HttpResponse {
+    HttpResponse::Ok().finish()
+}
+
+/// The last command of every client connection Redis holds, but the asking one.
+fn redis_clients(server: &RedisServer) -> Vec<String> {
+    let mut conn = server.connection();
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut conn).unwrap();
+    list.lines()
+        .filter(|line| !line.contains("cmd=client|list"))
+        .map(|line| {
+            line.split(' ')
+                .find_map(|field| field.strip_prefix("cmd="))
+                .unwrap_or("?")
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Each actix worker checks over a Redis connection of its own (driven on that worker's
+/// thread, so a check never crosses threads), and every worker counts in the same budget.
+#[actix_web::test]
+async fn every_worker_checks_over_its_own_connection_and_all_share_one_budget() {
+    let server = RedisServer::start();
+    let limiter = redis_limiter(&server, &ManualClock::at(T0)).await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let http =
+        actix_web::HttpServer::new(move || App::new().service(per_worker).wrap(limiter.clone()))
+            .workers(2)
+            .listen(listener)
+            .unwrap()
+            .run();
+    let handle = http.handle();
+    actix_web::rt::spawn(http);
+
+    // The store's own connection and one per worker, each warmed up with a PING.
+    let started = Instant::now();
+    while redis_clients(&server).len() < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "expected 3 connections, Redis has {:?}",
+            redis_clients(&server)
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // A new TCP connection per request: actix hands them to its workers in turn.
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        let client = awc::Client::new();
+        let response = client
+            .get(format!("http://127.0.0.1:{port}/per-worker"))
+            .insert_header(("connection", "close"))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 429, 429]);
+
+    let mut clients = redis_clients(&server);
+    clients.sort();
+    // Both workers ran the script (the first one there with EVAL, after NOSCRIPT); the
+    // store's own connection only said PING; no connection was opened per request.
+    assert_eq!(clients.len(), 3, "{clients:?}");
+    assert_eq!(clients[2], "ping", "{clients:?}");
+    assert!(
+        clients[..2].iter().all(|cmd| cmd == "evalsha"),
+        "{clients:?}"
+    );
+    handle.stop(true).await;
+}

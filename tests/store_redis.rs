@@ -133,6 +133,47 @@ async fn a_script_flush_on_every_cluster_node_between_checks_is_invisible() {
     script_flush_between_checks(Backend::cluster().await).await;
 }
 
+/// What `RateLimiter` gives each actix worker: a store with connections of its own, counting
+/// in the same keys as the store it came from.
+async fn a_worker_store_counts_with_its_parent(backend: Backend) {
+    let store = backend.store();
+    let worker = store
+        .worker_store()
+        .expect("inside a Tokio runtime a Redis store opens a worker's own");
+    assert_eq!(worker.kind(), store.kind());
+    assert_eq!(worker.timeout(), store.timeout());
+    let mut remaining = Vec::new();
+    for on in [&store, &worker, &store, &worker, &worker] {
+        remaining.push(check(&**on, T0).await.unwrap().limits[0].remaining);
+    }
+    // The sliding log allows 5: one budget across both.
+    assert_eq!(remaining, [4, 3, 2, 1, 0]);
+    assert!(!check(&*worker, T0).await.unwrap().allowed);
+    assert!(!check(&*store, T0).await.unwrap().allowed);
+    backend.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_store_counts_with_its_parent_standalone() {
+    a_worker_store_counts_with_its_parent(Backend::standalone().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_store_counts_with_its_parent_in_a_cluster() {
+    a_worker_store_counts_with_its_parent(Backend::cluster().await).await;
+}
+
+#[test]
+fn outside_a_runtime_a_worker_shares_the_store() {
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let store = runtime
+        .block_on(RedisStore::builder(server.url()).build())
+        .unwrap();
+    // No runtime here to drive a connection of its own.
+    assert!(store.worker_store().is_none());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_restart_between_checks_is_invisible() {
     let mut server = tokio::task::spawn_blocking(RedisServer::start)

@@ -40,7 +40,7 @@ fn shielded_state(policy: &RoutePolicy, blocked: Blocked, now: u64) -> Option<Li
     })
 }
 
-/// Everything a request needs from the limiter; shared by every worker.
+/// Everything a request needs from the limiter; one per worker.
 pub(crate) struct Limiter {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) clock: Clock,
@@ -49,7 +49,8 @@ pub(crate) struct Limiter {
     /// The limiter's own cap on a store call, when set.
     pub(crate) timeout: Option<Duration>,
     pub(crate) headers: HeaderFamilies,
-    pub(crate) shield: FloodShield,
+    /// Shared by every worker.
+    pub(crate) shield: Arc<FloodShield>,
     pub(crate) unavailable_retry_secs: u64,
 }
 

@@ -60,12 +60,13 @@ pub struct RateLimiter {
     default_limits: &'static [Limit],
     default_identity: Identity,
     default_fail: Option<FailMode>,
-    built: Arc<OnceLock<Arc<Limiter>>>,
+    /// The flood shield every worker of this limiter shares, made by the first.
+    shield: Arc<OnceLock<Arc<FloodShield>>>,
 }
 
-/// Internal handle in request extensions, for the route guards.
+/// Internal handle in request extensions, for the route guards: the worker's limiter.
 #[derive(Clone)]
-pub(crate) struct LimiterHandle(pub(crate) Arc<Limiter>);
+pub(crate) struct LimiterHandle(pub(crate) Rc<Limiter>);
 
 impl RateLimiter {
     /// A limiter counting in `store`.
@@ -87,13 +88,13 @@ impl RateLimiter {
             default_limits: DEFAULT_LIMITS,
             default_identity: Identity::UserIdElseIp,
             default_fail: None,
-            built: Arc::default(),
+            shield: Arc::default(),
         }
     }
 
     fn with(mut self, f: impl FnOnce(&mut Self)) -> Self {
         f(&mut self);
-        self.built = Arc::default();
+        self.shield = Arc::default();
         self
     }
 
@@ -193,21 +194,25 @@ impl RateLimiter {
         RoutePolicy::new(self.default_limits, self.default_identity, fail, false)
     }
 
-    fn limiter(&self) -> Arc<Limiter> {
-        self.built
-            .get_or_init(|| {
-                Arc::new(Limiter {
-                    store: Arc::clone(&self.store),
-                    clock: self.clock.clone(),
-                    sources: self.sources.clone(),
-                    prefix: self.prefix.clone(),
-                    timeout: self.timeout,
-                    headers: self.headers,
-                    shield: FloodShield::new(self.shield_capacity),
-                    unavailable_retry_secs: self.unavailable_retry_secs,
-                })
-            })
-            .clone()
+    /// The limiter of one worker: the store's own for this worker (its own Redis connection,
+    /// driven on this thread), the shield shared with every other worker.
+    fn worker_limiter(&self) -> Rc<Limiter> {
+        let shield = self
+            .shield
+            .get_or_init(|| Arc::new(FloodShield::new(self.shield_capacity)));
+        Rc::new(Limiter {
+            store: self
+                .store
+                .worker_store()
+                .unwrap_or_else(|| Arc::clone(&self.store)),
+            clock: self.clock.clone(),
+            sources: self.sources.clone(),
+            prefix: self.prefix.clone(),
+            timeout: self.timeout,
+            headers: self.headers,
+            shield: Arc::clone(shield),
+            unavailable_retry_secs: self.unavailable_retry_secs,
+        })
     }
 }
 
@@ -225,7 +230,7 @@ where
     fn new_transform(&self, service: S) -> Self::Future {
         ready(Ok(RateLimiterService {
             service: Rc::new(service),
-            limiter: self.limiter(),
+            limiter: self.worker_limiter(),
             config: self.clone(),
             declared: Rc::new(OnceCell::new()),
             defaults: RefCell::default(),
@@ -237,7 +242,7 @@ where
 /// The service [`RateLimiter`] wraps an App's routing in.
 pub struct RateLimiterService<S> {
     service: Rc<S>,
-    limiter: Arc<Limiter>,
+    limiter: Rc<Limiter>,
     config: RateLimiter,
     declared: Rc<OnceCell<DeclaredRoutes>>,
     /// Undeclared routes seen so far, by method label and pattern (bounded: patterns come
@@ -288,7 +293,7 @@ where
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
         req.extensions_mut()
-            .insert(LimiterHandle(Arc::clone(&self.limiter)));
+            .insert(LimiterHandle(Rc::clone(&self.limiter)));
         let declared = self.declared.get_or_init(|| {
             // Without the introspection tree no route counts as declared: every request
             // then also gets the default policy (fail safe, never unlimited).
@@ -336,7 +341,7 @@ where
                 Ok(response.map_into_left_body())
             });
         }
-        let limiter = Arc::clone(&self.limiter);
+        let limiter = Rc::clone(&self.limiter);
         let pattern = pattern.unwrap_or_else(|| "<unmatched>".to_owned());
         let route = self.default_route(req.method(), pattern);
         Box::pin(async move { limiter.enforce(req, &route, &*service).await })

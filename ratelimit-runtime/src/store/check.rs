@@ -34,4 +34,14 @@ pub trait Store: Send + Sync + 'static {
     fn timeout(&self) -> Option<std::time::Duration> {
         None
     }
+
+    /// The store one actix worker should use, asked once per worker when its App starts, on
+    /// that worker's thread; `None` (the default) makes the worker share this store.
+    ///
+    /// The Redis stores answer a copy with connections of its own, driven by the worker's
+    /// runtime: a check then never hands its command to another thread and back (two
+    /// cross-thread wake-ups per request, a large share of a check's CPU).
+    fn worker_store(&self) -> Option<std::sync::Arc<dyn Store>> {
+        None
+    }
 }

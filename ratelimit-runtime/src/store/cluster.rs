@@ -3,7 +3,7 @@
 //! Every key of one check carries the route key's hash tag, so they all live in one slot:
 //! `EVALSHA` goes to the node that owns it and never meets `CROSSSLOT`.
 
-use std::{fmt, time::Duration};
+use std::{fmt, sync::Arc, time::Duration};
 
 use ::redis::{
     cluster::{ClusterClient, ClusterConfig},
@@ -20,7 +20,8 @@ use super::{
 ///
 /// Connections to the nodes are made in the background and follow slot moves; a check never
 /// waits longer than the configured timeout. Build one per process and share it: clones
-/// share the connections.
+/// share the connections, and under [`RateLimiter`](crate::RateLimiter) each actix worker
+/// opens its own (see [`Store::worker_store`]).
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), ratelimit_runtime::store::StoreConfigError> {
@@ -36,6 +37,9 @@ pub struct RedisClusterStore {
     connection: ClusterConnection,
     timeout: Duration,
     nodes: Vec<String>,
+    /// What another set of connections to the same cluster is opened from.
+    client: ClusterClient,
+    config: ClusterConfig,
 }
 
 impl RedisClusterStore {
@@ -85,6 +89,16 @@ impl Store for RedisClusterStore {
 
     fn timeout(&self) -> Option<Duration> {
         Some(self.timeout)
+    }
+
+    fn worker_store(&self) -> Option<Arc<dyn Store>> {
+        tokio::runtime::Handle::try_current().ok()?;
+        Some(Arc::new(RedisClusterStore {
+            connection: self
+                .client
+                .get_pending_async_connection_with_config(self.config.clone()),
+            ..self.clone()
+        }))
     }
 }
 
@@ -141,11 +155,13 @@ impl RedisClusterStoreBuilder {
             .build()
             .map_err(|err| StoreConfigError::for_url(&self.nodes.join(","), err))?;
         let config = ClusterConfig::new().set_connection_timeout(self.connect_timeout);
-        let connection = client.get_pending_async_connection_with_config(config);
+        let connection = client.get_pending_async_connection_with_config(config.clone());
         Ok(RedisClusterStore {
             connection,
             timeout: self.timeout,
             nodes: self.nodes,
+            client,
+            config,
         })
     }
 }

@@ -1,6 +1,6 @@
-//! The standalone Redis store: one multiplexed connection per process.
+//! The standalone Redis store: one multiplexed connection per actix worker.
 
-use std::{fmt, time::Duration};
+use std::{fmt, sync::Arc, time::Duration};
 
 use ::redis::{
     aio::{ConnectionManager, ConnectionManagerConfig},
@@ -21,9 +21,10 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Counters in one Redis server (or a primary behind a failover proxy).
 ///
 /// Every check is one `EVALSHA` of its check script ([`check_script`](super::check_script))
-/// over one multiplexed connection that reconnects by itself; a check never waits longer
-/// than the configured timeout. Build one per process and share it: clones share the
-/// connection.
+/// over a multiplexed connection that reconnects by itself; a check never waits longer than
+/// the configured timeout. Build one per process and share it: clones share the connection,
+/// and under [`RateLimiter`](crate::RateLimiter) each actix worker opens one of its own
+/// (see [`Store::worker_store`]), so a process holds one connection per worker plus this one.
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), ratelimit_runtime::store::StoreConfigError> {
@@ -41,6 +42,9 @@ pub struct RedisStore {
     connection: ConnectionManager,
     timeout: Duration,
     url: String,
+    /// What another connection to the same server is opened from.
+    client: Client,
+    config: ConnectionManagerConfig,
 }
 
 impl RedisStore {
@@ -86,6 +90,29 @@ impl Store for RedisStore {
     fn timeout(&self) -> Option<Duration> {
         Some(self.timeout)
     }
+
+    fn worker_store(&self) -> Option<Arc<dyn Store>> {
+        tokio::runtime::Handle::try_current().ok()?;
+        let connection = connect(&self.client, &self.config).ok()?;
+        Some(Arc::new(RedisStore {
+            connection,
+            ..self.clone()
+        }))
+    }
+}
+
+/// A connection made in the background on the calling thread's Tokio runtime: a first
+/// `PING` starts it, so the first check does not wait for it. Panics outside a runtime.
+fn connect(
+    client: &Client,
+    config: &ConnectionManagerConfig,
+) -> ::redis::RedisResult<ConnectionManager> {
+    let connection = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
+    let mut warm_up = connection.clone();
+    tokio::spawn(async move {
+        let _ = ::redis::cmd("PING").query_async::<()>(&mut warm_up).await;
+    });
+    Ok(connection)
 }
 
 /// Configures a [`RedisStore`].
@@ -141,16 +168,14 @@ impl RedisStoreBuilder {
             .set_number_of_retries(3)
             .set_min_delay(Duration::from_millis(10))
             .set_max_delay(Duration::from_millis(500));
-        let connection = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|err| StoreConfigError::for_url(&self.url, err))?;
-        let mut warm_up = connection.clone();
-        tokio::spawn(async move {
-            let _ = ::redis::cmd("PING").query_async::<()>(&mut warm_up).await;
-        });
+        let connection =
+            connect(&client, &config).map_err(|err| StoreConfigError::for_url(&self.url, err))?;
         Ok(RedisStore {
             connection,
             timeout: self.timeout,
             url: self.url,
+            client,
+            config,
         })
     }
 }
