@@ -16,15 +16,19 @@ pub enum Variant {
     Floor,
     /// (e) this project: `RateLimiter` + `#[rate_limit]` handlers over `RedisStore`.
     Project,
+    /// (f) the floor with one connection per actix worker, made on the worker's thread (this
+    /// project's layout), instead of one per process.
+    FloorPerWorker,
 }
 
 impl Variant {
     /// Every variant, in the order each round runs them.
-    pub const ALL: [Variant; 5] = [
+    pub const ALL: [Variant; 6] = [
         Variant::NoLimiter,
         Variant::Limitation,
         Variant::Governor,
         Variant::Floor,
+        Variant::FloorPerWorker,
         Variant::Project,
     ];
 
@@ -36,6 +40,7 @@ impl Variant {
             Variant::Governor => "governor",
             Variant::Floor => "floor",
             Variant::Project => "project",
+            Variant::FloorPerWorker => "floor-per-worker",
         }
     }
 
@@ -47,6 +52,7 @@ impl Variant {
             Variant::Governor => 'c',
             Variant::Floor => 'd',
             Variant::Project => 'e',
+            Variant::FloorPerWorker => 'f',
         }
     }
 
@@ -58,6 +64,7 @@ impl Variant {
             Variant::Governor => "actix-governor 0.10 (in-memory GCRA)",
             Variant::Floor => "floor: one EVALSHA (INCR+PEXPIRE), multiplexed",
             Variant::Project => "this project (RateLimiter + #[rate_limit], RedisStore)",
+            Variant::FloorPerWorker => "floor, one connection per worker (this project's layout)",
         }
     }
 
@@ -70,7 +77,7 @@ impl Variant {
     pub const fn uses_redis(self) -> bool {
         matches!(
             self,
-            Variant::Limitation | Variant::Floor | Variant::Project
+            Variant::Limitation | Variant::Floor | Variant::FloorPerWorker | Variant::Project
         )
     }
 }

@@ -1,6 +1,10 @@
 //! (d) The floor: a hand-written middleware doing exactly one `EVALSHA` of a trivial script
 //! (INCR + PEXPIRE, `scripts/floor.lua`) per request over one multiplexed connection. No
 //! Redis-backed limiter can do less than this one round trip.
+//!
+//! (f) The same middleware with one multiplexed connection per actix worker, made on the
+//! worker's own thread, as this project's stores do: what the floor costs with this
+//! project's connection layout.
 
 use actix_web::{
     body::{EitherBody, MessageBody},
@@ -19,9 +23,9 @@ use crate::{client_ip::client_ip, handler, options::Options};
 /// The script, loaded once at start-up with `SCRIPT LOAD`.
 const FLOOR_SCRIPT: &str = include_str!("../../../scripts/floor.lua");
 
-/// The limit of one scope, with the shared connection.
+/// The limit of one scope, with the process's one connection ((d) only).
 struct FloorLimit {
-    connection: MultiplexedConnection,
+    connection: Option<MultiplexedConnection>,
     sha: String,
     scope: &'static str,
     limit: u64,
@@ -37,7 +41,14 @@ async fn limit_request(
         .expect("every floor scope has its limit")
         .clone();
     let key = format!("floor:{}:{}", limit.scope, client_ip(&req));
-    let mut connection = limit.connection.clone();
+    let mut connection = match &limit.connection {
+        Some(connection) => connection.clone(),
+        None => req
+            .app_data::<web::Data<MultiplexedConnection>>()
+            .expect("(f) makes one connection per worker")
+            .get_ref()
+            .clone(),
+    };
     let count: redis::RedisResult<u64> = redis::cmd("EVALSHA")
         .arg(&limit.sha)
         .arg(1)
@@ -56,7 +67,8 @@ async fn limit_request(
     }
 }
 
-pub async fn serve(options: &Options) -> std::io::Result<()> {
+/// Serves (d) with `per_worker` false, (f) with it true.
+pub async fn serve(options: &Options, per_worker: bool) -> std::io::Result<()> {
     let client = redis::Client::open(options.redis_url()).map_err(std::io::Error::other)?;
     let mut connection = client
         .get_multiplexed_async_connection()
@@ -70,7 +82,7 @@ pub async fn serve(options: &Options) -> std::io::Result<()> {
         .map_err(std::io::Error::other)?;
     let scope_limit = |budget: Budget, limit: u32, window_secs: u64| {
         web::Data::new(FloorLimit {
-            connection: connection.clone(),
+            connection: (!per_worker).then(|| connection.clone()),
             sha: sha.clone(),
             scope: budget.segment(),
             limit: u64::from(limit),
@@ -81,6 +93,14 @@ pub async fn serve(options: &Options) -> std::io::Result<()> {
     let flood = scope_limit(Budget::Flood, FLOOD_LIMIT, FLOOD_WINDOW_SECS);
     HttpServer::new(move || {
         let mut app = App::new();
+        if per_worker {
+            let client = client.clone();
+            // Made on the worker's thread: its driver task runs on the worker's runtime.
+            app = app.data_factory(move || {
+                let client = client.clone();
+                async move { client.get_multiplexed_async_connection().await }
+            });
+        }
         for (budget, limit) in [(Budget::Allow, &allow), (Budget::Flood, &flood)] {
             app = app.service(
                 web::scope(&format!("/{}", budget.segment()))

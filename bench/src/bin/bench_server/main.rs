@@ -1,7 +1,7 @@
 //! One server variant per process, for the benchmark driver:
 //!
 //! ```text
-//! bench_server --variant <none|limitation|governor|floor|project> --port <port>
+//! bench_server --variant <none|limitation|governor|floor|floor-per-worker|project> --port <port>
 //!              [--redis redis://127.0.0.1:<port>] [--workers <n>]
 //! ```
 //!
@@ -37,7 +37,8 @@ async fn main() -> ExitCode {
         Variant::NoLimiter => no_limiter::serve(&options).await,
         Variant::Limitation => limitation::serve(&options).await,
         Variant::Governor => governor::serve(&options).await,
-        Variant::Floor => floor::serve(&options).await,
+        Variant::Floor => floor::serve(&options, false).await,
+        Variant::FloorPerWorker => floor::serve(&options, true).await,
         Variant::Project => project::serve(&options).await,
     };
     match served {

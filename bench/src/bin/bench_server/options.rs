@@ -2,7 +2,8 @@
 
 use ratelimit_bench::Variant;
 
-pub const USAGE: &str = "usage: bench_server --variant <none|limitation|governor|floor|project> \
+pub const USAGE: &str =
+    "usage: bench_server --variant <none|limitation|governor|floor|floor-per-worker|project> \
 --port <port> [--redis <url>] [--workers <n>]";
 
 /// What to serve, where.
@@ -27,7 +28,7 @@ impl Options {
                 "--variant" => {
                     let name = value()?;
                     variant = Some(Variant::from_flag(&name).ok_or_else(|| {
-                        format!("unknown variant `{name}`; expected `none`, `limitation`, `governor`, `floor`, `project`")
+                        format!("unknown variant `{name}`; expected `none`, `limitation`, `governor`, `floor`, `floor-per-worker`, `project`")
                     })?);
                 }
                 "--port" => {

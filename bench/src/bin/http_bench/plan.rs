@@ -19,13 +19,14 @@ pub struct Target {
 }
 
 impl Target {
-    /// (a) to (d), then this project's route per algorithm and the stacked one.
+    /// (a) to (d), (f), then this project's route per algorithm and the stacked one.
     pub fn all() -> Vec<Target> {
         let others = [
             Variant::NoLimiter,
             Variant::Limitation,
             Variant::Governor,
             Variant::Floor,
+            Variant::FloorPerWorker,
         ]
         .map(|variant| Target {
             variant,
@@ -177,12 +178,13 @@ mod tests {
     fn rounds_interleave_every_target_within_each_cell() {
         let plan = Plan::full(2, Duration::from_secs(1));
         let order = plan.schedule();
-        assert_eq!(order.len(), 2 * 9 * 9);
-        let first: Vec<String> = order[..9].iter().map(|(_, _, t)| t.to_string()).collect();
+        assert_eq!(order.len(), 2 * 9 * 10);
+        let first: Vec<String> = order[..10].iter().map(|(_, _, t)| t.to_string()).collect();
         assert_eq!(first[0], "(a) none");
         assert_eq!(first[3], "(d) floor");
-        assert_eq!(first[8], "(e) stacked");
-        assert!(order[..81].iter().all(|(round, _, _)| *round == 0));
-        assert_eq!(Plan::smoke(Duration::from_secs(2)).schedule().len(), 9);
+        assert_eq!(first[4], "(f) floor-per-worker");
+        assert_eq!(first[9], "(e) stacked");
+        assert!(order[..90].iter().all(|(round, _, _)| *round == 0));
+        assert_eq!(Plan::smoke(Duration::from_secs(2)).schedule().len(), 10);
     }
 }

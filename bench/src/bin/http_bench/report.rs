@@ -105,14 +105,15 @@ impl Report<'_> {
         let _ = writeln!(out, "#### {}\n", capitalised(scenario.title()));
         let _ = writeln!(
             out,
-            "| conns | server | req/s | p50 | p99 | × (a) | × (d) | scripts/req | Redis cmds/req | new Redis conns/req | server CPU/req | Redis CPU/req | non-2xx | socket errors |\n\
-             |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "| conns | server | req/s | p50 | p99 | × (a) | × (d) | × (f) | scripts/req | Redis cmds/req | new Redis conns/req | server CPU/req | Redis CPU/req | non-2xx | socket errors |\n\
+             |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for cell in cells {
             let none = self.results.baseline(*cell, Variant::NoLimiter);
             let floor = self.results.baseline(*cell, Variant::Floor);
+            let per_worker = self.results.baseline(*cell, Variant::FloorPerWorker);
             for row in self.results.in_cell(*cell) {
-                let _ = writeln!(out, "{}", table_row(row, none, floor));
+                let _ = writeln!(out, "{}", table_row(row, none, floor, per_worker));
             }
         }
         out.push('\n');
@@ -156,7 +157,7 @@ impl Report<'_> {
             out,
             "#### Redis memory per active identity\n\n\
              From an empty Redis, N identities each send R requests to one route (this project: \
-             the `/memory/*` routes, 1,000 per hour; (b) and (d): their `/allow` routes, an hour \
+             the `/memory/*` routes, 1,000 per hour; (b), (d) and (f): their `/allow` routes, an hour \
              long too); then `MEMORY USAGE <key> SAMPLES 0` of every key, summed, over N.\n\n\
              | server | route | N × R | keys/identity | bytes/identity (`MEMORY USAGE`) | `used_memory` growth/identity |\n\
              |---|---|---:|---:|---:|---:|"
@@ -183,7 +184,12 @@ impl Report<'_> {
     }
 }
 
-fn table_row(row: &Row, none: Option<&Row>, floor: Option<&Row>) -> String {
+fn table_row(
+    row: &Row,
+    none: Option<&Row>,
+    floor: Option<&Row>,
+    per_worker: Option<&Row>,
+) -> String {
     let redis = row.target.variant.uses_redis();
     let redis_figure = |value: f64| {
         if redis {
@@ -193,7 +199,7 @@ fn table_row(row: &Row, none: Option<&Row>, floor: Option<&Row>) -> String {
         }
     };
     format!(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         row.cell.connections,
         label(row.target),
         whole(row.rps()),
@@ -201,6 +207,7 @@ fn table_row(row: &Row, none: Option<&Row>, floor: Option<&Row>) -> String {
         latency(row.p99_us()),
         none.map_or("–".to_owned(), |n| ratio(row.throughput_ratio(n))),
         floor.map_or("–".to_owned(), |d| ratio(row.throughput_ratio(d))),
+        per_worker.map_or("–".to_owned(), |f| ratio(row.throughput_ratio(f))),
         redis_figure(row.scripts_per_request()),
         redis_figure(row.commands_per_request()),
         redis_figure(row.connections_per_request()),
