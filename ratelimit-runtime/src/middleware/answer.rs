@@ -1,20 +1,90 @@
 //! The answers the limiter gives instead of the handler's: 429 and 503, as
 //! `application/problem+json` (RFC 9457).
 
-use actix_web::{http::StatusCode, HttpResponse};
+use actix_web::{
+    body::MessageBody,
+    http::{
+        header::{HeaderName, HeaderValue},
+        StatusCode,
+    },
+    web::Bytes,
+    HttpResponse,
+};
 
-use super::{headers, route_info::RouteInfo};
+use super::{
+    headers::{self, HeaderFamilies},
+    route_info::RouteInfo,
+};
+use crate::store::LimitState;
 
 const PROBLEM_JSON: &str = "application/problem+json";
 
-/// 429 Too Many Requests, retry after `retry_ms`.
-pub(crate) fn too_many_requests(route: &RouteInfo, retry_ms: u64) -> HttpResponse {
+/// Everything a 429 of one route is made of: equal figures, byte-identical answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RejectionFigures {
+    retry_secs: u64,
+    /// The binding limit's index, remaining count and reset in seconds.
+    binding: Option<(usize, u32, u64)>,
+    families: HeaderFamilies,
+}
+
+/// The last 429 a route answered, answered again while its figures hold: a flood repeats
+/// the same answer for a second at a time, and building it (a formatted body, five
+/// formatted headers) costs more than copying it. The headers are kept as a list and
+/// inserted one by one, since a response's header map comes from actix's pool and a cloned
+/// map would replace it with a new allocation.
+pub(crate) struct Rejection {
+    figures: RejectionFigures,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    body: Bytes,
+}
+
+/// 429 Too Many Requests, retry after `retry_ms`, with the rate-limit headers of `binding`
+/// (the binding limit's index into the route's limits, and its state).
+pub(crate) fn too_many_requests(
+    route: &RouteInfo,
+    retry_ms: u64,
+    binding: Option<(usize, &LimitState)>,
+    families: HeaderFamilies,
+) -> HttpResponse {
     let seconds = headers::ceil_secs(retry_ms).max(1);
-    let body = format!(
+    let figures = RejectionFigures {
+        retry_secs: seconds,
+        binding: binding.map(|(index, state)| {
+            let reset = headers::ceil_secs(state.reset_after.as_millis() as u64);
+            (index, state.remaining, reset)
+        }),
+        families,
+    };
+    let mut last = route.rejection.borrow_mut();
+    if let Some(rejection) = last.as_ref().filter(|r| r.figures == figures) {
+        let mut response =
+            HttpResponse::with_body(StatusCode::TOO_MANY_REQUESTS, rejection.body.clone())
+                .map_into_boxed_body();
+        let headers = response.headers_mut();
+        for (name, value) in &rejection.headers {
+            headers.insert(name.clone(), value.clone());
+        }
+        return response;
+    }
+    let body = Bytes::from(format!(
         r#"{{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded for {}; retry in {seconds}s","retry_after":{seconds}}}"#,
         route.label_json
-    );
-    with_retry_after(StatusCode::TOO_MANY_REQUESTS, body, seconds)
+    ));
+    let mut response = with_retry_after(StatusCode::TOO_MANY_REQUESTS, body.clone(), seconds);
+    if let Some(binding) = binding {
+        headers::insert(response.headers_mut(), families, route, binding);
+    }
+    *last = Some(Rejection {
+        figures,
+        headers: response
+            .headers()
+            .iter()
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect(),
+        body,
+    });
+    response
 }
 
 /// 503 Service Unavailable: the limiter's store did not answer and the route fails closed.
@@ -40,7 +110,11 @@ pub(crate) fn limiter_not_installed(route: &str) -> HttpResponse {
         .body(body.to_string())
 }
 
-fn with_retry_after(status: StatusCode, body: String, seconds: u64) -> HttpResponse {
+fn with_retry_after(
+    status: StatusCode,
+    body: impl MessageBody + 'static,
+    seconds: u64,
+) -> HttpResponse {
     let mut response = HttpResponse::build(status)
         .content_type(PROBLEM_JSON)
         .body(body);
@@ -50,8 +124,85 @@ fn with_retry_after(status: StatusCode, body: String, seconds: u64) -> HttpRespo
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::policy::{Algorithm, FailMode, Identity, Limit, RoutePolicy, Window};
+
+    /// Headers as sorted text pairs, and the body.
+    async fn parts(response: HttpResponse) -> (Vec<(String, String)>, Bytes) {
+        let mut headers: Vec<(String, String)> = response
+            .headers()
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned()))
+            .collect();
+        headers.sort();
+        let body = actix_web::body::to_bytes(response.into_body())
+            .await
+            .unwrap();
+        (headers, body)
+    }
+
+    #[actix_web::test]
+    async fn a_repeated_rejection_is_the_same_answer_and_new_figures_make_a_new_one() {
+        const LIMITS: &[Limit] = &[Limit::new(5, Window::from_secs(60), Algorithm::Gcra)];
+        let policy = RoutePolicy::new(LIMITS, Identity::UserIdElseIp, FailMode::Open, false);
+        let route = RouteInfo::new("login", "POST", "/login".to_owned(), policy);
+        let state = |reset_ms| LimitState {
+            limit: LIMITS[0],
+            allowed: false,
+            remaining: 0,
+            retry_after: Duration::from_millis(1500),
+            reset_after: Duration::from_millis(reset_ms),
+        };
+        let both = HeaderFamilies::default();
+        let answer = |retry_ms, reset_ms, families| {
+            parts(too_many_requests(
+                &route,
+                retry_ms,
+                Some((0, &state(reset_ms))),
+                families,
+            ))
+        };
+        let first = answer(1500, 1500, both).await;
+        assert_eq!(answer(1500, 1500, both).await, first);
+        let header = |parts: &(Vec<(String, String)>, Bytes), name: &str| {
+            parts
+                .0
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(header(&first, "retry-after").as_deref(), Some("2"));
+        assert_eq!(header(&first, "x-ratelimit-reset").as_deref(), Some("2"));
+        assert_eq!(
+            header(&first, "ratelimit").as_deref(),
+            Some("\"login\";r=0;t=2")
+        );
+
+        // New figures, new answer: retry, reset and body follow them.
+        let later = answer(2500, 30_000, both).await;
+        assert_eq!(header(&later, "retry-after").as_deref(), Some("3"));
+        assert_eq!(header(&later, "x-ratelimit-reset").as_deref(), Some("30"));
+        assert!(std::str::from_utf8(&later.1)
+            .unwrap()
+            .contains("retry in 3s"));
+        let draft_only = HeaderFamilies {
+            x_ratelimit: false,
+            ietf_draft: true,
+        };
+        let fewer = answer(2500, 30_000, draft_only).await;
+        assert_eq!(header(&fewer, "x-ratelimit-reset"), None);
+        assert_eq!(
+            header(&fewer, "ratelimit").as_deref(),
+            Some("\"login\";r=0;t=30")
+        );
+        // And the old figures give the old answer again.
+        assert_eq!(answer(1500, 1500, both).await, first);
+        let none = parts(too_many_requests(&route, 1500, None, both)).await;
+        assert_eq!(header(&none, "x-ratelimit-remaining"), None);
+        assert_eq!(header(&none, "retry-after").as_deref(), Some("2"));
+    }
 
     #[actix_web::test]
     async fn problem_bodies_are_valid_json_even_for_odd_patterns() {
@@ -59,7 +210,11 @@ mod tests {
         let policy = RoutePolicy::new(LIMITS, Identity::UserIdElseIp, FailMode::Open, false);
         let route = RouteInfo::new("x", "GET", "/a\"b\\c/{id}".to_owned(), policy);
         for (response, status, retry) in [
-            (too_many_requests(&route, 1500), 429, 2),
+            (
+                too_many_requests(&route, 1500, None, HeaderFamilies::default()),
+                429,
+                2,
+            ),
             (limiter_unavailable(&route, 1), 503, 1),
         ] {
             assert_eq!(response.status().as_u16(), status);

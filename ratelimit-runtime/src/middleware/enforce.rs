@@ -87,11 +87,9 @@ impl Limiter {
             if let Some(blocked) = self.shield.blocked(key.as_str(), now) {
                 let retry_ms = blocked.until - now;
                 telemetry::decision(route, &client, Outcome::Shielded, retry_ms);
-                let mut response = answer::too_many_requests(route, retry_ms);
-                if let Some(state) = shielded_state(&policy, blocked, now) {
-                    let binding = (blocked.limit_index, &state);
-                    headers::insert(response.headers_mut(), self.headers, route, binding);
-                }
+                let state = shielded_state(&policy, blocked, now);
+                let binding = state.as_ref().map(|state| (blocked.limit_index, state));
+                let response = answer::too_many_requests(route, retry_ms, binding, self.headers);
                 return Ok(req.into_response(response).map_into_right_body());
             }
         }
@@ -157,10 +155,8 @@ impl Limiter {
                     },
                 );
             }
-            let mut response = answer::too_many_requests(route, retry_ms);
-            if let Some(binding) = decision.binding() {
-                headers::insert(response.headers_mut(), self.headers, route, binding);
-            }
+            let response =
+                answer::too_many_requests(route, retry_ms, decision.binding(), self.headers);
             return Ok(req.into_response(response).map_into_right_body());
         }
         let outcome = if decision.allowed {

@@ -1,10 +1,12 @@
 //! What the request path knows about one (method, route) ahead of any request: labels,
 //! metric labels and header values, built once per route and worker rather than per request.
 
+use std::cell::RefCell;
+
 use actix_web::http::{header::HeaderValue, Method};
 use metrics::SharedString;
 
-use super::headers::policy_name;
+use super::{answer::Rejection, headers::policy_name};
 use crate::policy::RoutePolicy;
 
 /// A limited route, ready to answer for.
@@ -28,6 +30,8 @@ pub(crate) struct RouteInfo {
     pub(crate) policy_names: Vec<String>,
     /// `X-RateLimit-Limit` of each limit.
     pub(crate) limit_headers: Vec<HeaderValue>,
+    /// The last 429 answered, to answer again while its figures hold.
+    pub(crate) rejection: RefCell<Option<Rejection>>,
 }
 
 /// A method as undeclared routes are counted and labelled: the standard methods by name,
@@ -80,6 +84,7 @@ impl RouteInfo {
             policy_header: HeaderValue::from_str(&policy_header).ok(),
             policy_names,
             limit_headers: limits.iter().map(|l| HeaderValue::from(l.max())).collect(),
+            rejection: RefCell::default(),
         }
     }
 }
