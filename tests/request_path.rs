@@ -540,6 +540,20 @@ async fn shielded_keys_are_answered_without_a_script_call() {
     );
 }
 
+/// `tracing` caches a callsite's interest process-wide when it is first reached; a callsite
+/// another test thread reaches first must still reach this thread's capture (a CI run missed
+/// "request rejected" that way).
+#[test]
+fn a_capture_sees_events_whose_callsite_another_thread_reached_first() {
+    fn event() {
+        tracing::warn!(target: "capture_check", "reached");
+    }
+    let captured = CapturedLog::start(tracing::Level::WARN);
+    std::thread::spawn(event).join().unwrap();
+    event();
+    assert!(captured.text().contains("reached"), "{}", captured.text());
+}
+
 #[actix_web::test]
 async fn logs_name_the_route_and_identity_kind_but_never_a_username_or_key() {
     let captured = CapturedLog::start(tracing::Level::DEBUG);
