@@ -498,3 +498,103 @@ fn the_scripts_refuse_malformed_arguments() {
         assert!(err.contains(expected), "{args:?}: {err}");
     }
 }
+
+/// `(allowed, remaining, retry_after ms, reset_after ms)` of every limit of `decision`.
+fn states(decision: &Decision) -> Vec<(bool, u32, u64, u64)> {
+    decision
+        .limits
+        .iter()
+        .map(|s| {
+            (
+                s.allowed,
+                s.remaining,
+                s.retry_after.as_millis() as u64,
+                s.reset_after.as_millis() as u64,
+            )
+        })
+        .collect()
+}
+
+/// Every algorithm is written once in Lua and once in Rust, and the Lua runs in two
+/// scripts (alone, and in a stack): over random schedules, all three decide every request
+/// alike, down to `remaining`, `retry_after` and `reset_after`.
+#[test]
+fn a_limit_alone_in_a_stack_and_in_memory_decides_alike() {
+    use proptest::prelude::*;
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (redis, memory) =
+        runtime.block_on(async { (Backend::standalone().await, Backend::memory()) });
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let algorithm = prop_oneof![
+        Just(Algorithm::FixedWindow),
+        Just(Algorithm::SlidingWindow),
+        Just(Algorithm::SlidingLog),
+        Just(Algorithm::Gcra),
+    ];
+    // Windows of whole seconds and odd milliseconds; steps from none (a burst at one
+    // instant) to more than two windows.
+    let schedule = (algorithm, 1u32..6, prop_oneof![1_000u64..=5_000, Just(997)]).prop_flat_map(
+        |(algorithm, max, window)| {
+            let steps = proptest::collection::vec(
+                prop_oneof![
+                    4 => Just(0u64),
+                    4 => 0..window / 4,
+                    2 => 0..window,
+                    1 => window..3 * window,
+                ],
+                1..60,
+            );
+            (Just(algorithm), Just(max), Just(window), steps)
+        },
+    );
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 64,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    runner
+        .run(&schedule, |(algorithm, max, window, steps)| {
+            let n = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let ip = format!("198.51.100.{}", n % 250);
+            let key = RouteKey::new(
+                "rl",
+                "GET",
+                &format!("/diff/{n}"),
+                &[(IdentityPart::Ip, &ip)],
+            );
+            let stacked_key = RouteKey::new(
+                "rl",
+                "GET",
+                &format!("/diff-stack/{n}"),
+                &[(IdentityPart::Ip, &ip)],
+            );
+            let limit = Limit::new(max, Window::from_millis(window), algorithm);
+            // A second limit that never binds, so the stack decides as the first one does (in
+            // a window of its own: two limits of one algorithm and window would share a key,
+            // which `#[rate_limit]` refuses).
+            let loose = Limit::new(
+                1_000_000,
+                Window::from_millis(window + 1),
+                Algorithm::FixedWindow,
+            );
+            let mut now = T0 + 123;
+            runtime.block_on(async {
+                for (i, step) in steps.iter().enumerate() {
+                    now += step;
+                    let alone = states(&redis.check(&key, &[limit], now).await);
+                    let stacked = states(&redis.check(&stacked_key, &[limit, loose], now).await);
+                    let in_memory = states(&memory.check(&key, &[limit], now).await);
+                    prop_assert_eq!(&alone, &in_memory, "{} at request {}", limit, i + 1);
+                    prop_assert_eq!(alone[0], stacked[0], "{} at request {}", limit, i + 1);
+                    prop_assert!(stacked[1].0, "the loose limit never binds");
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+    runtime.block_on(async {
+        redis.finish().await;
+        memory.finish().await;
+    });
+}
