@@ -3,37 +3,35 @@
 -- Allowed when count < max. Up to twice the limit can pass across a window boundary.
 -- A limit checked alone is decided by `fixed_window_decide` in one INCR (plus PEXPIRE for a
 -- new window); a stacked limit is peeked first and counted only if every limit allows.
+--
+-- Every algorithm file has the same two functions (see check.lua):
+--   <algorithm>_peek(stem, max, window, now)
+--     -> allowed (0/1), remaining, retry_after ms, reset_after ms, key, ttl ms, value
+--   <algorithm>_commit(key, ttl, value, window, now, member)
+-- where key, ttl and value are what the commit writes (value: nil when it needs none).
 
 local function fixed_window_peek(stem, max, window, now)
-  local start = rl_window_start(now, window)
-  local key = stem .. ':' .. rl_int(start)
-  local count = tonumber(redis.call('GET', key) or '0')
+  local start = rl_floor_div(now, window) * window
+  local key = stem .. ':' .. rl_format('%d', start)
+  local count = (redis.call('GET', key) or 0) + 0
   local left = window - (now - start)
-  local state = { key = key, ttl = left }
   if count < max then
-    state.allowed = 1
-    state.remaining = max - count - 1
-    state.retry_after = 0
-  else
-    state.allowed = 0
-    state.remaining = 0
-    state.retry_after = left
+    return 1, max - count - 1, 0, left, key, left
   end
-  state.reset_after = left
-  return state
+  return 0, 0, left, left, key, left
 end
 
-local function fixed_window_commit(state, window)
-  if redis.call('INCR', state.key) == 1 then
-    redis.call('PEXPIRE', state.key, rl_ttl(state.ttl, window))
+local function fixed_window_commit(key, ttl, _, window)
+  if redis.call('INCR', key) == 1 then
+    redis.call('PEXPIRE', key, rl_ttl(ttl, window))
   end
 end
 
 -- Counts first and takes the count back on rejection: one command on the allowed path
 -- instead of GET then INCR. Same decision and state as peek + commit.
 local function fixed_window_decide(stem, max, window, now)
-  local start = rl_window_start(now, window)
-  local key = stem .. ':' .. rl_int(start)
+  local start = rl_floor_div(now, window) * window
+  local key = stem .. ':' .. rl_format('%d', start)
   local left = window - (now - start)
   local count = redis.call('INCR', key)
   if count == 1 then

@@ -22,26 +22,20 @@ local function gcra_peek(stem, max, window, now)
   end
   local tolerance = interval * max
   local now_us = now * 1000
-  local tat = tonumber(redis.call('GET', stem) or '0')
+  local tat = (redis.call('GET', stem) or 0) + 0
   if tat < now_us then
     tat = now_us
   end
   local new_tat = tat + interval
-  local state = { key = stem, new_tat = new_tat, ttl = rl_ceil_div(new_tat - now_us, 1000) }
+  local ttl = rl_ceil_div(new_tat - now_us, 1000)
   if new_tat - now_us <= tolerance then
-    state.allowed = 1
-    state.remaining = rl_floor_div(tolerance - (new_tat - now_us), interval)
-    state.retry_after = 0
-    state.reset_after = rl_ceil_div(new_tat - now_us, 1000)
-  else
-    state.allowed = 0
-    state.remaining = 0
-    state.retry_after = rl_ceil_div(new_tat - tolerance - now_us, 1000)
-    state.reset_after = rl_ceil_div(tat - now_us, 1000)
+    local remaining = rl_floor_div(tolerance - (new_tat - now_us), interval)
+    return 1, remaining, 0, ttl, stem, ttl, new_tat
   end
-  return state
+  local retry_after = rl_ceil_div(new_tat - tolerance - now_us, 1000)
+  return 0, 0, retry_after, rl_ceil_div(tat - now_us, 1000), stem, ttl, new_tat
 end
 
-local function gcra_commit(state, window)
-  redis.call('SET', state.key, rl_int(state.new_tat), 'PX', rl_ttl(state.ttl, window))
+local function gcra_commit(key, ttl, new_tat, window)
+  redis.call('SET', key, rl_format('%d', new_tat), 'PX', rl_ttl(ttl, window))
 end

@@ -5,6 +5,14 @@
 -- general one (prelude, the four algorithms, check.lua). Either way one check is one
 -- EVALSHA. Everything here is local to that script.
 --
+-- Redis runs the whole chunk on every call, so every `local function` is a new closure per
+-- call, and every table a new allocation: the files keep both few. Helpers are only those
+-- used more than once; algorithms pass their state as multiple return values, not tables.
+--
+-- Numbers that Redis itself wrote (TIME, our own counters) are turned into Lua numbers by
+-- arithmetic (`s + 0`, `s * 1000`), which converts once; `tonumber` converts twice and is
+-- kept for the caller's arguments, where a non-number must become a clear error.
+--
 -- ARGV[1] is the injected time in milliseconds (tests), or the empty string: then the
 -- time is Redis's own clock (TIME), so every app instance shares one clock.
 
@@ -13,7 +21,7 @@ local rl_injected = ARGV[1] ~= ''
 local function rl_now_ms()
   if not rl_injected then
     local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    return t[1] * 1000 + math.floor(t[2] / 1000)
   end
   local now = tonumber(ARGV[1])
   if now == nil or now < 0 or now ~= math.floor(now) then
@@ -39,11 +47,10 @@ local function rl_ceil_div(a, b)
   return -rl_floor_div(-a, b)
 end
 
--- A number as a plain integer string. Numbers passed to redis.call are otherwise converted
--- with limited precision (tostring uses %.14g), which silently corrupts timestamps.
-local function rl_int(n)
-  return string.format('%d', n)
-end
+-- A number as a plain integer string is `rl_format('%d', n)`. Numbers passed to redis.call
+-- are otherwise converted with limited precision (tostring uses %.14g), which silently
+-- corrupts timestamps.
+local rl_format = string.format
 
 -- The TTL of a key in milliseconds, at least 1. With the store's clock the exact value is
 -- used. With an injected clock Redis still expires keys on its own clock, which the
@@ -64,12 +71,7 @@ local function rl_ttl(ms, window)
   if ms < 1 then
     ms = 1
   end
-  return rl_int(ms)
-end
-
--- The start of the window that contains `now`.
-local function rl_window_start(now, window)
-  return rl_floor_div(now, window) * window
+  return rl_format('%d', ms)
 end
 
 -- Limit i's max and window (ARGV[3i+1], ARGV[3i+2]), or nil when either is not a positive

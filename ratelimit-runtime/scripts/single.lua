@@ -1,39 +1,33 @@
 -- single.lua: the dispatcher of a one-limit script, which is prelude.lua, one algorithm's
--- file and this file, ended by `return rl_single('<code>', <decide>)` (added in
--- `store/script.rs`). Redis runs the whole chunk on every call, so only that algorithm's
--- functions are defined per call, not all four.
+-- file, a line naming that algorithm (added in `store/script.rs`) and this file:
 --
--- <decide> is `fixed_window_decide` (count first, take back on rejection) or
--- `rl_decider(<algorithm>_peek, <algorithm>_commit)`.
+--   local RL_CODE, rl_peek, rl_commit, rl_decide = '<code>', <peek>, <commit>, <decide>
+--
+-- where <decide> is `fixed_window_decide` (count first, take back on rejection) or nil
+-- (peek, then commit when allowed). Straight-line code: no closure is made per call here.
 --
 -- KEYS[1] and ARGV as in check.lua, with one limit; ARGV[3] must be this script's
 -- algorithm code. Returns {allowed 0/1, remaining, retry_after ms, reset_after ms}.
 
--- The decide function of a limit checked alone, from its peek and commit: peek, then count
--- the request when it is allowed. Returns allowed (0/1), remaining, retry_after ms,
--- reset_after ms.
-local function rl_decider(peek, commit)
-  return function(stem, max, window, now, member)
-    local state = peek(stem, max, window, now)
-    if state.allowed == 1 then
-      commit(state, window, now, member)
-    end
-    return state.allowed, state.remaining, state.retry_after, state.reset_after
-  end
+if #KEYS ~= 1 or #ARGV ~= 5 then
+  return redis.error_reply('ERR rate-limit script: expected one key and 5 arguments')
 end
-
-local function rl_single(code, decide)
-  if #KEYS ~= 1 or #ARGV ~= 5 then
-    return redis.error_reply('ERR rate-limit script: expected one key and 5 arguments')
-  end
-  if ARGV[3] ~= code then
-    return redis.error_reply(
-      'ERR rate-limit script: this script checks `' .. code .. '`, not `' .. tostring(ARGV[3]) .. '`'
-    )
-  end
-  local max, window = rl_bounds(1)
-  if max == nil then
-    return redis.error_reply(RL_BAD_BOUNDS)
-  end
-  return { decide(KEYS[1], max, window, rl_now_ms(), ARGV[2]) }
+if ARGV[3] ~= RL_CODE then
+  return redis.error_reply(
+    'ERR rate-limit script: this script checks `' .. RL_CODE .. '`, not `' .. tostring(ARGV[3]) .. '`'
+  )
 end
+local max, window = rl_bounds(1)
+if max == nil then
+  return redis.error_reply(RL_BAD_BOUNDS)
+end
+local now = rl_now_ms()
+if rl_decide ~= nil then
+  return { rl_decide(KEYS[1], max, window, now) }
+end
+local allowed, remaining, retry_after, reset_after, key, ttl, value =
+  rl_peek(KEYS[1], max, window, now)
+if allowed == 1 then
+  rl_commit(key, ttl, value, window, now, ARGV[2])
+end
+return { allowed, remaining, retry_after, reset_after }

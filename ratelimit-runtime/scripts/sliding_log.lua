@@ -6,26 +6,18 @@
 -- (0-based) leaves the window at its score + w.
 
 local function sliding_log_peek(stem, max, window, now)
-  redis.call('ZREMRANGEBYSCORE', stem, '-inf', rl_int(now - window))
+  redis.call('ZREMRANGEBYSCORE', stem, '-inf', rl_format('%d', now - window))
   local count = redis.call('ZCARD', stem)
-  local state = { key = stem }
   if count < max then
-    state.allowed = 1
-    state.remaining = max - count - 1
-    state.retry_after = 0
-    state.reset_after = window
-    return state
+    return 1, max - count - 1, 0, window, stem, window
   end
   local oldest = redis.call('ZRANGE', stem, count - max, count - max, 'WITHSCORES')
   local newest = redis.call('ZRANGE', stem, -1, -1, 'WITHSCORES')
-  state.allowed = 0
-  state.remaining = 0
-  state.retry_after = tonumber(oldest[2]) + window - now
-  state.reset_after = tonumber(newest[2]) + window - now
-  return state
+  local retry_after = oldest[2] + window - now
+  return 0, 0, retry_after, newest[2] + window - now, stem, window
 end
 
-local function sliding_log_commit(state, window, now, member)
-  redis.call('ZADD', state.key, rl_int(now), member)
-  redis.call('PEXPIRE', state.key, rl_ttl(window, window))
+local function sliding_log_commit(key, ttl, _, window, now, member)
+  redis.call('ZADD', key, rl_format('%d', now), member)
+  redis.call('PEXPIRE', key, rl_ttl(ttl, window))
 end

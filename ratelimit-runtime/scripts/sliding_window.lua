@@ -16,41 +16,34 @@
 -- this window's count, the end of this window for the previous one's.
 
 local function sliding_window_peek(stem, max, window, now)
-  local start = rl_window_start(now, window)
+  local start = rl_floor_div(now, window) * window
   local e = now - start
-  local key = stem .. ':' .. rl_int(start)
-  local counts = redis.call('MGET', key, stem .. ':' .. rl_int(start - window))
-  local cur = tonumber(counts[1] or '0')
-  local prev = tonumber(counts[2] or '0')
+  local key = stem .. ':' .. rl_format('%d', start)
+  local counts = redis.call('MGET', key, stem .. ':' .. rl_format('%d', start - window))
+  local cur = (counts[1] or 0) + 0
+  local prev = (counts[2] or 0) + 0
   local room = max - cur - 1
-  local state = { key = key, ttl = 2 * window - e }
+  local ttl = 2 * window - e
   if room >= 0 and prev * (window - e) <= room * window then
-    state.allowed = 1
-    state.remaining = room - rl_ceil_div(prev * (window - e), window)
-    state.retry_after = 0
-    state.reset_after = 2 * window - e
-    return state
+    return 1, room - rl_ceil_div(prev * (window - e), window), 0, 2 * window - e, key, ttl
   end
-  state.allowed = 0
-  state.remaining = 0
+  local retry_after
   if room >= 0 then
     -- prev > 0 here, or the request would have been allowed.
-    state.retry_after = (window - e) - rl_floor_div(room * window, prev)
+    retry_after = (window - e) - rl_floor_div(room * window, prev)
   else
     -- cur >= max >= 1: wait for the next window, then for this count to decay.
-    state.retry_after = (window - e) + window - rl_floor_div((max - 1) * window, cur)
+    retry_after = (window - e) + window - rl_floor_div((max - 1) * window, cur)
   end
   if cur > 0 then
-    state.reset_after = 2 * window - e
-  else
-    state.reset_after = window - e
+    return 0, 0, retry_after, 2 * window - e, key, ttl
   end
-  return state
+  return 0, 0, retry_after, window - e, key, ttl
 end
 
-local function sliding_window_commit(state, window)
-  if redis.call('INCR', state.key) == 1 then
+local function sliding_window_commit(key, ttl, _, window)
+  if redis.call('INCR', key) == 1 then
     -- This counter is read again as the previous window: keep it to the end of the next.
-    redis.call('PEXPIRE', state.key, rl_ttl(state.ttl, window))
+    redis.call('PEXPIRE', key, rl_ttl(ttl, window))
   end
 end

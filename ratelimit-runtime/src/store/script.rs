@@ -58,40 +58,41 @@ pub const CHECK_SCRIPT: &str = concat!(
     include_str!("../../scripts/check.lua"),
 );
 
-/// The script of one algorithm checked alone: the prelude, that algorithm's file and the
-/// one-limit dispatcher. Redis runs a whole script on every call, defining each of its
-/// functions anew, so a limit checked alone does not pay for the other three algorithms.
+/// The script of one algorithm checked alone: the prelude, that algorithm's file, the line
+/// that names it to the one-limit dispatcher, and that dispatcher. Redis runs a whole script
+/// on every call, defining each of its functions anew, so a limit checked alone does not pay
+/// for the other three algorithms.
 macro_rules! single_script {
-    ($file:literal, $code:literal, $decide:literal) => {
+    ($file:literal, $code:literal, $peek:literal, $decide:literal) => {
         concat!(
             include_str!("../../scripts/prelude.lua"),
             "\n",
             include_str!(concat!("../../scripts/", $file)),
-            "\n",
-            include_str!("../../scripts/single.lua"),
-            "\nreturn rl_single('",
+            "\nlocal RL_CODE, rl_peek, rl_commit, rl_decide = '",
             $code,
             "', ",
+            $peek,
+            "_peek, ",
+            $peek,
+            "_commit, ",
             $decide,
-            ")\n",
+            "\n",
+            include_str!("../../scripts/single.lua"),
         )
     };
 }
 
 /// Every script, in the order of [`script_index`].
 const SOURCES: [&str; 5] = [
-    single_script!("fixed_window.lua", "fw", "fixed_window_decide"),
     single_script!(
-        "sliding_window.lua",
-        "sw",
-        "rl_decider(sliding_window_peek, sliding_window_commit)"
+        "fixed_window.lua",
+        "fw",
+        "fixed_window",
+        "fixed_window_decide"
     ),
-    single_script!(
-        "sliding_log.lua",
-        "sl",
-        "rl_decider(sliding_log_peek, sliding_log_commit)"
-    ),
-    single_script!("gcra.lua", "gc", "rl_decider(gcra_peek, gcra_commit)"),
+    single_script!("sliding_window.lua", "sw", "sliding_window", "nil"),
+    single_script!("sliding_log.lua", "sl", "sliding_log", "nil"),
+    single_script!("gcra.lua", "gc", "gcra", "nil"),
     CHECK_SCRIPT,
 ];
 
@@ -287,7 +288,7 @@ mod tests {
             "sliding_window_peek",
             "sliding_log_peek",
             "gcra_peek",
-            "local function algorithm",
+            "local commits, windows",
         ];
         let positions: Vec<usize> = order
             .iter()
@@ -321,13 +322,17 @@ mod tests {
             let decide = if algorithm == Algorithm::FixedWindow {
                 format!("{name}_decide")
             } else {
-                format!("rl_decider({name}_peek, {name}_commit)")
+                "nil".to_owned()
             };
+            let naming = format!(
+                "\nlocal RL_CODE, rl_peek, rl_commit, rl_decide = \
+                 '{code}', {name}_peek, {name}_commit, {decide}\n"
+            );
+            assert!(script.source().contains(&naming), "{algorithm}");
             assert!(
                 script
                     .source()
-                    .trim_end()
-                    .ends_with(&format!("return rl_single('{code}', {decide})")),
+                    .ends_with(include_str!("../../scripts/single.lua")),
                 "{algorithm}"
             );
             assert_eq!(script.sha1().len(), 40);
