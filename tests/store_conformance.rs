@@ -15,7 +15,7 @@ use ratelimit_runtime::{
     store::{CheckRequest, Decision},
     Algorithm, IdentityPart, Limit, Window,
 };
-use support::{Backend, T0, W};
+use support::{limit_states, Backend, T0, W};
 
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
@@ -95,13 +95,7 @@ async fn spend(backend: &Backend, key: &RouteKey, limits: &[Limit], now: u64, n:
 
 /// `(allowed, remaining, retry_after ms, reset_after ms)` of the first limit.
 fn state(decision: &Decision) -> (bool, u32, u64, u64) {
-    let s = &decision.limits[0];
-    (
-        s.allowed,
-        s.remaining,
-        s.retry_after.as_millis() as u64,
-        s.reset_after.as_millis() as u64,
-    )
+    limit_states(decision)[0]
 }
 
 async fn fixed_window_allows_a_full_quota_again_one_ms_after_rollover(backend: &Backend) {

@@ -14,7 +14,7 @@ use ratelimit_runtime::{
     },
     Algorithm, IdentityPart, Limit, Window,
 };
-use support::{Backend, RedisCluster, RedisServer, T0, W};
+use support::{limit_states, Backend, RedisCluster, RedisServer, T0, W};
 
 fn login() -> RouteKey {
     RouteKey::new("rl", "POST", "/login", &[(IdentityPart::Ip, "203.0.113.7")])
@@ -499,22 +499,6 @@ fn the_scripts_refuse_malformed_arguments() {
     }
 }
 
-/// `(allowed, remaining, retry_after ms, reset_after ms)` of every limit of `decision`.
-fn states(decision: &Decision) -> Vec<(bool, u32, u64, u64)> {
-    decision
-        .limits
-        .iter()
-        .map(|s| {
-            (
-                s.allowed,
-                s.remaining,
-                s.retry_after.as_millis() as u64,
-                s.reset_after.as_millis() as u64,
-            )
-        })
-        .collect()
-}
-
 /// Every algorithm is written once in Lua and once in Rust, and the Lua runs in two
 /// scripts (alone, and in a stack): over random schedules, all three decide every request
 /// alike, down to `remaining`, `retry_after` and `reset_after`.
@@ -582,9 +566,10 @@ fn a_limit_alone_in_a_stack_and_in_memory_decides_alike() {
             runtime.block_on(async {
                 for (i, step) in steps.iter().enumerate() {
                     now += step;
-                    let alone = states(&redis.check(&key, &[limit], now).await);
-                    let stacked = states(&redis.check(&stacked_key, &[limit, loose], now).await);
-                    let in_memory = states(&memory.check(&key, &[limit], now).await);
+                    let alone = limit_states(&redis.check(&key, &[limit], now).await);
+                    let stacked =
+                        limit_states(&redis.check(&stacked_key, &[limit, loose], now).await);
+                    let in_memory = limit_states(&memory.check(&key, &[limit], now).await);
                     prop_assert_eq!(&alone, &in_memory, "{} at request {}", limit, i + 1);
                     prop_assert_eq!(alone[0], stacked[0], "{} at request {}", limit, i + 1);
                     prop_assert!(stacked[1].0, "the loose limit never binds");

@@ -19,6 +19,22 @@ pub const W: u64 = 60_000;
 /// A start of a `W` window, in Unix milliseconds (2023-11-14).
 pub const T0: u64 = 1_700_000_040_000;
 
+/// `(allowed, remaining, retry_after ms, reset_after ms)` of every limit of `decision`.
+pub fn limit_states(decision: &Decision) -> Vec<(bool, u32, u64, u64)> {
+    decision
+        .limits
+        .iter()
+        .map(|s| {
+            (
+                s.allowed,
+                s.remaining,
+                s.retry_after.as_millis() as u64,
+                s.reset_after.as_millis() as u64,
+            )
+        })
+        .collect()
+}
+
 /// Generous: the conformance suite is about decisions, not latency, and the machine is shared.
 const TIMEOUT: Duration = Duration::from_secs(2);
 

@@ -10,7 +10,7 @@ mod example;
 mod log_capture;
 mod server;
 
-pub use backend::{Backend, T0, W};
+pub use backend::{limit_states, Backend, T0, W};
 pub use cluster::{key_slot, RedisCluster};
 pub use example::{example, free_port};
 pub use log_capture::CapturedLog;
