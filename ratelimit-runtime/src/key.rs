@@ -58,11 +58,7 @@ impl RouteKey {
         pattern: &str,
         identity: &ClientIdentity,
     ) -> Self {
-        let parts = identity
-            .parts
-            .iter()
-            .map(|(part, value)| (*part, value.as_str()));
-        Self::build(prefix, method, pattern, parts)
+        Self::build(prefix, method, pattern, identity.value_parts())
     }
 
     fn build<'v>(
@@ -71,20 +67,40 @@ impl RouteKey {
         pattern: &str,
         identity: impl Iterator<Item = (IdentityPart, &'v str)>,
     ) -> Self {
+        Self::from_stem(&Self::route_stem(prefix, method, pattern), identity)
+    }
+
+    /// What every key of one route starts with, `rl:{POST:/login`: the same for every
+    /// client, so the limiter builds it once per route.
+    ///
+    /// # Panics
+    ///
+    /// When `prefix` contains `{` or `}` (see [`valid_prefix`]).
+    pub(crate) fn route_stem(prefix: &str, method: &str, pattern: &str) -> String {
         assert!(
             valid_prefix(prefix),
             "a key prefix must not contain `{{` or `}}`"
         );
-        let mut base = String::with_capacity(prefix.len() + pattern.len() + 64);
-        base.push_str(prefix);
-        base.push_str(":{");
+        let mut stem = String::with_capacity(prefix.len() + pattern.len() + 16);
+        stem.push_str(prefix);
+        stem.push_str(":{");
         if method.bytes().any(|b| b.is_ascii_lowercase()) {
-            push_plain_or_hashed(&mut base, &method.to_ascii_uppercase());
+            push_plain_or_hashed(&mut stem, &method.to_ascii_uppercase());
         } else {
-            push_plain_or_hashed(&mut base, method);
+            push_plain_or_hashed(&mut stem, method);
         }
-        base.push(':');
-        push_pattern(&mut base, pattern);
+        stem.push(':');
+        push_pattern(&mut stem, pattern);
+        stem
+    }
+
+    /// The key of a client on the route whose [`route_stem`](Self::route_stem) is `stem`.
+    pub(crate) fn from_stem<'v>(
+        stem: &str,
+        identity: impl Iterator<Item = (IdentityPart, &'v str)>,
+    ) -> Self {
+        let mut base = String::with_capacity(stem.len() + 48);
+        base.push_str(stem);
         for (part, value) in identity {
             base.push('|');
             push_identity(&mut base, part, value);

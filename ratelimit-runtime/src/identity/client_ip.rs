@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use actix_web::{
     dev::ServiceRequest,
-    http::header::{HeaderMap, FORWARDED},
+    http::header::{HeaderMap, FORWARDED, X_FORWARDED_FOR},
 };
 
 /// Which forwarding header the trusted proxies write.
@@ -143,7 +143,7 @@ fn ipv4_text(ip: Ipv4Addr) -> String {
 /// line is not text.
 fn forwarded_for_entries(headers: &HeaderMap) -> Option<Vec<&str>> {
     let mut entries = Vec::new();
-    for value in headers.get_all("x-forwarded-for") {
+    for value in headers.get_all(X_FORWARDED_FOR) {
         entries.extend(value.to_str().ok()?.split(',').map(str::trim));
     }
     Some(entries)

@@ -29,6 +29,13 @@ pub struct ClientIdentity {
 }
 
 impl ClientIdentity {
+    /// Each part with its value as text.
+    pub(crate) fn value_parts(&self) -> impl Iterator<Item = (IdentityPart, &str)> {
+        self.parts
+            .iter()
+            .map(|(part, value)| (*part, value.as_str()))
+    }
+
     /// The identity kind for logs and metrics: `ip`, `user_id`, `ip+username`, ...
     /// (never a value).
     pub fn kind(&self) -> String {

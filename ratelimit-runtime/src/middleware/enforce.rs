@@ -22,7 +22,6 @@ use super::{
 use crate::{
     clock::Clock,
     identity::IdentitySources,
-    key::RouteKey,
     policy::{FailMode, RoutePolicy},
     store::{CheckRequest, LimitState, Store, StoreError},
 };
@@ -77,7 +76,7 @@ impl Limiter {
     {
         let policy = route.policy;
         let identity = self.sources.extract(&mut req, policy.identity()).await;
-        let key = RouteKey::for_client(&self.prefix, &route.method, &route.pattern, &identity);
+        let key = route.key(&self.prefix, &identity);
         let client = Client {
             identity: &identity,
         };

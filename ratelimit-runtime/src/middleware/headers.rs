@@ -76,7 +76,13 @@ pub(crate) fn insert(
             headers.insert(POLICY, policy.clone());
         }
         if let Some(name) = route.policy_names.get(index) {
-            let value = format!("{name};r={};t={reset}", binding.remaining);
+            let mut numbers = itoa::Buffer::new();
+            let mut value = String::with_capacity(name.len() + 26);
+            value.push_str(name);
+            value.push_str(";r=");
+            value.push_str(numbers.format(binding.remaining));
+            value.push_str(";t=");
+            value.push_str(numbers.format(reset));
             if let Ok(value) = HeaderValue::try_from(value) {
                 headers.insert(RATELIMIT, value);
             }

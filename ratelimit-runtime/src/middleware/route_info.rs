@@ -3,11 +3,9 @@
 
 use std::cell::RefCell;
 
+use super::{answer::Rejection, headers::policy_name, telemetry::RouteMetrics};
+use crate::{identity::ClientIdentity, key::RouteKey, policy::RoutePolicy};
 use actix_web::http::{header::HeaderValue, Method};
-use metrics::SharedString;
-
-use super::{answer::Rejection, headers::policy_name};
-use crate::policy::RoutePolicy;
 
 /// A limited route, ready to answer for.
 pub(crate) struct RouteInfo {
@@ -17,8 +15,8 @@ pub(crate) struct RouteInfo {
     pub(crate) label: String,
     /// The label as JSON string content (escaped, without quotes).
     pub(crate) label_json: String,
-    /// The label as a metrics label value (cheap to clone).
-    pub(crate) metric_label: SharedString,
+    /// The route's metric keys, labelled with `label`.
+    pub(crate) metrics: RouteMetrics,
     /// The matched pattern (`/orders/{id}`), never the raw path.
     pub(crate) pattern: String,
     pub(crate) policy: RoutePolicy,
@@ -32,6 +30,9 @@ pub(crate) struct RouteInfo {
     pub(crate) limit_headers: Vec<HeaderValue>,
     /// The last 429 answered, to answer again while its figures hold.
     pub(crate) rejection: RefCell<Option<Rejection>>,
+    /// The key prefix and the key stem of this route under it (`rl:{GET:/orders/:id`),
+    /// built on first use.
+    key_stem: RefCell<Option<(String, String)>>,
 }
 
 /// A method as undeclared routes are counted and labelled: the standard methods by name,
@@ -71,7 +72,7 @@ impl RouteInfo {
             .join(", ");
         RouteInfo {
             method: method.to_owned(),
-            metric_label: SharedString::from(label.clone()),
+            metrics: RouteMetrics::new(&label),
             label_json,
             label,
             pattern,
@@ -85,6 +86,20 @@ impl RouteInfo {
             policy_names,
             limit_headers: limits.iter().map(|l| HeaderValue::from(l.max())).collect(),
             rejection: RefCell::default(),
+            key_stem: RefCell::default(),
         }
+    }
+
+    /// The key of `identity` on this route, under `prefix`.
+    pub(crate) fn key(&self, prefix: &str, identity: &ClientIdentity) -> RouteKey {
+        let mut cached = self.key_stem.borrow_mut();
+        let stem = match &*cached {
+            Some((cached_prefix, stem)) if cached_prefix == prefix => stem,
+            _ => {
+                let stem = RouteKey::route_stem(prefix, &self.method, &self.pattern);
+                &cached.insert((prefix.to_owned(), stem)).1
+            }
+        };
+        RouteKey::from_stem(stem, identity.value_parts())
     }
 }

@@ -3,8 +3,46 @@
 
 use std::time::Duration;
 
+use metrics::{Key, Label, Level, Metadata, SharedString};
+
 use super::route_info::RouteInfo;
 use crate::{identity::ClientIdentity, store::StoreError};
+
+const DECISIONS: &str = "ratelimit_decisions_total";
+const STORE_ERRORS: &str = "ratelimit_store_errors_total";
+const STORE_DURATION: &str = "ratelimit_store_duration_seconds";
+
+/// What the `metrics` macros would attach: this module as target, level INFO.
+static METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+
+/// The metric keys of one route, built once: the macros would build (and allocate) a key
+/// with its labels on every request, recorder or not. The recorder is still looked up on
+/// every use, so one installed later sees every later request.
+pub(crate) struct RouteMetrics {
+    /// `ratelimit_decisions_total{route, decision}`, by [`Outcome::index`].
+    decisions: [Key; Outcome::LABELS.len()],
+    store_errors: Key,
+    store_duration: Key,
+}
+
+impl RouteMetrics {
+    /// The keys of the route labelled `route` (`METHOD /pattern`).
+    pub(crate) fn new(route: &str) -> Self {
+        let route = SharedString::from(route.to_owned());
+        let route_label = || Label::new("route", route.clone());
+        RouteMetrics {
+            decisions: Outcome::LABELS.map(|decision| {
+                Key::from_parts(
+                    DECISIONS,
+                    vec![route_label(), Label::new("decision", decision)],
+                )
+            }),
+            store_errors: Key::from_parts(STORE_ERRORS, vec![route_label()]),
+            store_duration: Key::from_parts(STORE_DURATION, vec![route_label()]),
+        }
+    }
+}
 
 /// The decision label of the `ratelimit_decisions_total` counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,13 +57,23 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
-    fn label(self) -> &'static str {
+    /// The `decision` label values.
+    const LABELS: [&'static str; 5] = [
+        "allowed",
+        "rejected",
+        "shadow_rejected",
+        "failed_open",
+        "failed_closed",
+    ];
+
+    /// This outcome's `decision` label, as an index into [`Outcome::LABELS`].
+    fn index(self) -> usize {
         match self {
-            Outcome::Allowed => "allowed",
-            Outcome::Rejected | Outcome::Shielded => "rejected",
-            Outcome::ShadowRejected => "shadow_rejected",
-            Outcome::FailedOpen => "failed_open",
-            Outcome::FailedClosed => "failed_closed",
+            Outcome::Allowed => 0,
+            Outcome::Rejected | Outcome::Shielded => 1,
+            Outcome::ShadowRejected => 2,
+            Outcome::FailedOpen => 3,
+            Outcome::FailedClosed => 4,
         }
     }
 }
@@ -50,12 +98,8 @@ impl Client<'_> {
 }
 
 fn count(route: &RouteInfo, outcome: Outcome) {
-    metrics::counter!(
-        "ratelimit_decisions_total",
-        "route" => route.metric_label.clone(),
-        "decision" => outcome.label(),
-    )
-    .increment(1);
+    let key = &route.metrics.decisions[outcome.index()];
+    metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
 }
 
 pub(crate) fn decision(route: &RouteInfo, client: &Client<'_>, outcome: Outcome, retry_ms: u64) {
@@ -101,8 +145,8 @@ pub(crate) fn store_error(
     error: &StoreError,
 ) {
     count(route, outcome);
-    metrics::counter!("ratelimit_store_errors_total", "route" => route.metric_label.clone())
-        .increment(1);
+    let key = &route.metrics.store_errors;
+    metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
     tracing::error!(
         target: "ratelimit",
         route = %route.label,
@@ -116,6 +160,10 @@ pub(crate) fn store_error(
 }
 
 pub(crate) fn store_latency(route: &RouteInfo, elapsed: Duration) {
-    metrics::histogram!("ratelimit_store_duration_seconds", "route" => route.metric_label.clone())
-        .record(elapsed.as_secs_f64());
+    let key = &route.metrics.store_duration;
+    metrics::with_recorder(|recorder| {
+        recorder
+            .register_histogram(key, &METADATA)
+            .record(elapsed.as_secs_f64());
+    });
 }
