@@ -70,6 +70,13 @@ impl ProjectRoute {
         ProjectRoute::Stacked,
     ];
 
+    /// The route named `name` (`fixed_window`, ..., `stacked`).
+    pub fn from_name(name: &str) -> Option<ProjectRoute> {
+        ProjectRoute::ALL
+            .into_iter()
+            .find(|route| route.name() == name)
+    }
+
     /// The last path segment, named after the algorithm.
     pub const fn name(self) -> &'static str {
         match self {

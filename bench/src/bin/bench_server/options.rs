@@ -1,10 +1,11 @@
 //! The command line of `bench_server`.
 
-use ratelimit_bench::Variant;
+use ratelimit_bench::{ProjectRoute, Variant};
 
 pub const USAGE: &str =
     "usage: bench_server --variant <none|limitation|governor|floor|floor-per-worker|project> \
---port <port> [--redis <url>] [--workers <n>]";
+--port <port> [--redis <url>] [--workers <n>] \
+[--route <fixed_window|sliding_window|sliding_log|gcra|stacked>]";
 
 /// What to serve, where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,6 +15,8 @@ pub struct Options {
     /// Required by the variants that count in Redis.
     pub redis: Option<String>,
     pub workers: usize,
+    /// This project only: serve just this route's handlers (default: all of them).
+    pub route: Option<ProjectRoute>,
 }
 
 impl Options {
@@ -22,6 +25,7 @@ impl Options {
         let mut port = None;
         let mut redis = None;
         let mut workers = 1;
+        let mut route = None;
         while let Some(flag) = args.next() {
             let mut value = || args.next().ok_or_else(|| format!("`{flag}` needs a value"));
             match flag.as_str() {
@@ -44,11 +48,20 @@ impl Options {
                         .filter(|n| *n > 0)
                         .ok_or_else(|| format!("invalid worker count `{text}`"))?;
                 }
+                "--route" => {
+                    let name = value()?;
+                    route = Some(ProjectRoute::from_name(&name).ok_or_else(|| {
+                        format!("unknown route `{name}`; expected `fixed_window`, `sliding_window`, `sliding_log`, `gcra`, `stacked`")
+                    })?);
+                }
                 other => return Err(format!("unknown argument `{other}`")),
             }
         }
         let variant = variant.ok_or("`--variant` is required")?;
         let port = port.ok_or("`--port` is required")?;
+        if route.is_some() && variant != Variant::Project {
+            return Err(format!("`--route` is for `project`, not `{variant}`"));
+        }
         if variant.uses_redis() && redis.is_none() {
             return Err(format!(
                 "variant `{variant}` counts in Redis: `--redis <url>` is required"
@@ -59,6 +72,7 @@ impl Options {
             port,
             redis,
             workers,
+            route,
         })
     }
 
@@ -87,5 +101,25 @@ mod tests {
             .unwrap_err()
             .contains("`nope`"));
         assert!(parse("--variant none --port 1 --workers 0").is_err());
+    }
+
+    #[test]
+    fn a_route_is_named_by_its_algorithm_and_only_for_this_project() {
+        let options = parse("--variant project --port 1 --redis redis://x --route gcra").unwrap();
+        assert_eq!(options.route, Some(ProjectRoute::Gcra));
+        assert_eq!(
+            parse("--variant project --port 1 --redis redis://x")
+                .unwrap()
+                .route,
+            None
+        );
+        assert!(
+            parse("--variant project --port 1 --redis redis://x --route nope")
+                .unwrap_err()
+                .contains("`nope`")
+        );
+        assert!(parse("--variant none --port 1 --route gcra")
+            .unwrap_err()
+            .contains("`--route`"));
     }
 }

@@ -12,6 +12,8 @@
 use actix_web::{get, web, App, HttpServer};
 use ratelimit_runtime::{identity::TrustedProxies, rate_limit, store::RedisStore, RateLimiter};
 
+use ratelimit_bench::ProjectRoute;
+
 use crate::options::Options;
 
 #[rate_limit(
@@ -179,23 +181,34 @@ async fn memory_stacked() -> &'static str {
     "ok"
 }
 
-/// Every route of the project server.
-fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(allow_fixed_window)
-        .service(allow_sliding_window)
-        .service(allow_sliding_log)
-        .service(allow_gcra)
-        .service(allow_stacked)
-        .service(flood_fixed_window)
-        .service(flood_sliding_window)
-        .service(flood_sliding_log)
-        .service(flood_gcra)
-        .service(flood_stacked)
-        .service(memory_fixed_window)
-        .service(memory_sliding_window)
-        .service(memory_sliding_log)
-        .service(memory_gcra)
-        .service(memory_stacked);
+/// The project server's routes: those of `only`, or all of them.
+fn routes(cfg: &mut web::ServiceConfig, only: Option<ProjectRoute>) {
+    let serves = |route: ProjectRoute| only.is_none_or(|only| only == route);
+    if serves(ProjectRoute::FixedWindow) {
+        cfg.service(allow_fixed_window)
+            .service(flood_fixed_window)
+            .service(memory_fixed_window);
+    }
+    if serves(ProjectRoute::SlidingWindow) {
+        cfg.service(allow_sliding_window)
+            .service(flood_sliding_window)
+            .service(memory_sliding_window);
+    }
+    if serves(ProjectRoute::SlidingLog) {
+        cfg.service(allow_sliding_log)
+            .service(flood_sliding_log)
+            .service(memory_sliding_log);
+    }
+    if serves(ProjectRoute::Gcra) {
+        cfg.service(allow_gcra)
+            .service(flood_gcra)
+            .service(memory_gcra);
+    }
+    if serves(ProjectRoute::Stacked) {
+        cfg.service(allow_stacked)
+            .service(flood_stacked)
+            .service(memory_stacked);
+    }
 }
 
 pub async fn serve(options: &Options) -> std::io::Result<()> {
@@ -204,11 +217,16 @@ pub async fn serve(options: &Options) -> std::io::Result<()> {
         .await
         .map_err(std::io::Error::other)?;
     let limiter = RateLimiter::new(store).trusted_proxies(TrustedProxies::hops(1));
-    HttpServer::new(move || App::new().configure(routes).wrap(limiter.clone()))
-        .workers(options.workers)
-        .bind(("127.0.0.1", options.port))?
-        .run()
-        .await
+    let only = options.route;
+    HttpServer::new(move || {
+        App::new()
+            .configure(|cfg| routes(cfg, only))
+            .wrap(limiter.clone())
+    })
+    .workers(options.workers)
+    .bind(("127.0.0.1", options.port))?
+    .run()
+    .await
 }
 
 #[cfg(test)]
@@ -216,15 +234,18 @@ mod tests {
     use actix_web::test;
     use ratelimit_runtime::{coverage, store::MemoryStore};
 
+    use ratelimit_bench::{Budget, Variant};
+
     use super::*;
 
     /// Every route of the project server carries a declaration, so no request also gets the
     /// default policy (which would reject the load after 120 requests per minute).
     #[actix_web::test]
     async fn every_route_is_declared_and_allow_routes_allow() {
-        coverage::assert_covered(App::new().configure(routes)).await;
+        coverage::assert_covered(App::new().configure(|cfg| routes(cfg, None))).await;
         let limiter = RateLimiter::new(MemoryStore::new()).trusted_proxies(TrustedProxies::hops(1));
-        let service = test::init_service(App::new().configure(routes).wrap(limiter)).await;
+        let service =
+            test::init_service(App::new().configure(|cfg| routes(cfg, None)).wrap(limiter)).await;
         for _ in 0..200 {
             let req = test::TestRequest::get()
                 .uri("/allow/gcra")
@@ -252,5 +273,29 @@ mod tests {
                 .as_u16(),
             429
         );
+    }
+
+    /// A one-route server serves that route's three paths and no other route's.
+    #[actix_web::test]
+    async fn a_one_route_server_serves_only_its_route() {
+        for route in ProjectRoute::ALL {
+            let limiter = RateLimiter::new(MemoryStore::new());
+            let app = App::new()
+                .configure(|cfg| routes(cfg, Some(route)))
+                .wrap(limiter);
+            let service = test::init_service(app).await;
+            for other in ProjectRoute::ALL {
+                for budget in [Budget::Allow, Budget::Flood, Budget::Memory] {
+                    let path = ratelimit_bench::route::path(Variant::Project, Some(other), budget);
+                    let req = test::TestRequest::get().uri(&path).to_request();
+                    let status = test::call_service(&service, req).await.status();
+                    assert_eq!(
+                        status.is_success(),
+                        other == route,
+                        "{route}: {path} {status}"
+                    );
+                }
+            }
+        }
     }
 }

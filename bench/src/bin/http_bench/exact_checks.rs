@@ -63,7 +63,7 @@ fn check(
     scenario: Scenario,
     requests: u64,
 ) -> Result<ExactCheck, String> {
-    let mut probe = rig.probe(target.variant)?;
+    let mut probe = rig.probe(target)?;
     let path = target.path(scenario.budget());
     // Clients of their own, so the load scenarios' keys are not touched.
     let client = |i: u64| match scenario {

@@ -175,8 +175,8 @@ fn run(options: &Options, work_dir: &WorkDir) -> Result<Health, String> {
     }
 
     let mut problems = problems(&results, &checks);
-    for variant in rig.servers.exited() {
-        problems.push(format!("the `{variant}` server exited during the run"));
+    for target in rig.servers.exited() {
+        problems.push(format!("the `{target}` server exited during the run"));
     }
     Ok(if problems.is_empty() {
         Health::Sound

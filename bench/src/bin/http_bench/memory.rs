@@ -55,7 +55,7 @@ pub fn run(
     for target in targets {
         rig.stats.flush_all()?;
         let before = rig.stats.used_memory()?;
-        let mut probe = rig.probe(target.variant)?;
+        let mut probe = rig.probe(target)?;
         let path = target.path(budget(target));
         for _ in 0..requests_each {
             for i in 0..identities {

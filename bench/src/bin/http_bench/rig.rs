@@ -1,9 +1,7 @@
-//! The running setup: Redis, one server per variant, wrk, and the counters read around each
+//! The running setup: Redis, one server per target, wrk, and the counters read around each
 //! measurement.
 
 use std::{thread, time::Duration};
-
-use ratelimit_bench::Variant;
 
 use crate::{
     http_probe::HttpProbe,
@@ -39,14 +37,11 @@ pub struct Rig {
 
 impl Rig {
     pub fn url(&self, target: Target, path: &str) -> String {
-        format!(
-            "http://127.0.0.1:{}{path}",
-            self.servers.port(target.variant)
-        )
+        format!("http://127.0.0.1:{}{path}", self.servers.port(target))
     }
 
-    pub fn probe(&self, variant: Variant) -> Result<HttpProbe, String> {
-        HttpProbe::connect(self.servers.port(variant))
+    pub fn probe(&self, target: Target) -> Result<HttpProbe, String> {
+        HttpProbe::connect(self.servers.port(target))
     }
 
     pub fn measure(
@@ -56,7 +51,7 @@ impl Rig {
         target: Target,
         duration: Duration,
     ) -> Result<Sample, String> {
-        let server_pid = self.servers.pid(target.variant);
+        let server_pid = self.servers.pid(target);
         let url = self.url(target, &target.path(cell.scenario.budget()));
         let counters = self.stats.counters()?;
         let server_cpu = cpu_time(server_pid)?;

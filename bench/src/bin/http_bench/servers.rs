@@ -1,13 +1,17 @@
-//! One running `bench_server` per variant, all pinned to the server CPUs.
+//! One running `bench_server` per target, all pinned to the server CPUs: one per variant,
+//! and for this project one per route, so every server routes among the same few resources
+//! (a server holding all fifteen of this project's routes would walk up to ten more
+//! resources per request than the others, which the tables would charge to the limiter).
 
 use std::path::Path;
 
-use ratelimit_bench::Variant;
-
-use crate::pinned_process::{free_port, PinnedProcess};
+use crate::{
+    pinned_process::{free_port, PinnedProcess},
+    plan::Target,
+};
 
 pub struct Servers {
-    running: Vec<(Variant, PinnedProcess)>,
+    running: Vec<(Target, PinnedProcess)>,
 }
 
 impl Servers {
@@ -19,7 +23,8 @@ impl Servers {
         work_dir: &Path,
     ) -> Result<Servers, String> {
         let mut running = Vec::new();
-        for variant in Variant::ALL {
+        for target in Target::all() {
+            let variant = target.variant;
             let port = free_port()?;
             let mut args = vec![
                 "--variant".to_owned(),
@@ -32,42 +37,47 @@ impl Servers {
             if variant.uses_redis() {
                 args.extend(["--redis".to_owned(), redis_url.to_owned()]);
             }
-            let log = work_dir.join(format!("server-{}.log", variant.flag()));
+            let mut name = variant.flag().to_owned();
+            if let Some(route) = target.route {
+                args.extend(["--route".to_owned(), route.name().to_owned()]);
+                name = format!("{name}-{route}");
+            }
+            let log = work_dir.join(format!("server-{name}.log"));
             let process = PinnedProcess::start(
-                &format!("bench_server --variant {variant}"),
+                &format!("bench_server {target}"),
                 cpus,
                 binary,
                 &args,
                 port,
                 &log,
             )?;
-            running.push((variant, process));
+            running.push((target, process));
         }
         Ok(Servers { running })
     }
 
-    fn process(&self, variant: Variant) -> &PinnedProcess {
+    fn process(&self, target: Target) -> &PinnedProcess {
         &self
             .running
             .iter()
-            .find(|(v, _)| *v == variant)
-            .expect("every variant is started")
+            .find(|(t, _)| *t == target)
+            .expect("every target is started")
             .1
     }
 
-    pub fn port(&self, variant: Variant) -> u16 {
-        self.process(variant).port()
+    pub fn port(&self, target: Target) -> u16 {
+        self.process(target).port()
     }
 
-    pub fn pid(&self, variant: Variant) -> u32 {
-        self.process(variant).pid()
+    pub fn pid(&self, target: Target) -> u32 {
+        self.process(target).pid()
     }
 
-    /// The variants whose server has exited.
-    pub fn exited(&mut self) -> Vec<Variant> {
+    /// The targets whose server has exited.
+    pub fn exited(&mut self) -> Vec<Target> {
         self.running
             .iter_mut()
-            .filter_map(|(variant, process)| (!process.is_running()).then_some(*variant))
+            .filter_map(|(target, process)| (!process.is_running()).then_some(*target))
             .collect()
     }
 }
