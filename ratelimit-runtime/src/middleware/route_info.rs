@@ -3,9 +3,10 @@
 
 use std::cell::RefCell;
 
+use actix_web::http::{header::HeaderValue, Method};
+
 use super::{answer::Rejection, headers::policy_name, telemetry::RouteMetrics};
 use crate::{identity::ClientIdentity, key::RouteKey, policy::RoutePolicy};
-use actix_web::http::{header::HeaderValue, Method};
 
 /// A limited route, ready to answer for.
 pub(crate) struct RouteInfo {
@@ -101,5 +102,38 @@ impl RouteInfo {
             }
         };
         RouteKey::from_stem(stem, identity.value_parts())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Algorithm, FailMode, Identity, IdentityPart, Limit, Window};
+
+    #[test]
+    fn a_route_builds_the_same_keys_as_the_key_scheme_under_any_prefix() {
+        const LIMITS: &[Limit] = &[Limit::new(5, Window::from_secs(60), Algorithm::Gcra)];
+        let policy = RoutePolicy::new(LIMITS, Identity::UserIdElseIp, FailMode::Open, false);
+        let route = RouteInfo::new("get_order", "GET", "/orders/{id}".to_owned(), policy);
+        let client = |ip: &str| ClientIdentity {
+            parts: vec![(IdentityPart::Ip, ip.to_owned())],
+            fell_back_from: None,
+        };
+        // The stem is kept per prefix: switching prefixes, and back, changes the key.
+        for (prefix, ip) in [
+            ("rl", "203.0.113.7"),
+            ("app2", "203.0.113.8"),
+            ("rl", "::1"),
+        ] {
+            let identity = client(ip);
+            assert_eq!(
+                route.key(prefix, &identity),
+                RouteKey::for_client(prefix, "GET", "/orders/{id}", &identity)
+            );
+        }
+        assert_eq!(
+            route.key("rl", &client("203.0.113.7")).as_str(),
+            "rl:{GET:/orders/:id|ip:203.0.113.7}"
+        );
     }
 }
