@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# User-space instructions per request of each bench server, side by side, under callgrind.
+#
+#   bash bench/scripts/instructions.sh [requests]      (default 1000)
+#
+# Throughput on a shared VM moves by tens of percent from one measurement to the next;
+# instruction counts do not (within 1 % between repeats), so this is how two builds of the
+# request path are compared (BENCHMARKS.md, section 6). Each server runs alone under
+# `valgrind --tool=callgrind`; after a warm-up of 200 requests the counters are zeroed, then
+# `requests` sequential requests are sent over one keep-alive connection (curl) and the
+# counters dumped. Kernel work (sockets, the answer's size) is not counted.
+#
+# Needs valgrind, curl, redis-server and a release build of bench_server
+# (`cargo build --release -p ratelimit-bench`). Starts its own redis-server on a free
+# loopback port and stops everything it started.
+set -euo pipefail
+
+requests=${1:-1000}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+server=${BENCH_SERVER:-$root/target/release/bench_server}
+for tool in valgrind callgrind_control curl redis-server redis-cli; do
+    command -v "$tool" >/dev/null || { echo "instructions.sh: \`$tool\` is missing (apt-get install -y valgrind curl redis-server)" >&2; exit 1; }
+done
+[ -x "$server" ] || { echo "instructions.sh: no $server; run \`cargo build --release -p ratelimit-bench\`" >&2; exit 1; }
+
+work=$(mktemp -d)
+# A loopback port nothing listens on.
+free_port() {
+    local port
+    while :; do
+        port=$((20000 + RANDOM % 40000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port"
+            return
+        fi
+    done
+}
+redis_port=$(free_port)
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
+    --pidfile "$work/redis.pid" --logfile "$work/redis.log"
+pid=
+cleanup() {
+    if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
+    redis-cli -p "$redis_port" shutdown nosave >/dev/null 2>&1 || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Sends `count` GETs of `url` over one connection.
+send() {
+    local url=$1 count=$2 args=()
+    for _ in $(seq "$count"); do args+=("$url" -o /dev/null); done
+    curl -s "${args[@]}"
+}
+
+# label | server arguments | path
+targets=(
+    "(a) no limiter|--variant none|/allow"
+    "(f) floor per worker|--variant floor-per-worker|/allow"
+    "(e) fixed_window, allowed|--variant project --route fixed_window|/allow/fixed_window"
+    "(e) sliding_window, allowed|--variant project --route sliding_window|/allow/sliding_window"
+    "(e) sliding_log, allowed|--variant project --route sliding_log|/allow/sliding_log"
+    "(e) gcra, allowed|--variant project --route gcra|/allow/gcra"
+    "(e) stacked, allowed|--variant project --route stacked|/allow/stacked"
+    "(e) gcra, shielded 429|--variant project --route gcra|/flood/gcra"
+)
+
+printf '| server | requests | instructions per request | × (a) | × (f) |\n|---|---:|---:|---:|---:|\n'
+none=
+floor=
+# ×a/b, or a dash before b is measured.
+ratio() { if [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { printf "×%.2f", a / b }'; else printf '—'; fi; }
+for target in "${targets[@]}"; do
+    IFS='|' read -r label arguments path <<<"$target"
+    port=$(free_port)
+    out="$work/callgrind.out"
+    # shellcheck disable=SC2086 # the arguments are words on purpose
+    valgrind --tool=callgrind --callgrind-out-file="$out.%p" \
+        "$server" $arguments --port "$port" --redis "redis://127.0.0.1:$redis_port" \
+        >"$work/server.log" 2>&1 &
+    pid=$!
+    url="http://127.0.0.1:$port$path"
+    for attempt in $(seq 120); do
+        curl -s -o /dev/null "$url" && break
+        if [ "$attempt" = 120 ] || ! kill -0 "$pid" 2>/dev/null; then
+            echo "instructions.sh: \`bench_server $arguments\` did not answer; its output:" >&2
+            cat "$work/server.log" >&2
+            exit 1
+        fi
+        sleep 0.5
+    done
+    send "$url" 200
+    callgrind_control -z "$pid" >/dev/null 2>&1
+    send "$url" "$requests"
+    callgrind_control -d "$pid" >/dev/null 2>&1
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    total=$(grep -h '^summary:' "$out.$pid".[0-9]* | awk '{ s += $2 } END { print s }')
+    pid=
+    rm -f "$out".*
+    per=$((total / requests))
+    case $label in
+        "(a)"*) none=$per ;;
+        "(f)"*) floor=$per ;;
+    esac
+    printf '| %s | %d | %d | %s | %s |\n' "$label" "$requests" "$per" \
+        "$(ratio "$per" "$none")" "$(ratio "$per" "$floor")"
+done
