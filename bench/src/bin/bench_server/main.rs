@@ -2,11 +2,12 @@
 //!
 //! ```text
 //! bench_server --variant <none|limitation|governor|floor|floor-per-worker|project> --port <port>
-//!              [--redis redis://127.0.0.1:<port>] [--workers <n>]
+//!              [--redis redis://127.0.0.1:<port>] [--workers <n>] [--route <algorithm>]
 //! ```
 //!
 //! Every variant serves the same trivial handler on the routes of `ratelimit_bench::route`
-//! (`/allow`, `/flood`; this project one route per algorithm under each), with the same
+//! (`/allow`, `/flood`; this project one route per algorithm under each, or with `--route`
+//! only that algorithm's, as the driver runs it), with the same
 //! number of actix workers (default 1), on 127.0.0.1. No logger and no metrics recorder is
 //! installed in any variant.
 
