@@ -1,6 +1,6 @@
 //! The performance goals of issue 7, checked against the figures of this run.
 
-use std::time::Duration;
+use std::{fmt::Write as _, time::Duration};
 
 use ratelimit_bench::{ProjectRoute, Variant};
 
@@ -48,6 +48,7 @@ fn project(route: ProjectRoute) -> Target {
     Target {
         variant: Variant::Project,
         route: Some(route),
+        replica: false,
     }
 }
 
@@ -106,9 +107,25 @@ fn throughput_against(results: &Results, baseline: Variant, at_least: f64, out: 
         .join(", ");
     out.push(Verdict {
         goal,
-        figure,
+        figure: with_noise(figure, results, cell, baseline),
         status: Status::of(figures.iter().all(|(_, r)| *r >= at_least)),
     });
+}
+
+/// `figure`, followed by how far the second server of `variant` measured from the first in
+/// `cell` (A/A), when the run measured both: the noise the cell's ratios carry.
+fn with_noise(figure: String, results: &Results, cell: Cell, variant: Variant) -> String {
+    let replica = Target::replica_of(variant);
+    let (Some(first), Some(second)) = (results.baseline(cell, variant), results.row(cell, replica))
+    else {
+        return figure;
+    };
+    format!(
+        "{figure}; noise: ({}) ÷ ({}) {}",
+        replica.letter(),
+        variant.letter(),
+        ratio(second.throughput_ratio(first))
+    )
 }
 
 /// Exactly one script call and no new connection per decided request, every algorithm and
@@ -173,13 +190,14 @@ fn flood(results: &Results, checks: &[ExactCheck], out: &mut Vec<Verdict>) {
                 ))
             })
             .collect();
+        let figure = figures
+            .iter()
+            .map(|(route, r)| format!("{route} {}", ratio(*r)))
+            .collect::<Vec<_>>()
+            .join(", ");
         out.push(Verdict {
             goal,
-            figure: figures
-                .iter()
-                .map(|(route, r)| format!("{route} {}", ratio(*r)))
-                .collect::<Vec<_>>()
-                .join(", "),
+            figure: with_noise(figure, results, cell, Variant::NoLimiter),
             status: Status::of(!figures.is_empty() && figures.iter().all(|(_, r)| *r >= 0.9)),
         });
     }
@@ -236,11 +254,20 @@ fn added_latency(results: &Results, round_trip: Duration, out: &mut Vec<Verdict>
         .into_iter()
         .filter_map(|route| Some((route, results.row(cell, project(route))?.added_p50_us(none))))
         .collect();
-    let list = added
+    let mut list = added
         .iter()
         .map(|(route, us)| format!("{route} +{}", latency(*us)))
         .collect::<Vec<_>>()
         .join(", ");
+    if let Some(second) = results.row(cell, Target::replica_of(Variant::Floor)) {
+        // The noise: the second floor server's added p50 against the first's.
+        let _ = write!(
+            list,
+            "; noise: (d′) +{} against (d) +{}",
+            latency(second.added_p50_us(none)),
+            latency(floor_added)
+        );
+    }
     for (bound_name, bound) in [
         (
             format!("the floor's own added p50, +{}", latency(floor_added)),
@@ -256,5 +283,86 @@ fn added_latency(results: &Results, round_trip: Duration, out: &mut Vec<Verdict>
             figure: list.clone(),
             status: Status::of(!added.is_empty() && added.iter().all(|(_, us)| *us <= 1.1 * bound)),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Row;
+
+    fn row(cell: Cell, target: Target, rps: &[f64], p50: &[f64]) -> Row {
+        Row {
+            cell,
+            target,
+            rps_by_round: rps.to_vec(),
+            p50_by_round: p50.to_vec(),
+            p99_by_round: Vec::new(),
+            requests: 1,
+            non_2xx: 0,
+            socket_errors: 0,
+            script_calls: 0,
+            commands: 0,
+            connections: 0,
+            server_cpu_us: 0.0,
+            redis_cpu_us: 0.0,
+        }
+    }
+
+    #[test]
+    fn ratio_goals_carry_the_noise_of_their_baselines_replica() {
+        let cell = Cell {
+            scenario: Scenario::HotKey,
+            connections: 64,
+        };
+        let results = Results {
+            rows: vec![
+                row(cell, Target::of(Variant::Floor), &[100.0; 3], &[]),
+                row(
+                    cell,
+                    Target::replica_of(Variant::Floor),
+                    &[90.0, 95.0, 120.0],
+                    &[],
+                ),
+            ],
+        };
+        // Round by round 0.90, 0.95, 1.20: the median is the noise figure.
+        assert_eq!(
+            with_noise("x ×1.10".to_owned(), &results, cell, Variant::Floor),
+            "x ×1.10; noise: (d′) ÷ (d) ×0.95"
+        );
+        // No replica measured: the figure alone.
+        assert_eq!(
+            with_noise("x".to_owned(), &results, cell, Variant::NoLimiter),
+            "x"
+        );
+    }
+
+    #[test]
+    fn the_one_connection_goal_shows_the_second_floors_added_latency() {
+        let cell = Cell {
+            scenario: Scenario::HotKey,
+            connections: 1,
+        };
+        let results = Results {
+            rows: vec![
+                row(cell, Target::of(Variant::NoLimiter), &[1.0], &[70.0]),
+                row(cell, Target::of(Variant::Floor), &[1.0], &[170.0]),
+                row(cell, project(ProjectRoute::Gcra), &[1.0], &[175.0]),
+                row(cell, Target::replica_of(Variant::Floor), &[1.0], &[160.0]),
+            ],
+        };
+        let mut verdicts = Vec::new();
+        added_latency(&results, Duration::from_micros(20), &mut verdicts);
+        assert_eq!(verdicts.len(), 2);
+        assert!(
+            verdicts[0]
+                .figure
+                .ends_with("gcra +105 µs; noise: (d′) +90 µs against (d) +100 µs"),
+            "{}",
+            verdicts[0].figure
+        );
+        assert_eq!(verdicts[0].status, Status::Met);
+        assert_eq!(verdicts[1].status, Status::NotMet);
     }
 }

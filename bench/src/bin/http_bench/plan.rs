@@ -16,10 +16,18 @@ pub const IDENTITIES: u32 = 10_000;
 pub struct Target {
     pub variant: Variant,
     pub route: Option<ProjectRoute>,
+    /// A second server of the same variant, measured last in each cell: how far two
+    /// identical servers measured in one cell differ is the noise every ratio of that cell
+    /// carries (an A/A comparison).
+    pub replica: bool,
 }
 
+/// The variants measured twice in each cell, (a′) and (d′): the baselines of the goals.
+pub const REPLICATED: [Variant; 2] = [Variant::NoLimiter, Variant::Floor];
+
 impl Target {
-    /// (a) to (d), (f), then this project's route per algorithm and the stacked one.
+    /// (a) to (d), (f), this project's route per algorithm and the stacked one, then the
+    /// replicas (a′) and (d′).
     pub fn all() -> Vec<Target> {
         let others = [
             Variant::NoLimiter,
@@ -28,22 +36,37 @@ impl Target {
             Variant::Floor,
             Variant::FloorPerWorker,
         ]
-        .map(|variant| Target {
-            variant,
-            route: None,
-        });
+        .map(Target::of);
         let project = ProjectRoute::ALL.map(|route| Target {
             variant: Variant::Project,
             route: Some(route),
+            replica: false,
         });
-        others.into_iter().chain(project).collect()
+        let replicas = REPLICATED.map(Target::replica_of);
+        others.into_iter().chain(project).chain(replicas).collect()
     }
 
     pub const fn of(variant: Variant) -> Target {
         Target {
             variant,
             route: None,
+            replica: false,
         }
+    }
+
+    /// The second server of `variant`.
+    pub const fn replica_of(variant: Variant) -> Target {
+        Target {
+            variant,
+            route: None,
+            replica: true,
+        }
+    }
+
+    /// `a`, or `a′` for a replica.
+    pub fn letter(&self) -> String {
+        let prime = if self.replica { "′" } else { "" };
+        format!("{}{prime}", self.variant.letter())
     }
 
     pub fn path(&self, budget: Budget) -> String {
@@ -54,8 +77,8 @@ impl Target {
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.route {
-            Some(route) => write!(f, "({}) {}", self.variant.letter(), route),
-            None => write!(f, "({}) {}", self.variant.letter(), self.variant),
+            Some(route) => write!(f, "({}) {}", self.letter(), route),
+            None => write!(f, "({}) {}", self.letter(), self.variant),
         }
     }
 }
@@ -178,13 +201,25 @@ mod tests {
     fn rounds_interleave_every_target_within_each_cell() {
         let plan = Plan::full(2, Duration::from_secs(1));
         let order = plan.schedule();
-        assert_eq!(order.len(), 2 * 9 * 10);
-        let first: Vec<String> = order[..10].iter().map(|(_, _, t)| t.to_string()).collect();
+        assert_eq!(order.len(), 2 * 9 * 12);
+        let first: Vec<String> = order[..12].iter().map(|(_, _, t)| t.to_string()).collect();
         assert_eq!(first[0], "(a) none");
         assert_eq!(first[3], "(d) floor");
         assert_eq!(first[4], "(f) floor-per-worker");
         assert_eq!(first[9], "(e) stacked");
-        assert!(order[..90].iter().all(|(round, _, _)| *round == 0));
-        assert_eq!(Plan::smoke(Duration::from_secs(2)).schedule().len(), 10);
+        // The replicas close each cell, as far from (a) and (d) in time as any target.
+        assert_eq!(first[10], "(a′) none");
+        assert_eq!(first[11], "(d′) floor");
+        assert_eq!(order[12].1, plan.cells[1]);
+        assert!(order[..108].iter().all(|(round, _, _)| *round == 0));
+        assert_eq!(Plan::smoke(Duration::from_secs(2)).schedule().len(), 12);
+        // One server each: a replica is not its original.
+        let targets = Target::all();
+        let distinct: std::collections::HashSet<Target> = targets.iter().copied().collect();
+        assert_eq!(distinct.len(), targets.len());
+        assert_ne!(
+            Target::of(Variant::Floor),
+            Target::replica_of(Variant::Floor)
+        );
     }
 }

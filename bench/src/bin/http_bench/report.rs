@@ -221,11 +221,12 @@ fn table_row(
 fn label(target: Target) -> String {
     match target.route {
         Some(_) => target.to_string(),
-        None => format!(
-            "({}) {}",
-            target.variant.letter(),
+        None if target.replica => format!(
+            "({}) {}: a second server, measured last (A/A)",
+            target.letter(),
             target.variant.description()
         ),
+        None => format!("({}) {}", target.letter(), target.variant.description()),
     }
 }
 

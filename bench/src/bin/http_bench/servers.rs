@@ -42,6 +42,9 @@ impl Servers {
                 args.extend(["--route".to_owned(), route.name().to_owned()]);
                 name = format!("{name}-{route}");
             }
+            if target.replica {
+                name.push_str("-replica");
+            }
             let log = work_dir.join(format!("server-{name}.log"));
             let process = PinnedProcess::start(
                 &format!("bench_server {target}"),
