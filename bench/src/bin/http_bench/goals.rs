@@ -1,6 +1,6 @@
 //! The performance goals of issue 7, checked against the figures of this run.
 
-use std::{fmt::Write as _, time::Duration};
+use std::fmt::Write as _;
 
 use ratelimit_bench::{ProjectRoute, Variant};
 
@@ -9,6 +9,7 @@ use crate::{
     numbers::{latency, ratio},
     plan::{Cell, Scenario, Target},
     results::Results,
+    round_trip::RoundTrips,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +54,7 @@ fn project(route: ProjectRoute) -> Target {
 }
 
 /// Every goal, one verdict per measured figure.
-pub fn evaluate(results: &Results, checks: &[ExactCheck], round_trip: Duration) -> Vec<Verdict> {
+pub fn evaluate(results: &Results, checks: &[ExactCheck], round_trip: RoundTrips) -> Vec<Verdict> {
     let mut verdicts = Vec::new();
     throughput_against(results, Variant::Floor, 1.0, &mut verdicts);
     throughput_against(results, Variant::Limitation, 7.0, &mut verdicts);
@@ -233,8 +234,9 @@ fn flood(results: &Results, checks: &[ExactCheck], out: &mut Vec<Verdict>) {
 }
 
 /// One client, one connection: the p50 this project adds to (a) is at most one Redis round
-/// trip + 10%, where a round trip is what the floor (d) adds, and, stricter, a bare `PING`.
-fn added_latency(results: &Results, round_trip: Duration, out: &mut Vec<Verdict>) {
+/// trip + 10%, where a round trip is what the floor (d) adds, and, stricter, a bare `PING`
+/// from the servers' CPU.
+fn added_latency(results: &Results, round_trip: RoundTrips, out: &mut Vec<Verdict>) {
     let cell = Cell {
         scenario: Scenario::HotKey,
         connections: 1,
@@ -249,7 +251,7 @@ fn added_latency(results: &Results, round_trip: Duration, out: &mut Vec<Verdict>
         return;
     };
     let floor_added = floor.added_p50_us(none);
-    let ping = round_trip.as_secs_f64() * 1e6;
+    let ping = round_trip.from_servers.as_secs_f64() * 1e6;
     let added: Vec<(ProjectRoute, f64)> = ProjectRoute::ALL
         .into_iter()
         .filter_map(|route| Some((route, results.row(cell, project(route))?.added_p50_us(none))))
@@ -274,7 +276,7 @@ fn added_latency(results: &Results, round_trip: Duration, out: &mut Vec<Verdict>
             floor_added,
         ),
         (
-            format!("a bare PING from the driver, {}", latency(ping)),
+            format!("a bare PING from the servers' CPU, {}", latency(ping)),
             ping,
         ),
     ] {
@@ -288,6 +290,8 @@ fn added_latency(results: &Results, round_trip: Duration, out: &mut Vec<Verdict>
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::results::Row;
 
@@ -353,7 +357,14 @@ mod tests {
             ],
         };
         let mut verdicts = Vec::new();
-        added_latency(&results, Duration::from_micros(20), &mut verdicts);
+        added_latency(
+            &results,
+            RoundTrips {
+                beside_redis: Duration::from_micros(20),
+                from_servers: Duration::from_micros(60),
+            },
+            &mut verdicts,
+        );
         assert_eq!(verdicts.len(), 2);
         assert!(
             verdicts[0]

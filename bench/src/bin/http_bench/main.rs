@@ -47,6 +47,7 @@ use redis_stats::RedisStats;
 use report::Report;
 use results::Results;
 use rig::{Rig, Sample};
+use round_trip::RoundTrips;
 use servers::Servers;
 use work_dir::WorkDir;
 
@@ -111,7 +112,10 @@ fn run(options: &Options, work_dir: &WorkDir) -> Result<Health, String> {
         &redis.url(),
         work_dir.path(),
     )?;
-    let round_trip = round_trip::median_ping(&mut stats, 2_000)?;
+    let round_trip = RoundTrips {
+        beside_redis: round_trip::median_ping(&mut stats, 2_000)?,
+        from_servers: round_trip::median_ping_from(&options.server_cpus, &redis.url(), 2_000)?,
+    };
     let mut rig = Rig {
         servers,
         redis_pid: redis.pid(),

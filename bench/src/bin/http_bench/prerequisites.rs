@@ -35,8 +35,25 @@ pub fn check() -> Result<(), String> {
 /// Pins this process to `cpus`, beside the load generator, so it never competes with the
 /// servers.
 pub fn pin_self(cpus: &str) -> Result<(), String> {
+    pin(cpus, &std::process::id().to_string())
+}
+
+/// Pins the calling thread alone to `cpus`.
+pub fn pin_this_thread(cpus: &str) -> Result<(), String> {
+    // `/proc/thread-self` links to `<pid>/task/<tid>`; taskset takes a thread id as a pid.
+    let link = std::fs::read_link("/proc/thread-self")
+        .map_err(|e| format!("cannot read /proc/thread-self: {e}"))?;
+    let tid = link
+        .file_name()
+        .and_then(|name| name.to_str())
+        .ok_or_else(|| format!("no thread id in {}", link.display()))?
+        .to_owned();
+    pin(cpus, &tid)
+}
+
+fn pin(cpus: &str, id: &str) -> Result<(), String> {
     let status = Command::new("taskset")
-        .args(["-p", "-c", cpus, &std::process::id().to_string()])
+        .args(["-p", "-c", cpus, id])
         .stdout(Stdio::null())
         .status()
         .map_err(|e| format!("cannot run taskset: {e}"))?;

@@ -13,6 +13,7 @@ use crate::{
     options::Options,
     plan::{Plan, Scenario, Target},
     results::{Results, Row},
+    round_trip::RoundTrips,
 };
 
 pub struct Report<'a> {
@@ -21,7 +22,7 @@ pub struct Report<'a> {
     pub machine: &'a Machine,
     pub date: String,
     pub elapsed: Duration,
-    pub round_trip: Duration,
+    pub round_trip: RoundTrips,
     pub results: &'a Results,
     pub checks: &'a [ExactCheck],
     pub memory: &'a [MemoryFigure],
@@ -73,7 +74,15 @@ impl Report<'_> {
                     o.workers, o.server_cpus, o.load_cpus
                 ),
             ),
-            ("one Redis round trip (bare `PING`, median of 2,000)", latency(self.round_trip.as_secs_f64() * 1e6)),
+            (
+                "one Redis round trip (bare `PING`, median of 2,000)",
+                format!(
+                    "{} from the servers' CPU {}, {} from the driver beside Redis",
+                    latency(self.round_trip.from_servers.as_secs_f64() * 1e6),
+                    o.server_cpus,
+                    latency(self.round_trip.beside_redis.as_secs_f64() * 1e6)
+                ),
+            ),
         ];
         for (name, value) in rows {
             let _ = writeln!(out, "| {name} | {value} |");
