@@ -88,13 +88,18 @@ impl TrustedProxies {
         }
         // Only the entry `hops` places from the right is read: a client can make the header
         // as long as the server's header limit allows, but never choose that entry.
-        let entry = match self.header {
-            ForwardedHeader::XForwardedFor => forwarded_for_entries(headers)
-                .and_then(|entries| entries.into_iter().rev().nth(self.hops - 1)),
-            ForwardedHeader::Forwarded => forwarded_entries(headers)
-                .and_then(|entries| entries.into_iter().rev().nth(self.hops - 1)),
+        // Entries are split as bytes: a client's non-text bytes left of the trusted entry
+        // must not discard the header (and move the client into the proxy's bucket); only
+        // the trusted entry, which a proxy wrote, has to be text.
+        let entries = match self.header {
+            ForwardedHeader::XForwardedFor => forwarded_for_entries(headers),
+            ForwardedHeader::Forwarded => forwarded_entries(headers),
         };
-        entry.and_then(parse_ip).or(peer)
+        let entry = entries.into_iter().rev().nth(self.hops - 1);
+        entry
+            .and_then(|entry| std::str::from_utf8(entry).ok())
+            .and_then(parse_ip)
+            .or(peer)
     }
 
     /// The text a limit counts: IPv4 as is, IPv6 as its network under the configured prefix.
@@ -139,32 +144,42 @@ fn ipv4_text(ip: Ipv4Addr) -> String {
     text
 }
 
-/// All `X-Forwarded-For` entries, in order, across repeated header lines; `None` when a
-/// line is not text.
-fn forwarded_for_entries(headers: &HeaderMap) -> Option<Vec<&str>> {
+/// All `X-Forwarded-For` entries, in order, across repeated header lines.
+fn forwarded_for_entries(headers: &HeaderMap) -> Vec<&[u8]> {
     let mut entries = Vec::new();
     for value in headers.get_all(X_FORWARDED_FOR) {
-        entries.extend(value.to_str().ok()?.split(',').map(str::trim));
+        entries.extend(
+            value
+                .as_bytes()
+                .split(|b| *b == b',')
+                .map(<[u8]>::trim_ascii),
+        );
     }
-    Some(entries)
+    entries
 }
 
 /// The `for=` values of RFC 7239 `Forwarded`, in order.
-fn forwarded_entries(headers: &HeaderMap) -> Option<Vec<&str>> {
+fn forwarded_entries(headers: &HeaderMap) -> Vec<&[u8]> {
     let mut entries = Vec::new();
     for value in headers.get_all(FORWARDED) {
-        for element in value.to_str().ok()?.split(',') {
-            let node = element.split(';').find_map(|pair| {
-                let (name, value) = pair.split_once('=')?;
-                name.trim()
-                    .eq_ignore_ascii_case("for")
-                    .then(|| value.trim().trim_matches('"'))
+        for element in value.as_bytes().split(|b| *b == b',') {
+            let node = element.split(|b| *b == b';').find_map(|pair| {
+                let equals = pair.iter().position(|b| *b == b'=')?;
+                let (name, value) = (&pair[..equals], &pair[equals + 1..]);
+                name.trim_ascii()
+                    .eq_ignore_ascii_case(b"for")
+                    .then(|| trim_quotes(value.trim_ascii()))
             });
             // An element without `for=` still counts as a hop.
-            entries.push(node.unwrap_or(""));
+            entries.push(node.unwrap_or(b""));
         }
     }
-    Some(entries)
+    entries
+}
+
+fn trim_quotes(value: &[u8]) -> &[u8] {
+    let value = value.strip_prefix(b"\"").unwrap_or(value);
+    value.strip_suffix(b"\"").unwrap_or(value)
 }
 
 /// An address as proxies write it: `1.2.3.4`, `1.2.3.4:80`, `2001:db8::1`,
@@ -271,6 +286,33 @@ mod tests {
             t.resolve(peer(), &headers("x-forwarded-for", &[&long])),
             Some("198.51.100.9".parse().unwrap()),
             "a long chain is read from the right, like a short one"
+        );
+    }
+
+    #[test]
+    fn a_clients_non_text_bytes_do_not_discard_the_trusted_entry() {
+        // A client's bytes left of the trusted entry pass through the proxy; they must not
+        // move the client into the proxy's (the peer's) bucket.
+        let raw = |name: &str, value: &[u8]| {
+            let mut map = HeaderMap::new();
+            map.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_bytes(value).unwrap(),
+            );
+            map
+        };
+        let client: IpAddr = "198.51.100.9".parse().unwrap();
+        let t = TrustedProxies::hops(1);
+        let h = raw("x-forwarded-for", b"\xff\xfe, 198.51.100.9");
+        assert_eq!(t.resolve(peer(), &h), Some(client));
+        let t = t.header(ForwardedHeader::Forwarded);
+        let h = raw("forwarded", b"for=\"\xff\", for=198.51.100.9");
+        assert_eq!(t.resolve(peer(), &h), Some(client));
+        // The trusted entry itself not text: the peer, as for any unreadable entry.
+        let t = TrustedProxies::hops(1);
+        assert_eq!(
+            t.resolve(peer(), &raw("x-forwarded-for", b"1.2.3.4, \xff")),
+            peer()
         );
     }
 

@@ -165,13 +165,17 @@ impl RateLimiter {
     ///
     /// # Panics
     ///
-    /// When `limits` is empty or longer than 8.
+    /// When `limits` is empty or longer than 8, or two of them share an algorithm and a
+    /// window (they would count in one key): here, at configuration, not on the first
+    /// undeclared request.
     pub fn default_limits(self, limits: Vec<Limit>) -> Self {
         assert!(
             (1..=8).contains(&limits.len()),
             "the default policy needs 1 to 8 limits"
         );
         let limits: &'static [Limit] = Box::leak(limits.into_boxed_slice());
+        // The checks every request's policy is built with, run once now.
+        let _ = RoutePolicy::new(limits, Identity::UserIdElseIp, FailMode::Open, false);
         self.with(|s| s.default_limits = limits)
     }
 
@@ -345,5 +349,29 @@ where
         let pattern = pattern.unwrap_or_else(|| "<unmatched>".to_owned());
         let route = self.default_route(req.method(), pattern);
         Box::pin(async move { limiter.enforce(req, &route, &*service).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+
+    #[test]
+    #[should_panic(expected = "same algorithm and window")]
+    fn default_limits_sharing_a_key_are_refused_at_configuration() {
+        let _ = RateLimiter::new(MemoryStore::new()).default_limits(vec![
+            Limit::new(10, Window::from_secs(60), Algorithm::SlidingWindow),
+            Limit::new(100, Window::from_secs(60), Algorithm::SlidingWindow),
+        ]);
+    }
+
+    #[test]
+    fn distinct_default_limits_are_kept() {
+        let limiter = RateLimiter::new(MemoryStore::new()).default_limits(vec![
+            Limit::new(10, Window::from_secs(1), Algorithm::Gcra),
+            Limit::new(100, Window::from_secs(60), Algorithm::SlidingWindow),
+        ]);
+        assert_eq!(limiter.default_policy("GET").limits().len(), 2);
     }
 }

@@ -59,7 +59,8 @@ impl RoutePolicy {
     ///
     /// # Panics
     ///
-    /// When `limits` is empty or longer than 8.
+    /// When `limits` is empty or longer than 8, or two of them share an algorithm and a
+    /// window.
     pub const fn new(
         limits: &'static [Limit],
         identity: Identity,
