@@ -753,3 +753,149 @@ async fn every_worker_checks_over_its_own_connection_and_all_share_one_budget() 
     );
     handle.stop(true).await;
 }
+
+mod own_middleware {
+    use actix_web::{
+        body::MessageBody,
+        dev::{ServiceRequest, ServiceResponse},
+        error::ErrorUnauthorized,
+        get,
+        middleware::Next,
+        Error, HttpResponse, Responder,
+    };
+    use ratelimit_runtime::rate_limit;
+
+    fn authorised(req: &ServiceRequest) -> bool {
+        req.headers()
+            .get("authorization")
+            .is_some_and(|v| v == "Basic right")
+    }
+
+    /// Refuses a wrong password with an answer of its own.
+    pub async fn answers_401(
+        req: ServiceRequest,
+        next: Next<impl MessageBody + 'static>,
+    ) -> Result<ServiceResponse<impl MessageBody>, Error> {
+        if authorised(&req) {
+            return Ok(next.call(req).await?.map_into_left_body());
+        }
+        Ok(req
+            .into_response(HttpResponse::Unauthorized().body("who are you"))
+            .map_into_right_body())
+    }
+
+    /// Refuses a wrong password with an error, as actix-web-httpauth does.
+    pub async fn errs_401(
+        req: ServiceRequest,
+        next: Next<impl MessageBody + 'static>,
+    ) -> Result<ServiceResponse<impl MessageBody>, Error> {
+        if authorised(&req) {
+            return next.call(req).await;
+        }
+        Err(ErrorUnauthorized("who are you"))
+    }
+
+    #[rate_limit(limit = 3, window = "1m", identity = "ip", fail = "closed")]
+    #[get("/admin", wrap = "actix_web::middleware::from_fn(answers_401)")]
+    pub async fn admin() -> impl Responder {
+        HttpResponse::Ok().body("admin")
+    }
+
+    #[rate_limit(limit = 3, window = "1m", identity = "ip", fail = "closed")]
+    #[get("/vault", wrap = "actix_web::middleware::from_fn(errs_401)")]
+    pub async fn vault() -> impl Responder {
+        HttpResponse::Ok().body("vault")
+    }
+
+    pub fn is_json(ctx: &actix_web::guard::GuardContext<'_>) -> bool {
+        ctx.head().headers().contains_key("accept")
+    }
+
+    /// The default policy's algorithm and window, behind a custom guard.
+    #[rate_limit(limit = 10, window = "1m")]
+    #[get("/feed", guard = "is_json")]
+    pub async fn feed() -> impl Responder {
+        HttpResponse::Ok().body("feed")
+    }
+}
+
+#[actix_web::test]
+async fn what_a_routes_own_middleware_refuses_counts_against_its_limit() {
+    for path in ["/admin", "/vault"] {
+        let clock = ManualClock::at(T0);
+        let limiter = RateLimiter::new(MemoryStore::new()).clock(clock.clone());
+        let app = test::init_service(
+            App::new()
+                .service(own_middleware::admin)
+                .service(own_middleware::vault)
+                .wrap(limiter),
+        )
+        .await;
+        let guess = |password: &str| {
+            from("203.0.113.7")
+                .uri(path)
+                .insert_header(("authorization", format!("Basic {password}")))
+        };
+        for i in 0..3 {
+            // `/vault`'s middleware refuses with an error, which actix turns into the answer.
+            let status = match app.call(guess(&format!("wrong{i}")).to_request()).await {
+                Ok(res) => res.status(),
+                Err(err) => err.as_response_error().status_code(),
+            };
+            assert_eq!(
+                status, 401,
+                "{path}: guess {i} is refused by the route's auth"
+            );
+        }
+        // The budget is spent on refused guesses: wrong and right passwords now look alike.
+        let res = test::call_service(&app, guess("wrong3").to_request()).await;
+        assert_eq!(res.status(), 429, "{path}");
+        let retry: u64 = header(&res, "retry-after").parse().unwrap();
+        assert_eq!(status_of(&app, guess("right")).await, 429, "{path}");
+        // Once the limit lets the client in again, the right password gets through, and
+        // the refused guesses were each counted once (not again by the App-level layer).
+        clock.advance(Duration::from_secs(retry));
+        let res = test::call_service(&app, guess("right").to_request()).await;
+        assert_eq!(res.status(), 200, "{path}");
+        assert_eq!(test::read_body(res).await, path.trim_start_matches('/'));
+    }
+}
+
+async fn refuse() -> HttpResponse {
+    HttpResponse::Unauthorized().body("not here")
+}
+
+#[actix_web::test]
+async fn a_resource_shadowing_a_declared_route_with_refusals_is_limited_by_it() {
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(
+        App::new()
+            .route("/shadowed", web::get().to(refuse))
+            .service(shared_path::shadowed)
+            .wrap(limiter),
+    )
+    .await;
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(status_of(&app, from("203.0.113.7").uri("/shadowed")).await);
+    }
+    assert_eq!(statuses, [401, 429, 429], "the declared 1 per minute holds");
+}
+
+#[actix_web::test]
+async fn a_custom_guard_does_not_make_the_default_policy_count_in_the_declared_budget() {
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(App::new().service(own_middleware::feed).wrap(limiter)).await;
+    let mut allowed = 0;
+    for _ in 0..20 {
+        let req = from("203.0.113.7")
+            .uri("/feed")
+            .insert_header(("accept", "application/json"));
+        if status_of(&app, req).await == 200 {
+            allowed += 1;
+        }
+    }
+    // Both policies apply (the path alone cannot tell which resource serves it), each in a
+    // bucket of its own: the declared 10 binds, not 5.
+    assert_eq!(allowed, 10);
+}

@@ -125,8 +125,16 @@ fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Re
     let marker_fn = format_ident!("__ratelimit_marker_{}_{:016x}", name, fingerprint);
     let declaration = format_ident!("__RATELIMIT_DECLARATION_{}", name);
     let marker_fn_text = marker_fn.to_string();
-    let wrap = format!("::ratelimit_runtime::__private::RouteGuard::new(&{declaration})");
-    let rewritten = route.rewrite(&function.attrs[route.index], &marker_fn_text, &wrap);
+    let guard = format!("::ratelimit_runtime::__private::RouteGuard::new(&{declaration})");
+    let entry = route
+        .has_own_middleware()
+        .then(|| format!("::ratelimit_runtime::__private::RouteEntry::new(&{declaration})"));
+    let rewritten = route.rewrite(
+        &function.attrs[route.index],
+        &marker_fn_text,
+        &guard,
+        entry.as_deref(),
+    );
     function.attrs[route.index] = rewritten;
 
     let path = &route.path;

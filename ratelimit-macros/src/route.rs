@@ -137,17 +137,33 @@ pub(crate) fn find(attrs: &[Attribute], cx: &mut Ctxt) -> Found {
 }
 
 impl RouteAttr {
-    /// The route attribute with `guard = marker` and `wrap = middleware` inserted right after
-    /// the path, so that the limiter's middleware is the innermost: it runs after the
+    /// Whether the route attribute wraps the route in middleware of its own (`wrap = ...`).
+    pub(crate) fn has_own_middleware(&self) -> bool {
+        self.args.iter().skip(1).any(|arg| {
+            matches!(arg, Expr::Assign(assign)
+                if matches!(&*assign.left, Expr::Path(p) if p.path.is_ident("wrap")))
+        })
+    }
+
+    /// The route attribute with `guard = marker` and `wrap = guard` inserted right after
+    /// the path, so that the limiter's guard is the innermost middleware: it runs after the
     /// resource's own middleware (an auth layer that sets the user id, say) and right
-    /// before the handler.
-    pub(crate) fn rewrite(&self, attr: &Attribute, marker: &str, wrap: &str) -> Attribute {
+    /// before the handler. With `entry`, that is added last, as the outermost middleware: it
+    /// counts what the route's own middleware refuses before the guard sees it.
+    pub(crate) fn rewrite(
+        &self,
+        attr: &Attribute,
+        marker: &str,
+        guard: &str,
+        entry: Option<&str>,
+    ) -> Attribute {
         let mut args = self.args.iter();
         let path = args.next();
         let rest: Vec<&Expr> = args.collect();
         let attr_path = attr.path();
+        let entry = entry.map(|entry| quote!(, wrap = #entry));
         let tokens: TokenStream = quote! {
-            #path, guard = #marker, wrap = #wrap #(, #rest)*
+            #path, guard = #marker, wrap = #guard #(, #rest)* #entry
         };
         let mut rewritten = attr.clone();
         rewritten.meta = syn::parse_quote!(#attr_path(#tokens));

@@ -4,7 +4,7 @@ pub use actix_web;
 pub use inventory;
 
 pub use crate::{
-    middleware::RouteGuard,
+    middleware::{RouteEntry, RouteGuard},
     policy::{Algorithm, FailMode, Identity, IdentityPart, Limit, Policy, RoutePolicy, Window},
     registry::RouteDeclaration,
 };

@@ -9,7 +9,8 @@ use std::{
 use actix_web::{
     body::{EitherBody, MessageBody},
     dev::{Service, ServiceRequest, ServiceResponse},
-    Error,
+    http::StatusCode,
+    Error, HttpResponse,
 };
 
 use super::{
@@ -23,7 +24,7 @@ use crate::{
     clock::Clock,
     identity::IdentitySources,
     policy::{FailMode, RoutePolicy},
-    store::{CheckRequest, LimitState, Store, StoreError},
+    store::{CheckRequest, Decision, LimitState, Store, StoreError},
 };
 
 /// The state a shielded rejection reports in its headers: the remembered limit is exhausted
@@ -64,6 +65,8 @@ impl Limiter {
         }
     }
 
+    /// Limits one request before its handler: the handler's answer (with the rate-limit
+    /// headers), or the limiter's own (429, or 503 for a route that fails closed).
     pub(crate) async fn enforce<S, B>(
         &self,
         mut req: ServiceRequest,
@@ -74,8 +77,43 @@ impl Limiter {
         S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
         B: MessageBody,
     {
+        let decision = match self.decide(&mut req, route).await {
+            Decided::Refuse(response) => {
+                return Ok(req.into_response(response).map_into_right_body())
+            }
+            Decided::Proceed(decision) => decision,
+        };
+        let mut response = service.call(req).await?;
+        // A shadow limit is invisible to clients: no headers that would make them back off.
+        if !route.policy.shadow() {
+            if let Some(binding) = decision.as_ref().and_then(Decision::binding) {
+                headers::insert(response.headers_mut(), self.headers, route, binding);
+            }
+        }
+        Ok(response.map_into_left_body())
+    }
+
+    /// Counts a request that something else already answered (the route's own middleware
+    /// refused it before the route's guard ran, or another resource on the path served it):
+    /// the 429 to answer instead when it is over the limit. A store error keeps the answer
+    /// it has: there is nothing left to protect.
+    pub(crate) async fn charge(
+        &self,
+        req: &mut ServiceRequest,
+        route: &RouteInfo,
+    ) -> Option<HttpResponse> {
+        match self.decide(req, route).await {
+            Decided::Refuse(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
+                Some(response)
+            }
+            Decided::Refuse(_) | Decided::Proceed(_) => None,
+        }
+    }
+
+    /// identity → key → the flood shield, else one store call → the verdict.
+    async fn decide(&self, req: &mut ServiceRequest, route: &RouteInfo) -> Decided {
         let policy = route.policy;
-        let identity = self.sources.extract(&mut req, policy.identity()).await;
+        let identity = self.sources.extract(req, policy.identity()).await;
         let key = route.key(&self.prefix, &identity);
         let client = Client {
             identity: &identity,
@@ -88,8 +126,12 @@ impl Limiter {
                 telemetry::decision(route, &client, Outcome::Shielded, retry_ms);
                 let state = shielded_state(&policy, blocked, now);
                 let binding = state.as_ref().map(|state| (blocked.limit_index, state));
-                let response = answer::too_many_requests(route, retry_ms, binding, self.headers);
-                return Ok(req.into_response(response).map_into_right_body());
+                return Decided::Refuse(answer::too_many_requests(
+                    route,
+                    retry_ms,
+                    binding,
+                    self.headers,
+                ));
             }
         }
 
@@ -126,16 +168,14 @@ impl Limiter {
                 return match fail {
                     FailMode::Open => {
                         telemetry::store_error(route, &client, Outcome::FailedOpen, &error);
-                        service
-                            .call(req)
-                            .await
-                            .map(ServiceResponse::map_into_left_body)
+                        Decided::Proceed(None)
                     }
                     FailMode::Closed => {
                         telemetry::store_error(route, &client, Outcome::FailedClosed, &error);
-                        let response =
-                            answer::limiter_unavailable(route, self.unavailable_retry_secs);
-                        Ok(req.into_response(response).map_into_right_body())
+                        Decided::Refuse(answer::limiter_unavailable(
+                            route,
+                            self.unavailable_retry_secs,
+                        ))
                     }
                 };
             }
@@ -154,9 +194,12 @@ impl Limiter {
                     },
                 );
             }
-            let response =
-                answer::too_many_requests(route, retry_ms, decision.binding(), self.headers);
-            return Ok(req.into_response(response).map_into_right_body());
+            return Decided::Refuse(answer::too_many_requests(
+                route,
+                retry_ms,
+                decision.binding(),
+                self.headers,
+            ));
         }
         let outcome = if decision.allowed {
             Outcome::Allowed
@@ -164,13 +207,15 @@ impl Limiter {
             Outcome::ShadowRejected
         };
         telemetry::decision(route, &client, outcome, retry_ms);
-        let mut response = service.call(req).await?;
-        // A shadow limit is invisible to clients: no headers that would make them back off.
-        if !policy.shadow() {
-            if let Some(binding) = decision.binding() {
-                headers::insert(response.headers_mut(), self.headers, route, binding);
-            }
-        }
-        Ok(response.map_into_left_body())
+        Decided::Proceed(Some(decision))
     }
+}
+
+/// What the limiter decided about one request.
+enum Decided {
+    /// The limiter's own answer instead of the handler's: 429, or 503 (fails closed).
+    Refuse(HttpResponse),
+    /// On to the handler; the store's decision, for the headers (none when the store failed
+    /// and the route fails open).
+    Proceed(Option<Decision>),
 }

@@ -16,7 +16,7 @@ use actix_web::{
     dev::{Service, ServiceRequest, ServiceResponse, Transform},
     http::Method,
     introspection::IntrospectionTree,
-    web, Error, HttpMessage,
+    web, Error, HttpMessage, HttpRequest,
 };
 use futures_util::future::LocalBoxFuture;
 
@@ -31,7 +31,8 @@ use crate::{
     clock::Clock,
     identity::{ApiKeySource, IdentitySources, TrustedProxies, UserIdSource, UsernameField},
     key::{valid_prefix, DEFAULT_PREFIX},
-    policy::{Algorithm, FailMode, Identity, Limit, RoutePolicy, Window},
+    policy::{Algorithm, FailMode, Identity, Limit, Policy, RoutePolicy, Window},
+    registry::RouteDeclaration,
     store::Store,
 };
 
@@ -239,6 +240,7 @@ where
             declared: Rc::new(OnceCell::new()),
             defaults: RefCell::default(),
             unguarded: Rc::default(),
+            counted_routes: Rc::default(),
         }))
     }
 }
@@ -255,10 +257,41 @@ pub struct RateLimiterService<S> {
     /// Declared-looking routes that a request reached without passing their guard: another
     /// resource on the same path served it. They get the default policy from then on.
     unguarded: Rc<RefCell<HashMap<String, Vec<Method>>>>,
+    /// Declared routes as this middleware counts requests their guard never saw.
+    counted_routes: Rc<CountedRoutes>,
 }
 
-/// Set by a route guard on every request it sees, so the App-level middleware can tell that
-/// a request predicted to reach a declared route really did.
+/// Declared routes by full pattern and method (bounded: only patterns with a declaration).
+type CountedRoutes = RefCell<HashMap<(String, Method), Rc<RouteInfo>>>;
+
+/// The declared route a request to `req`'s pattern and method counts in: the same key as its
+/// guard's.
+fn counted_route(
+    routes: &CountedRoutes,
+    declaration: &RouteDeclaration,
+    req: &HttpRequest,
+    policy: RoutePolicy,
+) -> Rc<RouteInfo> {
+    let pattern = req.match_pattern().unwrap_or_default();
+    let key = (pattern, req.method().clone());
+    Rc::clone(
+        routes
+            .borrow_mut()
+            .entry(key)
+            .or_insert_with_key(|(pattern, method)| {
+                Rc::new(RouteInfo::new(
+                    declaration.function,
+                    method.as_str(),
+                    pattern.clone(),
+                    policy,
+                ))
+            }),
+    )
+}
+
+/// Set on every request a declared route's limiter has counted (its guard, or its entry
+/// after the route's own middleware refused the request), so the App-level middleware can
+/// tell that a request predicted to reach a declared route was counted there.
 pub(crate) struct Guarded;
 
 /// Undeclared routes by method label and pattern.
@@ -276,7 +309,7 @@ impl<S> RateLimiterService<S> {
             return Rc::clone(route);
         }
         let policy = self.config.default_policy(method);
-        let route = Rc::new(RouteInfo::new("default", method, key.1.clone(), policy));
+        let route = Rc::new(RouteInfo::default_policy(method, key.1.clone(), policy));
         if defaults.len() < MAX_REMEMBERED_DEFAULTS {
             defaults.insert(key, Rc::clone(&route));
         }
@@ -306,29 +339,33 @@ where
                 .unwrap_or_default()
         });
         let pattern = req.match_pattern();
-        let covered = pattern.as_deref().is_some_and(|p| {
-            declared.covers(req.method(), p)
-                && !self
+        let declaration = pattern.as_deref().and_then(|p| {
+            declared.declaration(req.method(), p).filter(|_| {
+                !self
                     .unguarded
                     .borrow()
                     .get(p)
                     .is_some_and(|methods| methods.contains(req.method()))
+            })
         });
         let service = Rc::clone(&self.service);
-        if covered {
+        if let Some(declaration) = declaration {
             let unguarded = Rc::clone(&self.unguarded);
+            let limiter = Rc::clone(&self.limiter);
+            let counted_routes = Rc::clone(&self.counted_routes);
             return Box::pin(async move {
                 let response = service.call(req).await?;
-                let guarded = response.request().extensions().contains::<Guarded>();
+                if response.request().extensions().contains::<Guarded>() {
+                    return Ok(response.map_into_left_body());
+                }
+                let status = response.status();
+                let refused = status.is_client_error() || status.is_server_error();
                 // A success the declared guard never saw was served by another resource on
                 // the same path (one registered earlier, or one without the declared route's
                 // custom guard): from now on this worker applies the default policy to it.
                 // Error answers are left alone: the route's own middleware (auth, say) may
                 // have refused the request before the guard ran.
-                if !guarded
-                    && !response.status().is_client_error()
-                    && !response.status().is_server_error()
-                {
+                if !refused {
                     let method = response.request().method().clone();
                     let pattern = response.request().match_pattern().unwrap_or_default();
                     tracing::error!(
@@ -342,7 +379,20 @@ where
                         .or_default()
                         .push(method);
                 }
-                Ok(response.map_into_left_body())
+                // Either way the request counts against the declared limit, after the fact;
+                // a refusal over it becomes a 429 (a success is kept: it may have done what
+                // the client asked).
+                let Policy::Limited(policy) = declaration.policy else {
+                    return Ok(response.map_into_left_body());
+                };
+                let route = counted_route(&counted_routes, declaration, response.request(), policy);
+                let mut counted = ServiceRequest::from_request(response.request().clone());
+                match limiter.charge(&mut counted, &route).await {
+                    Some(too_many) if refused => {
+                        Ok(counted.into_response(too_many).map_into_right_body())
+                    }
+                    _ => Ok(response.map_into_left_body()),
+                }
             });
         }
         let limiter = Rc::clone(&self.limiter);

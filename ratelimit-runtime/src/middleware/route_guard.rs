@@ -11,7 +11,7 @@ use actix_web::{
     body::{EitherBody, MessageBody},
     dev::{Service, ServiceRequest, ServiceResponse, Transform},
     http::Method,
-    Error, HttpMessage,
+    Error, HttpMessage, HttpRequest,
 };
 use futures_util::future::LocalBoxFuture;
 
@@ -53,42 +53,47 @@ where
         ready(Ok(RouteGuardService {
             service: Rc::new(service),
             declaration: self.declaration,
-            routes: RefCell::default(),
+            routes: RoutesByMethod::default(),
         }))
     }
 }
 
-/// A declared route as each of its methods sees it.
-type RoutesByMethod = Vec<(Method, Rc<RouteInfo>)>;
+/// A declared route as each of its methods sees it, built on first use (a resource's full
+/// pattern is the same for every request; it answers only its declared methods, so the list
+/// stays short).
+#[derive(Default)]
+pub(crate) struct RoutesByMethod(RefCell<Vec<(Method, Rc<RouteInfo>)>>);
 
-/// The service [`RouteGuard`] wraps a declared route in.
-pub struct RouteGuardService<S> {
-    service: Rc<S>,
-    declaration: &'static RouteDeclaration,
-    /// The route as seen by each method that reached it (a resource's full pattern is the
-    /// same for every request), built on first use.
-    routes: RefCell<RoutesByMethod>,
-}
-
-impl<S> RouteGuardService<S> {
-    fn route(&self, req: &ServiceRequest, policy: RoutePolicy) -> Rc<RouteInfo> {
-        let mut routes = self.routes.borrow_mut();
+impl RoutesByMethod {
+    pub(crate) fn route(
+        &self,
+        declaration: &RouteDeclaration,
+        req: &HttpRequest,
+        policy: RoutePolicy,
+    ) -> Rc<RouteInfo> {
+        let mut routes = self.0.borrow_mut();
         if let Some((_, route)) = routes.iter().find(|(m, _)| m == req.method()) {
             return Rc::clone(route);
         }
         let pattern = req
             .match_pattern()
-            .unwrap_or_else(|| self.declaration.path.to_owned());
+            .unwrap_or_else(|| declaration.path.to_owned());
         let route = Rc::new(RouteInfo::new(
-            self.declaration.function,
+            declaration.function,
             req.method().as_str(),
             pattern,
             policy,
         ));
-        // A resource answers only its declared methods, so this list stays short.
         routes.push((req.method().clone(), Rc::clone(&route)));
         route
     }
+}
+
+/// The service [`RouteGuard`] wraps a declared route in.
+pub struct RouteGuardService<S> {
+    service: Rc<S>,
+    declaration: &'static RouteDeclaration,
+    routes: RoutesByMethod,
 }
 
 impl<S, B> Service<ServiceRequest> for RouteGuardService<S>
@@ -117,7 +122,7 @@ where
             }
             Policy::Limited(policy) => policy,
         };
-        let route = self.route(&req, policy);
+        let route = self.routes.route(declaration, req.request(), policy);
         let handle = req.extensions().get::<LimiterHandle>().cloned();
         Box::pin(async move {
             let Some(LimiterHandle(limiter)) = handle else {

@@ -31,10 +31,20 @@ pub(crate) struct RouteInfo {
     pub(crate) limit_headers: Vec<HeaderValue>,
     /// The last 429 answered, to answer again while its figures hold.
     pub(crate) rejection: RefCell<Option<Rejection>>,
+    /// Whether this is the App-level default policy rather than a declaration: its keys
+    /// then carry [`DEFAULT_POLICY_SEGMENT`].
+    default_policy: bool,
     /// The key prefix and the key stem of this route under it (`rl:{GET:/orders/:id`),
     /// built on first use.
     key_stem: RefCell<Option<(String, String)>>,
 }
+
+/// What the default policy's keys carry after the route (`rl:{GET:/feed|default|ip:…}`):
+/// where the default policy applies to a path that also has a declared route (a custom
+/// guard shares it, or another resource shadows it), the two must count in buckets of their
+/// own and never share a flood-shield entry. A pattern cannot produce it (`|` in a pattern
+/// is hashed), and identity parts are `kind:value`.
+pub(crate) const DEFAULT_POLICY_SEGMENT: &str = "|default";
 
 /// A method as undeclared routes are counted and labelled: the standard methods by name,
 /// any other token as `OTHER`, since a client may send any number of made-up methods (each
@@ -87,7 +97,16 @@ impl RouteInfo {
             policy_names,
             limit_headers: limits.iter().map(|l| HeaderValue::from(l.max())).collect(),
             rejection: RefCell::default(),
+            default_policy: false,
             key_stem: RefCell::default(),
+        }
+    }
+
+    /// The App-level default policy on `method` and `pattern`.
+    pub(crate) fn default_policy(method: &str, pattern: String, policy: RoutePolicy) -> Self {
+        RouteInfo {
+            default_policy: true,
+            ..RouteInfo::new("default", method, pattern, policy)
         }
     }
 
@@ -97,7 +116,10 @@ impl RouteInfo {
         let stem = match &*cached {
             Some((cached_prefix, stem)) if cached_prefix == prefix => stem,
             _ => {
-                let stem = RouteKey::route_stem(prefix, &self.method, &self.pattern);
+                let mut stem = RouteKey::route_stem(prefix, &self.method, &self.pattern);
+                if self.default_policy {
+                    stem.push_str(DEFAULT_POLICY_SEGMENT);
+                }
                 &cached.insert((prefix.to_owned(), stem)).1
             }
         };
@@ -135,5 +157,29 @@ mod tests {
             route.key("rl", &client("203.0.113.7")).as_str(),
             "rl:{GET:/orders/:id|ip:203.0.113.7}"
         );
+    }
+
+    #[test]
+    fn the_default_policy_counts_apart_from_a_declaration_on_the_same_path() {
+        const LIMITS: &[Limit] = &[Limit::new(
+            120,
+            Window::from_secs(60),
+            Algorithm::SlidingWindow,
+        )];
+        let policy = RoutePolicy::new(LIMITS, Identity::UserIdElseIp, FailMode::Open, false);
+        let declared = RouteInfo::new("feed", "GET", "/feed".to_owned(), policy);
+        let default = RouteInfo::default_policy("GET", "/feed".to_owned(), policy);
+        let identity = ClientIdentity {
+            parts: vec![(IdentityPart::Ip, "203.0.113.7".to_owned())],
+            fell_back_from: None,
+        };
+        let default_key = default.key("rl", &identity);
+        assert_eq!(
+            default_key.as_str(),
+            "rl:{GET:/feed|default|ip:203.0.113.7}"
+        );
+        assert_ne!(default_key, declared.key("rl", &identity));
+        // Still one hash tag: every key of the check in one Cluster slot.
+        assert_eq!(default_key.hash_tag(), "GET:/feed|default|ip:203.0.113.7");
     }
 }

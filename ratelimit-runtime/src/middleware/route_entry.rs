@@ -1,0 +1,122 @@
+//! The outer half of a declared route that has middleware of its own (`wrap = ...` in the
+//! route attribute): it counts the requests that middleware refuses before the route's guard
+//! sees them.
+//!
+//! The guard is the innermost middleware, so that a route-level auth layer has set the user
+//! id when the guard looks. But then a request that layer refuses (a wrong password: `401`,
+//! as an answer or as an error) never reaches the guard, and a password could be guessed
+//! without limit. The attribute therefore also wraps such a route in this middleware,
+//! outermost: when the answer comes back and the guard never saw the request, the request
+//! is counted against the route's declared limit after all, and once the client is over it
+//! the refusal becomes a 429, so a guess that would have succeeded and one that failed look
+//! alike.
+
+use std::{
+    future::{ready, Ready},
+    rc::Rc,
+};
+
+use actix_web::{
+    body::{EitherBody, MessageBody},
+    dev::{Service, ServiceRequest, ServiceResponse, Transform},
+    Error, HttpMessage,
+};
+use futures_util::future::LocalBoxFuture;
+
+use super::{
+    rate_limiter::{Guarded, LimiterHandle},
+    route_guard::RoutesByMethod,
+};
+use crate::{policy::Policy, registry::RouteDeclaration};
+
+/// Counts what a declared route's own middleware refuses. Emitted by `#[rate_limit]` on
+/// routes with `wrap = ...`; not meant to be built by hand.
+#[derive(Clone, Copy)]
+pub struct RouteEntry {
+    declaration: &'static RouteDeclaration,
+}
+
+impl RouteEntry {
+    /// The entry of `declaration`.
+    pub const fn new(declaration: &'static RouteDeclaration) -> Self {
+        RouteEntry { declaration }
+    }
+}
+
+impl<S, B> Transform<S, ServiceRequest> for RouteEntry
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Transform = RouteEntryService<S>;
+    type InitError = ();
+    type Future = Ready<Result<Self::Transform, Self::InitError>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        ready(Ok(RouteEntryService {
+            service: Rc::new(service),
+            declaration: self.declaration,
+            routes: Rc::default(),
+        }))
+    }
+}
+
+/// The service [`RouteEntry`] wraps a declared route in.
+pub struct RouteEntryService<S> {
+    service: Rc<S>,
+    declaration: &'static RouteDeclaration,
+    routes: Rc<RoutesByMethod>,
+}
+
+impl<S, B> Service<ServiceRequest> for RouteEntryService<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Future = LocalBoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    actix_web::dev::forward_ready!(service);
+
+    fn call(&self, req: ServiceRequest) -> Self::Future {
+        let declaration = self.declaration;
+        let routes = Rc::clone(&self.routes);
+        // Kept to count the request if the route's middleware answers with an error, which
+        // carries no request. Safe to share here: actix adds a resource's app data before
+        // its middleware runs, and routing is done, so nothing below needs it unshared.
+        let request = req.request().clone();
+        let answer = self.service.call(req);
+        Box::pin(async move {
+            let answer = answer.await;
+            let Policy::Limited(policy) = declaration.policy else {
+                return answer.map(ServiceResponse::map_into_left_body);
+            };
+            if request.extensions().contains::<Guarded>() {
+                return answer.map(ServiceResponse::map_into_left_body);
+            }
+            let handle = request.extensions().get::<LimiterHandle>().cloned();
+            let Some(LimiterHandle(limiter)) = handle else {
+                // No App-level limiter: the guard would have answered 500; nothing counts.
+                return answer.map(ServiceResponse::map_into_left_body);
+            };
+            // A success the middleware gave itself (a cache, say) is counted but kept: it
+            // may have done what the client asked, and a 429 would invite a retry.
+            let refused = answer.as_ref().map_or(true, |response| {
+                response.status().is_client_error() || response.status().is_server_error()
+            });
+            let route = routes.route(declaration, &request, policy);
+            // Counted here: the App-level middleware must not count it again.
+            request.extensions_mut().insert(Guarded);
+            let mut counted = ServiceRequest::from_request(request);
+            match limiter.charge(&mut counted, &route).await {
+                Some(too_many) if refused => {
+                    Ok(counted.into_response(too_many).map_into_right_body())
+                }
+                _ => answer.map(ServiceResponse::map_into_left_body),
+            }
+        })
+    }
+}
