@@ -310,8 +310,57 @@ async fn a_one_mebibyte_body_is_bounded_passed_on_intact_and_still_limited() {
             "the handler got the whole body"
         );
     }
-    // The username is treated as missing, so the identity fell back to the IP: still limited.
+    // The limiter could not read the username: the request counts as the IP with the one
+    // username every unreadable body shares, still limited.
     assert_eq!(test::call_service(&app, send()).await.status(), 429);
+}
+
+#[rate_limit(limit = 2, window = "5m", identity = "username", fail = "closed")]
+#[post("/reset")]
+async fn reset(body: web::Bytes) -> impl Responder {
+    HttpResponse::Ok().body(body)
+}
+
+#[actix_web::test]
+async fn a_body_the_limiter_cannot_read_does_not_trade_the_username_budget_for_one_per_ip() {
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(App::new().service(reset).wrap(limiter)).await;
+    let send = |ip: &str, content_type: &str, body: String| {
+        from(ip)
+            .method(actix_web::http::Method::POST)
+            .uri("/reset")
+            .insert_header(("content-type", content_type))
+            .set_payload(body)
+    };
+    // Padded past the 64 KiB buffer (the handler still reads `alice`), from a new address
+    // each time: one budget for all of them, not one per address.
+    let padded = format!(r#"{{"username": "alice"{}}}"#, " ".repeat(70 * 1024));
+    let mut statuses = Vec::new();
+    for i in 0..4 {
+        let req = send(
+            &format!("198.51.100.{i}"),
+            "application/json",
+            padded.clone(),
+        );
+        statuses.push(status_of(&app, req).await);
+    }
+    assert_eq!(statuses, [200, 200, 429, 429]);
+    // A body in a form the limiter does not parse counts in that same budget.
+    let odd = send("198.51.100.9", "text/plain", "username=alice".to_owned());
+    assert_eq!(status_of(&app, odd).await, 429);
+    // Readable bodies keep their own budgets, and a body without the field falls back to
+    // the address.
+    let plain = |user: &str| format!(r#"{{"username": "{user}"}}"#);
+    assert_eq!(
+        status_of(&app, send("198.51.100.1", "application/json", plain("bob"))).await,
+        200
+    );
+    let nameless = send(
+        "198.51.100.1",
+        "application/json",
+        r#"{"user": "x"}"#.to_owned(),
+    );
+    assert_eq!(status_of(&app, nameless).await, 200);
 }
 
 #[actix_web::test]

@@ -38,31 +38,63 @@ impl UsernameField {
         }
     }
 
-    /// The username, or `None` when the body is not JSON or a form, is larger than the
-    /// limit, cannot be parsed, or has no such string field. The body is always put back.
-    pub(crate) async fn read(&self, req: &mut ServiceRequest) -> Option<String> {
-        let kind = BodyKind::of(req)?;
+    /// The username in the body, if any. The body is always put back.
+    pub(crate) async fn read(&self, req: &mut ServiceRequest) -> Submitted {
+        if !req.headers().contains_key(CONTENT_TYPE) {
+            return Submitted::Missing;
+        }
+        let Some(kind) = BodyKind::of(req) else {
+            return Submitted::Unreadable;
+        };
         let declared_len = req
             .headers()
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
         if declared_len.is_some_and(|len| len > self.limit as u64) {
-            return None;
+            return Submitted::Unreadable;
         }
-        let body = buffer_and_restore(req, self.limit).await?;
-        match kind {
+        let Some(body) = buffer_and_restore(req, self.limit).await else {
+            return Submitted::Unreadable;
+        };
+        let name = match kind {
             BodyKind::Json => {
-                let value: serde_json::Value = serde_json::from_slice(&body).ok()?;
-                value.get(&self.field)?.as_str().map(str::to_owned)
+                let Ok(value) = serde_json::from_slice::<serde_json::Value>(&body) else {
+                    return Submitted::Unreadable;
+                };
+                value
+                    .get(&self.field)
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned)
             }
             BodyKind::Form => form_urlencoded::parse(&body)
                 .find(|(name, _)| *name == self.field)
                 .map(|(_, value)| value.into_owned()),
+        };
+        match name.filter(|name| !name.trim().is_empty()) {
+            Some(name) => Submitted::Username(name),
+            None => Submitted::Missing,
         }
-        .filter(|name| !name.trim().is_empty())
     }
 }
+
+/// What a body says about the username.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Submitted {
+    /// The username field's text.
+    Username(String),
+    /// A readable body (or none) without the field: the identity falls back to the IP.
+    Missing,
+    /// A body the limiter cannot read (larger than the buffer, compressed, not JSON or a
+    /// form, not parseable) although the handler may well read a username from it. Such
+    /// requests share one budget per route ([`UNREADABLE_USERNAME`]), so that padding or
+    /// encoding a body cannot trade the username's budget for one per IP address.
+    Unreadable,
+}
+
+/// The username every request with an unreadable body counts as. No JSON or form field
+/// normalises to it by accident (it starts with a NUL).
+pub(crate) const UNREADABLE_USERNAME: &str = "\0unreadable body";
 
 enum BodyKind {
     Json,

@@ -2,7 +2,10 @@
 
 use actix_web::dev::ServiceRequest;
 
-use super::{ApiKeySource, TrustedProxies, UserIdSource, UsernameField};
+use super::{
+    body::{Submitted, UNREADABLE_USERNAME},
+    ApiKeySource, TrustedProxies, UserIdSource, UsernameField,
+};
 use crate::policy::{Identity, IdentityPart};
 
 /// Where each identity part comes from; set on the limiter.
@@ -66,7 +69,11 @@ impl IdentitySources {
         for part in parts {
             let value = match part {
                 IdentityPart::Ip => Some(ip.clone()),
-                IdentityPart::Username => self.username.read(req).await,
+                IdentityPart::Username => match self.username.read(req).await {
+                    Submitted::Username(name) => Some(name),
+                    Submitted::Unreadable => Some(UNREADABLE_USERNAME.to_owned()),
+                    Submitted::Missing => None,
+                },
                 IdentityPart::UserId => self.user_id.read(req),
                 IdentityPart::ApiKey => self.api_key.read(req),
                 IdentityPart::Header(name) => req
