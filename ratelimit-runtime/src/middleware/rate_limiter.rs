@@ -363,8 +363,8 @@ where
                 // A success the declared guard never saw was served by another resource on
                 // the same path (one registered earlier, or one without the declared route's
                 // custom guard): from now on this worker applies the default policy to it.
-                // Error answers are left alone: the route's own middleware (auth, say) may
-                // have refused the request before the guard ran.
+                // An error answer does not mark the path: a scope's middleware (auth, say)
+                // may have refused the request before it reached the declared route.
                 if !refused {
                     let method = response.request().method().clone();
                     let pattern = response.request().match_pattern().unwrap_or_default();
