@@ -10,7 +10,7 @@ use actix_web::{
     body::{EitherBody, MessageBody},
     dev::{Service, ServiceRequest, ServiceResponse},
     http::StatusCode,
-    Error, HttpResponse,
+    Error, HttpRequest, HttpResponse,
 };
 
 use super::{
@@ -95,16 +95,22 @@ impl Limiter {
 
     /// Counts a request that something else already answered (the route's own middleware
     /// refused it before the route's guard ran, or another resource on the path served it):
-    /// the 429 to answer instead when it is over the limit. A store error keeps the answer
-    /// it has: there is nothing left to protect.
+    /// the 429 to send instead when that answer was a refusal and the client is over the
+    /// limit. A success is counted and kept (it may have done what the client asked, and a
+    /// 429 would invite a retry); a store error keeps the answer too: nothing is left to
+    /// protect.
     pub(crate) async fn charge(
         &self,
-        req: &mut ServiceRequest,
+        request: HttpRequest,
         route: &RouteInfo,
-    ) -> Option<HttpResponse> {
-        match self.decide(req, route).await {
-            Decided::Refuse(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
-                Some(response)
+        refused: bool,
+    ) -> Option<ServiceResponse> {
+        let mut counted = ServiceRequest::from_request(request);
+        match self.decide(&mut counted, route).await {
+            Decided::Refuse(response)
+                if refused && response.status() == StatusCode::TOO_MANY_REQUESTS =>
+            {
+                Some(counted.into_response(response))
             }
             Decided::Refuse(_) | Decided::Proceed(_) => None,
         }
@@ -209,6 +215,11 @@ impl Limiter {
         telemetry::decision(route, &client, outcome, retry_ms);
         Decided::Proceed(Some(decision))
     }
+}
+
+/// Whether an answer refused the request (4xx or 5xx).
+pub(crate) fn is_refusal(status: StatusCode) -> bool {
+    status.is_client_error() || status.is_server_error()
 }
 
 /// What the limiter decided about one request.

@@ -22,7 +22,7 @@ use futures_util::future::LocalBoxFuture;
 
 use super::{
     declared_routes::DeclaredRoutes,
-    enforce::Limiter,
+    enforce::{is_refusal, Limiter},
     flood_shield::FloodShield,
     headers::HeaderFamilies,
     route_info::{method_label, RouteInfo},
@@ -272,21 +272,15 @@ fn counted_route(
     req: &HttpRequest,
     policy: RoutePolicy,
 ) -> Rc<RouteInfo> {
-    let pattern = req.match_pattern().unwrap_or_default();
-    let key = (pattern, req.method().clone());
-    Rc::clone(
-        routes
-            .borrow_mut()
-            .entry(key)
-            .or_insert_with_key(|(pattern, method)| {
-                Rc::new(RouteInfo::new(
-                    declaration.function,
-                    method.as_str(),
-                    pattern.clone(),
-                    policy,
-                ))
-            }),
-    )
+    let key = (
+        req.match_pattern().unwrap_or_default(),
+        req.method().clone(),
+    );
+    let mut routes = routes.borrow_mut();
+    let route = routes
+        .entry(key)
+        .or_insert_with(|| Rc::new(RouteInfo::declared(declaration, req, policy)));
+    Rc::clone(route)
 }
 
 /// Set on every request a declared route's limiter has counted (its guard, or its entry
@@ -358,8 +352,7 @@ where
                 if response.request().extensions().contains::<Guarded>() {
                     return Ok(response.map_into_left_body());
                 }
-                let status = response.status();
-                let refused = status.is_client_error() || status.is_server_error();
+                let refused = is_refusal(response.status());
                 // A success the declared guard never saw was served by another resource on
                 // the same path (one registered earlier, or one without the declared route's
                 // custom guard): from now on this worker applies the default policy to it.
@@ -386,12 +379,10 @@ where
                     return Ok(response.map_into_left_body());
                 };
                 let route = counted_route(&counted_routes, declaration, response.request(), policy);
-                let mut counted = ServiceRequest::from_request(response.request().clone());
-                match limiter.charge(&mut counted, &route).await {
-                    Some(too_many) if refused => {
-                        Ok(counted.into_response(too_many).map_into_right_body())
-                    }
-                    _ => Ok(response.map_into_left_body()),
+                let request = response.request().clone();
+                match limiter.charge(request, &route, refused).await {
+                    Some(too_many) => Ok(too_many.map_into_right_body()),
+                    None => Ok(response.map_into_left_body()),
                 }
             });
         }

@@ -24,6 +24,7 @@ use actix_web::{
 use futures_util::future::LocalBoxFuture;
 
 use super::{
+    enforce::is_refusal,
     rate_limiter::{Guarded, LimiterHandle},
     route_guard::RoutesByMethod,
 };
@@ -104,18 +105,15 @@ where
             };
             // A success the middleware gave itself (a cache, say) is counted but kept: it
             // may have done what the client asked, and a 429 would invite a retry.
-            let refused = answer.as_ref().map_or(true, |response| {
-                response.status().is_client_error() || response.status().is_server_error()
-            });
+            let refused = answer
+                .as_ref()
+                .map_or(true, |response| is_refusal(response.status()));
             let route = routes.route(declaration, &request, policy);
             // Counted here: the App-level middleware must not count it again.
             request.extensions_mut().insert(Guarded);
-            let mut counted = ServiceRequest::from_request(request);
-            match limiter.charge(&mut counted, &route).await {
-                Some(too_many) if refused => {
-                    Ok(counted.into_response(too_many).map_into_right_body())
-                }
-                _ => answer.map(ServiceResponse::map_into_left_body),
+            match limiter.charge(request, &route, refused).await {
+                Some(too_many) => Ok(too_many.map_into_right_body()),
+                None => answer.map(ServiceResponse::map_into_left_body),
             }
         })
     }

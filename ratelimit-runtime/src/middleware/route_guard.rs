@@ -75,15 +75,7 @@ impl RoutesByMethod {
         if let Some((_, route)) = routes.iter().find(|(m, _)| m == req.method()) {
             return Rc::clone(route);
         }
-        let pattern = req
-            .match_pattern()
-            .unwrap_or_else(|| declaration.path.to_owned());
-        let route = Rc::new(RouteInfo::new(
-            declaration.function,
-            req.method().as_str(),
-            pattern,
-            policy,
-        ));
+        let route = Rc::new(RouteInfo::declared(declaration, req, policy));
         routes.push((req.method().clone(), Rc::clone(&route)));
         route
     }

@@ -3,10 +3,15 @@
 
 use std::cell::RefCell;
 
-use actix_web::http::{header::HeaderValue, Method};
+use actix_web::{
+    http::{header::HeaderValue, Method},
+    HttpRequest,
+};
 
 use super::{answer::Rejection, headers::policy_name, telemetry::RouteMetrics};
-use crate::{identity::ClientIdentity, key::RouteKey, policy::RoutePolicy};
+use crate::{
+    identity::ClientIdentity, key::RouteKey, policy::RoutePolicy, registry::RouteDeclaration,
+};
 
 /// A limited route, ready to answer for.
 pub(crate) struct RouteInfo {
@@ -100,6 +105,18 @@ impl RouteInfo {
             default_policy: false,
             key_stem: RefCell::default(),
         }
+    }
+
+    /// The declared route `req` reached (its full pattern, else the declared path).
+    pub(crate) fn declared(
+        declaration: &RouteDeclaration,
+        req: &HttpRequest,
+        policy: RoutePolicy,
+    ) -> Self {
+        let pattern = req
+            .match_pattern()
+            .unwrap_or_else(|| declaration.path.to_owned());
+        RouteInfo::new(declaration.function, req.method().as_str(), pattern, policy)
     }
 
     /// The App-level default policy on `method` and `pattern`.
