@@ -809,8 +809,9 @@ mod own_middleware {
         dev::{ServiceRequest, ServiceResponse},
         error::ErrorUnauthorized,
         get,
+        http::header::{HeaderName, HeaderValue},
         middleware::Next,
-        Error, HttpResponse, Responder,
+        Error, HttpRequest, HttpResponse, Responder,
     };
     use ratelimit_runtime::rate_limit;
 
@@ -856,6 +857,33 @@ mod own_middleware {
         HttpResponse::Ok().body("vault")
     }
 
+    /// Rewrites a request header, as middleware that normalises requests does: it needs the
+    /// request unshared (`ServiceRequest::headers_mut`).
+    pub async fn tags_request(
+        mut req: ServiceRequest,
+        next: Next<impl MessageBody + 'static>,
+    ) -> Result<ServiceResponse<impl MessageBody>, Error> {
+        req.headers_mut().insert(
+            HeaderName::from_static("x-tagged"),
+            HeaderValue::from_static("yes"),
+        );
+        next.call(req).await
+    }
+
+    #[rate_limit(limit = 2, window = "1m", identity = "ip", fail = "closed")]
+    #[get("/tagged", wrap = "actix_web::middleware::from_fn(tags_request)")]
+    pub async fn tagged(req: HttpRequest) -> impl Responder {
+        let tag = req.headers().get("x-tagged").cloned();
+        HttpResponse::Ok().body(tag.map(|v| v.as_bytes().to_vec()).unwrap_or_default())
+    }
+
+    /// Served under a scope whose middleware refuses with an error.
+    #[rate_limit(limit = 3, window = "1m", identity = "ip", fail = "closed")]
+    #[get("/panel")]
+    pub async fn panel() -> impl Responder {
+        HttpResponse::Ok().body("panel")
+    }
+
     pub fn is_json(ctx: &actix_web::guard::GuardContext<'_>) -> bool {
         ctx.head().headers().contains_key("accept")
     }
@@ -868,8 +896,59 @@ mod own_middleware {
     }
 }
 
+/// Three wrong passwords to `path` (limit 3 per minute by IP), refused by auth in front of
+/// the route's guard, spend the budget: the next guess and the right password get the
+/// route's 429, another client does not; once the window lets the client in again, the right
+/// password reaches the handler (each refusal counted once), which answers `body`.
+async fn refusals_count_against_the_limit<S, B>(
+    app: &S,
+    clock: &ManualClock,
+    path: &str,
+    body: &str,
+) where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody + 'static,
+{
+    let guess = |ip: &str, password: &str| {
+        from(ip)
+            .uri(path)
+            .insert_header(("authorization", format!("Basic {password}")))
+    };
+    for i in 0..3 {
+        let res = answer_of(app, guess("203.0.113.7", &format!("wrong{i}"))).await;
+        assert_eq!(
+            res.status(),
+            401,
+            "{path}: guess {i} is refused by the auth"
+        );
+    }
+    let res = answer_of(app, guess("203.0.113.7", "wrong3")).await;
+    assert_eq!(res.status(), 429, "{path}: the refusals spent the budget");
+    assert!(res.headers().contains_key("x-ratelimit-limit"), "{path}");
+    let retry = res
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok());
+    let retry: u64 = retry.and_then(|v| v.parse().ok()).expect("Retry-After");
+    // Wrong and right passwords now look alike.
+    let res = answer_of(app, guess("203.0.113.7", "right")).await;
+    assert_eq!(res.status(), 429, "{path}");
+    let res = answer_of(app, guess("203.0.113.8", "wrong")).await;
+    assert_eq!(
+        res.status(),
+        401,
+        "{path}: another client has its own budget"
+    );
+    clock.advance(Duration::from_secs(retry));
+    let res = test::call_service(app, guess("203.0.113.7", "right").to_request()).await;
+    assert_eq!(res.status(), 200, "{path}");
+    assert_eq!(test::read_body(res).await, body, "{path}");
+}
+
 #[actix_web::test]
 async fn what_a_routes_own_middleware_refuses_counts_against_its_limit() {
+    // `/admin`'s middleware refuses with an answer, `/vault`'s with an error (as
+    // actix-web-httpauth does), which actix's server turns into the answer.
     for path in ["/admin", "/vault"] {
         let clock = ManualClock::at(T0);
         let limiter = RateLimiter::new(MemoryStore::new()).clock(clock.clone());
@@ -880,33 +959,56 @@ async fn what_a_routes_own_middleware_refuses_counts_against_its_limit() {
                 .wrap(limiter),
         )
         .await;
-        let guess = |password: &str| {
-            from("203.0.113.7")
-                .uri(path)
-                .insert_header(("authorization", format!("Basic {password}")))
-        };
-        for i in 0..3 {
-            // `/vault`'s middleware refuses with an error, which actix turns into the answer.
-            let status = match app.call(guess(&format!("wrong{i}")).to_request()).await {
-                Ok(res) => res.status(),
-                Err(err) => err.as_response_error().status_code(),
-            };
-            assert_eq!(
-                status, 401,
-                "{path}: guess {i} is refused by the route's auth"
-            );
-        }
-        // The budget is spent on refused guesses: wrong and right passwords now look alike.
-        let res = test::call_service(&app, guess("wrong3").to_request()).await;
-        assert_eq!(res.status(), 429, "{path}");
-        let retry: u64 = header(&res, "retry-after").parse().unwrap();
-        assert_eq!(status_of(&app, guess("right")).await, 429, "{path}");
-        // Once the limit lets the client in again, the right password gets through, and
-        // the refused guesses were each counted once (not again by the App-level layer).
-        clock.advance(Duration::from_secs(retry));
-        let res = test::call_service(&app, guess("right").to_request()).await;
-        assert_eq!(res.status(), 200, "{path}");
-        assert_eq!(test::read_body(res).await, path.trim_start_matches('/'));
+        refusals_count_against_the_limit(&app, &clock, path, &path[1..]).await;
+    }
+}
+
+#[actix_web::test]
+async fn what_a_scopes_middleware_refuses_with_an_error_counts_against_the_routes_limit() {
+    let clock = ManualClock::at(T0);
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(clock.clone());
+    let app = test::init_service(
+        App::new()
+            .service(
+                web::scope("/admin")
+                    .wrap(actix_web::middleware::from_fn(own_middleware::errs_401))
+                    .service(own_middleware::panel),
+            )
+            .wrap(limiter),
+    )
+    .await;
+    refusals_count_against_the_limit(&app, &clock, "/admin/panel", "panel").await;
+}
+
+#[actix_web::test]
+async fn a_routes_own_middleware_may_rewrite_the_request() {
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(App::new().service(own_middleware::tagged).wrap(limiter)).await;
+    for _ in 0..2 {
+        let res = test::call_service(&app, from("203.0.113.7").uri("/tagged").to_request()).await;
+        assert_eq!(res.status(), 200);
+        assert_eq!(
+            test::read_body(res).await,
+            "yes",
+            "the rewrite reached the handler"
+        );
+    }
+    assert_eq!(
+        status_of(&app, from("203.0.113.7").uri("/tagged")).await,
+        429
+    );
+}
+
+/// The answer of `app` to `req`, whether it came back as a response or as an error (which
+/// actix's server renders with `ResponseError::error_response`).
+async fn answer_of<S, B>(app: &S, req: TestRequest) -> HttpResponse
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody + 'static,
+{
+    match app.call(req.to_request()).await {
+        Ok(res) => res.into_parts().1.map_into_boxed_body(),
+        Err(err) => err.error_response(),
     }
 }
 

@@ -74,8 +74,18 @@ impl TrustedProxies {
 
     /// The client address bucket for this request, as text (`203.0.113.7`, `2001:db8::/64`).
     pub fn client_ip(&self, req: &ServiceRequest) -> String {
-        let peer = req.peer_addr().map(|a| a.ip());
-        match self.resolve(peer, req.headers()) {
+        self.text(self.resolve_request(req))
+    }
+
+    /// The client address of this request: [`TrustedProxies::resolve`] on its peer and
+    /// headers.
+    pub fn resolve_request(&self, req: &ServiceRequest) -> Option<IpAddr> {
+        self.resolve(req.peer_addr().map(|a| a.ip()), req.headers())
+    }
+
+    /// The bucket of a resolved client address, as text; `unknown` when there is none.
+    pub(crate) fn text(&self, ip: Option<IpAddr>) -> String {
+        match ip {
             Some(ip) => self.bucket(ip),
             None => "unknown".to_owned(),
         }
@@ -91,11 +101,12 @@ impl TrustedProxies {
         // Entries are split as bytes: a client's non-text bytes left of the trusted entry
         // must not discard the header (and move the client into the proxy's bucket); only
         // the trusted entry, which a proxy wrote, has to be text.
-        let entries = match self.header {
-            ForwardedHeader::XForwardedFor => forwarded_for_entries(headers),
-            ForwardedHeader::Forwarded => forwarded_entries(headers),
+        let entry = match self.header {
+            ForwardedHeader::XForwardedFor => {
+                nth_from_right(|| forwarded_for_entries(headers), self.hops)
+            }
+            ForwardedHeader::Forwarded => nth_from_right(|| forwarded_entries(headers), self.hops),
         };
-        let entry = entries.into_iter().rev().nth(self.hops - 1);
         entry
             .and_then(|entry| std::str::from_utf8(entry).ok())
             .and_then(parse_ip)
@@ -144,37 +155,43 @@ fn ipv4_text(ip: Ipv4Addr) -> String {
     text
 }
 
-/// All `X-Forwarded-For` entries, in order, across repeated header lines.
-fn forwarded_for_entries(headers: &HeaderMap) -> Vec<&[u8]> {
-    let mut entries = Vec::new();
-    for value in headers.get_all(X_FORWARDED_FOR) {
-        entries.extend(
-            value
-                .as_bytes()
-                .split(|b| *b == b',')
-                .map(<[u8]>::trim_ascii),
-        );
-    }
-    entries
+/// The `n`th of `entries` counted from the right (1 = the last), without collecting them:
+/// this runs on every limited request.
+fn nth_from_right<'a, I: Iterator<Item = &'a [u8]>>(
+    entries: impl Fn() -> I,
+    n: usize,
+) -> Option<&'a [u8]> {
+    let index = entries().count().checked_sub(n)?;
+    entries().nth(index)
 }
 
-/// The `for=` values of RFC 7239 `Forwarded`, in order.
-fn forwarded_entries(headers: &HeaderMap) -> Vec<&[u8]> {
-    let mut entries = Vec::new();
-    for value in headers.get_all(FORWARDED) {
-        for element in value.as_bytes().split(|b| *b == b',') {
-            let node = element.split(|b| *b == b';').find_map(|pair| {
-                let equals = pair.iter().position(|b| *b == b'=')?;
-                let (name, value) = (&pair[..equals], &pair[equals + 1..]);
-                name.trim_ascii()
-                    .eq_ignore_ascii_case(b"for")
-                    .then(|| trim_quotes(value.trim_ascii()))
-            });
-            // An element without `for=` still counts as a hop.
-            entries.push(node.unwrap_or(b""));
-        }
-    }
-    entries
+/// All `X-Forwarded-For` entries, in order, across repeated header lines.
+fn forwarded_for_entries(headers: &HeaderMap) -> impl Iterator<Item = &[u8]> {
+    headers.get_all(X_FORWARDED_FOR).flat_map(|value| {
+        value
+            .as_bytes()
+            .split(|b| *b == b',')
+            .map(<[u8]>::trim_ascii)
+    })
+}
+
+/// The `for=` values of RFC 7239 `Forwarded`, in order; an element without `for=` still
+/// counts as a hop (an empty entry).
+fn forwarded_entries(headers: &HeaderMap) -> impl Iterator<Item = &[u8]> {
+    headers.get_all(FORWARDED).flat_map(|value| {
+        value.as_bytes().split(|b| *b == b',').map(|element| {
+            element
+                .split(|b| *b == b';')
+                .find_map(|pair| {
+                    let equals = pair.iter().position(|b| *b == b'=')?;
+                    let (name, value) = (&pair[..equals], &pair[equals + 1..]);
+                    name.trim_ascii()
+                        .eq_ignore_ascii_case(b"for")
+                        .then(|| trim_quotes(value.trim_ascii()))
+                })
+                .unwrap_or(b"")
+        })
+    })
 }
 
 fn trim_quotes(value: &[u8]) -> &[u8] {

@@ -1,5 +1,7 @@
 //! Reading a policy's identity parts off a request.
 
+use std::net::IpAddr;
+
 use actix_web::dev::ServiceRequest;
 
 use super::{
@@ -52,51 +54,143 @@ impl IdentitySources {
     /// is always put back byte for byte.
     pub async fn extract(&self, req: &mut ServiceRequest, identity: Identity) -> ClientIdentity {
         let ip = self.trusted_proxies.client_ip(req);
-        let parts: &[IdentityPart] = match identity {
-            Identity::UserIdElseIp => {
-                let part = match self.user_id.read(req) {
-                    Some(user) => (IdentityPart::UserId, user),
-                    None => (IdentityPart::Ip, ip),
-                };
-                return ClientIdentity {
-                    parts: vec![part],
-                    fell_back_from: None,
-                };
-            }
-            Identity::Parts(parts) => parts,
+        let mut username = if identity.parts().contains(&IdentityPart::Username) {
+            self.username.read(req).await
+        } else {
+            Submitted::Missing
         };
-        let mut values = Vec::with_capacity(parts.len());
-        for part in parts {
-            let value = match part {
-                IdentityPart::Ip => Some(ip.clone()),
-                IdentityPart::Username => match self.username.read(req).await {
-                    Submitted::Username(name) => Some(name),
-                    Submitted::Unreadable => Some(UNREADABLE_USERNAME.to_owned()),
-                    Submitted::Missing => None,
-                },
-                IdentityPart::UserId => self.user_id.read(req),
-                IdentityPart::ApiKey => self.api_key.read(req),
-                IdentityPart::Header(name) => req
-                    .headers()
-                    .get(*name)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::trim)
-                    .filter(|v| !v.is_empty())
-                    .map(str::to_owned),
+        assemble(ip, identity, |part| match part {
+            IdentityPart::Ip => None,
+            IdentityPart::Username => match std::mem::replace(&mut username, Submitted::Missing) {
+                Submitted::Username(name) => Some(name),
+                Submitted::Unreadable => Some(UNREADABLE_USERNAME.to_owned()),
+                Submitted::Missing => None,
+            },
+            IdentityPart::UserId => self.user_id.read(req),
+            IdentityPart::ApiKey => self.api_key.read(req),
+            IdentityPart::Header(name) => req
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned),
+        })
+    }
+
+    /// The identity of a request that was refused before its route's guard and is gone
+    /// (middleware answered it with an error), from the client address resolved before.
+    /// It counts as such a request would at the guard: by its address, with its body
+    /// unreadable ([`UNREADABLE_USERNAME`]); a part the client or an auth layer supplies
+    /// (user id, API key, header) is taken as absent, so the request counts by its address
+    /// rather than by a key the client may have made up.
+    pub(crate) fn refused(&self, client: Option<IpAddr>, identity: Identity) -> ClientIdentity {
+        assemble(self.trusted_proxies.text(client), identity, |part| {
+            (part == IdentityPart::Username).then(|| UNREADABLE_USERNAME.to_owned())
+        })
+    }
+}
+
+/// `identity` from the client's address text `ip` and `value`, which reads every other
+/// part: each part with its value, or, when one is missing, the address alone.
+fn assemble(
+    ip: String,
+    identity: Identity,
+    mut value: impl FnMut(IdentityPart) -> Option<String>,
+) -> ClientIdentity {
+    let parts: &[IdentityPart] = match identity {
+        Identity::UserIdElseIp => {
+            let part = match value(IdentityPart::UserId) {
+                Some(user) => (IdentityPart::UserId, user),
+                None => (IdentityPart::Ip, ip),
             };
-            match value {
-                Some(value) => values.push((*part, value)),
-                None => {
-                    return ClientIdentity {
-                        parts: vec![(IdentityPart::Ip, ip)],
-                        fell_back_from: Some(*part),
-                    }
+            return ClientIdentity {
+                parts: vec![part],
+                fell_back_from: None,
+            };
+        }
+        Identity::Parts(parts) => parts,
+    };
+    let mut values = Vec::with_capacity(parts.len());
+    for part in parts {
+        let found = match part {
+            IdentityPart::Ip => Some(ip.clone()),
+            _ => value(*part),
+        };
+        match found {
+            Some(found) => values.push((*part, found)),
+            None => {
+                return ClientIdentity {
+                    parts: vec![(IdentityPart::Ip, ip)],
+                    fell_back_from: Some(*part),
                 }
             }
         }
-        ClientIdentity {
-            parts: values,
-            fell_back_from: None,
+    }
+    ClientIdentity {
+        parts: values,
+        fell_back_from: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::TrustedProxies;
+
+    fn ip_parts(ip: &str) -> Vec<(IdentityPart, String)> {
+        vec![(IdentityPart::Ip, ip.to_owned())]
+    }
+
+    #[test]
+    fn a_refused_request_counts_by_its_address_with_its_body_unreadable() {
+        let sources = IdentitySources {
+            trusted_proxies: TrustedProxies::hops(1),
+            ..IdentitySources::default()
+        };
+        let client = Some("203.0.113.7".parse().unwrap());
+        let refused =
+            |parts: &'static [IdentityPart]| sources.refused(client, Identity::Parts(parts));
+
+        assert_eq!(
+            sources.refused(client, Identity::UserIdElseIp),
+            ClientIdentity {
+                parts: ip_parts("203.0.113.7"),
+                fell_back_from: None
+            }
+        );
+        assert_eq!(refused(&[IdentityPart::Ip]).parts, ip_parts("203.0.113.7"));
+        // The same key as the guard gives a body it cannot read.
+        assert_eq!(
+            refused(&[IdentityPart::Ip, IdentityPart::Username]),
+            ClientIdentity {
+                parts: vec![
+                    (IdentityPart::Ip, "203.0.113.7".to_owned()),
+                    (IdentityPart::Username, UNREADABLE_USERNAME.to_owned()),
+                ],
+                fell_back_from: None
+            }
+        );
+        // Parts a client or an auth layer supplies are absent: the address alone.
+        for parts in [
+            &[IdentityPart::UserId][..],
+            &[IdentityPart::Ip, IdentityPart::ApiKey],
+            &[IdentityPart::Header("x-tenant")],
+        ] {
+            let identity = refused(parts);
+            assert_eq!(identity.parts, ip_parts("203.0.113.7"), "{parts:?}");
+            assert_eq!(
+                identity.fell_back_from,
+                parts.iter().copied().find(|p| *p != IdentityPart::Ip),
+                "{parts:?}"
+            );
         }
+        // IPv6 clients are grouped as the guard groups them; no address at all is `unknown`.
+        let v6 = sources.refused(Some("2001:db8::7".parse().unwrap()), Identity::UserIdElseIp);
+        assert_eq!(v6.parts, ip_parts("2001:db8::/64"));
+        assert_eq!(
+            sources.refused(None, Identity::UserIdElseIp).parts,
+            ip_parts("unknown")
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! handler, 429, or 503.
 
 use std::{
+    net::IpAddr,
     sync::Arc,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
@@ -9,6 +10,7 @@ use std::{
 use actix_web::{
     body::{EitherBody, MessageBody},
     dev::{Service, ServiceRequest, ServiceResponse},
+    error::InternalError,
     http::StatusCode,
     Error, HttpRequest, HttpResponse,
 };
@@ -22,7 +24,7 @@ use super::{
 };
 use crate::{
     clock::Clock,
-    identity::IdentitySources,
+    identity::{ClientIdentity, IdentitySources},
     policy::{FailMode, RoutePolicy},
     store::{CheckRequest, Decision, LimitState, Store, StoreError},
 };
@@ -116,14 +118,36 @@ impl Limiter {
         }
     }
 
+    /// Counts a request that the middleware in front of its route refused with an error: the
+    /// request is gone, so it counts by the client address resolved before
+    /// ([`IdentitySources::refused`]). The error to send on: a 429 instead when the client is
+    /// over the limit (the original error stays its cause, for logs), else the error itself.
+    pub(crate) async fn charge_refused(
+        &self,
+        client: Option<IpAddr>,
+        route: &RouteInfo,
+        error: Error,
+    ) -> Error {
+        let identity = self.sources.refused(client, route.policy.identity());
+        match self.decide_for(&identity, route).await {
+            Decided::Refuse(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
+                InternalError::from_response(error, response).into()
+            }
+            Decided::Refuse(_) | Decided::Proceed(_) => error,
+        }
+    }
+
     /// identity → key → the flood shield, else one store call → the verdict.
     async fn decide(&self, req: &mut ServiceRequest, route: &RouteInfo) -> Decided {
+        let identity = self.sources.extract(req, route.policy.identity()).await;
+        self.decide_for(&identity, route).await
+    }
+
+    /// The verdict on one client: key → the flood shield, else one store call.
+    async fn decide_for(&self, identity: &ClientIdentity, route: &RouteInfo) -> Decided {
         let policy = route.policy;
-        let identity = self.sources.extract(req, policy.identity()).await;
-        let key = route.key(&self.prefix, &identity);
-        let client = Client {
-            identity: &identity,
-        };
+        let key = route.key(&self.prefix, identity);
+        let client = Client { identity };
 
         let now = self.local_now();
         if !policy.shadow() {

@@ -3,7 +3,7 @@
 //! silently unlimited.
 
 use std::{
-    cell::{OnceCell, RefCell},
+    cell::{Cell, OnceCell, RefCell},
     collections::HashMap,
     future::{ready, Ready},
     rc::Rc,
@@ -16,7 +16,7 @@ use actix_web::{
     dev::{Service, ServiceRequest, ServiceResponse, Transform},
     http::Method,
     introspection::IntrospectionTree,
-    web, Error, HttpMessage, HttpRequest,
+    web, Error, HttpMessage,
 };
 use futures_util::future::LocalBoxFuture;
 
@@ -65,9 +65,41 @@ pub struct RateLimiter {
     shield: Arc<OnceLock<Arc<FloodShield>>>,
 }
 
-/// Internal handle in request extensions, for the route guards: the worker's limiter.
+/// Internal handle in request extensions: the worker's limiter, for the route guards, and
+/// whether a declared route's limiter has counted the request (its guard, or its entry after
+/// the route's own middleware refused it). The App-level middleware keeps a copy, so it can
+/// tell that a request predicted to reach a declared route was counted there even when the
+/// request comes back as an error, without the request.
 #[derive(Clone)]
-pub(crate) struct LimiterHandle(pub(crate) Rc<Limiter>);
+pub(crate) struct LimiterHandle(Rc<Passage>);
+
+struct Passage {
+    limiter: Rc<Limiter>,
+    counted: Cell<bool>,
+}
+
+impl LimiterHandle {
+    fn new(limiter: &Rc<Limiter>) -> Self {
+        LimiterHandle(Rc::new(Passage {
+            limiter: Rc::clone(limiter),
+            counted: Cell::new(false),
+        }))
+    }
+
+    pub(crate) fn limiter(&self) -> &Rc<Limiter> {
+        &self.0.limiter
+    }
+
+    /// Whether a declared route's limiter has counted the request.
+    pub(crate) fn counted(&self) -> bool {
+        self.0.counted.get()
+    }
+
+    /// Records that a declared route's limiter counts the request: nothing else may.
+    pub(crate) fn mark_counted(&self) {
+        self.0.counted.set(true);
+    }
+}
 
 impl RateLimiter {
     /// A limiter counting in `store`.
@@ -264,29 +296,28 @@ pub struct RateLimiterService<S> {
 /// Declared routes by full pattern and method (bounded: only patterns with a declaration).
 type CountedRoutes = RefCell<HashMap<(String, Method), Rc<RouteInfo>>>;
 
-/// The declared route a request to `req`'s pattern and method counts in: the same key as its
+/// The declared route a request to `pattern` with `method` counts in: the same key as its
 /// guard's.
 fn counted_route(
     routes: &CountedRoutes,
     declaration: &RouteDeclaration,
-    req: &HttpRequest,
+    pattern: String,
+    method: Method,
     policy: RoutePolicy,
 ) -> Rc<RouteInfo> {
-    let key = (
-        req.match_pattern().unwrap_or_default(),
-        req.method().clone(),
-    );
     let mut routes = routes.borrow_mut();
     let route = routes
-        .entry(key)
-        .or_insert_with(|| Rc::new(RouteInfo::declared(declaration, req, policy)));
+        .entry((pattern, method))
+        .or_insert_with_key(|(pattern, method)| {
+            Rc::new(RouteInfo::declared(
+                declaration,
+                method,
+                Some(pattern.clone()),
+                policy,
+            ))
+        });
     Rc::clone(route)
 }
-
-/// Set on every request a declared route's limiter has counted (its guard, or its entry
-/// after the route's own middleware refused the request), so the App-level middleware can
-/// tell that a request predicted to reach a declared route was counted there.
-pub(crate) struct Guarded;
 
 /// Undeclared routes by method label and pattern.
 type DefaultRoutes = HashMap<(&'static str, String), Rc<RouteInfo>>;
@@ -323,8 +354,8 @@ where
     actix_web::dev::forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        req.extensions_mut()
-            .insert(LimiterHandle(Rc::clone(&self.limiter)));
+        let handle = LimiterHandle::new(&self.limiter);
+        req.extensions_mut().insert(handle.clone());
         let declared = self.declared.get_or_init(|| {
             // Without the introspection tree no route counts as declared: every request
             // then also gets the default policy (fail safe, never unlimited).
@@ -344,14 +375,33 @@ where
         });
         let service = Rc::clone(&self.service);
         if let Some(declaration) = declaration {
+            // Found by its pattern, so there is one.
+            let pattern = pattern.unwrap_or_default();
             let unguarded = Rc::clone(&self.unguarded);
             let limiter = Rc::clone(&self.limiter);
             let counted_routes = Rc::clone(&self.counted_routes);
+            let method = req.method().clone();
+            // Resolved now: a request that middleware on the way refuses with an error is
+            // gone when the error comes back, and must still count.
+            let client = limiter.sources.trusted_proxies.resolve_request(&req);
             return Box::pin(async move {
-                let response = service.call(req).await?;
-                if response.request().extensions().contains::<Guarded>() {
-                    return Ok(response.map_into_left_body());
+                let answer = service.call(req).await;
+                if handle.counted() {
+                    return answer.map(ServiceResponse::map_into_left_body);
                 }
+                let response = match answer {
+                    Ok(response) => response,
+                    // A scope's middleware (auth, say) refused the request with an error
+                    // before it reached the declared route: it counts all the same.
+                    Err(error) => {
+                        let Policy::Limited(policy) = declaration.policy else {
+                            return Err(error);
+                        };
+                        let route =
+                            counted_route(&counted_routes, declaration, pattern, method, policy);
+                        return Err(limiter.charge_refused(client, &route, error).await);
+                    }
+                };
                 let refused = is_refusal(response.status());
                 // A success the declared guard never saw was served by another resource on
                 // the same path (one registered earlier, or one without the declared route's
@@ -359,8 +409,6 @@ where
                 // An error answer does not mark the path: a scope's middleware (auth, say)
                 // may have refused the request before it reached the declared route.
                 if !refused {
-                    let method = response.request().method().clone();
-                    let pattern = response.request().match_pattern().unwrap_or_default();
                     tracing::error!(
                         target: "ratelimit",
                         route = %format!("{method} {pattern}"),
@@ -368,9 +416,9 @@ where
                     );
                     unguarded
                         .borrow_mut()
-                        .entry(pattern)
+                        .entry(pattern.clone())
                         .or_default()
-                        .push(method);
+                        .push(method.clone());
                 }
                 // Either way the request counts against the declared limit, after the fact;
                 // a refusal over it becomes a 429 (a success is kept: it may have done what
@@ -378,7 +426,7 @@ where
                 let Policy::Limited(policy) = declaration.policy else {
                     return Ok(response.map_into_left_body());
                 };
-                let route = counted_route(&counted_routes, declaration, response.request(), policy);
+                let route = counted_route(&counted_routes, declaration, pattern, method, policy);
                 let request = response.request().clone();
                 match limiter.charge(request, &route, refused).await {
                     Some(too_many) => Ok(too_many.map_into_right_body()),

@@ -19,15 +19,11 @@ use std::{
 use actix_web::{
     body::{EitherBody, MessageBody},
     dev::{Service, ServiceRequest, ServiceResponse, Transform},
-    Error, HttpMessage,
+    Error, HttpMessage as _,
 };
 use futures_util::future::LocalBoxFuture;
 
-use super::{
-    enforce::is_refusal,
-    rate_limiter::{Guarded, LimiterHandle},
-    route_guard::RoutesByMethod,
-};
+use super::{enforce::is_refusal, rate_limiter::LimiterHandle, route_guard::RoutesByMethod};
 use crate::{policy::Policy, registry::RouteDeclaration};
 
 /// Counts what a declared route's own middleware refuses. Emitted by `#[rate_limit]` on
@@ -84,36 +80,42 @@ where
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
         let declaration = self.declaration;
-        let routes = Rc::clone(&self.routes);
-        // Kept to count the request if the route's middleware answers with an error, which
-        // carries no request. Safe to share here: actix adds a resource's app data before
-        // its middleware runs, and routing is done, so nothing below needs it unshared.
-        let request = req.request().clone();
+        let handle = req.extensions().get::<LimiterHandle>().cloned();
+        let (Policy::Limited(policy), Some(handle)) = (declaration.policy, handle) else {
+            // Exempt, or no App-level limiter (the guard answers 500): nothing counts here.
+            let answer = self.service.call(req);
+            return Box::pin(async move { answer.await.map(ServiceResponse::map_into_left_body) });
+        };
+        let route = self.routes.route(declaration, req.request(), policy);
+        // Resolved now: a request the route's middleware refuses with an error is gone when
+        // the error comes back. The request itself is not kept: middleware below may need it
+        // unshared (`ServiceRequest::headers_mut` panics on a shared request).
+        let client = handle
+            .limiter()
+            .sources
+            .trusted_proxies
+            .resolve_request(&req);
         let answer = self.service.call(req);
         Box::pin(async move {
             let answer = answer.await;
-            let Policy::Limited(policy) = declaration.policy else {
-                return answer.map(ServiceResponse::map_into_left_body);
-            };
-            if request.extensions().contains::<Guarded>() {
+            if handle.counted() {
                 return answer.map(ServiceResponse::map_into_left_body);
             }
-            let handle = request.extensions().get::<LimiterHandle>().cloned();
-            let Some(LimiterHandle(limiter)) = handle else {
-                // No App-level limiter: the guard would have answered 500; nothing counts.
-                return answer.map(ServiceResponse::map_into_left_body);
-            };
-            // A success the middleware gave itself (a cache, say) is counted but kept: it
-            // may have done what the client asked, and a 429 would invite a retry.
-            let refused = answer
-                .as_ref()
-                .map_or(true, |response| is_refusal(response.status()));
-            let route = routes.route(declaration, &request, policy);
             // Counted here: the App-level middleware must not count it again.
-            request.extensions_mut().insert(Guarded);
-            match limiter.charge(request, &route, refused).await {
-                Some(too_many) => Ok(too_many.map_into_right_body()),
-                None => answer.map(ServiceResponse::map_into_left_body),
+            handle.mark_counted();
+            let limiter = handle.limiter();
+            match answer {
+                // A success the middleware gave itself (a cache, say) is counted but kept:
+                // it may have done what the client asked, and a 429 would invite a retry.
+                Ok(response) => {
+                    let refused = is_refusal(response.status());
+                    let request = response.request().clone();
+                    match limiter.charge(request, &route, refused).await {
+                        Some(too_many) => Ok(too_many.map_into_right_body()),
+                        None => Ok(response.map_into_left_body()),
+                    }
+                }
+                Err(error) => Err(limiter.charge_refused(client, &route, error).await),
             }
         })
     }

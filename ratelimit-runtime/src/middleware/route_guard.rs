@@ -15,11 +15,7 @@ use actix_web::{
 };
 use futures_util::future::LocalBoxFuture;
 
-use super::{
-    answer,
-    rate_limiter::{Guarded, LimiterHandle},
-    route_info::RouteInfo,
-};
+use super::{answer, rate_limiter::LimiterHandle, route_info::RouteInfo};
 use crate::{
     policy::{Policy, RoutePolicy},
     registry::RouteDeclaration,
@@ -75,7 +71,12 @@ impl RoutesByMethod {
         if let Some((_, route)) = routes.iter().find(|(m, _)| m == req.method()) {
             return Rc::clone(route);
         }
-        let route = Rc::new(RouteInfo::declared(declaration, req, policy));
+        let route = Rc::new(RouteInfo::declared(
+            declaration,
+            req.method(),
+            req.match_pattern(),
+            policy,
+        ));
         routes.push((req.method().clone(), Rc::clone(&route)));
         route
     }
@@ -100,7 +101,10 @@ where
     actix_web::dev::forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        req.extensions_mut().insert(Guarded);
+        let handle = req.extensions().get::<LimiterHandle>().cloned();
+        if let Some(handle) = &handle {
+            handle.mark_counted();
+        }
         let declaration = self.declaration;
         let service = Rc::clone(&self.service);
         let policy = match declaration.policy {
@@ -115,9 +119,8 @@ where
             Policy::Limited(policy) => policy,
         };
         let route = self.routes.route(declaration, req.request(), policy);
-        let handle = req.extensions().get::<LimiterHandle>().cloned();
         Box::pin(async move {
-            let Some(LimiterHandle(limiter)) = handle else {
+            let Some(handle) = handle else {
                 tracing::error!(
                     target: "ratelimit",
                     route = %route.label,
@@ -127,7 +130,7 @@ where
                 let response = answer::limiter_not_installed(&route.label);
                 return Ok(req.into_response(response).map_into_right_body());
             };
-            limiter.enforce(req, &route, &*service).await
+            handle.limiter().enforce(req, &route, &*service).await
         })
     }
 }

@@ -3,10 +3,7 @@
 
 use std::cell::RefCell;
 
-use actix_web::{
-    http::{header::HeaderValue, Method},
-    HttpRequest,
-};
+use actix_web::http::{header::HeaderValue, Method};
 
 use super::{answer::Rejection, headers::policy_name, telemetry::RouteMetrics};
 use crate::{
@@ -107,16 +104,16 @@ impl RouteInfo {
         }
     }
 
-    /// The declared route `req` reached (its full pattern, else the declared path).
+    /// The declared route as a request with `method` reached it: under its full `pattern`,
+    /// else the declared path.
     pub(crate) fn declared(
         declaration: &RouteDeclaration,
-        req: &HttpRequest,
+        method: &Method,
+        pattern: Option<String>,
         policy: RoutePolicy,
     ) -> Self {
-        let pattern = req
-            .match_pattern()
-            .unwrap_or_else(|| declaration.path.to_owned());
-        RouteInfo::new(declaration.function, req.method().as_str(), pattern, policy)
+        let pattern = pattern.unwrap_or_else(|| declaration.path.to_owned());
+        RouteInfo::new(declaration.function, method.as_str(), pattern, policy)
     }
 
     /// The App-level default policy on `method` and `pattern`.
