@@ -811,7 +811,7 @@ mod own_middleware {
         get,
         http::header::{HeaderName, HeaderValue},
         middleware::Next,
-        Error, HttpRequest, HttpResponse, Responder,
+        post, Error, HttpRequest, HttpResponse, Responder,
     };
     use ratelimit_runtime::rate_limit;
 
@@ -875,6 +875,20 @@ mod own_middleware {
     pub async fn tagged(req: HttpRequest) -> impl Responder {
         let tag = req.headers().get("x-tagged").cloned();
         HttpResponse::Ok().body(tag.map(|v| v.as_bytes().to_vec()).unwrap_or_default())
+    }
+
+    /// A sign-in counted per address and submitted username, behind auth of its own.
+    #[rate_limit(limit = 2, window = "1m", identity = "ip+username", fail = "closed")]
+    #[post("/signin", wrap = "actix_web::middleware::from_fn(answers_401)")]
+    pub async fn signin() -> impl Responder {
+        HttpResponse::Ok().body("signed in")
+    }
+
+    /// The same, served under a scope whose middleware refuses with an error.
+    #[rate_limit(limit = 2, window = "1m", identity = "ip+username", fail = "closed")]
+    #[post("/signin")]
+    pub async fn scoped_signin() -> impl Responder {
+        HttpResponse::Ok().body("signed in")
     }
 
     /// Served under a scope whose middleware refuses with an error.
@@ -1010,6 +1024,64 @@ where
         Ok(res) => res.into_parts().1.map_into_boxed_body(),
         Err(err) => err.error_response(),
     }
+}
+
+/// Two refused sign-ins as alice (limit 2 per minute per address and username), one a form
+/// and one JSON, spend alice's budget at that address: her right password then gets the
+/// 429 too, so refusals cannot be told from a success; bob's budget is his own.
+async fn refused_sign_ins_spend_the_usernames_budget<S, B>(app: &S, path: &str)
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody + 'static,
+{
+    let sign_in = |user: &str, password: &str, json: bool| {
+        let (kind, body) = if json {
+            ("application/json", format!(r#"{{"username":"{user}"}}"#))
+        } else {
+            (
+                "application/x-www-form-urlencoded",
+                format!("username={user}"),
+            )
+        };
+        from("203.0.113.7")
+            .method(actix_web::http::Method::POST)
+            .uri(path)
+            .insert_header(("authorization", format!("Basic {password}")))
+            .insert_header(("content-type", kind))
+            .set_payload(body)
+    };
+    let res = answer_of(app, sign_in("alice", "wrong", false)).await;
+    assert_eq!(res.status(), 401, "{path}");
+    let res = answer_of(app, sign_in("alice", "wrong", true)).await;
+    assert_eq!(res.status(), 401, "{path}");
+    let res = answer_of(app, sign_in("alice", "right", false)).await;
+    assert_eq!(
+        res.status(),
+        429,
+        "{path}: the refusals spent alice's budget"
+    );
+    let res = answer_of(app, sign_in("bob", "right", true)).await;
+    assert_eq!(res.status(), 200, "{path}: bob has a budget of his own");
+}
+
+#[actix_web::test]
+async fn refused_sign_ins_count_against_the_submitted_username() {
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(App::new().service(own_middleware::signin).wrap(limiter)).await;
+    refused_sign_ins_spend_the_usernames_budget(&app, "/signin").await;
+
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(
+        App::new()
+            .service(
+                web::scope("/account")
+                    .wrap(actix_web::middleware::from_fn(own_middleware::errs_401))
+                    .service(own_middleware::scoped_signin),
+            )
+            .wrap(limiter),
+    )
+    .await;
+    refused_sign_ins_spend_the_usernames_budget(&app, "/account/signin").await;
 }
 
 async fn refuse() -> HttpResponse {

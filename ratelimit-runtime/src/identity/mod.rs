@@ -10,7 +10,9 @@ mod sources;
 mod user_id;
 
 pub use api_key::ApiKeySource;
+pub(crate) use body::Submitted;
 pub use body::UsernameField;
 pub use client_ip::{ForwardedHeader, TrustedProxies};
+pub(crate) use sources::reads_body;
 pub use sources::{ClientIdentity, IdentitySources};
 pub use user_id::{UserId, UserIdSource};

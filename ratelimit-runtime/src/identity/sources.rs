@@ -53,19 +53,26 @@ impl IdentitySources {
     /// Reads `identity` off the request. The body is read only when a part needs it, and
     /// is always put back byte for byte.
     pub async fn extract(&self, req: &mut ServiceRequest, identity: Identity) -> ClientIdentity {
+        self.extract_with(req, identity, None).await
+    }
+
+    /// [`IdentitySources::extract`], with the username the body submitted when it was read
+    /// already (`submitted`); the body is then not read again.
+    pub(crate) async fn extract_with(
+        &self,
+        req: &mut ServiceRequest,
+        identity: Identity,
+        submitted: Option<Submitted>,
+    ) -> ClientIdentity {
         let ip = self.trusted_proxies.client_ip(req);
-        let mut username = if identity.parts().contains(&IdentityPart::Username) {
-            self.username.read(req).await
-        } else {
-            Submitted::Missing
+        let mut submitted = match submitted {
+            Some(submitted) => Some(submitted),
+            None if reads_body(identity) => Some(self.username.read(req).await),
+            None => None,
         };
         assemble(ip, identity, |part| match part {
             IdentityPart::Ip => None,
-            IdentityPart::Username => match std::mem::replace(&mut username, Submitted::Missing) {
-                Submitted::Username(name) => Some(name),
-                Submitted::Unreadable => Some(UNREADABLE_USERNAME.to_owned()),
-                Submitted::Missing => None,
-            },
+            IdentityPart::Username => submitted.take().and_then(username),
             IdentityPart::UserId => self.user_id.read(req),
             IdentityPart::ApiKey => self.api_key.read(req),
             IdentityPart::Header(name) => req
@@ -79,15 +86,40 @@ impl IdentitySources {
     }
 
     /// The identity of a request that was refused before its route's guard and is gone
-    /// (middleware answered it with an error), from the client address resolved before.
-    /// It counts as such a request would at the guard: by its address, with its body
-    /// unreadable ([`UNREADABLE_USERNAME`]); a part the client or an auth layer supplies
-    /// (user id, API key, header) is taken as absent, so the request counts by its address
-    /// rather than by a key the client may have made up.
-    pub(crate) fn refused(&self, client: Option<IpAddr>, identity: Identity) -> ClientIdentity {
-        assemble(self.trusted_proxies.text(client), identity, |part| {
-            (part == IdentityPart::Username).then(|| UNREADABLE_USERNAME.to_owned())
-        })
+    /// (middleware answered it with an error), from the client address resolved before and
+    /// the username its body `submitted`. A part the client or an auth layer supplies (user
+    /// id, API key, header) is taken as absent, so the request counts by its address rather
+    /// than by a key the client may have made up.
+    pub(crate) fn refused(
+        &self,
+        client: Option<IpAddr>,
+        identity: Identity,
+        submitted: Submitted,
+    ) -> ClientIdentity {
+        let mut submitted = Some(submitted);
+        assemble(
+            self.trusted_proxies.text(client),
+            identity,
+            |part| match part {
+                IdentityPart::Username => submitted.take().and_then(username),
+                _ => None,
+            },
+        )
+    }
+}
+
+/// Whether `identity` counts the username its body submits.
+pub(crate) fn reads_body(identity: Identity) -> bool {
+    identity.parts().contains(&IdentityPart::Username)
+}
+
+/// The username part's value: the submitted name, or the one every unreadable body shares;
+/// none when the body has no username (the identity falls back to the address).
+fn username(submitted: Submitted) -> Option<String> {
+    match submitted {
+        Submitted::Username(name) => Some(name),
+        Submitted::Unreadable => Some(UNREADABLE_USERNAME.to_owned()),
+        Submitted::Missing => None,
     }
 }
 
@@ -143,17 +175,18 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_request_counts_by_its_address_with_its_body_unreadable() {
+    fn a_refused_request_counts_by_its_address_and_the_username_read_before() {
         let sources = IdentitySources {
             trusted_proxies: TrustedProxies::hops(1),
             ..IdentitySources::default()
         };
         let client = Some("203.0.113.7".parse().unwrap());
-        let refused =
-            |parts: &'static [IdentityPart]| sources.refused(client, Identity::Parts(parts));
+        let refused = |parts: &'static [IdentityPart]| {
+            sources.refused(client, Identity::Parts(parts), Submitted::Unreadable)
+        };
 
         assert_eq!(
-            sources.refused(client, Identity::UserIdElseIp),
+            sources.refused(client, Identity::UserIdElseIp, Submitted::Missing),
             ClientIdentity {
                 parts: ip_parts("203.0.113.7"),
                 fell_back_from: None
@@ -171,6 +204,20 @@ mod tests {
                 fell_back_from: None
             }
         );
+        // A username read before the body was passed on counts as itself; a body without one
+        // counts by the address alone, as at the guard.
+        let login = Identity::Parts(&[IdentityPart::Ip, IdentityPart::Username]);
+        let alice = Submitted::Username("alice".to_owned());
+        assert_eq!(
+            sources.refused(client, login, alice).parts,
+            [
+                (IdentityPart::Ip, "203.0.113.7".to_owned()),
+                (IdentityPart::Username, "alice".to_owned()),
+            ]
+        );
+        let missing = sources.refused(client, login, Submitted::Missing);
+        assert_eq!(missing.parts, ip_parts("203.0.113.7"));
+        assert_eq!(missing.fell_back_from, Some(IdentityPart::Username));
         // Parts a client or an auth layer supplies are absent: the address alone.
         for parts in [
             &[IdentityPart::UserId][..],
@@ -186,10 +233,16 @@ mod tests {
             );
         }
         // IPv6 clients are grouped as the guard groups them; no address at all is `unknown`.
-        let v6 = sources.refused(Some("2001:db8::7".parse().unwrap()), Identity::UserIdElseIp);
+        let v6 = sources.refused(
+            Some("2001:db8::7".parse().unwrap()),
+            Identity::UserIdElseIp,
+            Submitted::Missing,
+        );
         assert_eq!(v6.parts, ip_parts("2001:db8::/64"));
         assert_eq!(
-            sources.refused(None, Identity::UserIdElseIp).parts,
+            sources
+                .refused(None, Identity::UserIdElseIp, Submitted::Missing)
+                .parts,
             ip_parts("unknown")
         );
     }

@@ -24,7 +24,7 @@ use super::{
 };
 use crate::{
     clock::Clock,
-    identity::{ClientIdentity, IdentitySources},
+    identity::{ClientIdentity, IdentitySources, Submitted},
     policy::{FailMode, RoutePolicy},
     store::{CheckRequest, Decision, LimitState, Store, StoreError},
 };
@@ -74,12 +74,13 @@ impl Limiter {
         mut req: ServiceRequest,
         route: &RouteInfo,
         service: &S,
+        submitted: Option<Submitted>,
     ) -> Result<ServiceResponse<EitherBody<B>>, Error>
     where
         S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
         B: MessageBody,
     {
-        let decision = match self.decide(&mut req, route).await {
+        let decision = match self.decide(&mut req, route, submitted).await {
             Decided::Refuse(response) => {
                 return Ok(req.into_response(response).map_into_right_body())
             }
@@ -100,15 +101,18 @@ impl Limiter {
     /// the 429 to send instead when that answer was a refusal and the client is over the
     /// limit. A success is counted and kept (it may have done what the client asked, and a
     /// 429 would invite a retry); a store error keeps the answer too: nothing is left to
-    /// protect.
+    /// protect. The body is gone by now: a username counts as `submitted` (read before the
+    /// body was passed on), else as unreadable.
     pub(crate) async fn charge(
         &self,
         request: HttpRequest,
         route: &RouteInfo,
         refused: bool,
+        submitted: Option<Submitted>,
     ) -> Option<ServiceResponse> {
         let mut counted = ServiceRequest::from_request(request);
-        match self.decide(&mut counted, route).await {
+        let submitted = submitted.unwrap_or(Submitted::Unreadable);
+        match self.decide(&mut counted, route, Some(submitted)).await {
             Decided::Refuse(response)
                 if refused && response.status() == StatusCode::TOO_MANY_REQUESTS =>
             {
@@ -119,16 +123,21 @@ impl Limiter {
     }
 
     /// Counts a request that the middleware in front of its route refused with an error: the
-    /// request is gone, so it counts by the client address resolved before
-    /// ([`IdentitySources::refused`]). The error to send on: a 429 instead when the client is
-    /// over the limit (the original error stays its cause, for logs), else the error itself.
+    /// request is gone, so it counts by the client address resolved before and the username
+    /// its body `submitted` (else as unreadable; [`IdentitySources::refused`]). The error to
+    /// send on: a 429 instead when the client is over the limit (the original error stays
+    /// its cause, for logs), else the error itself.
     pub(crate) async fn charge_refused(
         &self,
         client: Option<IpAddr>,
         route: &RouteInfo,
         error: Error,
+        submitted: Option<Submitted>,
     ) -> Error {
-        let identity = self.sources.refused(client, route.policy.identity());
+        let submitted = submitted.unwrap_or(Submitted::Unreadable);
+        let identity = self
+            .sources
+            .refused(client, route.policy.identity(), submitted);
         match self.decide_for(&identity, route).await {
             Decided::Refuse(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
                 InternalError::from_response(error, response).into()
@@ -137,9 +146,18 @@ impl Limiter {
         }
     }
 
-    /// identity → key → the flood shield, else one store call → the verdict.
-    async fn decide(&self, req: &mut ServiceRequest, route: &RouteInfo) -> Decided {
-        let identity = self.sources.extract(req, route.policy.identity()).await;
+    /// identity → key → the flood shield, else one store call → the verdict. `submitted`:
+    /// the username the body submitted, when it was read already.
+    async fn decide(
+        &self,
+        req: &mut ServiceRequest,
+        route: &RouteInfo,
+        submitted: Option<Submitted>,
+    ) -> Decided {
+        let identity = self
+            .sources
+            .extract_with(req, route.policy.identity(), submitted)
+            .await;
         self.decide_for(&identity, route).await
     }
 

@@ -29,7 +29,10 @@ use super::{
 };
 use crate::{
     clock::Clock,
-    identity::{ApiKeySource, IdentitySources, TrustedProxies, UserIdSource, UsernameField},
+    identity::{
+        reads_body, ApiKeySource, IdentitySources, Submitted, TrustedProxies, UserIdSource,
+        UsernameField,
+    },
     key::{valid_prefix, DEFAULT_PREFIX},
     policy::{Algorithm, FailMode, Identity, Limit, Policy, RoutePolicy, Window},
     registry::RouteDeclaration,
@@ -65,17 +68,20 @@ pub struct RateLimiter {
     shield: Arc<OnceLock<Arc<FloodShield>>>,
 }
 
-/// Internal handle in request extensions: the worker's limiter, for the route guards, and
+/// Internal handle in request extensions: the worker's limiter, for the route guards;
 /// whether a declared route's limiter has counted the request (its guard, or its entry after
-/// the route's own middleware refused it). The App-level middleware keeps a copy, so it can
-/// tell that a request predicted to reach a declared route was counted there even when the
-/// request comes back as an error, without the request.
+/// the route's own middleware refused it); and the username the body submitted, when it was
+/// read before anything in front of the route could consume the body. The App-level
+/// middleware keeps a copy, so it can tell that a request predicted to reach a declared
+/// route was counted there even when the request comes back as an error, without the
+/// request.
 #[derive(Clone)]
 pub(crate) struct LimiterHandle(Rc<Passage>);
 
 struct Passage {
     limiter: Rc<Limiter>,
     counted: Cell<bool>,
+    submitted: RefCell<Option<Submitted>>,
 }
 
 impl LimiterHandle {
@@ -83,7 +89,23 @@ impl LimiterHandle {
         LimiterHandle(Rc::new(Passage {
             limiter: Rc::clone(limiter),
             counted: Cell::new(false),
+            submitted: RefCell::default(),
         }))
+    }
+
+    /// Reads the username `req`'s body submits (the body is put back) and keeps it for
+    /// whichever of the route's limiters counts the request; once per request.
+    pub(crate) async fn read_username(&self, req: &mut ServiceRequest) {
+        if self.0.submitted.borrow().is_none() {
+            let submitted = self.0.limiter.sources.username.read(req).await;
+            *self.0.submitted.borrow_mut() = Some(submitted);
+        }
+    }
+
+    /// The username read by [`LimiterHandle::read_username`], for the limiter that counts
+    /// the request.
+    pub(crate) fn take_username(&self) -> Option<Submitted> {
+        self.0.submitted.borrow_mut().take()
     }
 
     pub(crate) fn limiter(&self) -> &Rc<Limiter> {
@@ -382,9 +404,16 @@ where
             let counted_routes = Rc::clone(&self.counted_routes);
             let method = req.method().clone();
             // Resolved now: a request that middleware on the way refuses with an error is
-            // gone when the error comes back, and must still count.
+            // gone when the error comes back, and must still count. So is the username,
+            // which must count the same whether or not the route's guard sees the request.
             let client = limiter.sources.trusted_proxies.resolve_request(&req);
+            let reads_body =
+                matches!(declaration.policy, Policy::Limited(p) if reads_body(p.identity()));
+            let mut req = req;
             return Box::pin(async move {
+                if reads_body {
+                    handle.read_username(&mut req).await;
+                }
                 let answer = service.call(req).await;
                 if handle.counted() {
                     return answer.map(ServiceResponse::map_into_left_body);
@@ -399,7 +428,10 @@ where
                         };
                         let route =
                             counted_route(&counted_routes, declaration, pattern, method, policy);
-                        return Err(limiter.charge_refused(client, &route, error).await);
+                        let submitted = handle.take_username();
+                        return Err(limiter
+                            .charge_refused(client, &route, error, submitted)
+                            .await);
                     }
                 };
                 let refused = is_refusal(response.status());
@@ -428,7 +460,10 @@ where
                 };
                 let route = counted_route(&counted_routes, declaration, pattern, method, policy);
                 let request = response.request().clone();
-                match limiter.charge(request, &route, refused).await {
+                match limiter
+                    .charge(request, &route, refused, handle.take_username())
+                    .await
+                {
                     Some(too_many) => Ok(too_many.map_into_right_body()),
                     None => Ok(response.map_into_left_body()),
                 }
@@ -437,7 +472,7 @@ where
         let limiter = Rc::clone(&self.limiter);
         let pattern = pattern.unwrap_or_else(|| "<unmatched>".to_owned());
         let route = self.default_route(req.method(), pattern);
-        Box::pin(async move { limiter.enforce(req, &route, &*service).await })
+        Box::pin(async move { limiter.enforce(req, &route, &*service, None).await })
     }
 }
 

@@ -24,7 +24,7 @@ use actix_web::{
 use futures_util::future::LocalBoxFuture;
 
 use super::{enforce::is_refusal, rate_limiter::LimiterHandle, route_guard::RoutesByMethod};
-use crate::{policy::Policy, registry::RouteDeclaration};
+use crate::{identity::reads_body, policy::Policy, registry::RouteDeclaration};
 
 /// Counts what a declared route's own middleware refuses. Emitted by `#[rate_limit]` on
 /// routes with `wrap = ...`; not meant to be built by hand.
@@ -95,9 +95,16 @@ where
             .sources
             .trusted_proxies
             .resolve_request(&req);
-        let answer = self.service.call(req);
+        let reads_body = reads_body(policy.identity());
+        let service = Rc::clone(&self.service);
+        let mut req = req;
         Box::pin(async move {
-            let answer = answer.await;
+            // Read unless the App-level middleware did: the route's middleware may consume
+            // the body, and a refusal must count against the username it submitted.
+            if reads_body {
+                handle.read_username(&mut req).await;
+            }
+            let answer = service.call(req).await;
             if handle.counted() {
                 return answer.map(ServiceResponse::map_into_left_body);
             }
@@ -110,12 +117,18 @@ where
                 Ok(response) => {
                     let refused = is_refusal(response.status());
                     let request = response.request().clone();
-                    match limiter.charge(request, &route, refused).await {
+                    let submitted = handle.take_username();
+                    match limiter.charge(request, &route, refused, submitted).await {
                         Some(too_many) => Ok(too_many.map_into_right_body()),
                         None => Ok(response.map_into_left_body()),
                     }
                 }
-                Err(error) => Err(limiter.charge_refused(client, &route, error).await),
+                Err(error) => {
+                    let submitted = handle.take_username();
+                    Err(limiter
+                        .charge_refused(client, &route, error, submitted)
+                        .await)
+                }
             }
         })
     }

@@ -130,7 +130,11 @@ where
                 let response = answer::limiter_not_installed(&route.label);
                 return Ok(req.into_response(response).map_into_right_body());
             };
-            handle.limiter().enforce(req, &route, &*service).await
+            let submitted = handle.take_username();
+            handle
+                .limiter()
+                .enforce(req, &route, &*service, submitted)
+                .await
         })
     }
 }
