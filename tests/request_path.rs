@@ -1084,6 +1084,26 @@ async fn refused_sign_ins_count_against_the_submitted_username() {
     refused_sign_ins_spend_the_usernames_budget(&app, "/account/signin").await;
 }
 
+#[actix_web::test]
+async fn a_second_limiter_on_a_scope_does_not_count_a_declared_route_twice() {
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(
+        App::new()
+            .service(
+                web::scope("/admin")
+                    .wrap(limiter.clone())
+                    .service(own_middleware::panel),
+            )
+            .wrap(limiter),
+    )
+    .await;
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        statuses.push(status_of(&app, from("203.0.113.7").uri("/admin/panel")).await);
+    }
+    assert_eq!(statuses, [200, 200, 200, 429], "3 per minute declared");
+}
+
 async fn refuse() -> HttpResponse {
     HttpResponse::Unauthorized().body("not here")
 }

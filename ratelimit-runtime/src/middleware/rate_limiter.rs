@@ -82,14 +82,18 @@ struct Passage {
     limiter: Rc<Limiter>,
     counted: Cell<bool>,
     submitted: RefCell<Option<Submitted>>,
+    /// The handle of a `RateLimiter` further out (one on the App, another on a scope): a
+    /// count marks it too, so neither counts the request again.
+    outer: Option<LimiterHandle>,
 }
 
 impl LimiterHandle {
-    fn new(limiter: &Rc<Limiter>) -> Self {
+    fn new(limiter: &Rc<Limiter>, outer: Option<LimiterHandle>) -> Self {
         LimiterHandle(Rc::new(Passage {
             limiter: Rc::clone(limiter),
             counted: Cell::new(false),
             submitted: RefCell::default(),
+            outer,
         }))
     }
 
@@ -119,7 +123,11 @@ impl LimiterHandle {
 
     /// Records that a declared route's limiter counts the request: nothing else may.
     pub(crate) fn mark_counted(&self) {
-        self.0.counted.set(true);
+        let mut handle = Some(self);
+        while let Some(LimiterHandle(passage)) = handle {
+            passage.counted.set(true);
+            handle = passage.outer.as_ref();
+        }
     }
 }
 
@@ -376,7 +384,8 @@ where
     actix_web::dev::forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        let handle = LimiterHandle::new(&self.limiter);
+        let outer = req.extensions().get::<LimiterHandle>().cloned();
+        let handle = LimiterHandle::new(&self.limiter, outer);
         req.extensions_mut().insert(handle.clone());
         let declared = self.declared.get_or_init(|| {
             // Without the introspection tree no route counts as declared: every request
