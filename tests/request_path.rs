@@ -345,9 +345,27 @@ async fn a_body_the_limiter_cannot_read_does_not_trade_the_username_budget_for_o
         statuses.push(status_of(&app, req).await);
     }
     assert_eq!(statuses, [200, 200, 429, 429]);
-    // A body in a form the limiter does not parse counts in that same budget.
+    // A body in a form the limiter does not parse counts in that same budget, and so does
+    // one of no declared type (this handler reads raw bytes) and a form naming the field
+    // twice (a handler reading it into a map sees the last, the limiter would see the first).
     let odd = send("198.51.100.9", "text/plain", "username=alice".to_owned());
     assert_eq!(status_of(&app, odd).await, 429);
+    let untyped = from("198.51.100.10")
+        .method(actix_web::http::Method::POST)
+        .uri("/reset")
+        .set_payload(r#"{"username": "alice"}"#);
+    assert_eq!(status_of(&app, untyped).await, 429);
+    let twice = send(
+        "198.51.100.11",
+        "application/x-www-form-urlencoded",
+        "username=decoy&username=alice".to_owned(),
+    );
+    assert_eq!(status_of(&app, twice).await, 429);
+    // No body at all: no username, so the address counts.
+    let empty = from("198.51.100.12")
+        .method(actix_web::http::Method::POST)
+        .uri("/reset");
+    assert_eq!(status_of(&app, empty).await, 200);
     // Readable bodies keep their own budgets, and a body without the field falls back to
     // the address.
     let plain = |user: &str| format!(r#"{{"username": "{user}"}}"#);

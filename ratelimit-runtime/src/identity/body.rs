@@ -41,7 +41,12 @@ impl UsernameField {
     /// The username in the body, if any. The body is always put back.
     pub(crate) async fn read(&self, req: &mut ServiceRequest) -> Submitted {
         if !req.headers().contains_key(CONTENT_TYPE) {
-            return Submitted::Missing;
+            // No declared format, but a handler reading raw bytes may still find a username
+            // in a body: only a request without one has no username.
+            return match buffer_and_restore(req, self.limit).await {
+                Some(body) if body.is_empty() => Submitted::Missing,
+                _ => Submitted::Unreadable,
+            };
         }
         let Some(kind) = BodyKind::of(req) else {
             return Submitted::Unreadable;
@@ -67,9 +72,19 @@ impl UsernameField {
                     .and_then(serde_json::Value::as_str)
                     .map(str::to_owned)
             }
-            BodyKind::Form => form_urlencoded::parse(&body)
-                .find(|(name, _)| *name == self.field)
-                .map(|(_, value)| value.into_owned()),
+            BodyKind::Form => {
+                let mut values = form_urlencoded::parse(&body)
+                    .filter(|(name, _)| *name == self.field)
+                    .map(|(_, value)| value);
+                let first = values.next();
+                if values.next().is_some() {
+                    // Handlers differ on which of a repeated field they read (a map keeps
+                    // the last, a struct refuses the form): counting either would let the
+                    // other be guessed on a budget of its own.
+                    return Submitted::Unreadable;
+                }
+                first.map(|value| value.into_owned())
+            }
         };
         match name.filter(|name| !name.trim().is_empty()) {
             Some(name) => Submitted::Username(name),
@@ -83,10 +98,11 @@ impl UsernameField {
 pub(crate) enum Submitted {
     /// The username field's text.
     Username(String),
-    /// A readable body (or none) without the field: the identity falls back to the IP.
+    /// No body, or a readable one without the field: the identity falls back to the IP.
     Missing,
     /// A body the limiter cannot read (larger than the buffer, compressed, not JSON or a
-    /// form, not parseable) although the handler may well read a username from it. Such
+    /// form, of no declared type, not parseable, with the field twice) although the handler
+    /// may well read a username from it. Such
     /// requests share one budget per route ([`UNREADABLE_USERNAME`]), so that padding or
     /// encoding a body cannot trade the username's budget for one per IP address.
     Unreadable,
