@@ -1122,6 +1122,42 @@ async fn a_second_limiter_on_a_scope_does_not_count_a_declared_route_twice() {
     assert_eq!(statuses, [200, 200, 200, 429], "3 per minute declared");
 }
 
+mod posts {
+    use actix_web::{get, Responder};
+    use ratelimit_runtime::rate_limit;
+
+    #[rate_limit(limit = 1, window = "1m", identity = "ip", algorithm = "gcra")]
+    #[get("/posts/{id:\\d+}")]
+    pub async fn by_number() -> impl Responder {
+        "by number"
+    }
+
+    #[rate_limit(limit = 100, window = "1m", identity = "ip")]
+    #[get("/posts/{id}")]
+    pub async fn by_slug() -> impl Responder {
+        "by slug"
+    }
+}
+
+#[actix_web::test]
+async fn routes_that_differ_only_in_a_parameters_regex_count_apart() {
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(
+        App::new()
+            .service(posts::by_number)
+            .service(posts::by_slug)
+            .wrap(limiter),
+    )
+    .await;
+    let get = |path: &str| from("203.0.113.7").uri(path);
+    assert_eq!(status_of(&app, get("/posts/1")).await, 200);
+    assert_eq!(status_of(&app, get("/posts/1")).await, 429);
+    // Neither the counter nor the flood shield's memory of that 429 is the other route's.
+    let res = test::call_service(&app, get("/posts/hello").to_request()).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(test::read_body(res).await, "by slug");
+}
+
 async fn refuse() -> HttpResponse {
     HttpResponse::Unauthorized().body("not here")
 }

@@ -191,11 +191,17 @@ fn push_plain_or_hashed(out: &mut String, value: &str) {
     }
 }
 
-/// `/orders/{id}` → `/orders/:id`; `{id:\d+}` → `:id`; anything still unsafe is hashed.
+/// `/orders/{id}` → `/orders/:id`. A segment's regex is dropped from the text but not from
+/// the key: `/posts/{id:\d+}` → `/posts/:id#<hash of the pattern>`, so it never shares a
+/// key with `/posts/{id}`. A literal `:` or `#` (which would make two patterns read alike)
+/// or anything else unsafe hashes the whole pattern.
 fn push_pattern(out: &mut String, pattern: &str) {
     let mut rewritten = String::with_capacity(pattern.len());
     let mut rest = pattern;
+    let mut literal_markers = false;
+    let mut regex = false;
     while let Some(open) = rest.find('{') {
+        literal_markers |= rest[..open].contains([':', '#']);
         rewritten.push_str(&rest[..open]);
         let after = &rest[open + 1..];
         // Segment patterns may contain braces in their regex (`{id:\d{3}}`): find the
@@ -221,6 +227,7 @@ fn push_pattern(out: &mut String, pattern: &str) {
             break;
         };
         let inner = &after[..close];
+        regex |= inner.contains(':');
         let name = inner
             .split(':')
             .next()
@@ -233,14 +240,20 @@ fn push_pattern(out: &mut String, pattern: &str) {
         }
         rest = &after[close + 1..];
     }
+    literal_markers |= rest.contains([':', '#']);
     rewritten.push_str(rest);
     let safe = rewritten.len() <= 200
         && !rewritten.is_empty()
+        && !literal_markers
         && rewritten
             .chars()
             .all(|c| c.is_ascii_graphic() && c != '{' && c != '}' && c != '|');
     if safe {
         out.push_str(&rewritten);
+        if regex {
+            out.push('#');
+            out.push_str(&short_hash(pattern));
+        }
     } else {
         out.push_str("h.");
         out.push_str(&short_hash(pattern));
@@ -324,14 +337,35 @@ mod tests {
 
     #[test]
     fn route_parameters_lose_their_braces() {
-        let key = RouteKey::new(
-            "rl",
-            "GET",
-            "/orders/{id}/items/{item:\\d{3}}",
-            &[(IdentityPart::UserId, "42")],
+        let tag = |pattern: &str| {
+            RouteKey::new("rl", "GET", pattern, &[(IdentityPart::UserId, "42")])
+                .hash_tag()
+                .to_owned()
+        };
+        assert_eq!(
+            tag("/orders/{id}/items/{item}"),
+            "GET:/orders/:id/items/:item|user_id:42"
         );
-        assert_eq!(key.hash_tag(), "GET:/orders/:id/items/:item|user_id:42");
-        assert!(!key.hash_tag().contains('{'));
+        // A regex leaves the text but not the key: two routes that differ only in one never
+        // share a key (nor a flood-shield entry).
+        let with_regex = "/orders/{id}/items/{item:\\d{3}}";
+        assert_eq!(
+            tag(with_regex),
+            format!(
+                "GET:/orders/:id/items/:item#{}|user_id:42",
+                short_hash(with_regex)
+            )
+        );
+        assert!(!tag(with_regex).contains('{'));
+        let (numbered, named) = (tag("/posts/{id:\\d+}"), tag("/posts/{id}"));
+        assert_ne!(numbered, named);
+        assert_ne!(numbered, tag("/posts/{id:[a-z]+}"));
+        // A literal `:` would read like a parameter: the whole pattern is hashed.
+        assert_eq!(
+            tag("/posts/:id"),
+            format!("GET:h.{}|user_id:42", short_hash("/posts/:id"))
+        );
+        assert_ne!(tag("/posts/:id"), named);
     }
 
     #[test]
