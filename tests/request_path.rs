@@ -829,9 +829,9 @@ mod own_middleware {
         get,
         http::header::{HeaderName, HeaderValue},
         middleware::Next,
-        post, Error, HttpRequest, HttpResponse, Responder,
+        post, Error, HttpMessage as _, HttpRequest, HttpResponse, Responder,
     };
-    use ratelimit_runtime::rate_limit;
+    use ratelimit_runtime::{identity::UserId, rate_limit};
 
     fn authorised(req: &ServiceRequest) -> bool {
         req.headers()
@@ -907,6 +907,29 @@ mod own_middleware {
     #[post("/signin")]
     pub async fn scoped_signin() -> impl Responder {
         HttpResponse::Ok().body("signed in")
+    }
+
+    /// Sends a client that is not signed in to the login page; a signed-in one goes on with
+    /// its user id.
+    pub async fn login_redirect(
+        req: ServiceRequest,
+        next: Next<impl MessageBody + 'static>,
+    ) -> Result<ServiceResponse<impl MessageBody>, Error> {
+        let Some(user) = req.headers().get("authorization").cloned() else {
+            let to_login = HttpResponse::SeeOther()
+                .insert_header(("location", "/login"))
+                .finish();
+            return Ok(req.into_response(to_login).map_into_right_body());
+        };
+        let user = String::from_utf8_lossy(user.as_bytes()).into_owned();
+        req.extensions_mut().insert(UserId(user));
+        Ok(next.call(req).await?.map_into_left_body())
+    }
+
+    #[rate_limit(limit = 300, window = "1m", identity = "user_id")]
+    #[get("/profile")]
+    pub async fn profile() -> impl Responder {
+        HttpResponse::Ok().body("profile")
     }
 
     /// Served under a scope whose middleware refuses with an error.
@@ -1040,7 +1063,15 @@ where
 {
     match app.call(req.to_request()).await {
         Ok(res) => res.into_parts().1.map_into_boxed_body(),
-        Err(err) => err.error_response(),
+        Err(err) => {
+            // Middleware on the way out may ask an error for its answer before the server
+            // does: the answer must not change.
+            let first = err.error_response();
+            let again = err.error_response();
+            assert_eq!(first.status(), again.status(), "{err}");
+            assert_eq!(first.headers().len(), again.headers().len(), "{err}");
+            first
+        }
     }
 }
 
@@ -1156,6 +1187,37 @@ async fn routes_that_differ_only_in_a_parameters_regex_count_apart() {
     let res = test::call_service(&app, get("/posts/hello").to_request()).await;
     assert_eq!(res.status(), 200);
     assert_eq!(test::read_body(res).await, "by slug");
+}
+
+#[actix_web::test]
+async fn a_scopes_redirect_to_its_login_page_leaves_the_declared_limit_alone() {
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(
+        App::new()
+            .service(
+                web::scope("/account")
+                    .wrap(actix_web::middleware::from_fn(
+                        own_middleware::login_redirect,
+                    ))
+                    .service(own_middleware::profile),
+            )
+            .wrap(limiter),
+    )
+    .await;
+    let anonymous = from("198.51.100.1").uri("/account/profile");
+    assert_eq!(status_of(&app, anonymous).await, 303);
+    // The redirect was a refusal, not another resource serving the path: the declared 300
+    // per minute by user id applies, not the default 120 on top of it.
+    let mut allowed = 0;
+    for _ in 0..150 {
+        let signed_in = from("203.0.113.7")
+            .uri("/account/profile")
+            .insert_header(("authorization", "u1"));
+        if status_of(&app, signed_in).await == 200 {
+            allowed += 1;
+        }
+    }
+    assert_eq!(allowed, 150);
 }
 
 async fn refuse() -> HttpResponse {

@@ -1,14 +1,16 @@
 //! The answers the limiter gives instead of the handler's: 429 and 503, as
 //! `application/problem+json` (RFC 9457).
 
+use std::fmt;
+
 use actix_web::{
-    body::MessageBody,
+    body::{BoxBody, MessageBody},
     http::{
-        header::{HeaderName, HeaderValue},
+        header::{HeaderMap, HeaderName, HeaderValue},
         StatusCode,
     },
     web::Bytes,
-    HttpResponse,
+    Error, HttpResponse, ResponseError,
 };
 
 use super::{
@@ -233,5 +235,57 @@ mod tests {
                 .unwrap()
                 .contains("GET /a\"b\\c/{id}"));
         }
+    }
+}
+
+/// A refusal that came back as an error (middleware in front of a declared route refused
+/// the request) from a client over the limit: it answers with the route's 429 every time it
+/// is asked (actix's `InternalError` gives its response up once, then answers 500), and
+/// keeps the original error as its cause for logs.
+#[derive(Debug)]
+pub(crate) struct RefusedOverLimit {
+    cause: Error,
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl RefusedOverLimit {
+    /// `cause` answered with `answer` (the limiter's 429) instead.
+    pub(crate) fn new(cause: Error, answer: HttpResponse) -> Self {
+        let status = answer.status();
+        let headers = answer.headers().clone();
+        let body = answer
+            .into_body()
+            .try_into_bytes()
+            .unwrap_or_else(|_| Bytes::new());
+        RefusedOverLimit {
+            cause,
+            status,
+            headers,
+            body,
+        }
+    }
+}
+
+impl fmt::Display for RefusedOverLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} (over the rate limit: answered {})",
+            self.cause, self.status
+        )
+    }
+}
+
+impl ResponseError for RefusedOverLimit {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse<BoxBody> {
+        let mut response = HttpResponse::with_body(self.status, self.body.clone());
+        *response.headers_mut() = self.headers.clone();
+        response.map_into_boxed_body()
     }
 }

@@ -10,7 +10,6 @@ use std::{
 use actix_web::{
     body::{EitherBody, MessageBody},
     dev::{Service, ServiceRequest, ServiceResponse},
-    error::InternalError,
     http::StatusCode,
     Error, HttpRequest, HttpResponse,
 };
@@ -140,7 +139,7 @@ impl Limiter {
             .refused(client, route.policy.identity(), submitted);
         match self.decide_for(&identity, route).await {
             Decided::Refuse(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
-                InternalError::from_response(error, response).into()
+                answer::RefusedOverLimit::new(error, response).into()
             }
             Decided::Refuse(_) | Decided::Proceed(_) => error,
         }
@@ -259,9 +258,10 @@ impl Limiter {
     }
 }
 
-/// Whether an answer refused the request (4xx or 5xx).
+/// Whether an answer refused the request rather than serving it: anything but a success
+/// (a 4xx or 5xx, and a redirect, such as an auth layer's to its login page).
 pub(crate) fn is_refusal(status: StatusCode) -> bool {
-    status.is_client_error() || status.is_server_error()
+    !status.is_success()
 }
 
 /// What the limiter decided about one request.

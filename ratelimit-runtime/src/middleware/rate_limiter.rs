@@ -447,8 +447,9 @@ where
                 // A success the declared guard never saw was served by another resource on
                 // the same path (one registered earlier, or one without the declared route's
                 // custom guard): from now on this worker applies the default policy to it.
-                // An error answer does not mark the path: a scope's middleware (auth, say)
-                // may have refused the request before it reached the declared route.
+                // A refusal (an error, or a redirect to a login page) does not mark the path:
+                // a scope's middleware (auth, say) may have refused the request before it
+                // reached the declared route.
                 if !refused {
                     tracing::error!(
                         target: "ratelimit",
