@@ -1220,6 +1220,83 @@ async fn a_scopes_redirect_to_its_login_page_leaves_the_declared_limit_alone() {
     assert_eq!(allowed, 150);
 }
 
+mod items {
+    use actix_web::{get, post, Responder};
+    use ratelimit_runtime::rate_limit;
+
+    #[rate_limit(exempt = "the empty form")]
+    #[get("/items/new")]
+    pub async fn new_item_form() -> impl Responder {
+        "form"
+    }
+
+    #[rate_limit(limit = 200, window = "1m", identity = "ip", fail = "open")]
+    #[post("/items/{id}")]
+    pub async fn update_item() -> impl Responder {
+        "updated"
+    }
+}
+
+fn items_app(limiter: RateLimiter) -> App<impl AppFactory> {
+    App::new()
+        .service(items::new_item_form)
+        .service(items::update_item)
+        .wrap(limiter)
+}
+
+/// `POST /items/new` first matches `GET /items/new`'s path; the router passes over that
+/// resource (wrong method) to `POST /items/{id}`, whose declaration alone must apply.
+#[actix_web::test]
+async fn a_declared_route_reached_past_another_methods_resource_keeps_its_own_policy() {
+    let store = std::sync::Arc::new(MemoryStore::new());
+    let limiter = RateLimiter::from_arc(store.clone()).clock(ManualClock::at(T0));
+    ratelimit_runtime::coverage::assert_covered(items_app(limiter.clone())).await;
+    let app = test::init_service(items_app(limiter)).await;
+    let post_new = || {
+        from("203.0.113.7")
+            .method(actix_web::http::Method::POST)
+            .uri("/items/new")
+    };
+    let mut allowed = 0;
+    for _ in 0..150 {
+        if status_of(&app, post_new()).await == 200 {
+            allowed += 1;
+        }
+    }
+    let keys: Vec<String> = store.entries().into_iter().map(|(key, _)| key).collect();
+    assert_eq!(
+        allowed, 150,
+        "200 per minute declared, not the default 120: {keys:?}"
+    );
+    assert!(
+        keys.iter().all(|key| key.contains("POST:/items/:id|")),
+        "{keys:?}"
+    );
+
+    // During an outage the route's own failure policy applies (open), not the default
+    // policy's for POST (closed), and one store call waits, not two.
+    let limiter = RateLimiter::new(Unreachable).timeout(Duration::from_millis(20));
+    let app = test::init_service(items_app(limiter)).await;
+    assert_eq!(status_of(&app, post_new()).await, 200);
+}
+
+/// A store that never answers, as a Redis behind a dead network path: every call runs into
+/// the limiter's timeout.
+struct Unreachable;
+
+impl ratelimit_runtime::store::Store for Unreachable {
+    fn check<'a>(
+        &'a self,
+        _: ratelimit_runtime::store::CheckRequest<'a>,
+    ) -> ratelimit_runtime::store::CheckFuture<'a> {
+        Box::pin(std::future::pending())
+    }
+
+    fn kind(&self) -> &'static str {
+        "unreachable"
+    }
+}
+
 async fn refuse() -> HttpResponse {
     HttpResponse::Unauthorized().body("not here")
 }

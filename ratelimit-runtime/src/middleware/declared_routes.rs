@@ -4,8 +4,9 @@
 use std::collections::HashMap;
 
 use actix_web::{
+    dev::ResourceDef,
     http::Method,
-    introspection::{IntrospectionNode, IntrospectionTree},
+    introspection::{IntrospectionNode, IntrospectionTree, ResourceType},
 };
 
 use crate::registry::{self, RouteDeclaration};
@@ -23,6 +24,11 @@ pub struct MountedDeclaration {
 #[derive(Debug, Clone, Default)]
 pub struct DeclaredRoutes {
     by_path: HashMap<String, Vec<&'static RouteDeclaration>>,
+    /// The declared full patterns, to match a path against.
+    patterns: Vec<(ResourceDef, String)>,
+    /// The methods the resources at each full path answer (from their method guards);
+    /// `None`: any method.
+    served: HashMap<String, Option<Vec<Method>>>,
 }
 
 impl DeclaredRoutes {
@@ -30,13 +36,45 @@ impl DeclaredRoutes {
     pub fn from_tree(tree: &IntrospectionTree) -> Self {
         let mut routes = DeclaredRoutes::default();
         for mounted in mounted_declarations(tree) {
-            routes
+            let declarations = routes
                 .by_path
                 .entry(mounted.full_path)
-                .or_default()
-                .push(mounted.declaration);
+                .or_insert_with_key(|path| {
+                    routes
+                        .patterns
+                        .push((ResourceDef::new(path.as_str()), path.clone()));
+                    Vec::new()
+                });
+            declarations.push(mounted.declaration);
         }
+        collect_served(&tree.root, &mut routes.served);
         routes
+    }
+
+    /// The declared route a request with `method` to `path` reaches when the first pattern
+    /// the path matches, `first`, has no resource answering `method`: actix's router passes
+    /// over resources whose method guards refuse a request and tries the next pattern, so
+    /// the first pattern alone (`HttpRequest::match_pattern`) does not name the route. Its
+    /// full pattern and declaration; none when `first` answers `method` or no declared
+    /// pattern takes the request.
+    pub fn past<'a>(
+        &'a self,
+        method: &Method,
+        first: &str,
+        path: &str,
+    ) -> Option<(&'a str, &'static RouteDeclaration)> {
+        let answers = match self.served.get(first) {
+            Some(Some(methods)) => methods.contains(method),
+            // Any method, or nothing known: the first pattern's resource takes it.
+            Some(None) | None => true,
+        };
+        if answers {
+            return None;
+        }
+        self.patterns
+            .iter()
+            .filter(|(def, pattern)| pattern != first && def.is_match(path))
+            .find_map(|(_, pattern)| Some((pattern.as_str(), self.declaration(method, pattern)?)))
     }
 
     /// Whether a request with `method` matching `pattern` reaches a declared route.
@@ -61,6 +99,24 @@ impl DeclaredRoutes {
     /// Whether no declaration was found mounted.
     pub fn is_empty(&self) -> bool {
         self.by_path.is_empty()
+    }
+}
+
+/// The methods of every resource node's full path: merged across nodes, `None` when one of
+/// them has no method guard.
+fn collect_served(node: &IntrospectionNode, served: &mut HashMap<String, Option<Vec<Method>>>) {
+    if matches!(node.kind, ResourceType::Resource) {
+        let methods = (!node.methods.is_empty()).then(|| node.methods.clone());
+        match (served.get_mut(&node.full_path), methods) {
+            (Some(Some(known)), Some(more)) => known.extend(more),
+            (Some(known), _) => *known = None,
+            (None, methods) => {
+                served.insert(node.full_path.clone(), methods);
+            }
+        }
+    }
+    for child in &node.children {
+        collect_served(child, served);
     }
 }
 

@@ -394,16 +394,27 @@ where
                 .map(|tree| DeclaredRoutes::from_tree(tree))
                 .unwrap_or_default()
         });
-        let pattern = req.match_pattern();
-        let declaration = pattern.as_deref().and_then(|p| {
-            declared.declaration(req.method(), p).filter(|_| {
-                !self
-                    .unguarded
-                    .borrow()
-                    .get(p)
-                    .is_some_and(|methods| methods.contains(req.method()))
-            })
-        });
+        let guarded = |pattern: &str| {
+            !self
+                .unguarded
+                .borrow()
+                .get(pattern)
+                .is_some_and(|methods| methods.contains(req.method()))
+        };
+        let mut pattern = req.match_pattern();
+        let mut declaration = pattern
+            .as_deref()
+            .and_then(|p| declared.declaration(req.method(), p).filter(|_| guarded(p)));
+        if let (None, Some(first)) = (declaration, pattern.as_deref()) {
+            // The first resource on the path may not take this method (`GET /items/new`
+            // before `POST /items/{id}`): then the router goes on to the next.
+            if let Some((past, found)) = declared.past(req.method(), first, req.path()) {
+                if guarded(past) {
+                    declaration = Some(found);
+                    pattern = Some(past.to_owned());
+                }
+            }
+        }
         let service = Rc::clone(&self.service);
         if let Some(declaration) = declaration {
             // Found by its pattern, so there is one.
