@@ -1297,6 +1297,45 @@ impl ratelimit_runtime::store::Store for Unreachable {
     }
 }
 
+/// A store that is down: every call fails at once, and is counted.
+#[derive(Clone, Default)]
+struct Down(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl ratelimit_runtime::store::Store for Down {
+    fn check<'a>(
+        &'a self,
+        _: ratelimit_runtime::store::CheckRequest<'a>,
+    ) -> ratelimit_runtime::store::CheckFuture<'a> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async {
+            Err(ratelimit_runtime::store::StoreError::new(
+                ratelimit_runtime::store::StoreErrorKind::Connection,
+                "connection refused",
+            ))
+        })
+    }
+
+    fn kind(&self) -> &'static str {
+        "down"
+    }
+}
+
+#[actix_web::test]
+async fn a_request_two_policies_apply_to_asks_a_failed_store_once() {
+    // A custom guard shares `/feed`'s path, so the default policy and the declaration both
+    // apply (README, Limitations): with the store down, the second check must not wait for
+    // it again (each call may take up to the timeout).
+    let store = Down::default();
+    let limiter = RateLimiter::new(store.clone()).clock(ManualClock::at(T0));
+    let app = test::init_service(App::new().service(own_middleware::feed).wrap(limiter)).await;
+    let req = from("203.0.113.7")
+        .uri("/feed")
+        .insert_header(("accept", "application/json"));
+    // Both fail open (a GET, and the declaration's default): the handler answers.
+    assert_eq!(status_of(&app, req).await, 200);
+    assert_eq!(store.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
 async fn refuse() -> HttpResponse {
     HttpResponse::Unauthorized().body("not here")
 }

@@ -18,12 +18,14 @@ use super::{
     answer,
     flood_shield::{Blocked, FloodShield},
     headers::{self, HeaderFamilies},
+    rate_limiter::LimiterHandle,
     route_info::RouteInfo,
     telemetry::{self, Client, Outcome},
 };
 use crate::{
     clock::Clock,
     identity::{ClientIdentity, IdentitySources, Submitted},
+    key::RouteKey,
     policy::{FailMode, RoutePolicy},
     store::{CheckRequest, Decision, LimitState, Store, StoreError},
 };
@@ -73,13 +75,14 @@ impl Limiter {
         mut req: ServiceRequest,
         route: &RouteInfo,
         service: &S,
-        submitted: Option<Submitted>,
+        handle: &LimiterHandle,
     ) -> Result<ServiceResponse<EitherBody<B>>, Error>
     where
         S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
         B: MessageBody,
     {
-        let decision = match self.decide(&mut req, route, submitted).await {
+        let submitted = handle.take_username();
+        let decision = match self.decide(&mut req, route, submitted, handle).await {
             Decided::Refuse(response) => {
                 return Ok(req.into_response(response).map_into_right_body())
             }
@@ -100,18 +103,21 @@ impl Limiter {
     /// the 429 to send instead when that answer was a refusal and the client is over the
     /// limit. A success is counted and kept (it may have done what the client asked, and a
     /// 429 would invite a retry); a store error keeps the answer too: nothing is left to
-    /// protect. The body is gone by now: a username counts as `submitted` (read before the
-    /// body was passed on), else as unreadable.
+    /// protect. The body is gone by now: a username counts as the one `handle` read before
+    /// the body was passed on, else as unreadable.
     pub(crate) async fn charge(
         &self,
         request: HttpRequest,
         route: &RouteInfo,
         refused: bool,
-        submitted: Option<Submitted>,
+        handle: &LimiterHandle,
     ) -> Option<ServiceResponse> {
         let mut counted = ServiceRequest::from_request(request);
-        let submitted = submitted.unwrap_or(Submitted::Unreadable);
-        match self.decide(&mut counted, route, Some(submitted)).await {
+        let submitted = handle.take_username().unwrap_or(Submitted::Unreadable);
+        match self
+            .decide(&mut counted, route, Some(submitted), handle)
+            .await
+        {
             Decided::Refuse(response)
                 if refused && response.status() == StatusCode::TOO_MANY_REQUESTS =>
             {
@@ -123,26 +129,51 @@ impl Limiter {
 
     /// Counts a request that the middleware in front of its route refused with an error: the
     /// request is gone, so it counts by the client address resolved before and the username
-    /// its body `submitted` (else as unreadable; [`IdentitySources::refused`]). The error to
-    /// send on: a 429 instead when the client is over the limit (the original error stays
-    /// its cause, for logs), else the error itself.
+    /// `handle` read from its body (else as unreadable; [`IdentitySources::refused`]). The
+    /// error to send on: a 429 instead when the client is over the limit (the original error
+    /// stays its cause, for logs), else the error itself.
     pub(crate) async fn charge_refused(
         &self,
         client: Option<IpAddr>,
         route: &RouteInfo,
         error: Error,
-        submitted: Option<Submitted>,
+        handle: &LimiterHandle,
     ) -> Error {
-        let submitted = submitted.unwrap_or(Submitted::Unreadable);
+        let submitted = handle.take_username().unwrap_or(Submitted::Unreadable);
         let identity = self
             .sources
             .refused(client, route.policy.identity(), submitted);
-        match self.decide_for(&identity, route).await {
+        match self.decide_for(&identity, route, handle).await {
             Decided::Refuse(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
                 answer::RefusedOverLimit::new(error, response).into()
             }
             Decided::Refuse(_) | Decided::Proceed(_) => error,
         }
+    }
+
+    /// One store call for `key`, bounded by the timeout.
+    async fn check(&self, key: &RouteKey, route: &RouteInfo) -> Result<Decision, StoreError> {
+        let started = Instant::now();
+        let check = self.store.check(CheckRequest {
+            key,
+            limits: route.policy.limits(),
+            now_millis: self.clock.now_millis(),
+        });
+        // One source of truth for the timeout: the limiter's when set, else the store's own
+        // (the Redis stores bound every call), else the default.
+        let checked = match self.timeout.or_else(|| {
+            self.store
+                .timeout()
+                .is_none()
+                .then_some(crate::store::DEFAULT_TIMEOUT)
+        }) {
+            Some(timeout) => tokio::time::timeout(timeout, check)
+                .await
+                .unwrap_or_else(|_| Err(StoreError::timeout(timeout))),
+            None => check.await,
+        };
+        telemetry::store_latency(route, started.elapsed());
+        checked
     }
 
     /// identity → key → the flood shield, else one store call → the verdict. `submitted`:
@@ -152,16 +183,23 @@ impl Limiter {
         req: &mut ServiceRequest,
         route: &RouteInfo,
         submitted: Option<Submitted>,
+        handle: &LimiterHandle,
     ) -> Decided {
         let identity = self
             .sources
             .extract_with(req, route.policy.identity(), submitted)
             .await;
-        self.decide_for(&identity, route).await
+        self.decide_for(&identity, route, handle).await
     }
 
-    /// The verdict on one client: key → the flood shield, else one store call.
-    async fn decide_for(&self, identity: &ClientIdentity, route: &RouteInfo) -> Decided {
+    /// The verdict on one client: key → the flood shield, else one store call (none when
+    /// the store already failed this request, which then waits for it once at most).
+    async fn decide_for(
+        &self,
+        identity: &ClientIdentity,
+        route: &RouteInfo,
+        handle: &LimiterHandle,
+    ) -> Decided {
         let policy = route.policy;
         let key = route.key(&self.prefix, identity);
         let client = Client { identity };
@@ -182,26 +220,16 @@ impl Limiter {
             }
         }
 
-        let started = Instant::now();
-        let check = self.store.check(CheckRequest {
-            key: &key,
-            limits: policy.limits(),
-            now_millis: self.clock.now_millis(),
-        });
-        // One source of truth for the timeout: the limiter's when set, else the store's own
-        // (the Redis stores bound every call), else the default.
-        let checked = match self.timeout.or_else(|| {
-            self.store
-                .timeout()
-                .is_none()
-                .then_some(crate::store::DEFAULT_TIMEOUT)
-        }) {
-            Some(timeout) => tokio::time::timeout(timeout, check)
-                .await
-                .unwrap_or_else(|_| Err(StoreError::timeout(timeout))),
-            None => check.await,
+        let checked = match handle.store_error() {
+            Some(earlier) => Err(earlier),
+            None => {
+                let checked = self.check(&key, route).await;
+                if let Err(error) = &checked {
+                    handle.record_store_error(error);
+                }
+                checked
+            }
         };
-        telemetry::store_latency(route, started.elapsed());
 
         let decision = match checked {
             Ok(decision) => decision,

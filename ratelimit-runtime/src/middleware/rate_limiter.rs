@@ -36,7 +36,7 @@ use crate::{
     key::{valid_prefix, DEFAULT_PREFIX},
     policy::{Algorithm, FailMode, Identity, Limit, Policy, RoutePolicy, Window},
     registry::RouteDeclaration,
-    store::Store,
+    store::{Store, StoreError},
 };
 
 /// The default policy for undeclared routes: 120 per minute, sliding window.
@@ -82,6 +82,10 @@ struct Passage {
     limiter: Rc<Limiter>,
     counted: Cell<bool>,
     submitted: RefCell<Option<Submitted>>,
+    /// How the store failed this request: a second check of the request (the default
+    /// policy and a declaration both apply to its path) answers with it instead of waiting
+    /// for the store again.
+    store_error: RefCell<Option<StoreError>>,
     /// The handle of a `RateLimiter` further out (one on the App, another on a scope): a
     /// count marks it too, so neither counts the request again.
     outer: Option<LimiterHandle>,
@@ -93,6 +97,7 @@ impl LimiterHandle {
             limiter: Rc::clone(limiter),
             counted: Cell::new(false),
             submitted: RefCell::default(),
+            store_error: RefCell::default(),
             outer,
         }))
     }
@@ -110,6 +115,15 @@ impl LimiterHandle {
     /// the request.
     pub(crate) fn take_username(&self) -> Option<Submitted> {
         self.0.submitted.borrow_mut().take()
+    }
+
+    /// How the store failed this request, if it did.
+    pub(crate) fn store_error(&self) -> Option<StoreError> {
+        self.0.store_error.borrow().clone()
+    }
+
+    pub(crate) fn record_store_error(&self, error: &StoreError) {
+        *self.0.store_error.borrow_mut() = Some(error.clone());
     }
 
     pub(crate) fn limiter(&self) -> &Rc<Limiter> {
@@ -448,10 +462,7 @@ where
                         };
                         let route =
                             counted_route(&counted_routes, declaration, pattern, method, policy);
-                        let submitted = handle.take_username();
-                        return Err(limiter
-                            .charge_refused(client, &route, error, submitted)
-                            .await);
+                        return Err(limiter.charge_refused(client, &route, error, &handle).await);
                     }
                 };
                 let refused = is_refusal(response.status());
@@ -481,10 +492,7 @@ where
                 };
                 let route = counted_route(&counted_routes, declaration, pattern, method, policy);
                 let request = response.request().clone();
-                match limiter
-                    .charge(request, &route, refused, handle.take_username())
-                    .await
-                {
+                match limiter.charge(request, &route, refused, &handle).await {
                     Some(too_many) => Ok(too_many.map_into_right_body()),
                     None => Ok(response.map_into_left_body()),
                 }
@@ -493,7 +501,7 @@ where
         let limiter = Rc::clone(&self.limiter);
         let pattern = pattern.unwrap_or_else(|| "<unmatched>".to_owned());
         let route = self.default_route(req.method(), pattern);
-        Box::pin(async move { limiter.enforce(req, &route, &*service, None).await })
+        Box::pin(async move { limiter.enforce(req, &route, &*service, &handle).await })
     }
 }
 

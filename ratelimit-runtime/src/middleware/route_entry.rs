@@ -117,18 +117,12 @@ where
                 Ok(response) => {
                     let refused = is_refusal(response.status());
                     let request = response.request().clone();
-                    let submitted = handle.take_username();
-                    match limiter.charge(request, &route, refused, submitted).await {
+                    match limiter.charge(request, &route, refused, &handle).await {
                         Some(too_many) => Ok(too_many.map_into_right_body()),
                         None => Ok(response.map_into_left_body()),
                     }
                 }
-                Err(error) => {
-                    let submitted = handle.take_username();
-                    Err(limiter
-                        .charge_refused(client, &route, error, submitted)
-                        .await)
-                }
+                Err(error) => Err(limiter.charge_refused(client, &route, error, &handle).await),
             }
         })
     }

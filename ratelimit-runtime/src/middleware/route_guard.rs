@@ -130,10 +130,9 @@ where
                 let response = answer::limiter_not_installed(&route.label);
                 return Ok(req.into_response(response).map_into_right_body());
             };
-            let submitted = handle.take_username();
             handle
                 .limiter()
-                .enforce(req, &route, &*service, submitted)
+                .enforce(req, &route, &*service, &handle)
                 .await
         })
     }
