@@ -193,13 +193,14 @@ fn push_plain_or_hashed(out: &mut String, value: &str) {
 
 /// `/orders/{id}` → `/orders/:id`. A segment's regex is dropped from the text but not from
 /// the key: `/posts/{id:\d+}` → `/posts/:id#<hash of the pattern>`, so it never shares a
-/// key with `/posts/{id}`. A literal `:` or `#` (which would make two patterns read alike)
+/// key with `/posts/{id}`; so is the boundary of a parameter followed by text
+/// (`/files/{name}.json`, which would read as `/files/{name.json}`). A literal `:` or `#` (which would make two patterns read alike)
 /// or anything else unsafe hashes the whole pattern.
 fn push_pattern(out: &mut String, pattern: &str) {
     let mut rewritten = String::with_capacity(pattern.len());
     let mut rest = pattern;
     let mut literal_markers = false;
-    let mut regex = false;
+    let mut lossy = false;
     while let Some(open) = rest.find('{') {
         literal_markers |= rest[..open].contains([':', '#']);
         rewritten.push_str(&rest[..open]);
@@ -227,7 +228,7 @@ fn push_pattern(out: &mut String, pattern: &str) {
             break;
         };
         let inner = &after[..close];
-        regex |= inner.contains(':');
+        lossy |= inner.contains(':');
         let name = inner
             .split(':')
             .next()
@@ -239,6 +240,9 @@ fn push_pattern(out: &mut String, pattern: &str) {
             rewritten.push('*');
         }
         rest = &after[close + 1..];
+        // Text right after a parameter (`{name}.json`) would read as part of its name
+        // (`{name.json}`): the hash tells them apart.
+        lossy |= !(rest.is_empty() || rest.starts_with('/'));
     }
     literal_markers |= rest.contains([':', '#']);
     rewritten.push_str(rest);
@@ -250,7 +254,7 @@ fn push_pattern(out: &mut String, pattern: &str) {
             .all(|c| c.is_ascii_graphic() && c != '{' && c != '}' && c != '|');
     if safe {
         out.push_str(&rewritten);
-        if regex {
+        if lossy {
             out.push('#');
             out.push_str(&short_hash(pattern));
         }
@@ -366,6 +370,12 @@ mod tests {
             format!("GET:h.{}|user_id:42", short_hash("/posts/:id"))
         );
         assert_ne!(tag("/posts/:id"), named);
+        // Text after a parameter would lengthen its name: two different routes.
+        assert_ne!(tag("/files/{name}.json"), tag("/files/{name.json}"));
+        assert_eq!(
+            tag("/files/{name.json}"),
+            "GET:/files/:name.json|user_id:42"
+        );
     }
 
     #[test]

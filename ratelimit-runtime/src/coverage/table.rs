@@ -6,7 +6,7 @@ use std::{collections::HashMap, fmt};
 use actix_web::introspection::{IntrospectionNode, IntrospectionTree, ResourceType};
 
 use crate::{
-    middleware::declared_routes::{is_benign, marker_name, marker_of},
+    middleware::declared_routes::{has_custom_guard, marker_name, marker_of, scope_guard},
     policy::Policy,
     registry::{self, RouteDeclaration},
 };
@@ -82,7 +82,7 @@ impl RouteTable {
             .collect();
         let mut table = RouteTable::default();
         if let Some(tree) = tree {
-            collect(&tree.root, &markers, &mut table.routes);
+            collect(&tree.root, &markers, false, &mut table.routes);
         }
         table
             .routes
@@ -176,10 +176,11 @@ impl fmt::Display for RouteTable {
 fn collect(
     node: &IntrospectionNode,
     markers: &HashMap<&str, &'static RouteDeclaration>,
+    guarded_above: bool,
     rows: &mut Vec<RouteRow>,
 ) {
     if matches!(node.kind, ResourceType::Resource) {
-        let shared_path = node.potentially_unreachable || node.guards.iter().any(|g| !is_benign(g));
+        let shared_path = guarded_above || node.potentially_unreachable || has_custom_guard(node);
         let declared: Vec<&'static RouteDeclaration> = node
             .guards
             .iter()
@@ -209,7 +210,7 @@ fn collect(
         }
     }
     for child in &node.children {
-        collect(child, markers, rows);
+        collect(child, markers, guarded_above || scope_guard(node), rows);
     }
 }
 

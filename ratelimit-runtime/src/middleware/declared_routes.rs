@@ -126,20 +126,22 @@ pub fn mounted_declarations(tree: &IntrospectionTree) -> Vec<MountedDeclaration>
         .map(|d| (d.marker_name(), d))
         .collect();
     let mut found = Vec::new();
-    walk(&tree.root, &markers, &mut found);
+    walk(&tree.root, &markers, false, &mut found);
     found
 }
 
 fn walk(
     node: &IntrospectionNode,
     markers: &HashMap<&str, &'static RouteDeclaration>,
+    guarded_above: bool,
     found: &mut Vec<MountedDeclaration>,
 ) {
-    // Where a custom guard decides between resources on one path, or actix reports a
-    // resource there as possibly shadowed, the path alone does not say which resource
-    // serves a request: none of its declarations counts, so the App-level middleware applies
-    // the default policy there too (twice limited is the safe side of unlimited).
-    let ambiguous = node.potentially_unreachable || node.guards.iter().any(|g| !is_benign(g));
+    // Where a custom guard decides between resources on one path (on the resource, or on a
+    // scope above it: virtual hosts), or actix reports a resource there as possibly
+    // shadowed, the path alone does not say which resource serves a request: none of its
+    // declarations counts, so the App-level middleware applies the default policy there
+    // too (twice limited is the safe side of unlimited).
+    let ambiguous = guarded_above || has_custom_guard(node) || node.potentially_unreachable;
     for guard in node.guards.iter().filter(|_| !ambiguous) {
         if let Some(declaration) = marker_of(guard).and_then(|m| markers.get(marker_name(m))) {
             let already = found.iter().any(|f| {
@@ -154,8 +156,20 @@ fn walk(
         }
     }
     for child in &node.children {
-        walk(child, markers, found);
+        walk(child, markers, guarded_above || scope_guard(node), found);
     }
+}
+
+/// Whether a guard other than a method guard or a declaration's marker decides at `node`.
+pub(crate) fn has_custom_guard(node: &IntrospectionNode) -> bool {
+    node.guards.iter().any(|g| !is_benign(g))
+}
+
+/// Whether `node` is a scope with a custom guard, which decides for every route under it.
+/// (actix's introspection files a scope without a path prefix, `web::scope("")`, under `/`
+/// rather than above its routes, so its guard is not seen here.)
+pub(crate) fn scope_guard(node: &IntrospectionNode) -> bool {
+    !matches!(node.kind, ResourceType::Resource) && has_custom_guard(node)
 }
 
 /// The last path segment of a marker path: the marker function's unique name. A handler
@@ -166,7 +180,7 @@ pub(crate) fn marker_name(path: &str) -> &str {
 }
 
 /// Whether a guard only selects methods or marks a declaration.
-pub(crate) fn is_benign(guard_name: &str) -> bool {
+fn is_benign(guard_name: &str) -> bool {
     if marker_of(guard_name).is_some() || is_method_name(guard_name) {
         return true;
     }

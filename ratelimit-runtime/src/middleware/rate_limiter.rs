@@ -69,26 +69,38 @@ pub struct RateLimiter {
 }
 
 /// Internal handle in request extensions: the worker's limiter, for the route guards;
-/// whether a declared route's limiter has counted the request (its guard, or its entry after
-/// the route's own middleware refused it); and the username the body submitted, when it was
-/// read before anything in front of the route could consume the body. The App-level
-/// middleware keeps a copy, so it can tell that a request predicted to reach a declared
-/// route was counted there even when the request comes back as an error, without the
-/// request.
+/// whether a limiter has counted the request (a declared route's guard or entry, or a
+/// `RateLimiter` applying the default policy or counting after the fact); and the username
+/// the body submitted, when it was read before anything in front of the route could consume
+/// the body. The App-level middleware keeps a copy, so it can tell that a request predicted
+/// to reach a declared route was counted there even when the request comes back as an
+/// error, without the request. With `RateLimiter`s nested (App and scope) the handles form
+/// a chain, and a request counted by one counts for all.
 #[derive(Clone)]
 pub(crate) struct LimiterHandle(Rc<Passage>);
 
 struct Passage {
     limiter: Rc<Limiter>,
+    /// Counted by any limiter.
     counted: Cell<bool>,
+    /// Counted by a declared route's own limiter (its guard, or its entry).
+    guarded: Cell<bool>,
     submitted: RefCell<Option<Submitted>>,
     /// How the store failed this request: a second check of the request (the default
     /// policy and a declaration both apply to its path) answers with it instead of waiting
     /// for the store again.
     store_error: RefCell<Option<StoreError>>,
-    /// The handle of a `RateLimiter` further out (one on the App, another on a scope): a
-    /// count marks it too, so neither counts the request again.
+    /// The handle of a `RateLimiter` further out (one on the App, another on a scope).
     outer: Option<LimiterHandle>,
+}
+
+impl Passage {
+    /// This passage and those of the limiters further out.
+    fn chain(&self) -> impl Iterator<Item = &Passage> {
+        std::iter::successors(Some(self), |passage| {
+            passage.outer.as_ref().map(|outer| &*outer.0)
+        })
+    }
 }
 
 impl LimiterHandle {
@@ -96,6 +108,7 @@ impl LimiterHandle {
         LimiterHandle(Rc::new(Passage {
             limiter: Rc::clone(limiter),
             counted: Cell::new(false),
+            guarded: Cell::new(false),
             submitted: RefCell::default(),
             store_error: RefCell::default(),
             outer,
@@ -117,9 +130,11 @@ impl LimiterHandle {
         self.0.submitted.borrow_mut().take()
     }
 
-    /// How the store failed this request, if it did.
+    /// How the store failed this request, if it did (for any limiter of the chain).
     pub(crate) fn store_error(&self) -> Option<StoreError> {
-        self.0.store_error.borrow().clone()
+        self.0
+            .chain()
+            .find_map(|passage| passage.store_error.borrow().clone())
     }
 
     pub(crate) fn record_store_error(&self, error: &StoreError) {
@@ -130,18 +145,29 @@ impl LimiterHandle {
         &self.0.limiter
     }
 
-    /// Whether a declared route's limiter has counted the request.
+    /// Whether a limiter of the chain has counted the request.
     pub(crate) fn counted(&self) -> bool {
-        self.0.counted.get()
+        self.0.chain().any(|passage| passage.counted.get())
     }
 
-    /// Records that a declared route's limiter counts the request: nothing else may.
+    /// Records that a `RateLimiter` counts the request (its default policy, or after the
+    /// fact): no other `RateLimiter` of the chain may. A declared route's own limiter still
+    /// counts it (where the default policy and a declaration both apply).
     pub(crate) fn mark_counted(&self) {
-        let mut handle = Some(self);
-        while let Some(LimiterHandle(passage)) = handle {
+        self.0.chain().for_each(|passage| passage.counted.set(true));
+    }
+
+    /// Whether a declared route's own limiter (its guard or entry) has counted the request.
+    pub(crate) fn guarded(&self) -> bool {
+        self.0.chain().any(|passage| passage.guarded.get())
+    }
+
+    /// Records that a declared route's own limiter counts the request: nothing else may.
+    pub(crate) fn mark_guarded(&self) {
+        self.0.chain().for_each(|passage| {
+            passage.guarded.set(true);
             passage.counted.set(true);
-            handle = passage.outer.as_ref();
-        }
+        });
     }
 }
 
@@ -363,6 +389,14 @@ fn counted_route(
     Rc::clone(route)
 }
 
+/// Where a request a declared route's guard never saw counts.
+enum Counts {
+    /// Against the declared limit.
+    Declared(RoutePolicy),
+    /// Under the default policy (the declaration is an exemption).
+    Default(Rc<RouteInfo>),
+}
+
 /// Undeclared routes by method label and pattern.
 type DefaultRoutes = HashMap<(&'static str, String), Rc<RouteInfo>>;
 
@@ -401,6 +435,15 @@ where
         let outer = req.extensions().get::<LimiterHandle>().cloned();
         let handle = LimiterHandle::new(&self.limiter, outer);
         req.extensions_mut().insert(handle.clone());
+        if handle.counted() {
+            // A limiter further out has counted the request (its default policy): once is
+            // enough.
+            let service = Rc::clone(&self.service);
+            return Box::pin(async move {
+                let answer = service.call(req).await;
+                answer.map(ServiceResponse::map_into_left_body)
+            });
+        }
         let declared = self.declared.get_or_init(|| {
             // Without the introspection tree no route counts as declared: every request
             // then also gets the default policy (fail safe, never unlimited).
@@ -443,6 +486,15 @@ where
             let client = limiter.sources.trusted_proxies.resolve_request(&req);
             let reads_body =
                 matches!(declaration.policy, Policy::Limited(p) if reads_body(p.identity()));
+            // A request the declared route's guard never sees counts after the fact: against
+            // the declaration, or under the default policy when the declaration is an
+            // exemption (the request did not reach the exempt route either).
+            let counts = match declaration.policy {
+                Policy::Limited(policy) => Counts::Declared(policy),
+                Policy::Exempt { .. } => {
+                    Counts::Default(self.default_route(req.method(), pattern.clone()))
+                }
+            };
             let mut req = req;
             return Box::pin(async move {
                 if reads_body {
@@ -452,16 +504,19 @@ where
                 if handle.counted() {
                     return answer.map(ServiceResponse::map_into_left_body);
                 }
+                handle.mark_counted();
+                let route = |pattern: String, method: Method| match &counts {
+                    Counts::Declared(policy) => {
+                        counted_route(&counted_routes, declaration, pattern, method, *policy)
+                    }
+                    Counts::Default(route) => Rc::clone(route),
+                };
                 let response = match answer {
                     Ok(response) => response,
                     // A scope's middleware (auth, say) refused the request with an error
                     // before it reached the declared route: it counts all the same.
                     Err(error) => {
-                        let Policy::Limited(policy) = declaration.policy else {
-                            return Err(error);
-                        };
-                        let route =
-                            counted_route(&counted_routes, declaration, pattern, method, policy);
+                        let route = route(pattern, method);
                         return Err(limiter.charge_refused(client, &route, error, &handle).await);
                     }
                 };
@@ -484,13 +539,9 @@ where
                         .or_default()
                         .push(method.clone());
                 }
-                // Either way the request counts against the declared limit, after the fact;
-                // a refusal over it becomes a 429 (a success is kept: it may have done what
-                // the client asked).
-                let Policy::Limited(policy) = declaration.policy else {
-                    return Ok(response.map_into_left_body());
-                };
-                let route = counted_route(&counted_routes, declaration, pattern, method, policy);
+                // Either way the request counts, after the fact; a refusal over the limit
+                // becomes a 429 (a success is kept: it may have done what the client asked).
+                let route = route(pattern, method);
                 let request = response.request().clone();
                 match limiter.charge(request, &route, refused, &handle).await {
                     Some(too_many) => Ok(too_many.map_into_right_body()),
@@ -501,6 +552,7 @@ where
         let limiter = Rc::clone(&self.limiter);
         let pattern = pattern.unwrap_or_else(|| "<unmatched>".to_owned());
         let route = self.default_route(req.method(), pattern);
+        handle.mark_counted();
         Box::pin(async move { limiter.enforce(req, &route, &*service, &handle).await })
     }
 }

@@ -105,11 +105,11 @@ where
                 handle.read_username(&mut req).await;
             }
             let answer = service.call(req).await;
-            if handle.counted() {
+            if handle.guarded() {
                 return answer.map(ServiceResponse::map_into_left_body);
             }
             // Counted here: the App-level middleware must not count it again.
-            handle.mark_counted();
+            handle.mark_guarded();
             let limiter = handle.limiter();
             match answer {
                 // A success the middleware gave itself (a cache, say) is counted but kept:

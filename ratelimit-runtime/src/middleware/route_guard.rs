@@ -103,7 +103,7 @@ where
     fn call(&self, req: ServiceRequest) -> Self::Future {
         let handle = req.extensions().get::<LimiterHandle>().cloned();
         if let Some(handle) = &handle {
-            handle.mark_counted();
+            handle.mark_guarded();
         }
         let declaration = self.declaration;
         let service = Rc::clone(&self.service);

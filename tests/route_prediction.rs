@@ -1,0 +1,289 @@
+//! Before routing, the App-level `RateLimiter` has to predict which route a request will
+//! reach: a declared one (its guard counts it, else the limiter counts it after the fact)
+//! or none (the default policy, up front). These are the cases where the prediction and the
+//! router part ways: limiters nested on a scope, exempt routes another service answers for,
+//! virtual hosts. Whatever the router does, a request counts once, in the right bucket.
+
+mod support;
+
+use std::sync::{
+    atomic::{AtomicUsize, Ordering},
+    Arc,
+};
+
+use actix_web::{
+    body::MessageBody,
+    dev::{Service, ServiceResponse},
+    get, guard,
+    test::{self, TestRequest},
+    web, App, HttpResponse, Responder,
+};
+use ratelimit_runtime::{
+    clock::ManualClock,
+    coverage, rate_limit,
+    store::{CheckFuture, CheckRequest, MemoryStore, Store},
+    Algorithm, Limit, RateLimiter, Window,
+};
+use support::T0;
+
+fn from(ip: &str) -> TestRequest {
+    TestRequest::default().peer_addr(format!("{ip}:40000").parse().unwrap())
+}
+
+/// The status of the answer, whether it came back as a response or as an error.
+async fn status_of<S, B>(app: &S, req: TestRequest) -> u16
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody,
+{
+    match app.call(req.to_request()).await {
+        Ok(res) => res.status().as_u16(),
+        Err(err) => err.error_response().status().as_u16(),
+    }
+}
+
+async fn statuses_of<S, B>(app: &S, times: usize, req: impl Fn() -> TestRequest) -> Vec<u16>
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody,
+{
+    let mut statuses = Vec::with_capacity(times);
+    for _ in 0..times {
+        statuses.push(status_of(app, req()).await);
+    }
+    statuses
+}
+
+/// A limiter over `store` whose default policy is 3 per minute.
+fn limiter(store: impl Store) -> RateLimiter {
+    RateLimiter::new(store)
+        .clock(ManualClock::at(T0))
+        .default_limits(vec![Limit::new(
+            3,
+            Window::from_secs(60),
+            Algorithm::SlidingWindow,
+        )])
+}
+
+async fn undeclared() -> HttpResponse {
+    HttpResponse::Ok().finish()
+}
+
+async fn refuse() -> HttpResponse {
+    HttpResponse::Unauthorized().body("wrong password")
+}
+
+#[rate_limit(limit = 3, window = "1m", identity = "ip")]
+#[get("/panel")]
+async fn panel() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(limit = 5, window = "1m", identity = "ip")]
+#[get("/dashboard")]
+async fn dashboard() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(exempt = "internal probe")]
+#[get("/probe")]
+async fn probe() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(exempt = "admin host status page")]
+#[get("/status")]
+async fn admin_status() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+mod auth {
+    use actix_web::{
+        body::MessageBody,
+        dev::{ServiceRequest, ServiceResponse},
+        error::ErrorUnauthorized,
+        middleware::Next,
+        Error, HttpResponse,
+    };
+
+    fn authorised(req: &ServiceRequest) -> bool {
+        req.headers()
+            .get("authorization")
+            .is_some_and(|v| v == "Basic right")
+    }
+
+    pub async fn answers_401(
+        req: ServiceRequest,
+        next: Next<impl MessageBody + 'static>,
+    ) -> Result<ServiceResponse<impl MessageBody>, Error> {
+        if authorised(&req) {
+            return Ok(next.call(req).await?.map_into_left_body());
+        }
+        Ok(req
+            .into_response(HttpResponse::Unauthorized().body("who are you"))
+            .map_into_right_body())
+    }
+
+    pub async fn errs_401(
+        req: ServiceRequest,
+        next: Next<impl MessageBody + 'static>,
+    ) -> Result<ServiceResponse<impl MessageBody>, Error> {
+        if authorised(&req) {
+            return next.call(req).await;
+        }
+        Err(ErrorUnauthorized("who are you"))
+    }
+}
+
+/// The App's limiter and a second one on the `/admin` scope (the same configuration), the
+/// scope's auth inside its limiter.
+macro_rules! nested_app {
+    ($limiter:expr, $auth:path) => {{
+        let limiter = $limiter;
+        test::init_service(
+            App::new()
+                .service(
+                    web::scope("/admin")
+                        .wrap(actix_web::middleware::from_fn($auth))
+                        .wrap(limiter.clone())
+                        .service(panel)
+                        .route("/legacy", web::get().to(undeclared)),
+                )
+                .wrap(limiter),
+        )
+        .await
+    }};
+}
+
+/// Lets every request through.
+async fn anyone(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    next.call(req).await
+}
+
+#[actix_web::test]
+async fn nested_limiters_count_a_request_once() {
+    // Undeclared: the default policy's 3 per minute, not 3 shared by two counters.
+    let app = nested_app!(limiter(MemoryStore::new()), anyone);
+    let legacy = || from("203.0.113.7").uri("/admin/legacy");
+    assert_eq!(statuses_of(&app, 4, legacy).await, [200, 200, 200, 429]);
+    // Refused in front of a declared route (3 per minute), as an answer or as an error.
+    let wrong = || from("203.0.113.7").uri("/admin/panel");
+    let app = nested_app!(limiter(MemoryStore::new()), auth::answers_401);
+    assert_eq!(statuses_of(&app, 4, wrong).await, [401, 401, 401, 429]);
+    let app = nested_app!(limiter(MemoryStore::new()), auth::errs_401);
+    assert_eq!(statuses_of(&app, 4, wrong).await, [401, 401, 401, 429]);
+}
+
+/// A store that never answers (a hung Redis): every call runs into the timeout.
+#[derive(Clone, Default)]
+struct Hung(Arc<AtomicUsize>);
+
+impl Store for Hung {
+    fn check<'a>(&'a self, _: CheckRequest<'a>) -> CheckFuture<'a> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Box::pin(std::future::pending())
+    }
+
+    fn kind(&self) -> &'static str {
+        "hung"
+    }
+}
+
+#[actix_web::test]
+async fn nested_limiters_wait_for_a_hung_store_once() {
+    let store = Hung::default();
+    let limiter = limiter(store.clone()).timeout(std::time::Duration::from_millis(20));
+    let app = nested_app!(limiter, anyone);
+    let status = status_of(&app, from("203.0.113.7").uri("/admin/legacy")).await;
+    assert_eq!(status, 200, "a GET fails open");
+    assert_eq!(store.0.load(Ordering::SeqCst), 1, "one store call");
+}
+
+#[actix_web::test]
+async fn refusals_of_a_resource_shadowing_an_exempt_route_are_limited() {
+    // The App passes the coverage check, yet the first resource on `/probe` is not the
+    // exempt one: what it answers counts under the default policy.
+    let app = || {
+        App::new()
+            .route("/probe", web::get().to(refuse))
+            .service(probe)
+    };
+    assert!(coverage::check(app()).await.is_ok());
+    let app = test::init_service(app().wrap(limiter(MemoryStore::new()))).await;
+    let to_probe = || from("203.0.113.7").uri("/probe");
+    assert_eq!(statuses_of(&app, 4, to_probe).await, [401, 401, 401, 429]);
+}
+
+/// Virtual hosts: routes in a scope guarded by `Host`. Elsewhere their paths fall through to
+/// the default service.
+fn hosts_app(
+    limiter: RateLimiter,
+    fallback: fn() -> HttpResponse,
+) -> App<impl coverage::AppFactory> {
+    App::new()
+        .service(
+            web::scope("")
+                .guard(guard::Host("admin.example"))
+                .service(admin_status),
+        )
+        .service(panel)
+        .default_service(web::to(move || async move { fallback() }))
+        .wrap(limiter)
+}
+
+#[actix_web::test]
+async fn an_exempt_routes_path_on_another_host_gets_the_default_policy() {
+    let not_found = || HttpResponse::NotFound().finish();
+    let app = test::init_service(hosts_app(limiter(MemoryStore::new()), not_found)).await;
+    let on = |host: &'static str, path: &'static str| {
+        move || from("203.0.113.8").uri(path).insert_header(("host", host))
+    };
+    assert_eq!(
+        statuses_of(&app, 4, on("www.example", "/status")).await,
+        [404, 404, 404, 429]
+    );
+    // The admin host's exempt route stays exempt.
+    let admin = statuses_of(&app, 10, on("admin.example", "/status")).await;
+    assert_eq!(admin, [200; 10]);
+}
+
+#[actix_web::test]
+async fn a_request_for_another_host_leaves_a_declared_routes_limit_alone() {
+    // The admin host's routes under `/admin`; on the public host a catch-all default
+    // service (an SPA's index.html) answers that path with a success. Whether such a request
+    // came first or not, the admin route is limited alike: a `Host` guard decides between
+    // resources on that path, so the default policy (3 per minute) applies there as well as
+    // the declared 5, in counters of its own (README, Limitations).
+    for public_first in [false, true] {
+        let app = test::init_service(
+            App::new()
+                .service(
+                    web::scope("/admin")
+                        .guard(guard::Host("admin.example"))
+                        .service(dashboard),
+                )
+                .default_service(web::to(|| async { HttpResponse::Ok().body("index.html") }))
+                .wrap(limiter(MemoryStore::new())),
+        )
+        .await;
+        if public_first {
+            let public = from("198.51.100.1")
+                .uri("/admin/dashboard")
+                .insert_header(("host", "www.example"));
+            assert_eq!(status_of(&app, public).await, 200);
+        }
+        let admin = || {
+            from("203.0.113.7")
+                .uri("/admin/dashboard")
+                .insert_header(("host", "admin.example"))
+        };
+        assert_eq!(
+            statuses_of(&app, 6, admin).await,
+            [200, 200, 200, 429, 429, 429],
+            "public request first: {public_first}"
+        );
+    }
+}
