@@ -11,7 +11,8 @@ pub(super) fn peek(table: &mut Table, stem: &str, max: u64, window: u64, now: u6
         key: stem.to_owned(),
         ttl: window,
     };
-    let Some(log) = table.pruned_log(stem, now, now.saturating_sub(window)) else {
+    // Entries at or before `now - w` have left; before `w` has passed since 0, none has.
+    let Some(log) = table.pruned_log(stem, now, now.checked_sub(window)) else {
         return Peek::allowed(max - 1, window, write);
     };
     let count = log.len() as u64;
@@ -26,6 +27,20 @@ pub(super) fn peek(table: &mut Table, stem: &str, max: u64, window: u64, now: u6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entries_at_time_zero_count_until_w() {
+        let mut table = Table::new(10);
+        let mut allowed = Vec::new();
+        for now in [0, 0, 0, 999, 1_000] {
+            let p = peek(&mut table, "k", 2, 1_000, now);
+            allowed.push(p.allowed);
+            if let Some(write) = p.write.filter(|_| p.allowed) {
+                table.apply(vec![write], now);
+            }
+        }
+        assert_eq!(allowed, [true, true, false, false, true]);
+    }
 
     #[test]
     fn an_entry_leaves_the_window_exactly_w_later() {

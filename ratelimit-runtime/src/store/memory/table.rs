@@ -82,18 +82,22 @@ impl Table {
         self.entries.get(key).filter(|e| e.expires_at > now)
     }
 
-    /// The live log of `key`, pruned of timestamps at or before `oldest_excluded`.
+    /// The live log of `key`, pruned of timestamps at or before `newest_excluded` (none:
+    /// nothing is pruned).
     pub(super) fn pruned_log(
         &mut self,
         key: &str,
         now: u64,
-        oldest_excluded: u64,
+        newest_excluded: Option<u64>,
     ) -> Option<&VecDeque<u64>> {
         let entry = self.entries.get_mut(key).filter(|e| e.expires_at > now)?;
         let StoredValue::Log(log) = &mut entry.value else {
             return None;
         };
-        while log.front().is_some_and(|&t| t <= oldest_excluded) {
+        while log
+            .front()
+            .is_some_and(|&t| newest_excluded.is_some_and(|excluded| t <= excluded))
+        {
             log.pop_front();
         }
         Some(log)
