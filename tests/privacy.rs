@@ -132,6 +132,13 @@ fn stored(server: &RedisServer) -> (Vec<String>, Vec<String>) {
                     .query::<Vec<String>>(&mut conn)
                     .unwrap(),
             ),
+            // Window counters: fields and values both.
+            "hash" => values.extend(
+                redis::cmd("HGETALL")
+                    .arg(key)
+                    .query::<Vec<String>>(&mut conn)
+                    .unwrap(),
+            ),
             other => panic!("unexpected type `{other}` of `{key}`"),
         }
     }

@@ -409,6 +409,125 @@ async fn script_effects_reach_the_replicas() {
     }
 }
 
+/// Resharding moves a slot key by key: while it is MIGRATING, the source node runs a script
+/// only when it holds every key the script is named with, else it redirects (ASK) to the
+/// importing node. A script that touched keys it was not named with (window keys built from
+/// the server clock) would count on the wrong node: fresh budgets, or errors for every
+/// check. Every algorithm and a stack keep counting through a migration and after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_keep_counting_while_their_slot_migrates() {
+    let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3))
+        .await
+        .unwrap();
+    let store = RedisClusterStore::builder(cluster.urls())
+        .timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap();
+    let masters = cluster.masters();
+    let mut conns: Vec<redis::Connection> = masters.iter().map(|m| m.connection()).collect();
+    let stack = [
+        Limit::new(5, Window::from_secs(60), Algorithm::SlidingWindow),
+        Limit::new(50, Window::from_secs(3600), Algorithm::FixedWindow),
+    ];
+    let cases: Vec<(String, Vec<Limit>)> = Algorithm::ALL
+        .iter()
+        .map(|a| {
+            (
+                a.as_str().to_owned(),
+                vec![Limit::new(5, Window::from_secs(60), *a)],
+            )
+        })
+        .chain([("stacked".to_owned(), stack.to_vec())])
+        .collect();
+    for (name, limits) in cases {
+        let key = RouteKey::new(
+            "rl",
+            "POST",
+            &format!("/export/{name}"),
+            &[(IdentityPart::Ip, "203.0.113.7")],
+        );
+        let now = T0 + 1_000;
+        let check = || async {
+            let request = CheckRequest {
+                key: &key,
+                limits: &limits,
+                now_millis: Some(now),
+            };
+            match store.check(request).await {
+                Ok(d) => format!("{} {}", d.allowed, d.limits[0].remaining),
+                Err(e) => format!("error: {e}"),
+            }
+        };
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            seen.push(check().await);
+        }
+        let slot = support::key_slot(&key.limit_key(&limits[0]));
+        let node_id = |c: &mut redis::Connection| -> String {
+            redis::cmd("CLUSTER").arg("MYID").query(c).unwrap()
+        };
+        let owner = conns
+            .iter_mut()
+            .position(|c| {
+                let n: u64 = redis::cmd("CLUSTER")
+                    .arg("COUNTKEYSINSLOT")
+                    .arg(slot)
+                    .query(c)
+                    .unwrap();
+                n > 0
+            })
+            .expect("a node holds the limit's state");
+        let target = (owner + 1) % masters.len();
+        let (source_id, target_id) = (node_id(&mut conns[owner]), node_id(&mut conns[target]));
+        let setslot = |state: &str, id: &str| {
+            redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg(state)
+                .arg(id)
+                .clone()
+        };
+        let _: () = setslot("IMPORTING", &source_id)
+            .query(&mut conns[target])
+            .unwrap();
+        let _: () = setslot("MIGRATING", &target_id)
+            .query(&mut conns[owner])
+            .unwrap();
+        // No key has moved yet.
+        seen.push(check().await);
+        // What `redis-cli --cluster reshard` does: MIGRATE the slot's keys, then hand it over.
+        let keys: Vec<String> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(100)
+            .query(&mut conns[owner])
+            .unwrap();
+        for moved in &keys {
+            let reply: redis::Value = redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(masters[target].port())
+                .arg(moved)
+                .arg(0)
+                .arg(5000)
+                .query(&mut conns[owner])
+                .unwrap_or_else(|e| panic!("{name}: MIGRATE {moved}: {e}"));
+            assert_eq!(reply, redis::Value::Okay, "{name}: MIGRATE {moved}");
+        }
+        seen.push(check().await);
+        for conn in conns.iter_mut() {
+            let _: () = setslot("NODE", &target_id).query(conn).unwrap();
+        }
+        seen.push(check().await);
+        seen.push(check().await);
+        assert_eq!(
+            seen,
+            ["true 4", "true 3", "true 2", "true 1", "true 0", "false 0"],
+            "{name}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_malformed_url_is_a_configuration_error() {
     let err = RedisStore::builder("http://:s3cret@nowhere")

@@ -1,8 +1,9 @@
 -- check.lua: the dispatcher of the general script, which decides any stack of limits in
 -- one call. (A limit checked alone goes to its algorithm's own script, see single.lua.)
 --
--- KEYS[i]  the key stem of limit i (`RouteKey::limit_key`); the window algorithms append
---          `:<window start ms>`. Every key shares one hash tag, so one Cluster slot.
+-- KEYS[i]  the key of limit i (`RouteKey::limit_key`); the window algorithms keep a hash
+--          there, one field per window start. Every key shares one hash tag, so one
+--          Cluster slot, and no other key is touched.
 -- ARGV[1]  the time in ms, or '' for Redis TIME
 -- ARGV[2]  a member unique to this request (sliding log), or '' when no limit is a log
 -- ARGV[3i], ARGV[3i+1], ARGV[3i+2]

@@ -74,6 +74,23 @@ local function rl_ttl(ms, window)
   return rl_format('%d', ms)
 end
 
+-- A window algorithm's first count in a new window (field `field` of the hash at `key`):
+-- the key lives `ttl` ms more (at least, see rl_ttl), and every field but this window's
+-- and `keep` (the previous window, which a sliding window still reads) goes. With the
+-- store's clock an older field has expired with its key already; with an injected clock
+-- keys are kept longer and would gather stale windows.
+local function rl_new_window(key, field, keep, ttl, window)
+  redis.call('PEXPIRE', key, rl_ttl(ttl, window))
+  local fields = redis.call('HKEYS', key)
+  if #fields > 1 then
+    for _, other in ipairs(fields) do
+      if other ~= field and other ~= keep then
+        redis.call('HDEL', key, other)
+      end
+    end
+  end
+end
+
 -- Limit i's max and window (ARGV[3i+1], ARGV[3i+2]), or nil when either is not a positive
 -- number.
 local function rl_bounds(i)

@@ -1,4 +1,5 @@
--- sliding_window.lua: current and previous window counters, keys `<stem>:<window start ms>`.
+-- sliding_window.lua: current and previous window counters, fields `<window start ms>` of
+-- the hash at the limit's key (see fixed_window.lua for why fields, not keys).
 --
 -- With e = now - start of the current window, w the window, prev and cur the two counts:
 --
@@ -15,17 +16,17 @@
 -- reset_after is when the counted requests stop counting: the end of the next window for
 -- this window's count, the end of this window for the previous one's.
 
-local function sliding_window_peek(stem, max, window, now)
+local function sliding_window_peek(key, max, window, now)
   local start = rl_floor_div(now, window) * window
   local e = now - start
-  local key = stem .. ':' .. rl_format('%d', start)
-  local counts = redis.call('MGET', key, stem .. ':' .. rl_format('%d', start - window))
+  local field = rl_format('%d', start)
+  local counts = redis.call('HMGET', key, field, rl_format('%d', start - window))
   local cur = (counts[1] or 0) + 0
   local prev = (counts[2] or 0) + 0
   local room = max - cur - 1
   local ttl = 2 * window - e
   if room >= 0 and prev * (window - e) <= room * window then
-    return 1, room - rl_ceil_div(prev * (window - e), window), 0, 2 * window - e, key, ttl
+    return 1, room - rl_ceil_div(prev * (window - e), window), 0, 2 * window - e, key, ttl, field
   end
   local retry_after
   if room >= 0 then
@@ -36,14 +37,15 @@ local function sliding_window_peek(stem, max, window, now)
     retry_after = (window - e) + window - rl_floor_div((max - 1) * window, cur)
   end
   if cur > 0 then
-    return 0, 0, retry_after, 2 * window - e, key, ttl
+    return 0, 0, retry_after, 2 * window - e, key, ttl, field
   end
-  return 0, 0, retry_after, window - e, key, ttl
+  return 0, 0, retry_after, window - e, key, ttl, field
 end
 
-local function sliding_window_commit(key, ttl, _, window)
-  if redis.call('INCR', key) == 1 then
-    -- This counter is read again as the previous window: keep it to the end of the next.
-    redis.call('PEXPIRE', key, rl_ttl(ttl, window))
+local function sliding_window_commit(key, ttl, field, window)
+  if redis.call('HINCRBY', key, field, 1) == 1 then
+    -- This counter is read again as the previous window: keep the key to the end of the
+    -- next window.
+    rl_new_window(key, field, rl_format('%d', field - window), ttl, window)
   end
 end

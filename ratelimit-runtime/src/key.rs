@@ -1,8 +1,10 @@
-//! The key scheme: `<prefix>:{<METHOD>:<pattern>|<identity>}:<limit>[:<window start>]`.
+//! The key scheme: `<prefix>:{<METHOD>:<pattern>|<identity>}:<limit>`; the window
+//! algorithms keep one field per window start in a hash there (`MemoryStore`, which has no
+//! slots to route by, one entry `<key>:<window start>` per window).
 //!
 //! Route and identity sit inside the Redis Cluster hash tag, so every key of one check
-//! (all stacked limits, current and previous windows) lands in one slot; the limit and the
-//! window start stay outside it, so different clients spread across slots.
+//! (all stacked limits) lands in one slot; the limit stays outside it, so different clients
+//! spread across slots.
 //!
 //! Nothing inside the tag may contain `{` or `}` (Redis hashes up to the *first* `}`), so
 //! route parameters are rewritten (`/orders/{id}` → `/orders/:id`). Usernames, API keys
@@ -114,8 +116,9 @@ impl RouteKey {
         &self.base
     }
 
-    /// The key (or, for window algorithms, the key stem that the window start is appended to)
-    /// of one limit: `<base>:<algorithm><window ms>`, e.g. `rl:{GET:/x|ip:1.2.3.4}:sw60000`.
+    /// The key of one limit: `<base>:<algorithm><window ms>`, e.g.
+    /// `rl:{GET:/x|ip:1.2.3.4}:sw60000` (for the window algorithms in `MemoryStore`, the
+    /// stem its window entries are named after).
     pub fn limit_key(&self, limit: &Limit) -> String {
         let mut key = String::with_capacity(self.base.len() + 16);
         key.push_str(&self.base);

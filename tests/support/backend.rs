@@ -142,23 +142,27 @@ impl Backend {
     pub async fn counted(&self, key: &RouteKey, limit: &Limit, now: u64) -> u64 {
         let stem = key.limit_key(limit);
         let window = limit.window().as_millis();
-        let stored_key = match limit.algorithm() {
-            Algorithm::FixedWindow | Algorithm::SlidingWindow => {
-                format!("{stem}:{}", now - now % window)
-            }
-            Algorithm::SlidingLog | Algorithm::Gcra => stem,
-        };
+        let window_start = (now - now % window).to_string();
         let value: Option<StoredValue> = match self {
-            Backend::Memory { store } => store.entry(&stored_key, now).map(|e| e.value),
+            Backend::Memory { store } => {
+                // One entry per window, named after the key.
+                let stored_key = match limit.algorithm() {
+                    Algorithm::FixedWindow | Algorithm::SlidingWindow => {
+                        format!("{stem}:{window_start}")
+                    }
+                    Algorithm::SlidingLog | Algorithm::Gcra => stem,
+                };
+                store.entry(&stored_key, now).map(|e| e.value)
+            }
             _ => match limit.algorithm() {
                 Algorithm::SlidingLog => {
-                    let n: u64 = self.query(redis::cmd("ZCARD").arg(&stored_key)).await;
+                    let n: u64 = self.query(redis::cmd("ZCARD").arg(&stem)).await;
                     Some(StoredValue::Log(
                         std::iter::repeat_n(0, n as usize).collect(),
                     ))
                 }
                 Algorithm::Gcra => {
-                    let tat: Option<String> = self.query(redis::cmd("GET").arg(&stored_key)).await;
+                    let tat: Option<String> = self.query(redis::cmd("GET").arg(&stem)).await;
                     tat.map(|t| {
                         StoredValue::Tat(
                             t.parse()
@@ -166,8 +170,10 @@ impl Backend {
                         )
                     })
                 }
+                // A hash at the key, one field per window start.
                 _ => {
-                    let n: Option<u64> = self.query(redis::cmd("GET").arg(&stored_key)).await;
+                    let hget = redis::cmd("HGET").arg(&stem).arg(&window_start).clone();
+                    let n: Option<u64> = self.query(&hget).await;
                     n.map(StoredValue::Counter)
                 }
             },

@@ -9,9 +9,12 @@
 //! anew, so the one-limit scripts carry only what they use. Either way one check is one
 //! `EVALSHA`, and every script takes the same arguments:
 //!
-//! - `KEYS[i]`: [`RouteKey::limit_key`](crate::key::RouteKey::limit_key) of limit `i`. The
-//!   window algorithms append `:<window start ms>` inside the script; every key shares the
-//!   route key's hash tag, so all of them live in one Redis Cluster slot.
+//! - `KEYS[i]`: [`RouteKey::limit_key`](crate::key::RouteKey::limit_key) of limit `i`, the
+//!   only keys a script touches: the window algorithms keep a hash there with one field per
+//!   window start (derived inside the script from the server clock, so it cannot be part of
+//!   a key the caller names, and Redis Cluster routes a script, during a slot migration too,
+//!   by the keys it is given). Every key shares the route key's hash tag, so all of them
+//!   live in one Redis Cluster slot.
 //! - `ARGV[1]`: the injected time in milliseconds, or `""` for Redis `TIME`.
 //! - `ARGV[2]`: a member unique to this request (the sliding log's sorted-set member), or
 //!   `""` when no limit is a sliding log.
