@@ -528,6 +528,56 @@ async fn limits_keep_counting_while_their_slot_migrates() {
     }
 }
 
+/// The path to Redis goes silent without a reset: the connection manager sees no error (a
+/// check's timeout just drops its request), so without help every later check would time
+/// out until the kernel gives up retransmitting, a quarter of an hour, although Redis
+/// answers a new connection at once. After a few timeouts in a row the store opens one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_goes_silent_is_replaced() {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap();
+    let proxy = support::Proxy::start(server.port()).await;
+    let store = RedisStore::builder(proxy.url()).build().await.unwrap();
+    let (key, limits) = (login(), limits());
+    let check = || {
+        store.check(CheckRequest {
+            key: &key,
+            limits: &limits,
+            now_millis: None,
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while check().await.is_err() {
+        assert!(Instant::now() < deadline, "the store never connected");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A replacement waits at least a second after the connection was made.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    proxy.freeze();
+    let mut outcomes = Vec::new();
+    let started = Instant::now();
+    loop {
+        let checked = check().await;
+        outcomes.push(checked.as_ref().map(|_| ()).map_err(StoreError::kind));
+        if checked.is_ok() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "still failing after 5 s: {outcomes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Three timeouts, then the new connection answers (once it is made).
+    assert_eq!(
+        outcomes[..3],
+        [Err(StoreErrorKind::Timeout); 3],
+        "{outcomes:?}"
+    );
+    assert!(outcomes.len() < 10, "{outcomes:?}");
+}
+
 #[tokio::test]
 async fn a_malformed_url_is_a_configuration_error() {
     let err = RedisStore::builder("http://:s3cret@nowhere")

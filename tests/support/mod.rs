@@ -8,10 +8,12 @@ mod backend;
 mod cluster;
 mod example;
 mod log_capture;
+mod proxy;
 mod server;
 
 pub use backend::{limit_states, Backend, T0, W};
 pub use cluster::{key_slot, RedisCluster};
 pub use example::{example, free_port};
 pub use log_capture::CapturedLog;
+pub use proxy::Proxy;
 pub use server::RedisServer;

@@ -1,6 +1,13 @@
 //! The standalone Redis store: one multiplexed connection per actix worker.
 
-use std::{fmt, sync::Arc, time::Duration};
+use std::{
+    fmt,
+    sync::{
+        atomic::{AtomicU32, Ordering},
+        Arc, Mutex, RwLock,
+    },
+    time::{Duration, Instant},
+};
 
 use ::redis::{
     aio::{ConnectionManager, ConnectionManagerConfig},
@@ -9,7 +16,7 @@ use ::redis::{
 
 use super::{
     config_error::{redact, StoreConfigError},
-    script_call, CheckFuture, CheckRequest, Store,
+    script_call, CheckFuture, CheckRequest, Decision, Store, StoreError, StoreErrorKind,
 };
 
 /// How long one check may take, fallback and retry included, unless configured otherwise.
@@ -39,7 +46,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// ```
 #[derive(Clone)]
 pub struct RedisStore {
-    connection: ConnectionManager,
+    link: Arc<Link>,
     timeout: Duration,
     url: String,
     /// What another connection to the same server is opened from.
@@ -76,11 +83,12 @@ impl fmt::Debug for RedisStore {
 
 impl Store for RedisStore {
     fn check<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
-        Box::pin(script_call::check(
-            self.connection.clone(),
-            request,
-            self.timeout,
-        ))
+        let connection = self.link.current();
+        Box::pin(async move {
+            let checked = script_call::check(connection, request, self.timeout).await;
+            self.link.observe(&checked, &self.client, &self.config);
+            checked
+        })
     }
 
     fn kind(&self) -> &'static str {
@@ -95,9 +103,87 @@ impl Store for RedisStore {
         tokio::runtime::Handle::try_current().ok()?;
         let connection = connect(&self.client, &self.config).ok()?;
         Some(Arc::new(RedisStore {
-            connection,
+            link: Arc::new(Link::new(connection)),
             ..self.clone()
         }))
+    }
+}
+
+/// Checks that time out in a row before a connection counts as stalled.
+const STALLED_AFTER: u32 = 3;
+
+/// The least time between two replacements of one store's connection, so that an outage in
+/// which every check times out does not open a connection every few requests.
+const REPLACE_AT_MOST_EVERY: Duration = Duration::from_secs(1);
+
+/// A store's connection, replaced when it stalls. The connection manager reconnects by
+/// itself when the connection errors, but not when it merely stops answering: the path to
+/// Redis may drop packets without a reset (a failover moved the address, a NAT or conntrack
+/// entry was dropped, a proxy hung), and the kernel would retransmit for a quarter of an
+/// hour while every check ran into its timeout.
+struct Link {
+    connection: RwLock<ConnectionManager>,
+    /// Checks that timed out in a row on this connection.
+    stalled: AtomicU32,
+    /// When the connection was made.
+    made: Mutex<Instant>,
+}
+
+impl Link {
+    fn new(connection: ConnectionManager) -> Self {
+        Link {
+            connection: RwLock::new(connection),
+            stalled: AtomicU32::new(0),
+            made: Mutex::new(Instant::now()),
+        }
+    }
+
+    fn current(&self) -> ConnectionManager {
+        match self.connection.read() {
+            Ok(connection) => connection.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Counts timeouts in a row, and opens a new connection (in the background, like the
+    /// first) after [`STALLED_AFTER`] of them.
+    fn observe(
+        &self,
+        checked: &Result<Decision, StoreError>,
+        client: &Client,
+        config: &ConnectionManagerConfig,
+    ) {
+        let timed_out = matches!(checked, Err(e) if e.kind() == StoreErrorKind::Timeout);
+        if !timed_out {
+            if self.stalled.load(Ordering::Relaxed) != 0 {
+                self.stalled.store(0, Ordering::Relaxed);
+            }
+            return;
+        }
+        if self.stalled.fetch_add(1, Ordering::Relaxed) + 1 < STALLED_AFTER {
+            return;
+        }
+        let mut made = self
+            .made
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if made.elapsed() < REPLACE_AT_MOST_EVERY {
+            return;
+        }
+        let Ok(fresh) = connect(client, config) else {
+            return;
+        };
+        tracing::warn!(
+            target: "ratelimit",
+            timeouts = self.stalled.load(Ordering::Relaxed),
+            "rate-limit store: no answer on the Redis connection for several checks in a row; opening a new one"
+        );
+        *made = Instant::now();
+        self.stalled.store(0, Ordering::Relaxed);
+        match self.connection.write() {
+            Ok(mut connection) => *connection = fresh,
+            Err(poisoned) => *poisoned.into_inner() = fresh,
+        }
     }
 }
 
@@ -171,7 +257,7 @@ impl RedisStoreBuilder {
         let connection =
             connect(&client, &config).map_err(|err| StoreConfigError::for_url(&self.url, err))?;
         Ok(RedisStore {
-            connection,
+            link: Arc::new(Link::new(connection)),
             timeout: self.timeout,
             url: self.url,
             client,
