@@ -825,7 +825,6 @@ mod own_middleware {
     use actix_web::{
         body::MessageBody,
         dev::{ServiceRequest, ServiceResponse},
-        error::ErrorUnauthorized,
         get,
         http::header::{HeaderName, HeaderValue},
         middleware::Next,
@@ -833,35 +832,7 @@ mod own_middleware {
     };
     use ratelimit_runtime::{identity::UserId, rate_limit};
 
-    fn authorised(req: &ServiceRequest) -> bool {
-        req.headers()
-            .get("authorization")
-            .is_some_and(|v| v == "Basic right")
-    }
-
-    /// Refuses a wrong password with an answer of its own.
-    pub async fn answers_401(
-        req: ServiceRequest,
-        next: Next<impl MessageBody + 'static>,
-    ) -> Result<ServiceResponse<impl MessageBody>, Error> {
-        if authorised(&req) {
-            return Ok(next.call(req).await?.map_into_left_body());
-        }
-        Ok(req
-            .into_response(HttpResponse::Unauthorized().body("who are you"))
-            .map_into_right_body())
-    }
-
-    /// Refuses a wrong password with an error, as actix-web-httpauth does.
-    pub async fn errs_401(
-        req: ServiceRequest,
-        next: Next<impl MessageBody + 'static>,
-    ) -> Result<ServiceResponse<impl MessageBody>, Error> {
-        if authorised(&req) {
-            return next.call(req).await;
-        }
-        Err(ErrorUnauthorized("who are you"))
-    }
+    pub use crate::support::auth::{answers_401, errs_401};
 
     #[rate_limit(limit = 3, window = "1m", identity = "ip", fail = "closed")]
     #[get("/admin", wrap = "actix_web::middleware::from_fn(answers_401)")]

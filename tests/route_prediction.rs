@@ -24,7 +24,7 @@ use ratelimit_runtime::{
     store::{CheckFuture, CheckRequest, MemoryStore, Store},
     Algorithm, Limit, RateLimiter, Window,
 };
-use support::T0;
+use support::{auth, T0};
 
 fn from(ip: &str) -> TestRequest {
     TestRequest::default().peer_addr(format!("{ip}:40000").parse().unwrap())
@@ -95,44 +95,6 @@ async fn probe() -> impl Responder {
 #[get("/status")]
 async fn admin_status() -> impl Responder {
     HttpResponse::Ok()
-}
-
-mod auth {
-    use actix_web::{
-        body::MessageBody,
-        dev::{ServiceRequest, ServiceResponse},
-        error::ErrorUnauthorized,
-        middleware::Next,
-        Error, HttpResponse,
-    };
-
-    fn authorised(req: &ServiceRequest) -> bool {
-        req.headers()
-            .get("authorization")
-            .is_some_and(|v| v == "Basic right")
-    }
-
-    pub async fn answers_401(
-        req: ServiceRequest,
-        next: Next<impl MessageBody + 'static>,
-    ) -> Result<ServiceResponse<impl MessageBody>, Error> {
-        if authorised(&req) {
-            return Ok(next.call(req).await?.map_into_left_body());
-        }
-        Ok(req
-            .into_response(HttpResponse::Unauthorized().body("who are you"))
-            .map_into_right_body())
-    }
-
-    pub async fn errs_401(
-        req: ServiceRequest,
-        next: Next<impl MessageBody + 'static>,
-    ) -> Result<ServiceResponse<impl MessageBody>, Error> {
-        if authorised(&req) {
-            return next.call(req).await;
-        }
-        Err(ErrorUnauthorized("who are you"))
-    }
 }
 
 /// The App's limiter and a second one on the `/admin` scope (the same configuration), the

@@ -4,6 +4,7 @@
 //! Included by test files with `mod support;`; each test binary uses part of it.
 #![allow(dead_code, unused_imports)]
 
+pub mod auth;
 mod backend;
 mod cluster;
 mod example;
