@@ -249,3 +249,25 @@ async fn a_request_for_another_host_leaves_a_declared_routes_limit_alone() {
         );
     }
 }
+
+#[actix_web::test]
+async fn a_percent_encoded_path_counts_against_the_route_it_reaches() {
+    // The router decodes the path (`/admin/p%61nel` reaches `/admin/panel`); the limiter's
+    // prediction must too, or the scope's refusals escape the declared 3 per minute.
+    let app = test::init_service(
+        App::new()
+            .service(
+                web::scope("/admin")
+                    .wrap(actix_web::middleware::from_fn(auth::errs_401))
+                    .service(panel),
+            )
+            // The default policy, 120 per minute.
+            .wrap(RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0))),
+    )
+    .await;
+    let encoded = || from("203.0.113.7").uri("/admin/p%61nel");
+    assert_eq!(
+        statuses_of(&app, 5, encoded).await,
+        [401, 401, 401, 429, 429]
+    );
+}

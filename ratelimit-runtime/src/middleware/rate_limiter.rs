@@ -458,14 +458,17 @@ where
                 .get(pattern)
                 .is_some_and(|methods| methods.contains(req.method()))
         };
-        let mut pattern = req.match_pattern();
+        // The path as the router matches it: decoded (`/admin/p%61nel` is `/admin/panel`),
+        // not as the client wrote it.
+        let path = req.match_info().as_str();
+        let mut pattern = req.request().resource_map().match_pattern(path);
         let mut declaration = pattern
             .as_deref()
             .and_then(|p| declared.declaration(req.method(), p).filter(|_| guarded(p)));
         if let (None, Some(first)) = (declaration, pattern.as_deref()) {
             // The first resource on the path may not take this method (`GET /items/new`
             // before `POST /items/{id}`): then the router goes on to the next.
-            if let Some((past, found)) = declared.past(req.method(), first, req.path()) {
+            if let Some((past, found)) = declared.past(req.method(), first, path) {
                 if guarded(past) {
                     declaration = Some(found);
                     pattern = Some(past.to_owned());
