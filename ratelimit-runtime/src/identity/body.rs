@@ -4,7 +4,10 @@
 use actix_web::{
     dev::{Payload, ServiceRequest},
     error::PayloadError,
-    http::header::{CONTENT_LENGTH, CONTENT_TYPE},
+    http::{
+        header::{CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING, UPGRADE},
+        Method, Version,
+    },
     web::{Bytes, BytesMut},
     HttpMessage as _,
 };
@@ -40,9 +43,14 @@ impl UsernameField {
 
     /// The username in the body, if any. The body is always put back.
     pub(crate) async fn read(&self, req: &mut ServiceRequest) -> Submitted {
+        if !declares_body(req) {
+            // Nothing to read, and nothing to wait for: the payload of an upgrade (a
+            // WebSocket handshake) is the connection itself.
+            return Submitted::Missing;
+        }
         if !req.headers().contains_key(CONTENT_TYPE) {
             // No declared format, but a handler reading raw bytes may still find a username
-            // in a body: only a request without one has no username.
+            // in a body.
             return match buffer_and_restore(req, self.limit).await {
                 Some(body) if body.is_empty() => Submitted::Missing,
                 _ => Submitted::Unreadable,
@@ -90,6 +98,53 @@ impl UsernameField {
             Some(name) => Submitted::Username(name),
             None => Submitted::Missing,
         }
+    }
+}
+
+/// Whether the request says it carries a body (`Content-Length` above 0, or
+/// `Transfer-Encoding`) and is not an upgrade.
+fn declares_body(req: &ServiceRequest) -> bool {
+    let headers = req.headers();
+    if headers.contains_key(UPGRADE) || req.method() == Method::CONNECT {
+        return false;
+    }
+    let length = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match length {
+        Some(length) => length > 0,
+        // HTTP/2 and 3 frame a body without either header; their payload ends with the
+        // stream, so reading an empty one does not wait.
+        None => headers.contains_key(TRANSFER_ENCODING) || req.version() >= Version::HTTP_2,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::test::TestRequest;
+
+    use super::*;
+
+    #[test]
+    fn only_a_request_that_declares_a_body_is_read() {
+        let declares = |req: TestRequest| declares_body(&req.to_srv_request());
+        assert!(!declares(TestRequest::post()));
+        assert!(!declares(
+            TestRequest::post().insert_header((CONTENT_LENGTH, "0"))
+        ));
+        assert!(declares(
+            TestRequest::post().insert_header((CONTENT_LENGTH, "5"))
+        ));
+        assert!(declares(
+            TestRequest::post().insert_header((TRANSFER_ENCODING, "chunked"))
+        ));
+        assert!(declares(TestRequest::post().version(Version::HTTP_2)));
+        // A WebSocket handshake's payload is the connection: never waited for.
+        let upgrade = TestRequest::get()
+            .insert_header((UPGRADE, "websocket"))
+            .insert_header((TRANSFER_ENCODING, "chunked"));
+        assert!(!declares(upgrade));
     }
 }
 
