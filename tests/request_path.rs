@@ -1329,6 +1329,31 @@ async fn a_resource_shadowing_a_declared_route_with_refusals_is_limited_by_it() 
 }
 
 #[actix_web::test]
+async fn where_two_policies_apply_the_routes_own_headers_stand() {
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(App::new().service(own_middleware::feed).wrap(limiter)).await;
+    let feed = || {
+        from("203.0.113.7")
+            .uri("/feed")
+            .insert_header(("accept", "application/json"))
+    };
+    // The default policy (120 per minute) applies to `/feed` as well as its declared 10:
+    // the answer carries the declared limit's figures, not the default's laid over them.
+    let res = test::call_service(&app, feed().to_request()).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(header(&res, "x-ratelimit-limit"), "10");
+    assert_eq!(header(&res, "x-ratelimit-remaining"), "9");
+    assert!(header(&res, "ratelimit-policy").starts_with("\"feed\""));
+    for _ in 0..9 {
+        test::call_service(&app, feed().to_request()).await;
+    }
+    let res = test::call_service(&app, feed().to_request()).await;
+    assert_eq!(res.status(), 429);
+    assert_eq!(header(&res, "x-ratelimit-limit"), "10");
+    assert_eq!(header(&res, "x-ratelimit-remaining"), "0");
+}
+
+#[actix_web::test]
 async fn a_custom_guard_does_not_make_the_default_policy_count_in_the_declared_budget() {
     let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
     let app = test::init_service(App::new().service(own_middleware::feed).wrap(limiter)).await;

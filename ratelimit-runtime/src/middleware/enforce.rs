@@ -90,7 +90,9 @@ impl Limiter {
         };
         let mut response = service.call(req).await?;
         // A shadow limit is invisible to clients: no headers that would make them back off.
-        if !route.policy.shadow() {
+        if !route.policy.shadow()
+            && !headers::already_limited(response.status(), response.headers())
+        {
             if let Some(binding) = decision.as_ref().and_then(Decision::binding) {
                 headers::insert(response.headers_mut(), self.headers, route, binding);
             }

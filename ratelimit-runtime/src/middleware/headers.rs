@@ -1,7 +1,10 @@
 //! Rate-limit response headers: the conventional `X-RateLimit-*` family and the IETF draft
 //! fields `RateLimit-Policy` / `RateLimit` (draft-ietf-httpapi-ratelimit-headers).
 
-use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use actix_web::http::{
+    header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER},
+    StatusCode,
+};
 
 use super::route_info::RouteInfo;
 use crate::store::LimitState;
@@ -88,6 +91,16 @@ pub(crate) fn insert(
             }
         }
     }
+}
+
+/// Whether a response already carries a limiter's headers (or is a 429): where the default
+/// policy and a declaration both apply to a request, the route's own limiter answered
+/// inside, and its figures stand.
+pub(crate) fn already_limited(status: StatusCode, headers: &HeaderMap) -> bool {
+    status == StatusCode::TOO_MANY_REQUESTS
+        || headers.contains_key(X_LIMIT)
+        || headers.contains_key(POLICY)
+        || headers.contains_key(RATELIMIT)
 }
 
 pub(crate) fn retry_after(headers: &mut HeaderMap, seconds: u64) {
