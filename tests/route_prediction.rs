@@ -271,3 +271,45 @@ async fn a_percent_encoded_path_counts_against_the_route_it_reaches() {
         [401, 401, 401, 429, 429]
     );
 }
+
+fn is_v2(ctx: &guard::GuardContext<'_>) -> bool {
+    ctx.head()
+        .headers()
+        .get("x-api-version")
+        .is_some_and(|v| v == "2")
+}
+
+#[rate_limit(limit = 1, window = "1m", identity = "ip")]
+#[get("/items", guard = "is_v2")]
+async fn items_v2() -> impl Responder {
+    HttpResponse::Ok().body("v2")
+}
+
+#[rate_limit(limit = 3, window = "1m", identity = "ip")]
+#[get("/items")]
+async fn items_v1() -> impl Responder {
+    HttpResponse::Ok().body("v1")
+}
+
+#[actix_web::test]
+async fn two_declared_routes_on_one_path_count_apart() {
+    // A custom guard tells the two apart; their method, pattern and client are the same,
+    // so without more their counters and flood-shield entries would be too.
+    let store = Arc::new(MemoryStore::new());
+    let limiter = RateLimiter::from_arc(store.clone()).clock(ManualClock::at(T0));
+    let app =
+        test::init_service(App::new().service(items_v2).service(items_v1).wrap(limiter)).await;
+    let v2 = || {
+        from("203.0.113.7")
+            .uri("/items")
+            .insert_header(("x-api-version", "2"))
+    };
+    assert_eq!(statuses_of(&app, 2, v2).await, [200, 429]);
+    let v1 = || from("203.0.113.7").uri("/items");
+    assert_eq!(statuses_of(&app, 4, v1).await, [200, 200, 200, 429]);
+    let keys: Vec<String> = store.entries().into_iter().map(|(key, _)| key).collect();
+    for handler in ["items_v1", "items_v2"] {
+        let segment = format!("GET:/items|fn.{handler}|ip:");
+        assert!(keys.iter().any(|key| key.contains(&segment)), "{keys:?}");
+    }
+}

@@ -36,6 +36,9 @@ pub(crate) struct RouteInfo {
     /// Whether this is the App-level default policy rather than a declaration: its keys
     /// then carry [`DEFAULT_POLICY_SEGMENT`].
     default_policy: bool,
+    /// What the keys of a declaration that shares its path and method with another carry
+    /// after the pattern (`|fn.items_v2`, see `RouteDeclaration::route_discriminator`).
+    discriminator: Option<&'static str>,
     /// The key prefix and the key stem of this route under it (`rl:{GET:/orders/:id`),
     /// built on first use.
     key_stem: RefCell<Option<(String, String)>>,
@@ -100,6 +103,7 @@ impl RouteInfo {
             limit_headers: limits.iter().map(|l| HeaderValue::from(l.max())).collect(),
             rejection: RefCell::default(),
             default_policy: false,
+            discriminator: None,
             key_stem: RefCell::default(),
         }
     }
@@ -113,7 +117,10 @@ impl RouteInfo {
         policy: RoutePolicy,
     ) -> Self {
         let pattern = pattern.unwrap_or_else(|| declaration.path.to_owned());
-        RouteInfo::new(declaration.function, method.as_str(), pattern, policy)
+        RouteInfo {
+            discriminator: declaration.route_discriminator(),
+            ..RouteInfo::new(declaration.function, method.as_str(), pattern, policy)
+        }
     }
 
     /// The App-level default policy on `method` and `pattern`.
@@ -133,6 +140,10 @@ impl RouteInfo {
                 let mut stem = RouteKey::route_stem(prefix, &self.method, &self.pattern);
                 if self.default_policy {
                     stem.push_str(DEFAULT_POLICY_SEGMENT);
+                }
+                if let Some(discriminator) = self.discriminator {
+                    stem.push('|');
+                    stem.push_str(discriminator);
                 }
                 &cached.insert((prefix.to_owned(), stem)).1
             }
