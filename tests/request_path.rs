@@ -1307,6 +1307,54 @@ async fn a_request_two_policies_apply_to_asks_a_failed_store_once() {
     assert_eq!(store.0.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
 
+/// A store that answers after 40 ms (a degraded Redis), counting the answers it completes.
+#[derive(Clone, Default)]
+struct Slow(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl ratelimit_runtime::store::Store for Slow {
+    fn check<'a>(
+        &'a self,
+        request: ratelimit_runtime::store::CheckRequest<'a>,
+    ) -> ratelimit_runtime::store::CheckFuture<'a> {
+        let answered = self.0.clone();
+        let memory = MemoryStore::new();
+        let limits = request.limits.to_vec();
+        let key = request.key.clone();
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(40)).await;
+            answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let request = ratelimit_runtime::store::CheckRequest {
+                key: &key,
+                limits: &limits,
+                now_millis: Some(T0),
+            };
+            memory.check(request).await
+        })
+    }
+
+    fn kind(&self) -> &'static str {
+        "slow"
+    }
+}
+
+#[actix_web::test]
+async fn a_request_two_policies_apply_to_waits_the_timeout_once_in_all() {
+    // Each check alone fits in the 50 ms timeout; the two checks of one request (the
+    // default policy and `/feed`'s declaration) must too, together: the second gets what
+    // the first left, and is given up.
+    let store = Slow::default();
+    let limiter = RateLimiter::new(store.clone())
+        .clock(ManualClock::at(T0))
+        .timeout(Duration::from_millis(50));
+    let app = test::init_service(App::new().service(own_middleware::feed).wrap(limiter)).await;
+    let req = from("203.0.113.7")
+        .uri("/feed")
+        .insert_header(("accept", "application/json"));
+    // Fail open (a GET): the handler answers either way.
+    assert_eq!(status_of(&app, req).await, 200);
+    assert!(store.0.load(std::sync::atomic::Ordering::SeqCst) <= 1);
+}
+
 async fn refuse() -> HttpResponse {
     HttpResponse::Unauthorized().body("not here")
 }

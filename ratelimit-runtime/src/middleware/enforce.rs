@@ -153,8 +153,15 @@ impl Limiter {
         }
     }
 
-    /// One store call for `key`, bounded by the timeout.
-    async fn check(&self, key: &RouteKey, route: &RouteInfo) -> Result<Decision, StoreError> {
+    /// One store call for `key`, bounded by the timeout. A request checked twice (the
+    /// default policy and a declaration both apply to it) waits the timeout once in all:
+    /// the second call gets what the first left of it.
+    async fn check(
+        &self,
+        key: &RouteKey,
+        route: &RouteInfo,
+        handle: &LimiterHandle,
+    ) -> Result<Decision, StoreError> {
         let started = Instant::now();
         let check = self.store.check(CheckRequest {
             key,
@@ -163,15 +170,24 @@ impl Limiter {
         });
         // One source of truth for the timeout: the limiter's when set, else the store's own
         // (the Redis stores bound every call), else the default.
-        let checked = match self.timeout.or_else(|| {
+        let own_timer = self.timeout.or_else(|| {
             self.store
                 .timeout()
                 .is_none()
                 .then_some(crate::store::DEFAULT_TIMEOUT)
-        }) {
+        });
+        let budget = own_timer
+            .or_else(|| self.store.timeout())
+            .unwrap_or(crate::store::DEFAULT_TIMEOUT);
+        let timer = match handle.store_deadline(started + budget) {
+            // The first call of the request.
+            None => own_timer,
+            Some(deadline) => Some(deadline.saturating_duration_since(started)),
+        };
+        let checked = match timer {
             Some(timeout) => tokio::time::timeout(timeout, check)
                 .await
-                .unwrap_or_else(|_| Err(StoreError::timeout(timeout))),
+                .unwrap_or_else(|_| Err(StoreError::timeout(budget))),
             None => check.await,
         };
         telemetry::store_latency(route, started.elapsed());
@@ -225,7 +241,7 @@ impl Limiter {
         let checked = match handle.store_error() {
             Some(earlier) => Err(earlier),
             None => {
-                let checked = self.check(&key, route).await;
+                let checked = self.check(&key, route, handle).await;
                 if let Err(error) = &checked {
                     handle.record_store_error(error);
                 }

@@ -8,7 +8,7 @@ use std::{
     future::{ready, Ready},
     rc::Rc,
     sync::{Arc, OnceLock},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use actix_web::{
@@ -90,6 +90,9 @@ struct Passage {
     /// policy and a declaration both apply to its path) answers with it instead of waiting
     /// for the store again.
     store_error: RefCell<Option<StoreError>>,
+    /// When the request's first store call would time out: a second call waits only for
+    /// what is left.
+    store_deadline: Cell<Option<Instant>>,
     /// The handle of a `RateLimiter` further out (one on the App, another on a scope).
     outer: Option<LimiterHandle>,
 }
@@ -111,6 +114,7 @@ impl LimiterHandle {
             guarded: Cell::new(false),
             submitted: RefCell::default(),
             store_error: RefCell::default(),
+            store_deadline: Cell::new(None),
             outer,
         }))
     }
@@ -135,6 +139,19 @@ impl LimiterHandle {
         self.0
             .chain()
             .find_map(|passage| passage.store_error.borrow().clone())
+    }
+
+    /// The deadline of an earlier store call of this request (for any limiter of the
+    /// chain); else none, and `deadline` becomes this request's.
+    pub(crate) fn store_deadline(&self, deadline: Instant) -> Option<Instant> {
+        let earlier = self
+            .0
+            .chain()
+            .find_map(|passage| passage.store_deadline.get());
+        if earlier.is_none() {
+            self.0.store_deadline.set(Some(deadline));
+        }
+        earlier
     }
 
     pub(crate) fn record_store_error(&self, error: &StoreError) {
