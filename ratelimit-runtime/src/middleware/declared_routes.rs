@@ -162,7 +162,7 @@ fn walk(
 
 /// Whether a guard other than a method guard or a declaration's marker decides at `node`.
 pub(crate) fn has_custom_guard(node: &IntrospectionNode) -> bool {
-    node.guards.iter().any(|g| !is_benign(g))
+    node.guards.iter().any(|g| !is_benign(g, &node.methods))
 }
 
 /// Whether `node` is a scope with a custom guard, which decides for every route under it.
@@ -179,20 +179,19 @@ pub(crate) fn marker_name(path: &str) -> &str {
     path.rsplit("::").next().unwrap_or(path)
 }
 
-/// Whether a guard only selects methods or marks a declaration.
-fn is_benign(guard_name: &str) -> bool {
-    if marker_of(guard_name).is_some() || is_method_name(guard_name) {
+/// Whether a guard only selects methods (`methods`: those the node's method guards
+/// select) or marks a declaration.
+fn is_benign(guard_name: &str, methods: &[Method]) -> bool {
+    // actix names a method guard after its method (`GET`); a custom guard may be named
+    // like one (`ADMIN`), but only a method guard adds its method to the node's methods.
+    let method = |name: &str| methods.iter().any(|m| m.as_str() == name);
+    if marker_of(guard_name).is_some() || method(guard_name) {
         return true;
     }
     guard_name
         .strip_prefix("AnyGuard(")
         .and_then(|rest| rest.strip_suffix(')'))
-        .is_some_and(|list| list.split(", ").all(is_method_name))
-}
-
-/// actix names a method guard after its method (`GET`).
-fn is_method_name(name: &str) -> bool {
-    !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c == '-')
+        .is_some_and(|list| list.split(", ").all(method))
 }
 
 /// The marker path inside a guard name: actix names a function guard
@@ -215,14 +214,20 @@ mod tests {
 
     #[test]
     fn method_guards_and_markers_are_benign_other_guards_are_not() {
-        assert!(is_benign("GET"));
-        assert!(is_benign("AnyGuard(GET, POST)"));
-        assert!(is_benign(
+        let methods = [Method::GET, Method::POST];
+        let benign = |name: &str| is_benign(name, &methods);
+        assert!(benign("GET"));
+        assert!(benign("AnyGuard(GET, POST)"));
+        assert!(benign(
             "actix_web::guard::FnGuard<app::__ratelimit_marker_login>"
         ));
-        assert!(!is_benign("actix_web::guard::FnGuard<app::is_v2>"));
-        assert!(!is_benign("actix_web::guard::Header"));
-        assert!(!is_benign("AnyGuard(GET, app::Custom)"));
+        assert!(!benign("actix_web::guard::FnGuard<app::is_v2>"));
+        assert!(!benign("actix_web::guard::Header"));
+        assert!(!benign("AnyGuard(GET, app::Custom)"));
+        // A custom guard named like a method is not one.
+        assert!(!benign("ADMIN"));
+        assert!(!benign("AnyGuard(GET, ADMIN)"));
+        assert!(!is_benign("GET", &[]));
     }
 
     #[test]
