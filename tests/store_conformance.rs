@@ -68,6 +68,7 @@ conformance!(
     concurrent_sliding_window_checks_allow_exactly_the_limit,
     concurrent_sliding_log_checks_allow_exactly_the_limit,
     concurrent_gcra_checks_allow_exactly_the_limit,
+    a_clock_that_steps_back_does_not_reset_a_later_window,
 );
 
 fn limit(max: u32, algorithm: Algorithm) -> Limit {
@@ -498,4 +499,27 @@ async fn concurrent_sliding_log_checks_allow_exactly_the_limit(backend: &Backend
 
 async fn concurrent_gcra_checks_allow_exactly_the_limit(backend: &Backend) {
     concurrent_checks(backend, Algorithm::Gcra).await;
+}
+
+async fn a_clock_that_steps_back_does_not_reset_a_later_window(backend: &Backend) {
+    // A failover to a node whose clock runs behind: a check lands in an earlier window than
+    // the one a client has spent. The later window's count must survive it.
+    for algorithm in [Algorithm::FixedWindow, Algorithm::SlidingWindow] {
+        let limits = [limit(2, algorithm)];
+        let key = client("/clock-back", algorithm.as_str());
+        let later = T0 + 2 * W + 10;
+        assert_eq!(
+            spend(backend, &key, &limits, later, 2).await,
+            2,
+            "{algorithm}"
+        );
+        assert!(
+            backend.check(&key, &limits, T0 + 10).await.allowed,
+            "{algorithm}: an earlier window of its own"
+        );
+        assert!(
+            !backend.check(&key, &limits, later).await.allowed,
+            "{algorithm}: the later window is still spent"
+        );
+    }
 }

@@ -578,6 +578,120 @@ async fn a_connection_that_goes_silent_is_replaced() {
     assert!(outcomes.len() < 10, "{outcomes:?}");
 }
 
+/// The same when the caller gives up on checks before the store's own timeout (as
+/// `RateLimiter::timeout` shorter than the store's does): a check dropped unfinished counts
+/// as a timeout of its connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_is_replaced_under_a_callers_shorter_timeout() {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap();
+    let proxy = support::Proxy::start(server.port()).await;
+    let store = RedisStore::builder(proxy.url())
+        .timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .unwrap();
+    let (key, limits) = (login(), limits());
+    let check = || async {
+        let request = CheckRequest {
+            key: &key,
+            limits: &limits,
+            now_millis: None,
+        };
+        tokio::time::timeout(Duration::from_millis(30), store.check(request)).await
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !matches!(check().await, Ok(Ok(_))) {
+        assert!(Instant::now() < deadline, "the store never connected");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    proxy.freeze();
+    let started = Instant::now();
+    let mut given_up = 0;
+    while !matches!(check().await, Ok(Ok(_))) {
+        given_up += 1;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "still failing after 5 s ({given_up} checks given up)"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A Redis that is busy (here `DEBUG SLEEP`; in life a slow command, a fork, `CLIENT
+/// PAUSE`) rather than unreachable: a new connection would not help, and connections opened
+/// at it every second would add to its load. Probes for one back off, and none replaces
+/// the connection while Redis does not answer it either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_redis_is_not_sent_a_stream_of_connections() {
+    let server = tokio::task::spawn_blocking(|| {
+        RedisServer::start_with_args(&["--enable-debug-command", "local"])
+    })
+    .await
+    .unwrap();
+    let store = RedisStore::builder(server.url()).build().await.unwrap();
+    let (key, limits) = (login(), limits());
+    let check = || {
+        store.check(CheckRequest {
+            key: &key,
+            limits: &limits,
+            now_millis: None,
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while check().await.is_err() {
+        assert!(Instant::now() < deadline, "the store never connected");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let received = |conn: &mut redis::Connection| -> u64 {
+        let info: String = redis::cmd("INFO").arg("stats").query(conn).unwrap();
+        info.lines()
+            .find_map(|line| line.strip_prefix("total_connections_received:"))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("total_connections_received")
+    };
+    let mut admin = server.connection();
+    let before = received(&mut admin);
+    let sleeper = std::thread::spawn(move || {
+        let _: () = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(5)
+            .query(&mut admin)
+            .unwrap();
+        admin
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let mut timeouts = 0;
+    while started.elapsed() < Duration::from_millis(4_800) {
+        // 8 checks in flight at a time, like a busy worker.
+        let checked = futures_util::future::join_all((0..8).map(|_| check())).await;
+        timeouts += checked
+            .iter()
+            .filter(|c| matches!(c, Err(e) if e.kind() == StoreErrorKind::Timeout))
+            .count();
+    }
+    let mut admin = sleeper.join().unwrap();
+    assert!(timeouts > 100, "{timeouts} timeouts while Redis slept");
+    // Connection attempts queued in the listen backlog are accepted now.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let opened = received(&mut admin) - before;
+    // Probes at about 1, 3 and (not yet) 7 s; each opens one connection (a check of its
+    // own may retry within the second it has).
+    assert!(
+        opened <= 4,
+        "{opened} connections opened while Redis was busy for 5 s"
+    );
+    // And the store answers again on its own.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while check().await.is_err() {
+        assert!(Instant::now() < deadline, "no answer after Redis woke");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_malformed_url_is_a_configuration_error() {
     let err = RedisStore::builder("http://:s3cret@nowhere")

@@ -75,16 +75,18 @@ local function rl_ttl(ms, window)
 end
 
 -- A window algorithm's first count in a new window (field `field` of the hash at `key`):
--- the key lives `ttl` ms more (at least, see rl_ttl), and every field but this window's
--- and `keep` (the previous window, which a sliding window still reads) goes. With the
--- store's clock an older field has expired with its key already; with an injected clock
--- keys are kept longer and would gather stale windows.
+-- the key lives `ttl` ms more (at least, see rl_ttl), and every field older than this
+-- window and `keep` (the previous window, which a sliding window still reads) goes. With
+-- the store's clock an older field has expired with its key already; with an injected
+-- clock keys are kept longer and would gather stale windows. A newer field stays: a clock
+-- that stepped back (a failover to a node running behind) must not reset a budget.
 local function rl_new_window(key, field, keep, ttl, window)
   redis.call('PEXPIRE', key, rl_ttl(ttl, window))
   local fields = redis.call('HKEYS', key)
   if #fields > 1 then
+    local oldest_kept = (keep or field) + 0
     for _, other in ipairs(fields) do
-      if other ~= field and other ~= keep then
+      if other + 0 < oldest_kept then
         redis.call('HDEL', key, other)
       end
     end

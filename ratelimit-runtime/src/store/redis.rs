@@ -16,7 +16,7 @@ use ::redis::{
 
 use super::{
     config_error::{redact, StoreConfigError},
-    script_call, CheckFuture, CheckRequest, Decision, Store, StoreError, StoreErrorKind,
+    script_call, CheckFuture, CheckRequest, Store, StoreErrorKind,
 };
 
 /// How long one check may take, fallback and retry included, unless configured otherwise.
@@ -83,10 +83,17 @@ impl fmt::Debug for RedisStore {
 
 impl Store for RedisStore {
     fn check<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
-        let connection = self.link.current();
+        let (generation, connection) = self.link.current();
         Box::pin(async move {
+            let mut watch = Watch {
+                store: self,
+                generation,
+                ended: false,
+            };
             let checked = script_call::check(connection, request, self.timeout).await;
-            self.link.observe(&checked, &self.client, &self.config);
+            watch.ended = true;
+            let timed_out = matches!(&checked, Err(e) if e.kind() == StoreErrorKind::Timeout);
+            self.link.observe(generation, timed_out, self);
             checked
         })
     }
@@ -112,77 +119,149 @@ impl Store for RedisStore {
 /// Checks that time out in a row before a connection counts as stalled.
 const STALLED_AFTER: u32 = 3;
 
-/// The least time between two replacements of one store's connection, so that an outage in
-/// which every check times out does not open a connection every few requests.
-const REPLACE_AT_MOST_EVERY: Duration = Duration::from_secs(1);
+/// How long after a connection was made, or a probe failed, the first probe for a new
+/// connection waits; it doubles after each failed probe, up to [`PROBE_BACKOFF_MAX`].
+const PROBE_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The longest wait between two probes while checks keep timing out.
+const PROBE_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// How long a probe may take to connect and have its `PING` answered.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A store's connection, replaced when it stalls. The connection manager reconnects by
 /// itself when the connection errors, but not when it merely stops answering: the path to
 /// Redis may drop packets without a reset (a failover moved the address, a NAT or conntrack
 /// entry was dropped, a proxy hung), and the kernel would retransmit for a quarter of an
-/// hour while every check ran into its timeout.
+/// hour while every check ran into its timeout. After [`STALLED_AFTER`] timeouts in a row a
+/// probe opens a new connection in the background; it takes the old one's place only if its
+/// `PING` is answered, so a Redis that is busy rather than unreachable (a slow command, a
+/// fork, `CLIENT PAUSE`) keeps its connections, and is probed less and less often.
 struct Link {
-    connection: RwLock<ConnectionManager>,
-    /// Checks that timed out in a row on this connection.
+    /// The connection, and how many have come before it.
+    connection: RwLock<(u64, ConnectionManager)>,
+    /// Checks on the current connection that timed out in a row.
     stalled: AtomicU32,
-    /// When the connection was made.
-    made: Mutex<Instant>,
+    probe: Mutex<Probe>,
+}
+
+struct Probe {
+    /// Whether one is under way.
+    running: bool,
+    /// No probe starts before.
+    not_before: Instant,
+    /// The wait after the next failed probe.
+    backoff: Duration,
 }
 
 impl Link {
     fn new(connection: ConnectionManager) -> Self {
         Link {
-            connection: RwLock::new(connection),
+            connection: RwLock::new((0, connection)),
             stalled: AtomicU32::new(0),
-            made: Mutex::new(Instant::now()),
+            probe: Mutex::new(Probe {
+                running: false,
+                not_before: Instant::now() + PROBE_BACKOFF,
+                backoff: PROBE_BACKOFF,
+            }),
         }
     }
 
-    fn current(&self) -> ConnectionManager {
+    /// The connection to check on, and its generation.
+    fn current(&self) -> (u64, ConnectionManager) {
         match self.connection.read() {
             Ok(connection) => connection.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 
-    /// Counts timeouts in a row, and opens a new connection (in the background, like the
-    /// first) after [`STALLED_AFTER`] of them.
-    fn observe(
-        &self,
-        checked: &Result<Decision, StoreError>,
-        client: &Client,
-        config: &ConnectionManagerConfig,
-    ) {
-        let timed_out = matches!(checked, Err(e) if e.kind() == StoreErrorKind::Timeout);
+    fn generation(&self) -> u64 {
+        self.current().0
+    }
+
+    fn probe_state(&self) -> std::sync::MutexGuard<'_, Probe> {
+        self.probe
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Counts how a check on connection `generation` ended; a timeout also when the check
+    /// was given up before it ended (a caller's shorter timer dropped it). Results from a
+    /// connection already replaced do not count.
+    fn observe(self: &Arc<Self>, generation: u64, timed_out: bool, store: &RedisStore) {
+        if generation != self.generation() {
+            return;
+        }
         if !timed_out {
             if self.stalled.load(Ordering::Relaxed) != 0 {
                 self.stalled.store(0, Ordering::Relaxed);
+                self.probe_state().backoff = PROBE_BACKOFF;
             }
             return;
         }
         if self.stalled.fetch_add(1, Ordering::Relaxed) + 1 < STALLED_AFTER {
             return;
         }
-        let mut made = self
-            .made
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if made.elapsed() < REPLACE_AT_MOST_EVERY {
-            return;
+        {
+            let mut probe = self.probe_state();
+            if probe.running || Instant::now() < probe.not_before {
+                return;
+            }
+            probe.running = true;
         }
-        let Ok(fresh) = connect(client, config) else {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.probe_state().running = false;
             return;
         };
-        tracing::warn!(
-            target: "ratelimit",
-            timeouts = self.stalled.load(Ordering::Relaxed),
-            "rate-limit store: no answer on the Redis connection for several checks in a row; opening a new one"
-        );
-        *made = Instant::now();
-        self.stalled.store(0, Ordering::Relaxed);
-        match self.connection.write() {
-            Ok(mut connection) => *connection = fresh,
-            Err(poisoned) => *poisoned.into_inner() = fresh,
+        let link = Arc::clone(self);
+        let (client, config) = (store.client.clone(), store.config.clone());
+        runtime.spawn(async move {
+            let fresh = tokio::time::timeout(PROBE_TIMEOUT, async {
+                let mut fresh = ConnectionManager::new_with_config(client, config).await?;
+                ::redis::cmd("PING").query_async::<()>(&mut fresh).await?;
+                Ok::<_, ::redis::RedisError>(fresh)
+            })
+            .await;
+            let mut probe = link.probe_state();
+            probe.running = false;
+            match fresh {
+                Ok(Ok(fresh)) => {
+                    tracing::warn!(
+                        target: "ratelimit",
+                        "rate-limit store: checks kept timing out on the Redis connection while a new one answers; using the new one"
+                    );
+                    let mut connection = match link.connection.write() {
+                        Ok(connection) => connection,
+                        Err(poisoned) => poisoned.into_inner(),
+                    };
+                    *connection = (connection.0 + 1, fresh);
+                    link.stalled.store(0, Ordering::Relaxed);
+                    probe.backoff = PROBE_BACKOFF;
+                    probe.not_before = Instant::now() + PROBE_BACKOFF;
+                }
+                // Redis does not answer a new connection either: it is busy or down, and
+                // another connection would not help. Wait longer before trying again.
+                Ok(Err(_)) | Err(_) => {
+                    probe.not_before = Instant::now() + probe.backoff;
+                    probe.backoff = (probe.backoff * 2).min(PROBE_BACKOFF_MAX);
+                }
+            }
+        });
+    }
+}
+
+/// Reports a check that was given up before it ended (dropped by a caller's timer) as a
+/// timeout of its connection.
+struct Watch<'a> {
+    store: &'a RedisStore,
+    generation: u64,
+    ended: bool,
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.store.link.observe(self.generation, true, self.store);
         }
     }
 }
