@@ -53,18 +53,22 @@ impl IdentitySources {
     /// Reads `identity` off the request. The body is read only when a part needs it, and
     /// is always put back byte for byte.
     pub async fn extract(&self, req: &mut ServiceRequest, identity: Identity) -> ClientIdentity {
-        self.extract_with(req, identity, None).await
+        self.extract_with(req, identity, None, None).await
     }
 
-    /// [`IdentitySources::extract`], with the username the body submitted when it was read
-    /// already (`submitted`); the body is then not read again.
+    /// [`IdentitySources::extract`], with the client address and the username the body
+    /// submitted when they were read already (`client`, `submitted`): neither is read again.
     pub(crate) async fn extract_with(
         &self,
         req: &mut ServiceRequest,
         identity: Identity,
+        client: Option<Option<IpAddr>>,
         submitted: Option<Submitted>,
     ) -> ClientIdentity {
-        let ip = self.trusted_proxies.client_ip(req);
+        let ip = match client {
+            Some(client) => self.trusted_proxies.text(client),
+            None => self.trusted_proxies.client_ip(req),
+        };
         let mut submitted = match submitted {
             Some(submitted) => Some(submitted),
             None if reads_body(identity) => Some(self.username.read(req).await),

@@ -90,9 +90,11 @@ impl Limiter {
         };
         let mut response = service.call(req).await?;
         // A shadow limit is invisible to clients: no headers that would make them back off.
-        if !route.policy.shadow()
-            && !headers::already_limited(response.status(), response.headers())
-        {
+        // Where a declaration applies too, the route's own limiter answered inside, and its
+        // figures stand.
+        let inner_answered = route.is_default_policy()
+            && headers::already_limited(response.status(), response.headers());
+        if !route.policy.shadow() && !inner_answered {
             if let Some(binding) = decision.as_ref().and_then(Decision::binding) {
                 headers::insert(response.headers_mut(), self.headers, route, binding);
             }
@@ -205,7 +207,7 @@ impl Limiter {
     ) -> Decided {
         let identity = self
             .sources
-            .extract_with(req, route.policy.identity(), submitted)
+            .extract_with(req, route.policy.identity(), handle.client(), submitted)
             .await;
         self.decide_for(&identity, route, handle).await
     }

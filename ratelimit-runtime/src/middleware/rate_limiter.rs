@@ -6,6 +6,7 @@ use std::{
     cell::{Cell, OnceCell, RefCell},
     collections::HashMap,
     future::{ready, Ready},
+    net::IpAddr,
     rc::Rc,
     sync::{Arc, OnceLock},
     time::{Duration, Instant},
@@ -90,6 +91,9 @@ struct Passage {
     /// policy and a declaration both apply to its path) answers with it instead of waiting
     /// for the store again.
     store_error: RefCell<Option<StoreError>>,
+    /// The client address this limiter resolved before calling in, for its route guard
+    /// (the headers as they reached the App; resolved once).
+    client: Cell<Option<Option<IpAddr>>>,
     /// When the request's first store call would time out: a second call waits only for
     /// what is left.
     store_deadline: Cell<Option<Instant>>,
@@ -115,6 +119,7 @@ impl LimiterHandle {
             submitted: RefCell::default(),
             store_error: RefCell::default(),
             store_deadline: Cell::new(None),
+            client: Cell::new(None),
             outer,
         }))
     }
@@ -132,6 +137,21 @@ impl LimiterHandle {
     /// the request.
     pub(crate) fn take_username(&self) -> Option<Submitted> {
         self.0.submitted.borrow_mut().take()
+    }
+
+    /// The client address resolved for this request, if it was.
+    pub(crate) fn client(&self) -> Option<Option<IpAddr>> {
+        self.0.client.get()
+    }
+
+    /// Resolves the client address of `req` (once per request and limiter).
+    pub(crate) fn resolve_client(&self, req: &ServiceRequest) -> Option<IpAddr> {
+        if let Some(client) = self.0.client.get() {
+            return client;
+        }
+        let client = self.0.limiter.sources.trusted_proxies.resolve_request(req);
+        self.0.client.set(Some(client));
+        client
     }
 
     /// How the store failed this request, if it did (for any limiter of the chain).
@@ -503,7 +523,7 @@ where
             // Resolved now: a request that middleware on the way refuses with an error is
             // gone when the error comes back, and must still count. So is the username,
             // which must count the same whether or not the route's guard sees the request.
-            let client = limiter.sources.trusted_proxies.resolve_request(&req);
+            let client = handle.resolve_client(&req);
             let reads_body =
                 matches!(declaration.policy, Policy::Limited(p) if reads_body(p.identity()));
             // A request the declared route's guard never sees counts after the fact: against

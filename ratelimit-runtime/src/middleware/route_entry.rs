@@ -90,11 +90,7 @@ where
         // Resolved now: a request the route's middleware refuses with an error is gone when
         // the error comes back. The request itself is not kept: middleware below may need it
         // unshared (`ServiceRequest::headers_mut` panics on a shared request).
-        let client = handle
-            .limiter()
-            .sources
-            .trusted_proxies
-            .resolve_request(&req);
+        let client = handle.resolve_client(&req);
         let reads_body = reads_body(policy.identity());
         let service = Rc::clone(&self.service);
         let mut req = req;

@@ -131,6 +131,11 @@ impl RouteInfo {
         }
     }
 
+    /// Whether this is the App-level default policy rather than a declaration.
+    pub(crate) fn is_default_policy(&self) -> bool {
+        self.default_policy
+    }
+
     /// The key of `identity` on this route, under `prefix`.
     pub(crate) fn key(&self, prefix: &str, identity: &ClientIdentity) -> RouteKey {
         let mut cached = self.key_stem.borrow_mut();

@@ -3,7 +3,7 @@
 use std::{
     fmt,
     sync::{
-        atomic::{AtomicU32, Ordering},
+        atomic::{AtomicU32, AtomicU64, Ordering},
         Arc, Mutex, RwLock,
     },
     time::{Duration, Instant},
@@ -140,6 +140,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 struct Link {
     /// The connection, and how many have come before it.
     connection: RwLock<(u64, ConnectionManager)>,
+    /// That count, to compare without the lock.
+    generation: AtomicU64,
     /// Checks on the current connection that timed out in a row.
     stalled: AtomicU32,
     probe: Mutex<Probe>,
@@ -158,6 +160,7 @@ impl Link {
     fn new(connection: ConnectionManager) -> Self {
         Link {
             connection: RwLock::new((0, connection)),
+            generation: AtomicU64::new(0),
             stalled: AtomicU32::new(0),
             probe: Mutex::new(Probe {
                 running: false,
@@ -176,7 +179,7 @@ impl Link {
     }
 
     fn generation(&self) -> u64 {
-        self.current().0
+        self.generation.load(Ordering::Relaxed)
     }
 
     fn probe_state(&self) -> std::sync::MutexGuard<'_, Probe> {
@@ -235,6 +238,7 @@ impl Link {
                         Err(poisoned) => poisoned.into_inner(),
                     };
                     *connection = (connection.0 + 1, fresh);
+                    link.generation.store(connection.0, Ordering::Relaxed);
                     link.stalled.store(0, Ordering::Relaxed);
                     probe.backoff = PROBE_BACKOFF;
                     probe.not_before = Instant::now() + PROBE_BACKOFF;
