@@ -910,6 +910,25 @@ mod own_middleware {
         HttpResponse::Ok().body("panel")
     }
 
+    /// Takes its time (a session lookup, say).
+    pub async fn slow_session(
+        req: ServiceRequest,
+        next: Next<impl MessageBody + 'static>,
+    ) -> Result<ServiceResponse<impl MessageBody>, Error> {
+        tokio::time::sleep(std::time::Duration::from_millis(80)).await;
+        next.call(req).await
+    }
+
+    #[rate_limit(limit = 2, window = "1m", identity = "ip", fail = "open")]
+    #[get(
+        "/reports",
+        guard = "is_json",
+        wrap = "actix_web::middleware::from_fn(slow_session)"
+    )]
+    pub async fn reports() -> impl Responder {
+        HttpResponse::Ok().body("reports")
+    }
+
     pub fn is_json(ctx: &actix_web::guard::GuardContext<'_>) -> bool {
         ctx.head().headers().contains_key("accept")
     }
@@ -1307,21 +1326,34 @@ async fn a_request_two_policies_apply_to_asks_a_failed_store_once() {
     assert_eq!(store.0.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
 
-/// A store that answers after 40 ms (a degraded Redis), counting the answers it completes.
-#[derive(Clone, Default)]
-struct Slow(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+/// A store that answers after a delay (a degraded Redis), counting the answers it completes.
+#[derive(Clone)]
+struct Slow(
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    Duration,
+    std::sync::Arc<MemoryStore>,
+);
+
+impl Slow {
+    fn new(delay: Duration) -> Self {
+        Slow(
+            Default::default(),
+            delay,
+            std::sync::Arc::new(MemoryStore::new()),
+        )
+    }
+}
 
 impl ratelimit_runtime::store::Store for Slow {
     fn check<'a>(
         &'a self,
         request: ratelimit_runtime::store::CheckRequest<'a>,
     ) -> ratelimit_runtime::store::CheckFuture<'a> {
-        let answered = self.0.clone();
-        let memory = MemoryStore::new();
+        let (answered, delay, memory) = (self.0.clone(), self.1, self.2.clone());
         let limits = request.limits.to_vec();
         let key = request.key.clone();
         Box::pin(async move {
-            tokio::time::sleep(Duration::from_millis(40)).await;
+            tokio::time::sleep(delay).await;
             answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let request = ratelimit_runtime::store::CheckRequest {
                 key: &key,
@@ -1342,7 +1374,7 @@ async fn a_request_two_policies_apply_to_waits_the_timeout_once_in_all() {
     // Each check alone fits in the 50 ms timeout; the two checks of one request (the
     // default policy and `/feed`'s declaration) must too, together: the second gets what
     // the first left, and is given up.
-    let store = Slow::default();
+    let store = Slow::new(Duration::from_millis(40));
     let limiter = RateLimiter::new(store.clone())
         .clock(ManualClock::at(T0))
         .timeout(Duration::from_millis(50));
@@ -1353,6 +1385,25 @@ async fn a_request_two_policies_apply_to_waits_the_timeout_once_in_all() {
     // Fail open (a GET): the handler answers either way.
     assert_eq!(status_of(&app, req).await, 200);
     assert!(store.0.load(std::sync::atomic::Ordering::SeqCst) <= 1);
+}
+
+#[actix_web::test]
+async fn time_spent_in_middleware_between_two_checks_is_not_store_time() {
+    // `/reports`: the default policy and its declaration both apply (a custom guard), and
+    // its own middleware takes 80 ms between the two checks. The store answers in 2 ms;
+    // the declared 2 per minute must apply, not be given up for want of time.
+    let limiter = RateLimiter::new(Slow::new(Duration::from_millis(2)))
+        .clock(ManualClock::at(T0))
+        .timeout(Duration::from_millis(50));
+    let app = test::init_service(App::new().service(own_middleware::reports).wrap(limiter)).await;
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let req = from("203.0.113.7")
+            .uri("/reports")
+            .insert_header(("accept", "application/json"));
+        statuses.push(status_of(&app, req).await);
+    }
+    assert_eq!(statuses, [200, 200, 429, 429]);
 }
 
 async fn refuse() -> HttpResponse {

@@ -156,8 +156,9 @@ impl Limiter {
     }
 
     /// One store call for `key`, bounded by the timeout. A request checked twice (the
-    /// default policy and a declaration both apply to it) waits the timeout once in all:
-    /// the second call gets what the first left of it.
+    /// default policy and a declaration both apply to it) waits for the store at most the
+    /// timeout in all: the second call gets what the first left of it (time spent between
+    /// the two, in middleware, does not count).
     async fn check(
         &self,
         key: &RouteKey,
@@ -181,10 +182,10 @@ impl Limiter {
         let budget = own_timer
             .or_else(|| self.store.timeout())
             .unwrap_or(crate::store::DEFAULT_TIMEOUT);
-        let timer = match handle.store_deadline(started + budget) {
+        let timer = match handle.store_waited() {
             // The first call of the request.
             None => own_timer,
-            Some(deadline) => Some(deadline.saturating_duration_since(started)),
+            Some(waited) => Some(budget.saturating_sub(waited)),
         };
         let checked = match timer {
             Some(timeout) => tokio::time::timeout(timeout, check)
@@ -192,7 +193,9 @@ impl Limiter {
                 .unwrap_or_else(|_| Err(StoreError::timeout(budget))),
             None => check.await,
         };
-        telemetry::store_latency(route, started.elapsed());
+        let waited = started.elapsed();
+        handle.add_store_wait(waited);
+        telemetry::store_latency(route, waited);
         checked
     }
 

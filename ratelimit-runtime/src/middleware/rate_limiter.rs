@@ -9,7 +9,7 @@ use std::{
     net::IpAddr,
     rc::Rc,
     sync::{Arc, OnceLock},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use actix_web::{
@@ -94,9 +94,9 @@ struct Passage {
     /// The client address this limiter resolved before calling in, for its route guard
     /// (the headers as they reached the App; resolved once).
     client: Cell<Option<Option<IpAddr>>>,
-    /// When the request's first store call would time out: a second call waits only for
-    /// what is left.
-    store_deadline: Cell<Option<Instant>>,
+    /// How long the request has waited for the store so far, once it has: a second call
+    /// waits only for what is left of the timeout.
+    store_waited: Cell<Option<Duration>>,
     /// The handle of a `RateLimiter` further out (one on the App, another on a scope).
     outer: Option<LimiterHandle>,
 }
@@ -118,7 +118,7 @@ impl LimiterHandle {
             guarded: Cell::new(false),
             submitted: RefCell::default(),
             store_error: RefCell::default(),
-            store_deadline: Cell::new(None),
+            store_waited: Cell::new(None),
             client: Cell::new(None),
             outer,
         }))
@@ -161,17 +161,18 @@ impl LimiterHandle {
             .find_map(|passage| passage.store_error.borrow().clone())
     }
 
-    /// The deadline of an earlier store call of this request (for any limiter of the
-    /// chain); else none, and `deadline` becomes this request's.
-    pub(crate) fn store_deadline(&self, deadline: Instant) -> Option<Instant> {
-        let earlier = self
-            .0
+    /// How long the request has waited for the store (any limiter of the chain), if it
+    /// has called it.
+    pub(crate) fn store_waited(&self) -> Option<Duration> {
+        self.0
             .chain()
-            .find_map(|passage| passage.store_deadline.get());
-        if earlier.is_none() {
-            self.0.store_deadline.set(Some(deadline));
-        }
-        earlier
+            .find_map(|passage| passage.store_waited.get())
+    }
+
+    /// Adds `waited` to the request's wait for the store.
+    pub(crate) fn add_store_wait(&self, waited: Duration) {
+        let total = self.store_waited().unwrap_or_default() + waited;
+        self.0.store_waited.set(Some(total));
     }
 
     pub(crate) fn record_store_error(&self, error: &StoreError) {
