@@ -382,6 +382,29 @@ async fn a_body_the_limiter_cannot_read_does_not_trade_the_username_budget_for_o
 }
 
 #[actix_web::test]
+async fn an_upgrade_header_does_not_hide_the_username() {
+    // Only a WebSocket handshake turns the payload into the connection; with any other
+    // `Upgrade` the handler reads the body as usual, and so does the limiter.
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(App::new().service(reset).wrap(limiter)).await;
+    let mut statuses = Vec::new();
+    for i in 0..3 {
+        let req = from(&format!("198.51.100.{i}"))
+            .method(actix_web::http::Method::POST)
+            .uri("/reset")
+            .insert_header(("upgrade", "h2c"))
+            .insert_header(("content-type", "application/json"))
+            .set_payload(r#"{"username": "alice"}"#);
+        statuses.push(status_of(&app, req).await);
+    }
+    assert_eq!(
+        statuses,
+        [200, 200, 429],
+        "2 per 5 minutes for alice, from any address"
+    );
+}
+
+#[actix_web::test]
 async fn stacked_limits_must_all_pass() {
     let server = RedisServer::start();
     let clock = ManualClock::at(T0);

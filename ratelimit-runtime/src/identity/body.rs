@@ -101,11 +101,20 @@ impl UsernameField {
     }
 }
 
-/// Whether the request says it carries a body (`Content-Length` above 0, or
-/// `Transfer-Encoding`) and is not an upgrade.
+/// Whether the request carries a body, as actix's HTTP/1 decoder frames one: chunked, else
+/// none for a WebSocket handshake (its payload is the upgraded connection itself), else as
+/// long as `Content-Length` says. HTTP/2 and 3 frame a body without either header, and
+/// their payload ends with the stream, so reading an empty one does not wait.
 fn declares_body(req: &ServiceRequest) -> bool {
     let headers = req.headers();
-    if headers.contains_key(UPGRADE) || req.method() == Method::CONNECT {
+    if headers.contains_key(TRANSFER_ENCODING) {
+        return true;
+    }
+    let websocket = headers
+        .get(UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("websocket"));
+    if websocket {
         return false;
     }
     let length = headers
@@ -114,9 +123,7 @@ fn declares_body(req: &ServiceRequest) -> bool {
         .and_then(|v| v.trim().parse::<u64>().ok());
     match length {
         Some(length) => length > 0,
-        // HTTP/2 and 3 frame a body without either header; their payload ends with the
-        // stream, so reading an empty one does not wait.
-        None => headers.contains_key(TRANSFER_ENCODING) || req.version() >= Version::HTTP_2,
+        None => req.version() >= Version::HTTP_2 && req.method() != Method::CONNECT,
     }
 }
 
@@ -141,10 +148,19 @@ mod tests {
         ));
         assert!(declares(TestRequest::post().version(Version::HTTP_2)));
         // A WebSocket handshake's payload is the connection: never waited for.
-        let upgrade = TestRequest::get()
+        assert!(!declares(
+            TestRequest::get().insert_header((UPGRADE, " WebSocket "))
+        ));
+        // Any other `Upgrade` leaves the body to actix's usual framing, and the handler
+        // reads it: so does the limiter.
+        let h2c = TestRequest::post()
+            .insert_header((UPGRADE, "h2c"))
+            .insert_header((CONTENT_LENGTH, "5"));
+        assert!(declares(h2c));
+        let chunked = TestRequest::get()
             .insert_header((UPGRADE, "websocket"))
             .insert_header((TRANSFER_ENCODING, "chunked"));
-        assert!(!declares(upgrade));
+        assert!(declares(chunked));
     }
 }
 
