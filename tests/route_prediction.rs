@@ -313,3 +313,41 @@ async fn two_declared_routes_on_one_path_count_apart() {
         assert!(keys.iter().any(|key| key.contains(&segment)), "{keys:?}");
     }
 }
+
+#[rate_limit(limit = 1, window = "1m", identity = "ip")]
+#[get("/things")]
+async fn scoped_things_v2() -> impl Responder {
+    HttpResponse::Ok().body("v2")
+}
+
+#[rate_limit(limit = 3, window = "1m", identity = "ip")]
+#[get("/api/things")]
+async fn root_things_v1() -> impl Responder {
+    HttpResponse::Ok().body("v1")
+}
+
+#[actix_web::test]
+async fn two_declared_routes_on_one_full_path_count_apart() {
+    // Written differently (`/things` in a guarded `/api` scope, `/api/things` at the root),
+    // mounted at the same full pattern.
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(
+        App::new()
+            .service(
+                web::scope("/api")
+                    .guard(guard::Header("x-api-version", "2"))
+                    .service(scoped_things_v2),
+            )
+            .service(root_things_v1)
+            .wrap(limiter),
+    )
+    .await;
+    let v2 = || {
+        from("203.0.113.7")
+            .uri("/api/things")
+            .insert_header(("x-api-version", "2"))
+    };
+    assert_eq!(statuses_of(&app, 2, v2).await, [200, 429]);
+    let v1 = || from("203.0.113.7").uri("/api/things");
+    assert_eq!(statuses_of(&app, 4, v1).await, [200, 200, 200, 429]);
+}

@@ -1,6 +1,6 @@
 //! Every `#[rate_limit]` declaration linked into the program, collected through `inventory`.
 
-use std::{collections::HashMap, fmt, sync::OnceLock};
+use std::fmt;
 
 use crate::policy::{FailMode, Policy};
 
@@ -44,48 +44,6 @@ impl RouteDeclaration {
     /// `GET|HEAD /path`.
     pub fn route(&self) -> String {
         format!("{} {}", self.methods.join("|"), self.path)
-    }
-
-    /// What tells this declaration's keys apart from those of another declaration with the
-    /// same path and a method in common (two routes the router tells apart by a guard: a
-    /// custom guard, or scopes for virtual hosts), which would otherwise count in the same
-    /// keys: its handler's name (`fn.items_v2`), hashed when that name is not unique among
-    /// them. `None` for a declaration alone on its path, whose keys carry no such segment.
-    pub(crate) fn route_discriminator(&self) -> Option<&'static str> {
-        static DISCRIMINATORS: OnceLock<HashMap<&'static str, String>> = OnceLock::new();
-        DISCRIMINATORS
-            .get_or_init(|| {
-                let all: Vec<&'static RouteDeclaration> = declarations().collect();
-                let shares = |a: &RouteDeclaration, b: &RouteDeclaration| {
-                    a.path == b.path
-                        && (a.methods.is_empty()
-                            || b.methods.is_empty()
-                            || a.methods.iter().any(|m| b.methods.contains(m)))
-                };
-                let mut discriminators = HashMap::new();
-                for declaration in &all {
-                    let group: Vec<_> = all
-                        .iter()
-                        .filter(|other| !std::ptr::eq(**other, *declaration))
-                        .filter(|other| shares(declaration, other))
-                        .collect();
-                    if group.is_empty() {
-                        continue;
-                    }
-                    let unique = group
-                        .iter()
-                        .all(|other| other.function != declaration.function);
-                    let segment = if unique {
-                        format!("fn.{}", declaration.function)
-                    } else {
-                        format!("fn.{}", crate::key::short_hash(declaration.marker_name()))
-                    };
-                    discriminators.insert(declaration.marker_name(), segment);
-                }
-                discriminators
-            })
-            .get(self.marker_name())
-            .map(String::as_str)
     }
 }
 

@@ -29,6 +29,8 @@ pub struct DeclaredRoutes {
     /// The methods the resources at each full path answer (from their method guards);
     /// `None`: any method.
     served: HashMap<String, Option<Vec<Method>>>,
+    /// Every declaration mounted at each full path, those behind custom guards included.
+    all_at: HashMap<String, Vec<&'static RouteDeclaration>>,
 }
 
 impl DeclaredRoutes {
@@ -48,7 +50,44 @@ impl DeclaredRoutes {
             declarations.push(mounted.declaration);
         }
         collect_served(&tree.root, &mut routes.served);
+        let markers = markers();
+        collect_all(&tree.root, &markers, &mut routes.all_at);
         routes
+    }
+
+    /// What tells `declaration`'s keys apart from those of another declaration mounted at
+    /// the same full pattern with a method in common (two routes the router tells apart by
+    /// a guard: a custom guard, or scopes for virtual hosts), which would otherwise count in
+    /// the same keys: its handler's name (`fn.items_v2`), hashed when that name is not unique
+    /// among them. `None` for a declaration alone there, whose keys carry no such segment.
+    pub fn discriminator(
+        &self,
+        declaration: &'static RouteDeclaration,
+        method: &Method,
+        full_path: &str,
+    ) -> Option<String> {
+        let takes = |d: &RouteDeclaration| {
+            d.methods.is_empty() || d.methods.iter().any(|m| *m == method.as_str())
+        };
+        let others: Vec<_> = self
+            .all_at
+            .get(full_path)?
+            .iter()
+            .filter(|other| !std::ptr::eq(**other, declaration) && takes(other))
+            .collect();
+        if others.is_empty() {
+            return None;
+        }
+        Some(
+            if others
+                .iter()
+                .all(|other| other.function != declaration.function)
+            {
+                format!("fn.{}", declaration.function)
+            } else {
+                format!("fn.{}", crate::key::short_hash(declaration.marker_name()))
+            },
+        )
     }
 
     /// The declared route a request with `method` to `path` reaches when the first pattern
@@ -120,11 +159,35 @@ fn collect_served(node: &IntrospectionNode, served: &mut HashMap<String, Option<
     }
 }
 
+/// Every declaration linked into the program, by marker name.
+fn markers() -> HashMap<&'static str, &'static RouteDeclaration> {
+    registry::declarations()
+        .map(|d| (d.marker_name(), d))
+        .collect()
+}
+
+/// Every declaration whose marker guards a node, by the node's full path.
+fn collect_all(
+    node: &IntrospectionNode,
+    markers: &HashMap<&str, &'static RouteDeclaration>,
+    all_at: &mut HashMap<String, Vec<&'static RouteDeclaration>>,
+) {
+    for guard in &node.guards {
+        if let Some(declaration) = marker_of(guard).and_then(|m| markers.get(marker_name(m))) {
+            let at = all_at.entry(node.full_path.clone()).or_default();
+            if !at.iter().any(|d| std::ptr::eq(*d, *declaration)) {
+                at.push(declaration);
+            }
+        }
+    }
+    for child in &node.children {
+        collect_all(child, markers, all_at);
+    }
+}
+
 /// Every declaration mounted in the tree, with the full path it is mounted at.
 pub fn mounted_declarations(tree: &IntrospectionTree) -> Vec<MountedDeclaration> {
-    let markers: HashMap<&str, &'static RouteDeclaration> = registry::declarations()
-        .map(|d| (d.marker_name(), d))
-        .collect();
+    let markers = markers();
     let mut found = Vec::new();
     walk(&tree.root, &markers, false, &mut found);
     found

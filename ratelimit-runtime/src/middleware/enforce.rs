@@ -2,6 +2,7 @@
 //! handler, 429, or 503.
 
 use std::{
+    cell::OnceCell,
     net::IpAddr,
     sync::Arc,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
@@ -16,6 +17,7 @@ use actix_web::{
 
 use super::{
     answer,
+    declared_routes::DeclaredRoutes,
     flood_shield::{Blocked, FloodShield},
     headers::{self, HeaderFamilies},
     rate_limiter::LimiterHandle,
@@ -55,6 +57,8 @@ pub(crate) struct Limiter {
     /// Shared by every worker.
     pub(crate) shield: Arc<FloodShield>,
     pub(crate) unavailable_retry_secs: u64,
+    /// The App's declared routes, read off its route introspection on the first request.
+    pub(crate) declared: OnceCell<DeclaredRoutes>,
 }
 
 impl Limiter {

@@ -357,6 +357,7 @@ impl RateLimiter {
             headers: self.headers,
             shield: Arc::clone(shield),
             unavailable_retry_secs: self.unavailable_retry_secs,
+            declared: OnceCell::new(),
         })
     }
 }
@@ -377,7 +378,6 @@ where
             service: Rc::new(service),
             limiter: self.worker_limiter(),
             config: self.clone(),
-            declared: Rc::new(OnceCell::new()),
             defaults: RefCell::default(),
             unguarded: Rc::default(),
             counted_routes: Rc::default(),
@@ -390,7 +390,6 @@ pub struct RateLimiterService<S> {
     service: Rc<S>,
     limiter: Rc<Limiter>,
     config: RateLimiter,
-    declared: Rc<OnceCell<DeclaredRoutes>>,
     /// Undeclared routes seen so far, by method label and pattern (bounded: patterns come
     /// from the App, methods are folded by `method_label`).
     defaults: RefCell<DefaultRoutes>,
@@ -408,10 +407,11 @@ type CountedRoutes = RefCell<HashMap<(String, Method), Rc<RouteInfo>>>;
 /// guard's.
 fn counted_route(
     routes: &CountedRoutes,
-    declaration: &RouteDeclaration,
+    declaration: &'static RouteDeclaration,
     pattern: String,
     method: Method,
     policy: RoutePolicy,
+    declared: Option<&DeclaredRoutes>,
 ) -> Rc<RouteInfo> {
     let mut routes = routes.borrow_mut();
     let route = routes
@@ -422,6 +422,7 @@ fn counted_route(
                 method,
                 Some(pattern.clone()),
                 policy,
+                declared,
             ))
         });
     Rc::clone(route)
@@ -482,7 +483,7 @@ where
                 answer.map(ServiceResponse::map_into_left_body)
             });
         }
-        let declared = self.declared.get_or_init(|| {
+        let declared = self.limiter.declared.get_or_init(|| {
             // Without the introspection tree no route counts as declared: every request
             // then also gets the default policy (fail safe, never unlimited).
             req.app_data::<web::Data<IntrospectionTree>>()
@@ -547,9 +548,14 @@ where
                 }
                 handle.mark_counted();
                 let route = |pattern: String, method: Method| match &counts {
-                    Counts::Declared(policy) => {
-                        counted_route(&counted_routes, declaration, pattern, method, *policy)
-                    }
+                    Counts::Declared(policy) => counted_route(
+                        &counted_routes,
+                        declaration,
+                        pattern,
+                        method,
+                        *policy,
+                        limiter.declared.get(),
+                    ),
                     Counts::Default(route) => Rc::clone(route),
                 };
                 let response = match answer {

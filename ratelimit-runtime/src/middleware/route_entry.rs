@@ -86,7 +86,10 @@ where
             let answer = self.service.call(req);
             return Box::pin(async move { answer.await.map(ServiceResponse::map_into_left_body) });
         };
-        let route = self.routes.route(declaration, req.request(), policy);
+        let declared = handle.limiter().declared.get();
+        let route = self
+            .routes
+            .route(declaration, req.request(), policy, declared);
         // Resolved now: a request the route's middleware refuses with an error is gone when
         // the error comes back. The request itself is not kept: middleware below may need it
         // unshared (`ServiceRequest::headers_mut` panics on a shared request).

@@ -15,7 +15,9 @@ use actix_web::{
 };
 use futures_util::future::LocalBoxFuture;
 
-use super::{answer, rate_limiter::LimiterHandle, route_info::RouteInfo};
+use super::{
+    answer, declared_routes::DeclaredRoutes, rate_limiter::LimiterHandle, route_info::RouteInfo,
+};
 use crate::{
     policy::{Policy, RoutePolicy},
     registry::RouteDeclaration,
@@ -63,9 +65,10 @@ pub(crate) struct RoutesByMethod(RefCell<Vec<(Method, Rc<RouteInfo>)>>);
 impl RoutesByMethod {
     pub(crate) fn route(
         &self,
-        declaration: &RouteDeclaration,
+        declaration: &'static RouteDeclaration,
         req: &HttpRequest,
         policy: RoutePolicy,
+        declared: Option<&DeclaredRoutes>,
     ) -> Rc<RouteInfo> {
         let mut routes = self.0.borrow_mut();
         if let Some((_, route)) = routes.iter().find(|(m, _)| m == req.method()) {
@@ -76,6 +79,7 @@ impl RoutesByMethod {
             req.method(),
             req.match_pattern(),
             policy,
+            declared,
         ));
         routes.push((req.method().clone(), Rc::clone(&route)));
         route
@@ -118,7 +122,10 @@ where
             }
             Policy::Limited(policy) => policy,
         };
-        let route = self.routes.route(declaration, req.request(), policy);
+        let declared = handle.as_ref().and_then(|h| h.limiter().declared.get());
+        let route = self
+            .routes
+            .route(declaration, req.request(), policy, declared);
         Box::pin(async move {
             let Some(handle) = handle else {
                 tracing::error!(

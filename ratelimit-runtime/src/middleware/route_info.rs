@@ -5,7 +5,10 @@ use std::cell::RefCell;
 
 use actix_web::http::{header::HeaderValue, Method};
 
-use super::{answer::Rejection, headers::policy_name, telemetry::RouteMetrics};
+use super::{
+    answer::Rejection, declared_routes::DeclaredRoutes, headers::policy_name,
+    telemetry::RouteMetrics,
+};
 use crate::{
     identity::ClientIdentity, key::RouteKey, policy::RoutePolicy, registry::RouteDeclaration,
 };
@@ -36,9 +39,9 @@ pub(crate) struct RouteInfo {
     /// Whether this is the App-level default policy rather than a declaration: its keys
     /// then carry [`DEFAULT_POLICY_SEGMENT`].
     default_policy: bool,
-    /// What the keys of a declaration that shares its path and method with another carry
-    /// after the pattern (`|fn.items_v2`, see `RouteDeclaration::route_discriminator`).
-    discriminator: Option<&'static str>,
+    /// What the keys of a declaration that shares its full pattern and method with another
+    /// carry after the pattern (`|fn.items_v2`, see `DeclaredRoutes::discriminator`).
+    discriminator: Option<String>,
     /// The key prefix and the key stem of this route under it (`rl:{GET:/orders/:id`),
     /// built on first use.
     key_stem: RefCell<Option<(String, String)>>,
@@ -109,16 +112,19 @@ impl RouteInfo {
     }
 
     /// The declared route as a request with `method` reached it: under its full `pattern`,
-    /// else the declared path.
+    /// else the declared path; `declared`, the App's declared routes, tells it apart from
+    /// another declaration there.
     pub(crate) fn declared(
-        declaration: &RouteDeclaration,
+        declaration: &'static RouteDeclaration,
         method: &Method,
         pattern: Option<String>,
         policy: RoutePolicy,
+        declared: Option<&DeclaredRoutes>,
     ) -> Self {
         let pattern = pattern.unwrap_or_else(|| declaration.path.to_owned());
         RouteInfo {
-            discriminator: declaration.route_discriminator(),
+            discriminator: declared
+                .and_then(|routes| routes.discriminator(declaration, method, &pattern)),
             ..RouteInfo::new(declaration.function, method.as_str(), pattern, policy)
         }
     }
@@ -146,7 +152,7 @@ impl RouteInfo {
                 if self.default_policy {
                     stem.push_str(DEFAULT_POLICY_SEGMENT);
                 }
-                if let Some(discriminator) = self.discriminator {
+                if let Some(discriminator) = &self.discriminator {
                     stem.push('|');
                     stem.push_str(discriminator);
                 }
