@@ -93,11 +93,12 @@ pub(crate) fn insert(
     }
 }
 
-/// Whether a response already carries a limiter's headers (or is a 429): where the default
-/// policy and a declaration both apply to a request, the route's own limiter answered
-/// inside, and its figures stand.
+/// Whether a response already carries a limiter's headers (or is a 429, or a 503 that a
+/// limiter failing closed gives): where the default policy and a declaration both apply to
+/// a request, the route's own limiter answered inside, and its figures stand.
 pub(crate) fn already_limited(status: StatusCode, headers: &HeaderMap) -> bool {
     status == StatusCode::TOO_MANY_REQUESTS
+        || status == StatusCode::SERVICE_UNAVAILABLE
         || headers.contains_key(X_LIMIT)
         || headers.contains_key(POLICY)
         || headers.contains_key(RATELIMIT)
