@@ -1475,6 +1475,24 @@ async fn where_two_policies_apply_the_routes_own_headers_stand() {
     assert_eq!(header(&res, "x-ratelimit-remaining"), "0");
 }
 
+async fn database_down() -> HttpResponse {
+    HttpResponse::ServiceUnavailable().body("database down")
+}
+
+#[actix_web::test]
+async fn an_undeclared_routes_own_503_keeps_the_default_policys_headers() {
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(
+        App::new()
+            .route("/down", web::get().to(database_down))
+            .wrap(limiter),
+    )
+    .await;
+    let res = test::call_service(&app, from("203.0.113.7").uri("/down").to_request()).await;
+    assert_eq!(res.status(), 503);
+    assert_eq!(header(&res, "x-ratelimit-remaining"), "119");
+}
+
 #[actix_web::test]
 async fn a_custom_guard_does_not_make_the_default_policy_count_in_the_declared_budget() {
     let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));

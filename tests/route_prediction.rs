@@ -351,3 +351,30 @@ async fn two_declared_routes_on_one_full_path_count_apart() {
     let v1 = || from("203.0.113.7").uri("/api/things");
     assert_eq!(statuses_of(&app, 4, v1).await, [200, 200, 200, 429]);
 }
+
+#[actix_web::test]
+async fn two_declared_routes_on_one_path_count_apart_under_a_scopes_limiter() {
+    // The App's limiter counts the ambiguous path under the default policy first; the
+    // scope's limiter, which the route guards belong to, must still tell the two apart.
+    let store = Arc::new(MemoryStore::new());
+    let limiter = RateLimiter::from_arc(store.clone()).clock(ManualClock::at(T0));
+    let app = test::init_service(
+        App::new()
+            .service(
+                web::scope("/v")
+                    .wrap(limiter.clone())
+                    .service(items_v2)
+                    .service(items_v1),
+            )
+            .wrap(limiter),
+    )
+    .await;
+    let v2 = || {
+        from("203.0.113.7")
+            .uri("/v/items")
+            .insert_header(("x-api-version", "2"))
+    };
+    assert_eq!(statuses_of(&app, 2, v2).await, [200, 429]);
+    let v1 = || from("203.0.113.7").uri("/v/items");
+    assert_eq!(statuses_of(&app, 4, v1).await, [200, 200, 200, 429]);
+}

@@ -110,10 +110,10 @@ fn declares_body(req: &ServiceRequest) -> bool {
     if headers.contains_key(TRANSFER_ENCODING) {
         return true;
     }
-    let websocket = headers
-        .get(UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("websocket"));
+    let websocket = headers.get_all(UPGRADE).any(|v| {
+        v.to_str()
+            .is_ok_and(|v| v.trim().eq_ignore_ascii_case("websocket"))
+    });
     if websocket {
         return false;
     }
@@ -157,6 +157,12 @@ mod tests {
             .insert_header((UPGRADE, "h2c"))
             .insert_header((CONTENT_LENGTH, "5"));
         assert!(declares(h2c));
+        // actix takes any `Upgrade: websocket` line for a handshake.
+        let second_line = TestRequest::get()
+            .append_header((UPGRADE, "h2c"))
+            .append_header((UPGRADE, "websocket"))
+            .insert_header((CONTENT_LENGTH, "5"));
+        assert!(!declares(second_line));
         let chunked = TestRequest::get()
             .insert_header((UPGRADE, "websocket"))
             .insert_header((TRANSFER_ENCODING, "chunked"));

@@ -94,10 +94,9 @@ impl Limiter {
         };
         let mut response = service.call(req).await?;
         // A shadow limit is invisible to clients: no headers that would make them back off.
-        // Where a declaration applies too, the route's own limiter answered inside, and its
-        // figures stand.
-        let inner_answered = route.is_default_policy()
-            && headers::already_limited(response.status(), response.headers());
+        // Where a declaration applies too and its own limiter counted the request inside,
+        // that limiter's figures (or its 429 or 503) stand.
+        let inner_answered = route.is_default_policy() && handle.guarded();
         if !route.policy.shadow() && !inner_answered {
             if let Some(binding) = decision.as_ref().and_then(Decision::binding) {
                 headers::insert(response.headers_mut(), self.headers, route, binding);

@@ -1,10 +1,7 @@
 //! Rate-limit response headers: the conventional `X-RateLimit-*` family and the IETF draft
 //! fields `RateLimit-Policy` / `RateLimit` (draft-ietf-httpapi-ratelimit-headers).
 
-use actix_web::http::{
-    header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER},
-    StatusCode,
-};
+use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
 use super::route_info::RouteInfo;
 use crate::store::LimitState;
@@ -91,17 +88,6 @@ pub(crate) fn insert(
             }
         }
     }
-}
-
-/// Whether a response already carries a limiter's headers (or is a 429, or a 503 that a
-/// limiter failing closed gives): where the default policy and a declaration both apply to
-/// a request, the route's own limiter answered inside, and its figures stand.
-pub(crate) fn already_limited(status: StatusCode, headers: &HeaderMap) -> bool {
-    status == StatusCode::TOO_MANY_REQUESTS
-        || status == StatusCode::SERVICE_UNAVAILABLE
-        || headers.contains_key(X_LIMIT)
-        || headers.contains_key(POLICY)
-        || headers.contains_key(RATELIMIT)
 }
 
 pub(crate) fn retry_after(headers: &mut HeaderMap, seconds: u64) {

@@ -474,6 +474,15 @@ where
         let outer = req.extensions().get::<LimiterHandle>().cloned();
         let handle = LimiterHandle::new(&self.limiter, outer);
         req.extensions_mut().insert(handle.clone());
+        // Read before anything else: the route guards under this limiter name their keys
+        // by it, whether or not this limiter counts the request.
+        let declared = self.limiter.declared.get_or_init(|| {
+            // Without the introspection tree no route counts as declared: every request
+            // then also gets the default policy (fail safe, never unlimited).
+            req.app_data::<web::Data<IntrospectionTree>>()
+                .map(|tree| DeclaredRoutes::from_tree(tree))
+                .unwrap_or_default()
+        });
         if handle.counted() {
             // A limiter further out has counted the request (its default policy): once is
             // enough.
@@ -483,13 +492,6 @@ where
                 answer.map(ServiceResponse::map_into_left_body)
             });
         }
-        let declared = self.limiter.declared.get_or_init(|| {
-            // Without the introspection tree no route counts as declared: every request
-            // then also gets the default policy (fail safe, never unlimited).
-            req.app_data::<web::Data<IntrospectionTree>>()
-                .map(|tree| DeclaredRoutes::from_tree(tree))
-                .unwrap_or_default()
-        });
         let guarded = |pattern: &str| {
             !self
                 .unguarded
