@@ -528,6 +528,26 @@ async fn limits_keep_counting_while_their_slot_migrates() {
     }
 }
 
+/// One check of [`login`] against [`limits`] on the store's own clock.
+async fn check_login(store: &RedisStore) -> Result<Decision, StoreError> {
+    let (key, limits) = (login(), limits());
+    let request = CheckRequest {
+        key: &key,
+        limits: &limits,
+        now_millis: None,
+    };
+    store.check(request).await
+}
+
+/// Waits until `store` answers (its connection is made in the background).
+async fn until_connected(store: &RedisStore) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while check_login(store).await.is_err() {
+        assert!(Instant::now() < deadline, "the store never connected");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The path to Redis goes silent without a reset: the connection manager sees no error (a
 /// check's timeout just drops its request), so without help every later check would time
 /// out until the kernel gives up retransmitting, a quarter of an hour, although Redis
@@ -539,19 +559,8 @@ async fn a_connection_that_goes_silent_is_replaced() {
         .unwrap();
     let proxy = support::Proxy::start(server.port()).await;
     let store = RedisStore::builder(proxy.url()).build().await.unwrap();
-    let (key, limits) = (login(), limits());
-    let check = || {
-        store.check(CheckRequest {
-            key: &key,
-            limits: &limits,
-            now_millis: None,
-        })
-    };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while check().await.is_err() {
-        assert!(Instant::now() < deadline, "the store never connected");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let check = || check_login(&store);
+    until_connected(&store).await;
     // A replacement waits at least a second after the connection was made.
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     proxy.freeze();
@@ -592,20 +601,9 @@ async fn a_silent_connection_is_replaced_under_a_callers_shorter_timeout() {
         .build()
         .await
         .unwrap();
-    let (key, limits) = (login(), limits());
-    let check = || async {
-        let request = CheckRequest {
-            key: &key,
-            limits: &limits,
-            now_millis: None,
-        };
-        tokio::time::timeout(Duration::from_millis(30), store.check(request)).await
-    };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !matches!(check().await, Ok(Ok(_))) {
-        assert!(Instant::now() < deadline, "the store never connected");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // The caller gives up after 30 ms, the store would wait 200.
+    let check = || tokio::time::timeout(Duration::from_millis(30), check_login(&store));
+    until_connected(&store).await;
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     proxy.freeze();
     let started = Instant::now();
@@ -632,19 +630,8 @@ async fn a_busy_redis_is_not_sent_a_stream_of_connections() {
     .await
     .unwrap();
     let store = RedisStore::builder(server.url()).build().await.unwrap();
-    let (key, limits) = (login(), limits());
-    let check = || {
-        store.check(CheckRequest {
-            key: &key,
-            limits: &limits,
-            now_millis: None,
-        })
-    };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while check().await.is_err() {
-        assert!(Instant::now() < deadline, "the store never connected");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let check = || check_login(&store);
+    until_connected(&store).await;
     let received = |conn: &mut redis::Connection| -> u64 {
         let info: String = redis::cmd("INFO").arg("stats").query(conn).unwrap();
         info.lines()
