@@ -105,6 +105,33 @@ impl Limiter {
         Ok(response.map_into_left_body())
     }
 
+    /// Counts, after the fact, a request that something else answered before its route's
+    /// guard saw it (the route's own middleware, a scope's, or another resource on the
+    /// path): the answer to send on. A refusal, as an answer or as an error, becomes the
+    /// route's 429 when the client is over the limit; a success is counted and kept (it
+    /// may have done what the client asked, and a 429 would invite a retry). `client`: the
+    /// address resolved before the request was passed on, for an error (which carries no
+    /// request).
+    pub(crate) async fn count_answered<B>(
+        &self,
+        answer: Result<ServiceResponse<B>, Error>,
+        route: &RouteInfo,
+        client: Option<IpAddr>,
+        handle: &LimiterHandle,
+    ) -> Result<ServiceResponse<EitherBody<B>>, Error> {
+        match answer {
+            Ok(response) => {
+                let refused = is_refusal(response.status());
+                let request = response.request().clone();
+                match self.charge(request, route, refused, handle).await {
+                    Some(too_many) => Ok(too_many.map_into_right_body()),
+                    None => Ok(response.map_into_left_body()),
+                }
+            }
+            Err(error) => Err(self.charge_refused(client, route, error, handle).await),
+        }
+    }
+
     /// Counts a request that something else already answered (the route's own middleware
     /// refused it before the route's guard ran, or another resource on the path served it):
     /// the 429 to send instead when that answer was a refusal and the client is over the
@@ -112,7 +139,7 @@ impl Limiter {
     /// 429 would invite a retry); a store error keeps the answer too: nothing is left to
     /// protect. The body is gone by now: a username counts as the one `handle` read before
     /// the body was passed on, else as unreadable.
-    pub(crate) async fn charge(
+    async fn charge(
         &self,
         request: HttpRequest,
         route: &RouteInfo,
@@ -139,7 +166,7 @@ impl Limiter {
     /// `handle` read from its body (else as unreadable; [`IdentitySources::refused`]). The
     /// error to send on: a 429 instead when the client is over the limit (the original error
     /// stays its cause, for logs), else the error itself.
-    pub(crate) async fn charge_refused(
+    async fn charge_refused(
         &self,
         client: Option<IpAddr>,
         route: &RouteInfo,

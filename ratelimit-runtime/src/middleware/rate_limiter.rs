@@ -549,34 +549,16 @@ where
                     return answer.map(ServiceResponse::map_into_left_body);
                 }
                 handle.mark_counted();
-                let route = |pattern: String, method: Method| match &counts {
-                    Counts::Declared(policy) => counted_route(
-                        &counted_routes,
-                        declaration,
-                        pattern,
-                        method,
-                        *policy,
-                        limiter.declared.get(),
-                    ),
-                    Counts::Default(route) => Rc::clone(route),
-                };
-                let response = match answer {
-                    Ok(response) => response,
-                    // A scope's middleware (auth, say) refused the request with an error
-                    // before it reached the declared route: it counts all the same.
-                    Err(error) => {
-                        let route = route(pattern, method);
-                        return Err(limiter.charge_refused(client, &route, error, &handle).await);
-                    }
-                };
-                let refused = is_refusal(response.status());
                 // A success the declared guard never saw was served by another resource on
                 // the same path (one registered earlier, or one without the declared route's
                 // custom guard): from now on this worker applies the default policy to it.
                 // A refusal (an error, or a redirect to a login page) does not mark the path:
                 // a scope's middleware (auth, say) may have refused the request before it
                 // reached the declared route.
-                if !refused {
+                if answer
+                    .as_ref()
+                    .is_ok_and(|response| !is_refusal(response.status()))
+                {
                     tracing::error!(
                         target: "ratelimit",
                         route = %format!("{method} {pattern}"),
@@ -588,14 +570,21 @@ where
                         .or_default()
                         .push(method.clone());
                 }
-                // Either way the request counts, after the fact; a refusal over the limit
-                // becomes a 429 (a success is kept: it may have done what the client asked).
-                let route = route(pattern, method);
-                let request = response.request().clone();
-                match limiter.charge(request, &route, refused, &handle).await {
-                    Some(too_many) => Ok(too_many.map_into_right_body()),
-                    None => Ok(response.map_into_left_body()),
-                }
+                // Either way the request counts, after the fact.
+                let route = match &counts {
+                    Counts::Declared(policy) => counted_route(
+                        &counted_routes,
+                        declaration,
+                        pattern,
+                        method,
+                        *policy,
+                        limiter.declared.get(),
+                    ),
+                    Counts::Default(route) => Rc::clone(route),
+                };
+                limiter
+                    .count_answered(answer, &route, client, &handle)
+                    .await
             });
         }
         let limiter = Rc::clone(&self.limiter);

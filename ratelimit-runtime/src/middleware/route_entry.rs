@@ -23,7 +23,7 @@ use actix_web::{
 };
 use futures_util::future::LocalBoxFuture;
 
-use super::{enforce::is_refusal, rate_limiter::LimiterHandle, route_guard::RoutesByMethod};
+use super::{rate_limiter::LimiterHandle, route_guard::RoutesByMethod};
 use crate::{identity::reads_body, policy::Policy, registry::RouteDeclaration};
 
 /// Counts what a declared route's own middleware refuses. Emitted by `#[rate_limit]` on
@@ -110,19 +110,9 @@ where
             // Counted here: the App-level middleware must not count it again.
             handle.mark_guarded();
             let limiter = handle.limiter();
-            match answer {
-                // A success the middleware gave itself (a cache, say) is counted but kept:
-                // it may have done what the client asked, and a 429 would invite a retry.
-                Ok(response) => {
-                    let refused = is_refusal(response.status());
-                    let request = response.request().clone();
-                    match limiter.charge(request, &route, refused, &handle).await {
-                        Some(too_many) => Ok(too_many.map_into_right_body()),
-                        None => Ok(response.map_into_left_body()),
-                    }
-                }
-                Err(error) => Err(limiter.charge_refused(client, &route, error, &handle).await),
-            }
+            limiter
+                .count_answered(answer, &route, client, &handle)
+                .await
         })
     }
 }
