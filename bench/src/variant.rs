@@ -19,16 +19,21 @@ pub enum Variant {
     /// (f) the floor with one connection per actix worker, made on the worker's thread (this
     /// project's layout), instead of one per process.
     FloorPerWorker,
+    /// (g) no limiter, answering every `/flood` request with this project's 429 (captured
+    /// once from its fixed-window flood route, then replayed): what the answer alone costs,
+    /// without identifying the client or deciding anything. Measured in the flood only.
+    AnswerOnly,
 }
 
 impl Variant {
     /// Every variant, in the order each round runs them.
-    pub const ALL: [Variant; 6] = [
+    pub const ALL: [Variant; 7] = [
         Variant::NoLimiter,
         Variant::Limitation,
         Variant::Governor,
         Variant::Floor,
         Variant::FloorPerWorker,
+        Variant::AnswerOnly,
         Variant::Project,
     ];
 
@@ -41,6 +46,7 @@ impl Variant {
             Variant::Floor => "floor",
             Variant::Project => "project",
             Variant::FloorPerWorker => "floor-per-worker",
+            Variant::AnswerOnly => "answer-only",
         }
     }
 
@@ -53,6 +59,7 @@ impl Variant {
             Variant::Floor => 'd',
             Variant::Project => 'e',
             Variant::FloorPerWorker => 'f',
+            Variant::AnswerOnly => 'g',
         }
     }
 
@@ -65,6 +72,7 @@ impl Variant {
             Variant::Floor => "floor: one EVALSHA (INCR+PEXPIRE), multiplexed",
             Variant::Project => "this project (RateLimiter + #[rate_limit], RedisStore)",
             Variant::FloorPerWorker => "floor, one connection per worker (this project's layout)",
+            Variant::AnswerOnly => "no limiter, answering with this project's 429 (replayed)",
         }
     }
 

@@ -1,16 +1,19 @@
 //! One server variant per process, for the benchmark driver:
 //!
 //! ```text
-//! bench_server --variant <none|limitation|governor|floor|floor-per-worker|project> --port <port>
+//! bench_server --variant <none|limitation|governor|floor|floor-per-worker|answer-only|project>
+//!              --port <port>
 //!              [--redis redis://127.0.0.1:<port>] [--workers <n>] [--route <algorithm>]
 //! ```
 //!
 //! Every variant serves the same trivial handler on the routes of `ratelimit_bench::route`
 //! (`/allow`, `/flood`; this project one route per algorithm under each, or with `--route`
 //! only that algorithm's, as the driver runs it), with the same
-//! number of actix workers (default 1), on 127.0.0.1. No logger and no metrics recorder is
-//! installed in any variant.
+//! number of actix workers (default 1), on 127.0.0.1; `answer-only` answers `/flood` with
+//! this project's 429 instead. No logger and no metrics recorder is installed in any
+//! variant.
 
+mod answer_only;
 mod client_ip;
 mod floor;
 mod governor;
@@ -40,6 +43,7 @@ async fn main() -> ExitCode {
         Variant::Governor => governor::serve(&options).await,
         Variant::Floor => floor::serve(&options, false).await,
         Variant::FloorPerWorker => floor::serve(&options, true).await,
+        Variant::AnswerOnly => answer_only::serve(&options).await,
         Variant::Project => project::serve(&options).await,
     };
     match served {

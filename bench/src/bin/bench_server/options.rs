@@ -3,7 +3,7 @@
 use ratelimit_bench::{ProjectRoute, Variant};
 
 pub const USAGE: &str =
-    "usage: bench_server --variant <none|limitation|governor|floor|floor-per-worker|project> \
+    "usage: bench_server --variant <none|limitation|governor|floor|floor-per-worker|answer-only|project> \
 --port <port> [--redis <url>] [--workers <n>] \
 [--route <fixed_window|sliding_window|sliding_log|gcra|stacked>]";
 
@@ -32,7 +32,7 @@ impl Options {
                 "--variant" => {
                     let name = value()?;
                     variant = Some(Variant::from_flag(&name).ok_or_else(|| {
-                        format!("unknown variant `{name}`; expected `none`, `limitation`, `governor`, `floor`, `floor-per-worker`, `project`")
+                        format!("unknown variant `{name}`; expected `none`, `limitation`, `governor`, `floor`, `floor-per-worker`, `answer-only`, `project`")
                     })?);
                 }
                 "--port" => {

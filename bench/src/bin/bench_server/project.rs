@@ -182,7 +182,7 @@ async fn memory_stacked() -> &'static str {
 }
 
 /// The project server's routes: those of `only`, or all of them.
-fn routes(cfg: &mut web::ServiceConfig, only: Option<ProjectRoute>) {
+pub fn routes(cfg: &mut web::ServiceConfig, only: Option<ProjectRoute>) {
     let serves = |route: ProjectRoute| only.is_none_or(|only| only == route);
     if serves(ProjectRoute::FixedWindow) {
         cfg.service(allow_fixed_window)

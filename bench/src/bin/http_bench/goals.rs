@@ -129,6 +129,22 @@ fn with_noise(figure: String, results: &Results, cell: Cell, variant: Variant) -
     )
 }
 
+/// `figure`, followed by (g) ÷ (a) when the run measured (g) in `cell`: the share of the no
+/// limiter's throughput left once a server answers this project's 429 and decides nothing,
+/// the most any limiter sending that answer could reach.
+fn with_answer_only(figure: String, results: &Results, cell: Cell) -> String {
+    let (Some(none), Some(answer)) = (
+        results.baseline(cell, Variant::NoLimiter),
+        results.baseline(cell, Variant::AnswerOnly),
+    ) else {
+        return figure;
+    };
+    format!(
+        "{figure}; the answer alone: (g) ÷ (a) {}",
+        ratio(answer.throughput_ratio(none))
+    )
+}
+
 /// Exactly one script call and no new connection per decided request, every algorithm and
 /// the stacked policy (exact sequential checks).
 fn one_script_call(checks: &[ExactCheck], out: &mut Vec<Verdict>) {
@@ -198,7 +214,11 @@ fn flood(results: &Results, checks: &[ExactCheck], out: &mut Vec<Verdict>) {
             .join(", ");
         out.push(Verdict {
             goal,
-            figure: with_noise(figure, results, cell, Variant::NoLimiter),
+            figure: with_answer_only(
+                with_noise(figure, results, cell, Variant::NoLimiter),
+                results,
+                cell,
+            ),
             status: Status::of(!figures.is_empty() && figures.iter().all(|(_, r)| *r >= 0.9)),
         });
     }
@@ -339,6 +359,46 @@ mod tests {
         assert_eq!(
             with_noise("x".to_owned(), &results, cell, Variant::NoLimiter),
             "x"
+        );
+    }
+
+    #[test]
+    fn the_flood_goal_shows_what_the_answer_alone_leaves() {
+        let cell = Cell {
+            scenario: Scenario::Flood,
+            connections: 64,
+        };
+        let mut rows = vec![
+            row(cell, Target::of(Variant::NoLimiter), &[100.0; 3], &[]),
+            row(cell, project(ProjectRoute::Gcra), &[80.0; 3], &[]),
+        ];
+        let figure = |rows: &[Row]| {
+            let mut verdicts = Vec::new();
+            flood(
+                &Results {
+                    rows: rows.to_vec(),
+                },
+                &[],
+                &mut verdicts,
+            );
+            let verdict = verdicts
+                .into_iter()
+                .find(|v| v.goal.starts_with("flood, c64"))
+                .unwrap();
+            assert_eq!(verdict.status, Status::NotMet);
+            verdict.figure
+        };
+        // Without (g) measured: the figure alone.
+        assert_eq!(figure(&rows), "gcra ×0.80");
+        rows.push(row(
+            cell,
+            Target::of(Variant::AnswerOnly),
+            &[85.0, 90.0, 95.0],
+            &[],
+        ));
+        assert_eq!(
+            figure(&rows),
+            "gcra ×0.80; the answer alone: (g) ÷ (a) ×0.90"
         );
     }
 

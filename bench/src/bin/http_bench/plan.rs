@@ -26,8 +26,8 @@ pub struct Target {
 pub const REPLICATED: [Variant; 2] = [Variant::NoLimiter, Variant::Floor];
 
 impl Target {
-    /// (a) to (d), (f), this project's route per algorithm and the stacked one, then the
-    /// replicas (a′) and (d′).
+    /// (a) to (d), (f), (g), this project's route per algorithm and the stacked one, then
+    /// the replicas (a′) and (d′).
     pub fn all() -> Vec<Target> {
         let others = [
             Variant::NoLimiter,
@@ -35,6 +35,7 @@ impl Target {
             Variant::Governor,
             Variant::Floor,
             Variant::FloorPerWorker,
+            Variant::AnswerOnly,
         ]
         .map(Target::of);
         let project = ProjectRoute::ALL.map(|route| Target {
@@ -61,6 +62,12 @@ impl Target {
             route: None,
             replica: true,
         }
+    }
+
+    /// Whether the target is measured in `scenario`: (g) answers only the flood differently
+    /// from (a), so it is measured there alone.
+    pub fn measures(&self, scenario: Scenario) -> bool {
+        self.variant != Variant::AnswerOnly || scenario == Scenario::Flood
     }
 
     /// `a`, or `a′` for a replica.
@@ -180,7 +187,9 @@ impl Plan {
         for round in 0..self.rounds {
             for cell in &self.cells {
                 for target in &self.targets {
-                    order.push((round, *cell, *target));
+                    if target.measures(cell.scenario) {
+                        order.push((round, *cell, *target));
+                    }
                 }
             }
         }
@@ -201,17 +210,28 @@ mod tests {
     fn rounds_interleave_every_target_within_each_cell() {
         let plan = Plan::full(2, Duration::from_secs(1));
         let order = plan.schedule();
-        assert_eq!(order.len(), 2 * 9 * 12);
+        // Six allowed cells of 12 targets and three flood cells of 13, (g) being measured in
+        // the flood alone.
+        assert_eq!(order.len(), 2 * (6 * 12 + 3 * 13));
         let first: Vec<String> = order[..12].iter().map(|(_, _, t)| t.to_string()).collect();
         assert_eq!(first[0], "(a) none");
         assert_eq!(first[3], "(d) floor");
         assert_eq!(first[4], "(f) floor-per-worker");
+        assert_eq!(first[5], "(e) fixed_window");
         assert_eq!(first[9], "(e) stacked");
         // The replicas close each cell, as far from (a) and (d) in time as any target.
         assert_eq!(first[10], "(a′) none");
         assert_eq!(first[11], "(d′) floor");
         assert_eq!(order[12].1, plan.cells[1]);
-        assert!(order[..108].iter().all(|(round, _, _)| *round == 0));
+        assert!(order[..111].iter().all(|(round, _, _)| *round == 0));
+        let flood: Vec<String> = order
+            .iter()
+            .filter(|(round, cell, _)| *round == 0 && *cell == plan.cells[6])
+            .map(|(_, _, t)| t.to_string())
+            .collect();
+        assert_eq!(plan.cells[6].scenario, Scenario::Flood);
+        assert_eq!(flood.len(), 13);
+        assert_eq!(flood[5], "(g) answer-only");
         assert_eq!(Plan::smoke(Duration::from_secs(2)).schedule().len(), 12);
         // One server each: a replica is not its original.
         let targets = Target::all();
