@@ -63,6 +63,7 @@ targets=(
     "(e) gcra, allowed|--variant project --route gcra|/allow/gcra"
     "(e) stacked, allowed|--variant project --route stacked|/allow/stacked"
     "(e) gcra, shielded 429|--variant project --route gcra|/flood/gcra"
+    "(g) answer only: the same 429, nothing decided|--variant answer-only|/flood"
 )
 
 printf '| server | requests | instructions per request | × (a) | × (f) |\n|---|---:|---:|---:|---:|\n'
