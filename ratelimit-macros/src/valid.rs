@@ -114,6 +114,15 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
                 );
                 ok = false;
             }
+            // The GCRA keeps arrival times in whole microseconds: it spaces requests at least
+            // one microsecond apart, so a faster limit would silently be slower.
+            if algorithm == Algorithm::Gcra && u128::from(max) > u128::from(window_millis) * 1000 {
+                cx.error(
+                    limit_span,
+                    format!("`limit = {max}` over `window = \"{}\"` is more than one request per microsecond, which `algorithm = \"gcra\"` cannot space (it keeps arrival times in whole microseconds); use a longer window", window.text),
+                );
+                ok = false;
+            }
             if let Some((earlier, earlier_args)) = limits
                 .iter()
                 .find(|(l, _)| l.algorithm == algorithm && l.window_millis == window_millis)

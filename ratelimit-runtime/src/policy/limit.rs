@@ -96,8 +96,9 @@ impl Limit {
     ///
     /// # Panics
     ///
-    /// When `max` is zero, or when a sliding log would hold more than
-    /// [`MAX_SLIDING_LOG_LIMIT`] entries (in a `const`, a compile error).
+    /// When `max` is zero, when a sliding log would hold more than
+    /// [`MAX_SLIDING_LOG_LIMIT`] entries, or when a GCRA limit asks for more than one request
+    /// per microsecond (in a `const`, a compile error).
     pub const fn new(max: u32, window: Window, algorithm: Algorithm) -> Self {
         let max = match NonZeroU32::new(max) {
             Some(max) => max,
@@ -113,6 +114,14 @@ impl Limit {
             assert!(
                 max.get() <= MAX_SLIDING_LOG_LIMIT,
                 "a sliding log allows at most 1000 requests per window; use sliding_window or gcra"
+            );
+        }
+        if matches!(algorithm, Algorithm::Gcra) {
+            // The GCRA keeps arrival times in whole microseconds, so it spaces requests at
+            // least one microsecond apart: a faster limit would silently be slower.
+            assert!(
+                (max.get() as u64) <= window.as_millis() * 1000,
+                "a GCRA limit allows at most one request per microsecond (limit <= window in microseconds); use a longer window"
             );
         }
         Limit {
@@ -172,5 +181,20 @@ mod tests {
     #[should_panic(expected = "sliding log allows at most 1000")]
     fn a_huge_sliding_log_cannot_be_built() {
         let _ = Limit::new(1001, Window::from_secs(1), Algorithm::SlidingLog);
+    }
+
+    /// GCRA spaces requests at least a microsecond apart (its arrival times are whole
+    /// microseconds): 5,000 per millisecond would silently be 1,000.
+    #[test]
+    #[should_panic(expected = "at most one request per microsecond")]
+    fn a_gcra_faster_than_one_request_per_microsecond_cannot_be_built() {
+        let _ = Limit::new(5_000, Window::from_millis(1), Algorithm::Gcra);
+    }
+
+    #[test]
+    fn a_gcra_of_one_request_per_microsecond_can_be_built() {
+        let limit = Limit::new(1_000, Window::from_millis(1), Algorithm::Gcra);
+        assert_eq!(limit.max(), 1_000);
+        let _ = Limit::new(3_600_000_000, Window::from_secs(3_600), Algorithm::Gcra);
     }
 }
