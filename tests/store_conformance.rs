@@ -69,6 +69,7 @@ conformance!(
     concurrent_sliding_log_checks_allow_exactly_the_limit,
     concurrent_gcra_checks_allow_exactly_the_limit,
     a_clock_that_steps_back_does_not_reset_a_later_window,
+    a_clock_that_steps_back_keeps_later_log_entries,
 );
 
 fn limit(max: u32, algorithm: Algorithm) -> Limit {
@@ -499,6 +500,24 @@ async fn concurrent_sliding_log_checks_allow_exactly_the_limit(backend: &Backend
 
 async fn concurrent_gcra_checks_allow_exactly_the_limit(backend: &Backend) {
     concurrent_checks(backend, Algorithm::Gcra).await;
+}
+
+/// The sliding log's side of a clock that steps back: a request logged at `later` counts
+/// until `later + W`, whatever is logged meanwhile at an earlier time (found by review: the
+/// memory store let the earlier entry's expiry replace the later one's).
+async fn a_clock_that_steps_back_keeps_later_log_entries(backend: &Backend) {
+    let limits = [limit(2, Algorithm::SlidingLog)];
+    let key = client("/login-clock-back", "203.0.113.7");
+    let later = T0 + W + 30_000;
+    assert_eq!(spend(backend, &key, &limits, later, 1).await, 1);
+    // The clock steps back more than half a window: one request of its own fits (1 < 2).
+    assert_eq!(spend(backend, &key, &limits, T0 + 10, 1).await, 1);
+    // Past T0 + 10 + W the entry at T0 + 10 has left, the one at `later` has not: 1 fits.
+    assert_eq!(
+        spend(backend, &key, &limits, T0 + W + 20, 3).await,
+        1,
+        "the entry logged at `later` must still count"
+    );
 }
 
 async fn a_clock_that_steps_back_does_not_reset_a_later_window(backend: &Backend) {

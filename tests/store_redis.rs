@@ -853,3 +853,52 @@ fn a_limit_alone_in_a_stack_and_in_memory_decides_alike() {
         memory.finish().await;
     });
 }
+
+/// A failover to a node whose clock runs behind, on the store's own clock as in production:
+/// a count made there at an earlier time must not shorten its key's life, or what the node
+/// ahead counted in a later window (or logged later) would expire with it and the later
+/// window's budget come back early (found by review). The node ahead is the same script
+/// with its clock injected two windows ahead of Redis's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_count_at_an_earlier_time_never_shortens_its_keys_life() {
+    let backend = Backend::standalone().await;
+    let store = backend.store();
+    let window = 1_000;
+    let (seconds, micros): (u64, u64) = backend.query(&redis::cmd("TIME")).await;
+    let redis_now = seconds * 1000 + micros / 1000;
+    let mut shortened = Vec::new();
+    for algorithm in [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+    ] {
+        let limits = [Limit::new(2, Window::from_millis(window), algorithm)];
+        let key = RouteKey::new(
+            "rl",
+            "GET",
+            "/clock-back",
+            &[(IdentityPart::Ip, algorithm.as_str())],
+        );
+        let check = |now: Option<u64>| {
+            store.check(CheckRequest {
+                key: &key,
+                limits: &limits,
+                now_millis: now,
+            })
+        };
+        let pttl = || async {
+            backend
+                .query::<i64>(redis::cmd("PTTL").arg(key.limit_key(&limits[0])))
+                .await
+        };
+        assert!(check(Some(redis_now + 2 * window)).await.unwrap().allowed);
+        let ahead = pttl().await;
+        assert!(check(None).await.unwrap().allowed, "{algorithm}");
+        let behind = pttl().await;
+        // A little slack for the time between the two reads.
+        if behind < ahead - 1_000 {
+            shortened.push(format!("{algorithm}: {ahead} ms, then {behind} ms"));
+        }
+    }
+    assert!(shortened.is_empty(), "{shortened:#?}");
+}

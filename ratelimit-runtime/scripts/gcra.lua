@@ -37,5 +37,5 @@ local function gcra_peek(stem, max, window, now)
 end
 
 local function gcra_commit(key, ttl, new_tat, window)
-  redis.call('SET', key, rl_format('%d', new_tat), 'PX', rl_ttl(ttl, window))
+  redis.call('SET', key, rl_format('%d', new_tat), 'PX', rl_format('%d', rl_ttl_ms(ttl, window)))
 end

@@ -59,7 +59,7 @@ local rl_format = string.format
 -- vanish while the caller's clock still reads it.
 local RL_INJECTED_TTL_FLOOR = 600000
 
-local function rl_ttl(ms, window)
+local function rl_ttl_ms(ms, window)
   if rl_injected then
     if ms < window then
       ms = window
@@ -71,17 +71,28 @@ local function rl_ttl(ms, window)
   if ms < 1 then
     ms = 1
   end
-  return rl_format('%d', ms)
+  return ms
+end
+
+-- Makes `key` live at least `ttl` ms more (see rl_ttl_ms), and never shortens its life: a
+-- count at an earlier time than the key has seen (a failover to a node whose clock runs
+-- behind) must not expire what a later time counted or logged there. A key without a TTL
+-- (just created) reads -1 and gets one.
+local function rl_extend(key, ttl, window)
+  local ms = rl_ttl_ms(ttl, window)
+  if redis.call('PTTL', key) < ms then
+    redis.call('PEXPIRE', key, rl_format('%d', ms))
+  end
 end
 
 -- A window algorithm's first count in a new window (field `field` of the hash at `key`):
--- the key lives `ttl` ms more (at least, see rl_ttl), and every field older than this
+-- the key lives `ttl` ms more (at least, see rl_extend), and every field older than this
 -- window and `keep` (the previous window, which a sliding window still reads) goes. With
 -- the store's clock an older field has expired with its key already; with an injected
 -- clock keys are kept longer and would gather stale windows. A newer field stays: a clock
 -- that stepped back (a failover to a node running behind) must not reset a budget.
 local function rl_new_window(key, field, keep, ttl, window)
-  redis.call('PEXPIRE', key, rl_ttl(ttl, window))
+  rl_extend(key, ttl, window)
   local fields = redis.call('HKEYS', key)
   if #fields > 1 then
     local oldest_kept = (keep or field) + 0

@@ -19,5 +19,5 @@ end
 
 local function sliding_log_commit(key, ttl, _, window, now, member)
   redis.call('ZADD', key, rl_format('%d', now), member)
-  redis.call('PEXPIRE', key, rl_ttl(ttl, window))
+  rl_extend(key, ttl, window)
 end

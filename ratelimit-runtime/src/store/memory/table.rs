@@ -131,7 +131,9 @@ impl Table {
                 }) => {
                     let at = log.partition_point(|&t| t <= now);
                     log.insert(at, now);
-                    *expires_at = now + ttl;
+                    // Never shortened: an entry logged at a later time (before a clock
+                    // stepped back) still counts until that time + the window.
+                    *expires_at = (*expires_at).max(now + ttl);
                 }
                 _ => self.insert(key, StoredValue::Log(VecDeque::from([now])), now + ttl),
             },
