@@ -395,6 +395,13 @@ fn parse_window(value: &Expr, cx: &mut Ctxt) -> Slot<Window> {
         return Slot::Invalid;
     };
     let text = lit.value();
+    if let Some(unit) = calendar_unit(&text) {
+        cx.error(
+            lit.span(),
+            format!("window `{text}` counts in `{unit}`, which the parser takes as months or years of 30.44 or 365.25 days; `m` is minutes: write e.g. `5m`, `1h` or `30d`"),
+        );
+        return Slot::Invalid;
+    }
     let duration: Duration = match humantime::parse_duration(text.trim()) {
         Ok(duration) => duration,
         Err(error) => {
@@ -431,6 +438,13 @@ fn parse_window(value: &Expr, cx: &mut Ctxt) -> Slot<Window> {
         },
         lit.span(),
     )
+}
+
+/// A month or year unit in a duration string (`1M`, `2 months`, `1y`): humantime takes `M`
+/// for months, so a capitalised minute would silently become a month.
+fn calendar_unit(text: &str) -> Option<&str> {
+    text.split(|c: char| !c.is_ascii_alphabetic())
+        .find(|unit| matches!(*unit, "M" | "month" | "months" | "y" | "year" | "years"))
 }
 
 fn window_parse_error(text: &str, error: humantime::DurationError) -> String {

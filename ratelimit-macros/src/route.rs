@@ -18,6 +18,7 @@ const METHOD_ATTRIBUTES: &[(&str, &str)] = &[
     ("options", "OPTIONS"),
     ("trace", "TRACE"),
     ("connect", "CONNECT"),
+    ("query", "QUERY"),
 ];
 
 /// What [`find`] found below `#[rate_limit]`.

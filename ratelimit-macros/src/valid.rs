@@ -259,12 +259,12 @@ fn algorithm_name(algorithm: Algorithm) -> &'static str {
     }
 }
 
-/// `open` when every method is safe (`GET`, `HEAD`, `OPTIONS`), `closed` otherwise.
+/// `open` when every method is safe (`GET`, `HEAD`, `OPTIONS`, `QUERY`), `closed` otherwise.
 fn default_fail(methods: &[String]) -> FailMode {
     if !methods.is_empty()
         && methods
             .iter()
-            .all(|m| matches!(m.as_str(), "GET" | "HEAD" | "OPTIONS"))
+            .all(|m| matches!(m.as_str(), "GET" | "HEAD" | "OPTIONS" | "QUERY"))
     {
         FailMode::Open
     } else {

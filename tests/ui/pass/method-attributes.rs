@@ -3,7 +3,7 @@
 // The expansion must not warn in a crate that denies warnings.
 #![deny(warnings)]
 
-use actix_web::{delete, get, head, patch, post, put, App, HttpResponse, Responder};
+use actix_web::{delete, get, head, patch, post, put, query, App, HttpResponse, Responder};
 use ratelimit_runtime::{rate_limit, registry, FailMode};
 
 #[rate_limit(limit = 1, window = "1s")]
@@ -42,6 +42,12 @@ async fn head_it() -> impl Responder {
     HttpResponse::Ok()
 }
 
+#[rate_limit(limit = 1, window = "1s")]
+#[query("/query")]
+async fn query_it() -> impl Responder {
+    HttpResponse::Ok()
+}
+
 fn main() {
     for (function, method, path, fail) in [
         ("get_it", "GET", "/get", FailMode::Open),
@@ -50,6 +56,8 @@ fn main() {
         ("delete_it", "DELETE", "/delete", FailMode::Closed),
         ("patch_it", "PATCH", "/patch", FailMode::Closed),
         ("head_it", "HEAD", "/head", FailMode::Open),
+        // QUERY is safe (it reads), like GET.
+        ("query_it", "QUERY", "/query", FailMode::Open),
     ] {
         let d = registry::declarations()
             .find(|d| d.function == function)
@@ -69,5 +77,6 @@ fn main() {
         .service(put_it)
         .service(delete_it)
         .service(patch_it)
-        .service(head_it);
+        .service(head_it)
+        .service(query_it);
 }
