@@ -264,3 +264,40 @@ async fn a_handler_defined_inside_a_function_is_matched_to_its_declaration() {
         "{table}"
     );
 }
+
+/// An older login handler nobody removed: same path and method as `login`, no declaration.
+#[post("/login")]
+async fn old_login() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+/// actix-web pools what introspection reports per full path, so an undeclared resource with
+/// the same pattern and method as a declared one is not a row of its own (found by review).
+/// What can be told: the first named resource registered there (the name introspection
+/// keeps) is not a declared handler. The check says so; it cannot refuse, since a declared
+/// handler renamed with `name = ".."` looks the same. (An unnamed builder route registered
+/// first leaves no trace at all: introspection keeps the first name it sees.)
+#[actix_web::test]
+async fn an_undeclared_handler_registered_first_on_a_declared_path_is_a_warning() {
+    let shadowed = coverage::route_table(App::new().service(old_login).service(login)).await;
+    let warnings = shadowed.warnings().join("\n");
+    assert!(
+        warnings.contains("POST /login")
+            && warnings.contains("`old_login`")
+            && warnings.contains("coverage::login"),
+        "{warnings}"
+    );
+    // Declared first: no warning.
+    let fine = coverage::route_table(App::new().service(login).service(old_login)).await;
+    assert!(
+        !fine.warnings().iter().any(|w| w.contains("POST /login")),
+        "{:?}",
+        fine.warnings()
+    );
+    let alone = coverage::check(covered_app()).await.expect("covered");
+    assert!(
+        !alone.warnings().iter().any(|w| w.contains("/login")),
+        "{:?}",
+        alone.warnings()
+    );
+}

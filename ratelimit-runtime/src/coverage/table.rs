@@ -72,6 +72,10 @@ pub struct RouteTable {
     pub routes: Vec<RouteRow>,
     /// Declarations in the registry that this App does not mount.
     pub unmounted: Vec<&'static RouteDeclaration>,
+    /// Declared paths whose first registered resource carries no declaration: another
+    /// resource with the same pattern may take the declared route's requests (see
+    /// [`RouteTable::warnings`]).
+    pub first_undeclared: Vec<String>,
 }
 
 impl RouteTable {
@@ -82,7 +86,13 @@ impl RouteTable {
             .collect();
         let mut table = RouteTable::default();
         if let Some(tree) = tree {
-            collect(&tree.root, &markers, false, &mut table.routes);
+            collect(
+                &tree.root,
+                &markers,
+                false,
+                &mut table.routes,
+                &mut table.first_undeclared,
+            );
         }
         table
             .routes
@@ -107,7 +117,8 @@ impl RouteTable {
             .filter(|r| r.status == RouteStatus::Uncovered)
     }
 
-    /// One warning per declaration that no route mounts.
+    /// One warning per declaration that no route mounts, and per declared path whose first
+    /// registered resource carries no declaration.
     pub fn warnings(&self) -> Vec<String> {
         self.unmounted
             .iter()
@@ -119,6 +130,7 @@ impl RouteTable {
                     d.location
                 )
             })
+            .chain(self.first_undeclared.iter().cloned())
             .collect()
     }
 
@@ -178,6 +190,7 @@ fn collect(
     markers: &HashMap<&str, &'static RouteDeclaration>,
     guarded_above: bool,
     rows: &mut Vec<RouteRow>,
+    first_undeclared: &mut Vec<String>,
 ) {
     if matches!(node.kind, ResourceType::Resource) {
         let shared_path = guarded_above || node.potentially_unreachable || has_custom_guard(node);
@@ -190,6 +203,31 @@ fn collect(
                     .copied()
             })
             .collect();
+        // actix-web reports one entry per full path, pooling the methods and guards of every
+        // resource registered there, and keeps the first name it sees: when that is not a
+        // declared handler, an undeclared handler registered before the declared one may
+        // take its requests, which the pooled entry cannot show. A declared handler renamed
+        // with `name = ".."` reads the same, so this is a warning, not a refusal; an unnamed
+        // builder route registered first leaves no trace at all.
+        let first_declared = node
+            .resource_name
+            .as_deref()
+            .is_some_and(|name| declared.iter().any(|d| d.function == name));
+        if !first_declared {
+            for d in &declared {
+                first_undeclared.push(format!(
+                    "{} {}: the first resource registered at this path ({}) is not `{}`, which declares its limit; if it answers {}, it takes those requests and only the default policy limits them: register `{}` first, or remove the other resource",
+                    d.methods.join("|"),
+                    node.full_path,
+                    node.resource_name
+                        .as_deref()
+                        .map_or_else(|| "an unnamed resource".to_owned(), |name| format!("`{name}`")),
+                    d.handler(),
+                    d.methods.join("/"),
+                    d.function,
+                ));
+            }
+        }
         let methods: Vec<String> = if node.methods.is_empty() {
             vec!["*".to_owned()]
         } else {
@@ -210,7 +248,13 @@ fn collect(
         }
     }
     for child in &node.children {
-        collect(child, markers, guarded_above || scope_guard(node), rows);
+        collect(
+            child,
+            markers,
+            guarded_above || scope_guard(node),
+            rows,
+            first_undeclared,
+        );
     }
 }
 
