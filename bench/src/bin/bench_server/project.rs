@@ -7,7 +7,9 @@
 //!
 //! `allow` limits cannot be reached in a run: 2,000,000,000 per hour, except the sliding
 //! log, which the attribute caps at 1,000 per window: 1,000 per 10 ms (100,000 per second,
-//! far above any measured rate; the log then holds about rate × 10 ms entries).
+//! far above any measured rate; the log then holds about rate × 10 ms entries), and the
+//! stacked policy's GCRA, which spaces requests at least a microsecond apart: 1,000,000 per
+//! second.
 
 use actix_web::{get, web, App, HttpServer};
 use ratelimit_runtime::{identity::TrustedProxies, rate_limit, store::RedisStore, RateLimiter};
@@ -65,7 +67,7 @@ async fn allow_gcra() -> &'static str {
 }
 
 #[rate_limit(limit = 2000000000, window = "1h", identity = "ip", fail = "closed")]
-#[rate_limit(limit = 2000000000, window = "1s", algorithm = "gcra")]
+#[rate_limit(limit = 1000000, window = "1s", algorithm = "gcra")]
 #[get("/allow/stacked")]
 async fn allow_stacked() -> &'static str {
     "ok"
