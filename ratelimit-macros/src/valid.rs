@@ -114,14 +114,26 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
                 );
                 ok = false;
             }
-            // The GCRA keeps arrival times in whole microseconds: it spaces requests at least
-            // one microsecond apart, so a faster limit would silently be slower.
-            if algorithm == Algorithm::Gcra && u128::from(max) > u128::from(window_millis) * 1000 {
-                cx.error(
-                    limit_span,
-                    format!("`limit = {max}` over `window = \"{}\"` is more than one request per microsecond, which `algorithm = \"gcra\"` cannot space (it keeps arrival times in whole microseconds); use a longer window", window.text),
-                );
-                ok = false;
+            // The GCRA spaces requests a whole number of microseconds apart (floor(window /
+            // limit)): where that would change the rate by more than 1 %, or to nothing, the
+            // limit is refused rather than silently kept at another rate.
+            if algorithm == Algorithm::Gcra {
+                let window_us = u128::from(window_millis) * 1000;
+                let interval = window_us / u128::from(max);
+                if interval == 0 {
+                    cx.error(
+                        limit_span,
+                        format!("`limit = {max}` over `window = \"{}\"` is more than one request per microsecond, which `algorithm = \"gcra\"` cannot space (it spaces requests a whole number of microseconds apart); use a lower limit or a longer window", window.text),
+                    );
+                    ok = false;
+                } else if window_us * 100 > interval * u128::from(max) * 101 {
+                    let exact = window_us as f64 / f64::from(max);
+                    cx.error(
+                        limit_span,
+                        format!("`limit = {max}` over `window = \"{}\"` spaces requests {exact:.2} µs apart, but `algorithm = \"gcra\"` spaces them a whole number of microseconds apart ({interval} µs here), which would change the rate by more than 1 %; use a limit that divides the window in microseconds, a lower limit or a longer window", window.text),
+                    );
+                    ok = false;
+                }
             }
             if let Some((earlier, earlier_args)) = limits
                 .iter()

@@ -4,7 +4,8 @@
 -- Emission interval T = floor(w * 1000 / max) microseconds (at least 1), burst tolerance
 -- tau = T * max, so a burst from idle allows exactly max requests; the window is thus
 -- rounded down to a whole multiple of max microseconds (off by less than one microsecond
--- per request).
+-- per request; a limit that this would change by more than 1 % is refused before it gets
+-- here, see `Limit::new`).
 --
 --   tat      = max(stored TAT, now)
 --   new_tat  = tat + T

@@ -97,8 +97,9 @@ impl Limit {
     /// # Panics
     ///
     /// When `max` is zero, when a sliding log would hold more than
-    /// [`MAX_SLIDING_LOG_LIMIT`] entries, or when a GCRA limit asks for more than one request
-    /// per microsecond (in a `const`, a compile error).
+    /// [`MAX_SLIDING_LOG_LIMIT`] entries, or when a GCRA limit's rate would change by more
+    /// than 1 % with requests spaced a whole number of microseconds apart (in a `const`, a
+    /// compile error).
     pub const fn new(max: u32, window: Window, algorithm: Algorithm) -> Self {
         let max = match NonZeroU32::new(max) {
             Some(max) => max,
@@ -117,11 +118,16 @@ impl Limit {
             );
         }
         if matches!(algorithm, Algorithm::Gcra) {
-            // The GCRA keeps arrival times in whole microseconds, so it spaces requests at
-            // least one microsecond apart: a faster limit would silently be slower.
+            // The GCRA spaces requests a whole number of microseconds apart (floor(window /
+            // limit), its arrival times are whole microseconds): where that rounding would
+            // change the rate by more than 1 % (or to nothing), the limit is refused rather
+            // than silently kept at another rate.
+            let window_us = window.as_millis() as u128 * 1000;
+            let max = max.get() as u128;
+            let interval = window_us / max;
             assert!(
-                (max.get() as u64) <= window.as_millis() * 1000,
-                "a GCRA limit allows at most one request per microsecond (limit <= window in microseconds); use a longer window"
+                interval >= 1 && window_us * 100 <= interval * max * 101,
+                "a GCRA limit must keep its rate within 1 % when requests are spaced a whole number of microseconds apart; use a limit that divides the window in microseconds, a lower limit or a longer window"
             );
         }
         Limit {
@@ -183,18 +189,37 @@ mod tests {
         let _ = Limit::new(1001, Window::from_secs(1), Algorithm::SlidingLog);
     }
 
-    /// GCRA spaces requests at least a microsecond apart (its arrival times are whole
-    /// microseconds): 5,000 per millisecond would silently be 1,000.
+    /// GCRA spaces requests a whole number of microseconds apart: 5,000 per millisecond would
+    /// silently be 1,000, 1,500 per 2 ms 2,000 (found by review), 600,000 per second
+    /// 1,000,000.
     #[test]
-    #[should_panic(expected = "at most one request per microsecond")]
-    fn a_gcra_faster_than_one_request_per_microsecond_cannot_be_built() {
-        let _ = Limit::new(5_000, Window::from_millis(1), Algorithm::Gcra);
+    fn a_gcra_whose_rate_rounding_would_change_cannot_be_built() {
+        for (max, window) in [
+            (5_000, Window::from_millis(1)),
+            (1_500, Window::from_millis(2)),
+            (1_001, Window::from_millis(2)),
+            (600_000, Window::from_secs(1)),
+        ] {
+            let built = std::panic::catch_unwind(|| Limit::new(max, window, Algorithm::Gcra));
+            let message = built
+                .err()
+                .and_then(|e| e.downcast_ref::<&str>().map(|m| m.to_string()))
+                .unwrap_or_else(|| panic!("{max} per {window} was built"));
+            assert!(message.contains("within 1 %"), "{message}");
+        }
     }
 
     #[test]
-    fn a_gcra_of_one_request_per_microsecond_can_be_built() {
-        let limit = Limit::new(1_000, Window::from_millis(1), Algorithm::Gcra);
-        assert_eq!(limit.max(), 1_000);
-        let _ = Limit::new(3_600_000_000, Window::from_secs(3_600), Algorithm::Gcra);
+    fn a_gcra_whose_spacing_is_whole_or_close_can_be_built() {
+        // Exact spacings (1 µs, 1 µs, 10 µs) and one 0.6 % off (142 µs for 142.86).
+        for (max, window) in [
+            (1_000, Window::from_millis(1)),
+            (3_600_000_000, Window::from_secs(3_600)),
+            (100_000, Window::from_secs(1)),
+            (7, Window::from_millis(1)),
+            (10, Window::from_secs(1)),
+        ] {
+            assert_eq!(Limit::new(max, window, Algorithm::Gcra).max(), max);
+        }
     }
 }
