@@ -712,14 +712,18 @@ fn the_scripts_refuse_malformed_arguments() {
     let t0 = T0.to_string();
     let w = W.to_string();
     let ok = eval(single, &["1", "k:gc", &t0, "", "gc", "5", &w]).unwrap();
+    assert_eq!(ok, redis::Value::BulkString(b"1 4 0 12000".to_vec()));
+    // The general script: four integers per limit, in the order of the keys.
+    let stacked = eval(
+        general,
+        &[
+            "2", "k:sl", "k:sw", &t0, "m1", "sl", "5", &w, "sw", "100", &w,
+        ],
+    )
+    .unwrap();
     assert_eq!(
-        ok,
-        redis::Value::Array(vec![
-            redis::Value::Int(1),
-            redis::Value::Int(4),
-            redis::Value::Int(0),
-            redis::Value::Int(12_000)
-        ])
+        stacked,
+        redis::Value::BulkString(b"1 4 0 60000 1 99 0 120000".to_vec())
     );
     let refused = [
         (

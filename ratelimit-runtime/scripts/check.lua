@@ -11,7 +11,10 @@
 --
 -- Phase 1 peeks every limit; phase 2 commits every limit only when all allowed, so a
 -- request rejected by one limit consumes none of the others.
--- Returns a flat array: per limit {allowed 0/1, remaining, retry_after ms, reset_after ms}.
+-- Returns one string of integers separated by spaces, four per limit in order: `allowed (0/1)
+-- remaining retry_after_ms reset_after_ms`. A string, not an array of integers: Redis
+-- builds either at the same cost, and the client reads one string for far less than an
+-- array (its RESP parser handles every element on its own; BENCHMARKS.md, section 6).
 
 if #KEYS == 0 or #ARGV ~= 2 + 3 * #KEYS then
   return redis.error_reply('ERR rate-limit script: expected 2 + 3 arguments per key')
@@ -42,9 +45,7 @@ for i = 1, #KEYS do
   end
   local allowed, remaining, retry_after, reset_after, key, ttl, value =
     peek(KEYS[i], max, window, now)
-  local at = 4 * i - 3
-  reply[at], reply[at + 1], reply[at + 2], reply[at + 3] =
-    allowed, remaining, retry_after, reset_after
+  reply[i] = rl_format(RL_REPLY, allowed, remaining, retry_after, reset_after)
   commits[i], windows[i], keys[i], ttls[i], values[i] = commit, window, key, ttl, value
   if allowed == 0 then
     all_allowed = false
@@ -58,4 +59,4 @@ if all_allowed then
   end
 end
 
-return reply
+return table.concat(reply, ' ')

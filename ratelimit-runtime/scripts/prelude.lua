@@ -52,6 +52,10 @@ end
 -- corrupts timestamps.
 local rl_format = string.format
 
+-- One limit's reply: `allowed (0/1) remaining retry_after_ms reset_after_ms`. `%d` writes a
+-- whole number, as Redis itself would convert a Lua number in an integer reply.
+local RL_REPLY = '%d %d %d %d'
+
 -- The TTL of a key in milliseconds, at least 1. With the store's clock the exact value is
 -- used. With an injected clock Redis still expires keys on its own clock, which the
 -- caller's clock need not follow (a test may stand still for a while between two checks),

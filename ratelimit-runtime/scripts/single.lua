@@ -7,7 +7,8 @@
 -- (peek, then commit when allowed). Straight-line code: no closure is made per call here.
 --
 -- KEYS[1] and ARGV as in check.lua, with one limit; ARGV[3] must be this script's
--- algorithm code. Returns {allowed 0/1, remaining, retry_after ms, reset_after ms}.
+-- algorithm code. Returns one string of four integers, `allowed (0/1) remaining retry_after_ms
+-- reset_after_ms` (see check.lua for why a string).
 
 if #KEYS ~= 1 or #ARGV ~= 5 then
   return redis.error_reply('ERR rate-limit script: expected one key and 5 arguments')
@@ -23,11 +24,11 @@ if max == nil then
 end
 local now = rl_now_ms()
 if rl_decide ~= nil then
-  return { rl_decide(KEYS[1], max, window, now) }
+  return rl_format(RL_REPLY, rl_decide(KEYS[1], max, window, now))
 end
 local allowed, remaining, retry_after, reset_after, key, ttl, value =
   rl_peek(KEYS[1], max, window, now)
 if allowed == 1 then
   rl_commit(key, ttl, value, window, now, ARGV[2])
 end
-return { allowed, remaining, retry_after, reset_after }
+return rl_format(RL_REPLY, allowed, remaining, retry_after, reset_after)
