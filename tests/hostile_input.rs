@@ -8,6 +8,7 @@ use std::net::IpAddr;
 
 use actix_web::{
     dev::Service,
+    get,
     http::header::{HeaderMap, HeaderName, HeaderValue},
     post,
     test::{self, TestRequest},
@@ -112,6 +113,33 @@ proptest! {
             prop_assert_eq!(TrustedProxies::hops(1).resolve(peer, &headers), Some(IpAddr::from(client)));
         }
     }
+
+    /// RFC 7239 `Forwarded`: the client writes whatever it likes left of the proxy's element
+    /// (open quotes included) and, through its `Host`, the text of a value the proxy quotes
+    /// inside that element; neither changes the address the element names.
+    #[test]
+    fn forwarded_text_a_client_controls_never_changes_the_client_address(
+        prepended in "[0-9a-z.:;,=\"\\\\ \\[\\]]{0,40}",
+        host in "[0-9a-z.:;,=\"\\\\ ]{0,40}",
+        host_first in any::<bool>(),
+        client in any::<[u8; 4]>(),
+    ) {
+        let honest = IpAddr::from(client);
+        // A proxy quotes the value and escapes `\` and `"` in it (RFC 9110 quoted-string).
+        let quoted = format!("\"{}\"", host.replace('\\', "\\\\").replace('"', "\\\""));
+        let element = if host_first {
+            format!("proto=https;host={quoted};for={honest}")
+        } else {
+            format!("for={honest};host={quoted};proto=https")
+        };
+        let line = format!("{prepended}, {element}");
+        let value = HeaderValue::from_str(&line).unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert(HeaderName::from_static("forwarded"), value);
+        let peer: Option<IpAddr> = Some("10.0.0.1".parse().unwrap());
+        let resolved = TrustedProxies::hops(1).header(ForwardedHeader::Forwarded).resolve(peer, &headers);
+        prop_assert_eq!(resolved, Some(honest), "{}", line);
+    }
 }
 
 #[test]
@@ -140,6 +168,47 @@ fn ipv6_zones_and_brackets_in_forwarding_headers() {
         .header(ForwardedHeader::Forwarded)
         .resolve(Some("10.0.0.1".parse().unwrap()), &headers);
     assert_eq!(resolved, Some("fe80::1".parse().unwrap()));
+}
+
+#[rate_limit(limit = 2, window = "1m", identity = "ip")]
+#[get("/who")]
+async fn who() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+/// End to end: a client behind a proxy that writes `Forwarded` and quotes the `Host` it
+/// copies cannot buy a budget per request by writing a new `for=` into its `Host`.
+#[actix_web::test]
+async fn a_quoted_host_in_the_trusted_forwarded_element_cannot_choose_the_client_address() {
+    let limiter = RateLimiter::new(MemoryStore::new())
+        .clock(ManualClock::at(1_700_000_040_000))
+        .trusted_proxies(TrustedProxies::hops(1).header(ForwardedHeader::Forwarded));
+    let app = test::init_service(App::new().service(who).wrap(limiter)).await;
+    for (client, template) in [
+        (
+            "203.0.113.7",
+            "for=203.0.113.7;host=\"x,for={fake}\";proto=https",
+        ),
+        (
+            "198.51.100.9",
+            "proto=https;host=\"x;for={fake}\";for=198.51.100.9",
+        ),
+    ] {
+        let mut statuses = Vec::new();
+        for fake in ["6.6.6.1", "6.6.6.2", "6.6.6.3", "6.6.6.4"] {
+            let req = TestRequest::get()
+                .uri("/who")
+                .peer_addr("10.0.0.3:40000".parse().unwrap())
+                .insert_header(("forwarded", template.replace("{fake}", fake)))
+                .to_request();
+            statuses.push(test::call_service(&app, req).await.status().as_u16());
+        }
+        assert_eq!(
+            statuses,
+            [200, 200, 429, 429],
+            "client {client}: {template}"
+        );
+    }
 }
 
 #[rate_limit(

@@ -105,7 +105,7 @@ impl TrustedProxies {
             ForwardedHeader::XForwardedFor => {
                 nth_from_right(|| forwarded_for_entries(headers), self.hops)
             }
-            ForwardedHeader::Forwarded => nth_from_right(|| forwarded_entries(headers), self.hops),
+            ForwardedHeader::Forwarded => forwarded_from_right(headers, self.hops),
         };
         entry
             .and_then(|entry| std::str::from_utf8(entry).ok())
@@ -175,28 +175,70 @@ fn forwarded_for_entries(headers: &HeaderMap) -> impl Iterator<Item = &[u8]> {
     })
 }
 
-/// The `for=` values of RFC 7239 `Forwarded`, in order; an element without `for=` still
-/// counts as a hop (an empty entry).
-fn forwarded_entries(headers: &HeaderMap) -> impl Iterator<Item = &[u8]> {
-    headers.get_all(FORWARDED).flat_map(|value| {
-        value.as_bytes().split(|b| *b == b',').map(|element| {
-            element
-                .split(|b| *b == b';')
-                .find_map(|pair| {
-                    let equals = pair.iter().position(|b| *b == b'=')?;
-                    let (name, value) = (&pair[..equals], &pair[equals + 1..]);
-                    name.trim_ascii()
-                        .eq_ignore_ascii_case(b"for")
-                        .then(|| trim_quotes(value.trim_ascii()))
-                })
-                .unwrap_or(b"")
+/// The `for=` value of the `n`th element of RFC 7239 `Forwarded` counted from the right (1 =
+/// the last), across repeated header lines; an element without `for=` is an empty entry.
+///
+/// Elements are read from the right, the way the trusted proxies wrote them, and split at `,`
+/// only outside quoted strings: a proxy quotes a value holding `,` or `;` (the `host` it copies
+/// from the client's `Host`, say), and a split inside it would let the client's text pose as
+/// an element or a `for=` pair. Whatever the client wrote left of the trusted elements, an
+/// open quote included, is never reached.
+fn forwarded_from_right(headers: &HeaderMap, n: usize) -> Option<&[u8]> {
+    let element = headers
+        .get_all(FORWARDED)
+        .rev()
+        .flat_map(|line| split_unquoted_from_right(line.as_bytes(), b','))
+        .nth(n.checked_sub(1)?)?;
+    let value = split_unquoted_from_right(element, b';')
+        .filter_map(|pair| {
+            let equals = pair.iter().position(|b| *b == b'=')?;
+            let (name, value) = (&pair[..equals], &pair[equals + 1..]);
+            name.trim_ascii()
+                .eq_ignore_ascii_case(b"for")
+                .then(|| unquote(value.trim_ascii()))
         })
+        // The element's first `for` pair (a proxy writes one).
+        .last();
+    Some(value.unwrap_or(b""))
+}
+
+/// `bytes` split at `separator` where it stands outside a quoted string (`"..."`, in which
+/// `\` escapes the next byte), read from the right: the last piece first.
+fn split_unquoted_from_right(bytes: &[u8], separator: u8) -> impl Iterator<Item = &[u8]> {
+    let mut rest = Some(bytes);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        let mut quoted = false;
+        for i in (0..text.len()).rev() {
+            let byte = text[i];
+            if byte == b'"' && !escaped(&text[..i]) {
+                quoted = !quoted;
+            } else if byte == separator && !quoted {
+                rest = Some(&text[..i]);
+                return Some(&text[i + 1..]);
+            }
+        }
+        rest = None;
+        Some(text)
     })
 }
 
-fn trim_quotes(value: &[u8]) -> &[u8] {
-    let value = value.strip_prefix(b"\"").unwrap_or(value);
-    value.strip_suffix(b"\"").unwrap_or(value)
+/// Whether the byte after `before` is escaped: `before` ends in an odd run of `\`.
+fn escaped(before: &[u8]) -> bool {
+    before.iter().rev().take_while(|b| **b == b'\\').count() % 2 == 1
+}
+
+/// A `for` value without its quotes. A quoted value that does not end at its closing quote,
+/// or holds an escape (an address never needs one), is returned as it is, and then reads as
+/// no address.
+fn unquote(value: &[u8]) -> &[u8] {
+    match value.strip_prefix(b"\"") {
+        Some(inner) => match inner.strip_suffix(b"\"") {
+            Some(inner) if !inner.contains(&b'"') && !inner.contains(&b'\\') => inner,
+            _ => value,
+        },
+        None => value,
+    }
 }
 
 /// An address as proxies write it: `1.2.3.4`, `1.2.3.4:80`, `2001:db8::1`,
@@ -304,6 +346,69 @@ mod tests {
             Some("198.51.100.9".parse().unwrap()),
             "a long chain is read from the right, like a short one"
         );
+    }
+
+    #[test]
+    fn a_quoted_string_in_the_trusted_element_cannot_choose_the_client() {
+        // A proxy quotes the `host` it copies from the client's `Host` (RFC 7239 §4), so
+        // `,` and `;` inside quotes are the client's text, not elements or pairs.
+        let t = TrustedProxies::hops(1).header(ForwardedHeader::Forwarded);
+        let client: IpAddr = "203.0.113.7".parse().unwrap();
+        let h = headers(
+            "forwarded",
+            &["for=203.0.113.7;host=\"x,for=6.6.6.6\";proto=https"],
+        );
+        assert_eq!(t.resolve(peer(), &h), Some(client), "`,` in a quoted host");
+        let h = headers(
+            "forwarded",
+            &["proto=https;host=\"x;for=6.6.6.6\";for=203.0.113.7"],
+        );
+        assert_eq!(t.resolve(peer(), &h), Some(client), "`;` in a quoted host");
+        let h = headers("forwarded", &[r#"for=203.0.113.7;host="x\",for=6.6.6.6""#]);
+        assert_eq!(t.resolve(peer(), &h), Some(client), "an escaped quote");
+        let h = headers("forwarded", &["for=\"[2001:db8::1]:443\";proto=https"]);
+        assert_eq!(t.resolve(peer(), &h), Some("2001:db8::1".parse().unwrap()));
+        // Two hops: the quoted `,` does not add an element either.
+        let t2 = TrustedProxies::hops(2).header(ForwardedHeader::Forwarded);
+        let h = headers(
+            "forwarded",
+            &["for=203.0.113.7;host=\"a,b,c\", for=10.1.1.1"],
+        );
+        assert_eq!(t2.resolve(peer(), &h), Some(client));
+    }
+
+    #[test]
+    fn a_clients_open_quote_left_of_the_trusted_element_does_not_hide_it() {
+        // Read from the left, the client's open quote would swallow the element the proxy
+        // appended to the same line; read from the right, it is never reached.
+        let t = TrustedProxies::hops(1).header(ForwardedHeader::Forwarded);
+        let client: IpAddr = "203.0.113.7".parse().unwrap();
+        let h = headers("forwarded", &["for=6.6.6.6;host=\"x, for=203.0.113.7"]);
+        assert_eq!(t.resolve(peer(), &h), Some(client));
+        let h = headers("forwarded", &["for=6.6.6.6;host=\"x", "for=203.0.113.7"]);
+        assert_eq!(t.resolve(peer(), &h), Some(client));
+        let t2 = TrustedProxies::hops(2).header(ForwardedHeader::Forwarded);
+        let h = headers(
+            "forwarded",
+            &[
+                "for=\"6.6.6.6, for=203.0.113.7;host=\"a,b\"",
+                "for=10.1.1.1",
+            ],
+        );
+        assert_eq!(t2.resolve(peer(), &h), Some(client));
+        // A quoted value left open, with text after its closing quote, or with an escape
+        // (an address needs none) is no address.
+        for value in [
+            r#"for="203.0.113.7"#,
+            r#"for="203.0.113.7"x"#,
+            r#"for="203.0.113\.7""#,
+        ] {
+            assert_eq!(
+                t.resolve(peer(), &headers("forwarded", &[value])),
+                peer(),
+                "{value}"
+            );
+        }
     }
 
     #[test]
