@@ -35,7 +35,7 @@ use ratelimit_runtime::{
     store::{RedisClusterStore, RedisStore, Store},
     IdentityPart, RateLimiter,
 };
-use support::{key_slot, CapturedLog, RedisCluster, RedisServer, T0};
+use support::{key_slot, serves_slot_zero, CapturedLog, RedisCluster, RedisServer, T0};
 
 /// The limit of both routes.
 const LIMIT: usize = 5;
@@ -547,30 +547,6 @@ async fn a_stalled_redis_never_holds_a_request_longer_than_the_timeout() {
         "debug-sleep",
     )
     .await;
-}
-
-/// Whether `node` reports `cluster_state:ok` and lists itself as the master of slot 0
-/// (master 0's first slot).
-fn serves_slot_zero(node: &RedisServer) -> bool {
-    let Ok(mut conn) = redis::Client::open(node.url()).and_then(|c| c.get_connection()) else {
-        return false;
-    };
-    let info: String = redis::cmd("CLUSTER")
-        .arg("INFO")
-        .query(&mut conn)
-        .unwrap_or_default();
-    let nodes: String = redis::cmd("CLUSTER")
-        .arg("NODES")
-        .query(&mut conn)
-        .unwrap_or_default();
-    info.contains("cluster_state:ok")
-        && nodes.lines().any(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            fields
-                .get(2)
-                .is_some_and(|flags| flags.contains("myself") && flags.contains("master"))
-                && fields.iter().skip(8).any(|range| range.starts_with("0-"))
-        })
 }
 
 #[actix_web::test]

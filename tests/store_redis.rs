@@ -14,7 +14,9 @@ use ratelimit_runtime::{
     },
     Algorithm, IdentityPart, Limit, Window,
 };
-use support::{limit_states, Backend, RedisCluster, RedisServer, T0, W};
+use support::{
+    key_slot, limit_states, serves_slot_zero, Backend, RedisCluster, RedisServer, T0, W,
+};
 
 fn login() -> RouteKey {
     RouteKey::new("rl", "POST", "/login", &[(IdentityPart::Ip, "203.0.113.7")])
@@ -616,6 +618,92 @@ async fn a_silent_connection_is_replaced_under_a_callers_shorter_timeout() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// A Cluster master that stops answering without closing its connections (a hung host, a
+/// partition that drops packets) is failed over by the cluster. redis-rs reads the slot map
+/// again only after a `MOVED` or a connection error, so without help the checks of that
+/// master's slots would time out for as long as it stays silent, while those of the other
+/// masters go on answering in between: the store replaces its connections once every master
+/// of the new slot map answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_store_follows_the_failover_of_a_master_that_stopped_answering() {
+    let cluster = tokio::task::spawn_blocking(|| RedisCluster::start_with_replicas(3, 1))
+        .await
+        .unwrap();
+    let store = RedisClusterStore::builder(cluster.urls())
+        .build()
+        .await
+        .unwrap();
+    let limits = [Limit::new(
+        1_000_000,
+        Window::from_secs(60),
+        Algorithm::FixedWindow,
+    )];
+    // A client whose key lives on master 0 (slots 0..=5460), and one whose key does not.
+    let key_on_master_0 = |wanted: bool| {
+        (0..)
+            .map(|i| {
+                let ip = format!("10.0.{}.{}", i / 256, i % 256);
+                RouteKey::new("rl", "GET", "/x", &[(IdentityPart::Ip, ip.as_str())])
+            })
+            .find(|key| (key_slot(&key.limit_key(&limits[0])) <= 5460) == wanted)
+            .unwrap()
+    };
+    let (stuck, healthy) = (key_on_master_0(true), key_on_master_0(false));
+    let check = |key| {
+        store.check(CheckRequest {
+            key,
+            limits: &limits,
+            now_millis: None,
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while check(&stuck).await.is_err() || check(&healthy).await.is_err() {
+        assert!(Instant::now() < deadline, "never connected");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    cluster.masters()[0].pause();
+    let paused = Instant::now();
+    // Both clients keep sending; the failover takes `cluster-node-timeout` and then some.
+    let (mut stuck_outcomes, mut healthy_answered) = (Vec::new(), 0);
+    let mut promoted = None;
+    let recovered = loop {
+        let checked = check(&stuck).await;
+        stuck_outcomes.push(checked.as_ref().map(|_| ()).map_err(StoreError::kind));
+        // Three checks of the other masters' slots to one of master 0's: most checks answer
+        // meanwhile, so timeouts rarely come three in a row.
+        for _ in 0..3 {
+            healthy_answered += usize::from(check(&healthy).await.is_ok());
+        }
+        if promoted.is_none() && serves_slot_zero(&cluster.replicas()[0]) {
+            promoted = Some(paused.elapsed());
+        }
+        if checked.is_ok() {
+            break true;
+        }
+        if paused.elapsed() > Duration::from_secs(40) {
+            break false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let took = paused.elapsed();
+    cluster.masters()[0].resume();
+    let last: Vec<_> = stuck_outcomes.iter().rev().take(3).collect();
+    assert!(
+        recovered,
+        "the replica was promoted {promoted:?} after the pause, and checks of its slots still fail 40 s after it: {last:?}"
+    );
+    assert!(
+        stuck_outcomes.len() > 10 && healthy_answered > 3 * stuck_outcomes.len() / 2,
+        "the other masters answered {healthy_answered} of {} checks meanwhile",
+        3 * stuck_outcomes.len()
+    );
+    println!(
+        "decided again {took:?} after the pause (promotion seen at {promoted:?}); the other masters answered {healthy_answered} of {} checks meanwhile",
+        3 * stuck_outcomes.len()
+    );
 }
 
 /// A Redis that is busy (here `DEBUG SLEEP`; in life a slow command, a fork, `CLIENT

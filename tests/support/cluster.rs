@@ -206,6 +206,30 @@ fn slot_map(slots: &Value) -> Vec<(u16, u16, String, usize)> {
     map
 }
 
+/// Whether `node` reports `cluster_state:ok` and lists itself as the master of slot 0
+/// (master 0's first slot).
+pub fn serves_slot_zero(node: &RedisServer) -> bool {
+    let Ok(mut conn) = redis::Client::open(node.url()).and_then(|c| c.get_connection()) else {
+        return false;
+    };
+    let info: String = redis::cmd("CLUSTER")
+        .arg("INFO")
+        .query(&mut conn)
+        .unwrap_or_default();
+    let nodes: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query(&mut conn)
+        .unwrap_or_default();
+    info.contains("cluster_state:ok")
+        && nodes.lines().any(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields
+                .get(2)
+                .is_some_and(|flags| flags.contains("myself") && flags.contains("master"))
+                && fields.iter().skip(8).any(|range| range.starts_with("0-"))
+        })
+}
+
 /// Redis Cluster's slot of `key`: CRC16 (XMODEM) of its hash tag, modulo 16384.
 pub fn key_slot(key: &str) -> u16 {
     let tag = key

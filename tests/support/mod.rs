@@ -13,7 +13,7 @@ mod proxy;
 mod server;
 
 pub use backend::{limit_states, Backend, T0, W};
-pub use cluster::{key_slot, RedisCluster};
+pub use cluster::{key_slot, serves_slot_zero, RedisCluster};
 pub use example::{example, free_port};
 pub use log_capture::CapturedLog;
 pub use proxy::Proxy;

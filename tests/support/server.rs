@@ -96,6 +96,26 @@ impl RedisServer {
         self.start_again();
     }
 
+    /// Stops the server's process (`SIGSTOP`): connections stay open and go silent, as with
+    /// a hung host. [`resume`](Self::resume) lets it run again.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a [`pause`](Self::pause)d server run again (`SIGCONT`).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("the server is running");
+        let status = std::process::Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} failed");
+    }
+
     /// Kills the server (connections drop, the port refuses).
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -12,14 +12,22 @@ use ::redis::{
 
 use super::{
     config_error::{redact, StoreConfigError},
+    link::{self, Link, Linked, Opening, StallRule},
     redis::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT},
-    script_call, CheckFuture, CheckRequest, Store,
+    CheckFuture, CheckRequest, Store,
 };
+
+/// How long the cluster's connection must go without a check timing out before its timeouts
+/// are counted afresh towards a stall: checks of the slots whose master answers succeed in
+/// between, so only a pause tells that the timeouts stopped.
+const STALL_PAUSE: Duration = Duration::from_secs(10);
 
 /// Counters in a Redis Cluster.
 ///
 /// Connections to the nodes are made in the background and follow slot moves; a check never
-/// waits longer than the configured timeout. Build one per process and share it: clones
+/// waits longer than the configured timeout. When checks keep timing out (a master stopped
+/// answering without closing its connections, and was failed over), a new set of connections
+/// reads the slot map afresh and takes over once every master answers it. Build one per process and share it: clones
 /// share the connections, and under [`RateLimiter`](crate::RateLimiter) each actix worker
 /// opens its own (see [`Store::worker_store`]).
 ///
@@ -34,8 +42,11 @@ use super::{
 /// ```
 #[derive(Clone)]
 pub struct RedisClusterStore {
-    connection: ClusterConnection,
+    link: Arc<Link<ClusterConnection>>,
     timeout: Duration,
+    /// How long a probe for new connections may take: from the seeds, the slot map, every
+    /// master, each step bounded by the connect or the response timeout.
+    probe_timeout: Duration,
     nodes: Vec<String>,
     /// What another set of connections to the same cluster is opened from.
     client: ClusterClient,
@@ -76,11 +87,7 @@ impl fmt::Debug for RedisClusterStore {
 
 impl Store for RedisClusterStore {
     fn check<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
-        Box::pin(script_call::check(
-            self.connection.clone(),
-            request,
-            self.timeout,
-        ))
+        Box::pin(link::check(self, request))
     }
 
     fn kind(&self) -> &'static str {
@@ -93,12 +100,40 @@ impl Store for RedisClusterStore {
 
     fn worker_store(&self) -> Option<Arc<dyn Store>> {
         tokio::runtime::Handle::try_current().ok()?;
+        let connection = self
+            .client
+            .get_pending_async_connection_with_config(self.config.clone());
         Some(Arc::new(RedisClusterStore {
-            connection: self
-                .client
-                .get_pending_async_connection_with_config(self.config.clone()),
+            link: Arc::new(Link::new(connection, StallRule::WithoutPause(STALL_PAUSE))),
             ..self.clone()
         }))
+    }
+}
+
+impl Linked for RedisClusterStore {
+    type Connection = ClusterConnection;
+
+    fn link(&self) -> &Arc<Link<ClusterConnection>> {
+        &self.link
+    }
+
+    fn check_timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// New connections from the seed nodes, which read the slot map again; `PING` goes to
+    /// every master and must be answered by all.
+    fn reconnect(&self) -> Opening<ClusterConnection> {
+        let (client, config) = (self.client.clone(), self.config.clone());
+        Box::pin(async move {
+            let mut fresh = client.get_async_connection_with_config(config).await?;
+            ::redis::cmd("PING").query_async::<()>(&mut fresh).await?;
+            Ok(fresh)
+        })
+    }
+
+    fn probe_timeout(&self) -> Duration {
+        self.probe_timeout
     }
 }
 
@@ -154,11 +189,18 @@ impl RedisClusterStoreBuilder {
         let client = builder
             .build()
             .map_err(|err| StoreConfigError::for_url(&self.nodes.join(","), err))?;
-        let config = ClusterConfig::new().set_connection_timeout(self.connect_timeout);
+        // Bounded responses: without one, a node that accepts connections but never answers
+        // (a stopped process) would hold every new connection's set-up for ever. A check
+        // has its own, shorter timer.
+        let response_timeout = self.connect_timeout.max(self.timeout);
+        let config = ClusterConfig::new()
+            .set_connection_timeout(self.connect_timeout)
+            .set_response_timeout(response_timeout);
         let connection = client.get_pending_async_connection_with_config(config.clone());
         Ok(RedisClusterStore {
-            connection,
+            link: Arc::new(Link::new(connection, StallRule::WithoutPause(STALL_PAUSE))),
             timeout: self.timeout,
+            probe_timeout: 2 * (self.connect_timeout + response_timeout) + link::PROBE_TIMEOUT,
             nodes: self.nodes,
             client,
             config,

@@ -5,6 +5,7 @@ mod cluster;
 mod config_error;
 mod decision;
 mod error;
+mod link;
 mod memory;
 mod redis;
 mod script;

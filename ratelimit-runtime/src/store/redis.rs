@@ -1,13 +1,6 @@
 //! The standalone Redis store: one multiplexed connection per actix worker.
 
-use std::{
-    fmt,
-    sync::{
-        atomic::{AtomicU32, AtomicU64, Ordering},
-        Arc, Mutex, RwLock,
-    },
-    time::{Duration, Instant},
-};
+use std::{fmt, sync::Arc, time::Duration};
 
 use ::redis::{
     aio::{ConnectionManager, ConnectionManagerConfig},
@@ -16,7 +9,8 @@ use ::redis::{
 
 use super::{
     config_error::{redact, StoreConfigError},
-    script_call, CheckFuture, CheckRequest, Store, StoreErrorKind,
+    link::{self, Link, Linked, Opening, StallRule},
+    CheckFuture, CheckRequest, Store,
 };
 
 /// How long one check may take, fallback and retry included, unless configured otherwise.
@@ -46,7 +40,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// ```
 #[derive(Clone)]
 pub struct RedisStore {
-    link: Arc<Link>,
+    link: Arc<Link<ConnectionManager>>,
     timeout: Duration,
     url: String,
     /// What another connection to the same server is opened from.
@@ -83,19 +77,7 @@ impl fmt::Debug for RedisStore {
 
 impl Store for RedisStore {
     fn check<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
-        let (generation, connection) = self.link.current();
-        Box::pin(async move {
-            let mut watch = Watch {
-                store: self,
-                generation,
-                ended: false,
-            };
-            let checked = script_call::check(connection, request, self.timeout).await;
-            watch.ended = true;
-            let timed_out = matches!(&checked, Err(e) if e.kind() == StoreErrorKind::Timeout);
-            self.link.observe(generation, timed_out, self);
-            checked
-        })
+        Box::pin(link::check(self, request))
     }
 
     fn kind(&self) -> &'static str {
@@ -110,163 +92,34 @@ impl Store for RedisStore {
         tokio::runtime::Handle::try_current().ok()?;
         let connection = connect(&self.client, &self.config).ok()?;
         Some(Arc::new(RedisStore {
-            link: Arc::new(Link::new(connection)),
+            link: Arc::new(Link::new(connection, StallRule::InARow)),
             ..self.clone()
         }))
     }
 }
 
-/// Checks that time out in a row before a connection counts as stalled.
-const STALLED_AFTER: u32 = 3;
+impl Linked for RedisStore {
+    type Connection = ConnectionManager;
 
-/// How long after a connection was made, or a probe failed, the first probe for a new
-/// connection waits; it doubles after each failed probe, up to [`PROBE_BACKOFF_MAX`].
-const PROBE_BACKOFF: Duration = Duration::from_secs(1);
-
-/// The longest wait between two probes while checks keep timing out.
-const PROBE_BACKOFF_MAX: Duration = Duration::from_secs(30);
-
-/// How long a probe may take to connect and have its `PING` answered.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// A store's connection, replaced when it stalls. The connection manager reconnects by
-/// itself when the connection errors, but not when it merely stops answering: the path to
-/// Redis may drop packets without a reset (a failover moved the address, a NAT or conntrack
-/// entry was dropped, a proxy hung), and the kernel would retransmit for a quarter of an
-/// hour while every check ran into its timeout. After [`STALLED_AFTER`] timeouts in a row a
-/// probe opens a new connection in the background; it takes the old one's place only if its
-/// `PING` is answered, so a Redis that is busy rather than unreachable (a slow command, a
-/// fork, `CLIENT PAUSE`) keeps its connections, and is probed less and less often.
-struct Link {
-    /// The connection, and how many have come before it.
-    connection: RwLock<(u64, ConnectionManager)>,
-    /// That count, to compare without the lock.
-    generation: AtomicU64,
-    /// Checks on the current connection that timed out in a row.
-    stalled: AtomicU32,
-    probe: Mutex<Probe>,
-}
-
-struct Probe {
-    /// Whether one is under way.
-    running: bool,
-    /// No probe starts before.
-    not_before: Instant,
-    /// The wait after the next failed probe.
-    backoff: Duration,
-}
-
-impl Link {
-    fn new(connection: ConnectionManager) -> Self {
-        Link {
-            connection: RwLock::new((0, connection)),
-            generation: AtomicU64::new(0),
-            stalled: AtomicU32::new(0),
-            probe: Mutex::new(Probe {
-                running: false,
-                not_before: Instant::now() + PROBE_BACKOFF,
-                backoff: PROBE_BACKOFF,
-            }),
-        }
+    fn link(&self) -> &Arc<Link<ConnectionManager>> {
+        &self.link
     }
 
-    /// The connection to check on, and its generation.
-    fn current(&self) -> (u64, ConnectionManager) {
-        match self.connection.read() {
-            Ok(connection) => connection.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+    fn check_timeout(&self) -> Duration {
+        self.timeout
     }
 
-    fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Relaxed)
+    fn reconnect(&self) -> Opening<ConnectionManager> {
+        let (client, config) = (self.client.clone(), self.config.clone());
+        Box::pin(async move {
+            let mut fresh = ConnectionManager::new_with_config(client, config).await?;
+            ::redis::cmd("PING").query_async::<()>(&mut fresh).await?;
+            Ok(fresh)
+        })
     }
 
-    fn probe_state(&self) -> std::sync::MutexGuard<'_, Probe> {
-        self.probe
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Counts how a check on connection `generation` ended; a timeout also when the check
-    /// was given up before it ended (a caller's shorter timer dropped it). Results from a
-    /// connection already replaced do not count.
-    fn observe(self: &Arc<Self>, generation: u64, timed_out: bool, store: &RedisStore) {
-        if generation != self.generation() {
-            return;
-        }
-        if !timed_out {
-            if self.stalled.load(Ordering::Relaxed) != 0 {
-                self.stalled.store(0, Ordering::Relaxed);
-                self.probe_state().backoff = PROBE_BACKOFF;
-            }
-            return;
-        }
-        if self.stalled.fetch_add(1, Ordering::Relaxed) + 1 < STALLED_AFTER {
-            return;
-        }
-        {
-            let mut probe = self.probe_state();
-            if probe.running || Instant::now() < probe.not_before {
-                return;
-            }
-            probe.running = true;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            self.probe_state().running = false;
-            return;
-        };
-        let link = Arc::clone(self);
-        let (client, config) = (store.client.clone(), store.config.clone());
-        runtime.spawn(async move {
-            let fresh = tokio::time::timeout(PROBE_TIMEOUT, async {
-                let mut fresh = ConnectionManager::new_with_config(client, config).await?;
-                ::redis::cmd("PING").query_async::<()>(&mut fresh).await?;
-                Ok::<_, ::redis::RedisError>(fresh)
-            })
-            .await;
-            let mut probe = link.probe_state();
-            probe.running = false;
-            match fresh {
-                Ok(Ok(fresh)) => {
-                    tracing::warn!(
-                        target: "ratelimit",
-                        "rate-limit store: checks kept timing out on the Redis connection while a new one answers; using the new one"
-                    );
-                    let mut connection = match link.connection.write() {
-                        Ok(connection) => connection,
-                        Err(poisoned) => poisoned.into_inner(),
-                    };
-                    *connection = (connection.0 + 1, fresh);
-                    link.generation.store(connection.0, Ordering::Relaxed);
-                    link.stalled.store(0, Ordering::Relaxed);
-                    probe.backoff = PROBE_BACKOFF;
-                    probe.not_before = Instant::now() + PROBE_BACKOFF;
-                }
-                // Redis does not answer a new connection either: it is busy or down, and
-                // another connection would not help. Wait longer before trying again.
-                Ok(Err(_)) | Err(_) => {
-                    probe.not_before = Instant::now() + probe.backoff;
-                    probe.backoff = (probe.backoff * 2).min(PROBE_BACKOFF_MAX);
-                }
-            }
-        });
-    }
-}
-
-/// Reports a check that was given up before it ended (dropped by a caller's timer) as a
-/// timeout of its connection.
-struct Watch<'a> {
-    store: &'a RedisStore,
-    generation: u64,
-    ended: bool,
-}
-
-impl Drop for Watch<'_> {
-    fn drop(&mut self) {
-        if !self.ended {
-            self.store.link.observe(self.generation, true, self.store);
-        }
+    fn probe_timeout(&self) -> Duration {
+        link::PROBE_TIMEOUT
     }
 }
 
@@ -340,7 +193,7 @@ impl RedisStoreBuilder {
         let connection =
             connect(&client, &config).map_err(|err| StoreConfigError::for_url(&self.url, err))?;
         Ok(RedisStore {
-            link: Arc::new(Link::new(connection)),
+            link: Arc::new(Link::new(connection, StallRule::InARow)),
             timeout: self.timeout,
             url: self.url,
             client,

@@ -1,0 +1,252 @@
+//! A Redis store's connection, replaced when it stops answering.
+//!
+//! redis-rs reconnects by itself when a connection errors, but not when it merely stops
+//! answering: the path to Redis may drop packets without a reset (a failover moved the
+//! address, a NAT or conntrack entry was dropped, a proxy or a whole host hung), and the kernel
+//! would retransmit for a quarter of an hour while every check ran into its timeout. A Redis
+//! Cluster connection is no better: it reads the slot map again after a `MOVED` or a
+//! connection error, so while a master that stopped answering is failed over, the checks of its
+//! slots keep going to it. After [`STALLED_AFTER`] timeouts a probe opens a new connection in
+//! the background; it takes the old one's place only if it answers (`PING`; on a Cluster
+//! connection, which reads the slot map anew, every master must answer), so a Redis that is
+//! busy rather than unreachable (a slow command, a fork, `CLIENT PAUSE`) keeps its
+//! connections, and is probed less and less often.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::{
+        atomic::{AtomicU32, AtomicU64, Ordering},
+        Arc, Mutex, MutexGuard, RwLock,
+    },
+    time::{Duration, Instant},
+};
+
+use ::redis::{aio::ConnectionLike, RedisResult};
+
+use super::{script_call, CheckRequest, Decision, Store, StoreError, StoreErrorKind};
+
+/// Timeouts (see [`StallRule`]) before a connection counts as stalled.
+const STALLED_AFTER: u32 = 3;
+
+/// How long after a connection was made, or a probe failed, the first probe for a new
+/// connection waits; it doubles after each failed probe, up to [`PROBE_BACKOFF_MAX`].
+const PROBE_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The longest wait between two probes while checks keep timing out.
+const PROBE_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// How long a probe of one server may take to connect and have its `PING` answered.
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A connection being opened by a probe: made, and answering.
+pub(crate) type Opening<C> = Pin<Box<dyn Future<Output = RedisResult<C>> + Send>>;
+
+/// Which timeouts make a connection stalled.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum StallRule {
+    /// One server behind the connection: [`STALLED_AFTER`] timeouts in a row (a check that
+    /// answers starts the count again).
+    InARow,
+    /// Many servers behind one connection (a Cluster): checks of the slots whose master
+    /// answers keep answering while those of a stalled master time out, so the count starts
+    /// again only after this long without a timeout. A new connection that did not stop the
+    /// timeouts is not made again sooner than the back-off.
+    WithoutPause(Duration),
+}
+
+/// A store whose checks run over a [`Link`].
+pub(crate) trait Linked: Store + Sync {
+    type Connection: ConnectionLike + Clone + Send + Sync + 'static;
+
+    fn link(&self) -> &Arc<Link<Self::Connection>>;
+
+    /// The longest one check may take.
+    fn check_timeout(&self) -> Duration;
+
+    /// A new connection to the same server or cluster, answering `PING`.
+    fn reconnect(&self) -> Opening<Self::Connection>;
+
+    /// How long [`Linked::reconnect`] may take before the probe counts as failed.
+    fn probe_timeout(&self) -> Duration;
+}
+
+/// One check of `request` on `store`'s current connection, counted for its stall rule.
+pub(crate) async fn check<S: Linked>(
+    store: &S,
+    request: CheckRequest<'_>,
+) -> Result<Decision, StoreError> {
+    let link = store.link();
+    let (generation, connection) = link.current();
+    let mut watch = Watch {
+        store,
+        generation,
+        ended: false,
+    };
+    let checked = script_call::check(connection, request, store.check_timeout()).await;
+    watch.ended = true;
+    let timed_out = matches!(&checked, Err(e) if e.kind() == StoreErrorKind::Timeout);
+    link.observe(generation, timed_out, store);
+    checked
+}
+
+/// A store's connection, replaced when it stalls.
+pub(crate) struct Link<C> {
+    /// The connection, and how many have come before it.
+    connection: RwLock<(u64, C)>,
+    /// That count, to compare without the lock.
+    generation: AtomicU64,
+    /// Timeouts counted towards a stall on the current connection.
+    stalled: AtomicU32,
+    rule: StallRule,
+    probe: Mutex<Probe>,
+}
+
+struct Probe {
+    /// Whether one is under way.
+    running: bool,
+    /// No probe starts before.
+    not_before: Instant,
+    /// The wait after the next failed probe.
+    backoff: Duration,
+    /// When the last timeout was counted ([`StallRule::WithoutPause`]).
+    last_timeout: Option<Instant>,
+}
+
+impl<C: Clone + Send + Sync + 'static> Link<C> {
+    pub(crate) fn new(connection: C, rule: StallRule) -> Self {
+        Link {
+            connection: RwLock::new((0, connection)),
+            generation: AtomicU64::new(0),
+            stalled: AtomicU32::new(0),
+            rule,
+            probe: Mutex::new(Probe {
+                running: false,
+                not_before: Instant::now() + PROBE_BACKOFF,
+                backoff: PROBE_BACKOFF,
+                last_timeout: None,
+            }),
+        }
+    }
+
+    /// The connection to check on, and its generation.
+    pub(crate) fn current(&self) -> (u64, C) {
+        match self.connection.read() {
+            Ok(connection) => connection.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    fn probe_state(&self) -> MutexGuard<'_, Probe> {
+        self.probe
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Counts how a check on connection `generation` ended; a timeout also when the check
+    /// was given up before it ended (a caller's shorter timer dropped it). Results from a
+    /// connection already replaced do not count.
+    fn observe<S>(self: &Arc<Self>, generation: u64, timed_out: bool, store: &S)
+    where
+        S: Linked<Connection = C>,
+    {
+        if generation != self.generation() {
+            return;
+        }
+        if !timed_out {
+            if matches!(self.rule, StallRule::InARow) && self.stalled.load(Ordering::Relaxed) != 0 {
+                self.stalled.store(0, Ordering::Relaxed);
+                self.probe_state().backoff = PROBE_BACKOFF;
+            }
+            return;
+        }
+        if let StallRule::WithoutPause(pause) = self.rule {
+            let mut probe = self.probe_state();
+            let now = Instant::now();
+            if probe
+                .last_timeout
+                .is_some_and(|last| now.duration_since(last) > pause)
+            {
+                self.stalled.store(0, Ordering::Relaxed);
+                probe.backoff = PROBE_BACKOFF;
+            }
+            probe.last_timeout = Some(now);
+        }
+        if self.stalled.fetch_add(1, Ordering::Relaxed) + 1 < STALLED_AFTER {
+            return;
+        }
+        {
+            let mut probe = self.probe_state();
+            if probe.running || Instant::now() < probe.not_before {
+                return;
+            }
+            probe.running = true;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.probe_state().running = false;
+            return;
+        };
+        let link = Arc::clone(self);
+        let (opening, probe_timeout) = (store.reconnect(), store.probe_timeout());
+        let kind = store.kind();
+        runtime.spawn(async move {
+            let fresh = tokio::time::timeout(probe_timeout, opening).await;
+            let mut probe = link.probe_state();
+            probe.running = false;
+            match fresh {
+                Ok(Ok(fresh)) => {
+                    tracing::warn!(
+                        target: "ratelimit",
+                        store = kind,
+                        "rate-limit store: checks kept timing out on the Redis connection while a new one answers; using the new one"
+                    );
+                    let mut connection = match link.connection.write() {
+                        Ok(connection) => connection,
+                        Err(poisoned) => poisoned.into_inner(),
+                    };
+                    *connection = (connection.0 + 1, fresh);
+                    link.generation.store(connection.0, Ordering::Relaxed);
+                    link.stalled.store(0, Ordering::Relaxed);
+                    match link.rule {
+                        StallRule::InARow => {
+                            probe.backoff = PROBE_BACKOFF;
+                            probe.not_before = Instant::now() + PROBE_BACKOFF;
+                        }
+                        // Timeouts that go on after this replacement are not a reason to
+                        // replace it again at once.
+                        StallRule::WithoutPause(_) => {
+                            probe.not_before = Instant::now() + probe.backoff;
+                            probe.backoff = (probe.backoff * 2).min(PROBE_BACKOFF_MAX);
+                        }
+                    }
+                }
+                // Redis does not answer a new connection either: it is busy or down, and
+                // another connection would not help. Wait longer before trying again.
+                Ok(Err(_)) | Err(_) => {
+                    probe.not_before = Instant::now() + probe.backoff;
+                    probe.backoff = (probe.backoff * 2).min(PROBE_BACKOFF_MAX);
+                }
+            }
+        });
+    }
+}
+
+/// Reports a check that was given up before it ended (dropped by a caller's timer) as a
+/// timeout of its connection.
+struct Watch<'a, S: Linked> {
+    store: &'a S,
+    generation: u64,
+    ended: bool,
+}
+
+impl<S: Linked> Drop for Watch<'_, S> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.store.link().observe(self.generation, true, self.store);
+        }
+    }
+}
