@@ -12,7 +12,7 @@ use ratelimit_runtime::{
     clock::ManualClock,
     key::RouteKey,
     policy::MAX_WINDOW_MILLIS,
-    store::{CheckRequest, Decision},
+    store::{CheckRequest, Decision, StoreErrorKind, MAX_INJECTED_MILLIS},
     Algorithm, IdentityPart, Limit, Window,
 };
 use support::{limit_states, Backend, T0, W};
@@ -70,6 +70,7 @@ conformance!(
     concurrent_gcra_checks_allow_exactly_the_limit,
     a_clock_that_steps_back_does_not_reset_a_later_window,
     a_clock_that_steps_back_keeps_later_log_entries,
+    an_injected_time_past_the_latest_is_refused_by_every_store,
 );
 
 fn limit(max: u32, algorithm: Algorithm) -> Limit {
@@ -540,5 +541,34 @@ async fn a_clock_that_steps_back_does_not_reset_a_later_window(backend: &Backend
             !backend.check(&key, &limits, later).await.allowed,
             "{algorithm}: the later window is still spent"
         );
+    }
+}
+
+/// Injected times are whole milliseconds the scripts turn into microseconds, exact up to
+/// 2^53: past that every store refuses the check with the same error (found by review: the
+/// memory store's GCRA overflowed and panicked, Redis answered with wrapped figures), and at
+/// the latest accepted time every algorithm still decides.
+async fn an_injected_time_past_the_latest_is_refused_by_every_store(backend: &Backend) {
+    let store = backend.store();
+    for algorithm in Algorithm::ALL {
+        let limits = [limit(5, algorithm)];
+        let key = client("/far-future", algorithm.as_str());
+        let at = |now| CheckRequest {
+            key: &key,
+            limits: &limits,
+            now_millis: Some(now),
+        };
+        for now in [MAX_INJECTED_MILLIS + 1, u64::MAX / 100, u64::MAX] {
+            let refused = store.check(at(now)).await.unwrap_err();
+            assert_eq!(
+                refused.kind(),
+                StoreErrorKind::Protocol,
+                "{algorithm} at {now}"
+            );
+            assert!(refused.to_string().contains("injected time"), "{refused}");
+        }
+        let decided = store.check(at(MAX_INJECTED_MILLIS)).await.unwrap();
+        assert!(decided.allowed, "{algorithm}");
+        assert_eq!(decided.limits[0].remaining, 4, "{algorithm}");
     }
 }

@@ -13,6 +13,8 @@ use std::{
     time::Duration,
 };
 
+use crate::store::MAX_INJECTED_MILLIS;
+
 /// The time source passed to every check.
 #[derive(Clone, Default)]
 pub enum Clock {
@@ -50,7 +52,13 @@ pub struct ManualClock {
 
 impl ManualClock {
     /// A clock standing at `millis` since the Unix epoch.
+    ///
+    /// # Panics
+    ///
+    /// Past [`MAX_INJECTED_MILLIS`] (the year 2255), which no store accepts; so do
+    /// [`ManualClock::set`] and [`ManualClock::advance`].
     pub fn at(millis: u64) -> Self {
+        in_range(millis);
         ManualClock {
             millis: Arc::new(AtomicU64::new(millis)),
         }
@@ -63,18 +71,46 @@ impl ManualClock {
 
     /// Moves the clock to `millis`.
     pub fn set(&self, millis: u64) {
+        in_range(millis);
         self.millis.store(millis, Ordering::SeqCst);
     }
 
     /// Moves the clock forward.
     pub fn advance(&self, by: Duration) {
-        self.millis
-            .fetch_add(by.as_millis() as u64, Ordering::SeqCst);
+        let by = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+        let before = self.millis.fetch_add(by, Ordering::SeqCst);
+        in_range(before.saturating_add(by));
     }
+}
+
+fn in_range(millis: u64) {
+    assert!(
+        millis <= MAX_INJECTED_MILLIS,
+        "an injected time of {millis} ms is past the latest a store accepts ({MAX_INJECTED_MILLIS} ms, in the year 2255)"
+    );
 }
 
 impl From<ManualClock> for Clock {
     fn from(clock: ManualClock) -> Self {
         Clock::Manual(clock)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manual_clock_stays_within_what_the_stores_accept() {
+        let clock = ManualClock::at(MAX_INJECTED_MILLIS - 1_000);
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(clock.now_millis(), MAX_INJECTED_MILLIS);
+        for past in [
+            std::panic::catch_unwind(|| ManualClock::at(MAX_INJECTED_MILLIS + 1)).is_err(),
+            std::panic::catch_unwind(|| clock.set(u64::MAX)).is_err(),
+            std::panic::catch_unwind(|| clock.advance(Duration::from_millis(1))).is_err(),
+        ] {
+            assert!(past, "a time past the latest must be refused");
+        }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::{future::Future, pin::Pin};
 
-use super::{Decision, StoreError};
+use super::{Decision, StoreError, StoreErrorKind};
 use crate::{key::RouteKey, policy::Limit};
 
 /// A boxed future returned by [`Store::check`].
@@ -17,6 +17,22 @@ pub struct CheckRequest<'a> {
     pub limits: &'a [Limit],
     /// The injected time in milliseconds, or `None` for the store's own clock.
     pub now_millis: Option<u64>,
+}
+
+/// The latest injected time a store accepts, in milliseconds since the Unix epoch (in the
+/// year 2255): the scripts count GCRA's arrival times in microseconds with Lua numbers,
+/// which hold whole numbers exactly up to 2^53.
+pub const MAX_INJECTED_MILLIS: u64 = (1 << 53) / 1000;
+
+impl CheckRequest<'_> {
+    /// The error every store answers for an injected time past [`MAX_INJECTED_MILLIS`].
+    pub(crate) fn time_out_of_range(&self) -> Option<StoreError> {
+        let now = self.now_millis.filter(|now| *now > MAX_INJECTED_MILLIS)?;
+        Some(StoreError::new(
+            StoreErrorKind::Protocol,
+            format!("injected time {now} ms is past the latest a store accepts, {MAX_INJECTED_MILLIS} ms"),
+        ))
+    }
 }
 
 /// A counter store. Every implementation decides all limits of one request atomically

@@ -9,7 +9,8 @@ pub enum StoreErrorKind {
     Connection,
     /// Redis answered with an error (script error, cluster error, ...).
     Redis,
-    /// The answer did not have the expected shape.
+    /// The answer did not have the expected shape, or the request could not be put to the
+    /// store (an injected time past [`MAX_INJECTED_MILLIS`](super::MAX_INJECTED_MILLIS)).
     Protocol,
 }
 

@@ -12,7 +12,7 @@ mod script;
 mod script_call;
 mod tls;
 
-pub use check::{CheckFuture, CheckRequest, Store};
+pub use check::{CheckFuture, CheckRequest, Store, MAX_INJECTED_MILLIS};
 pub use cluster::{RedisClusterStore, RedisClusterStoreBuilder};
 pub use config_error::{redact, StoreConfigError};
 pub use decision::{Decision, LimitState};

@@ -25,6 +25,9 @@ pub(crate) async fn check<C>(
 where
     C: ConnectionLike + Send,
 {
+    if let Some(error) = request.time_out_of_range() {
+        return Err(error);
+    }
     if request.limits.is_empty() {
         return Ok(Decision {
             allowed: true,

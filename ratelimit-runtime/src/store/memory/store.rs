@@ -144,7 +144,11 @@ impl fmt::Debug for MemoryStore {
 
 impl Store for MemoryStore {
     fn check<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
-        Box::pin(std::future::ready(Ok(self.decide(&request))))
+        let checked = match request.time_out_of_range() {
+            Some(error) => Err(error),
+            None => Ok(self.decide(&request)),
+        };
+        Box::pin(std::future::ready(checked))
     }
 
     fn kind(&self) -> &'static str {
