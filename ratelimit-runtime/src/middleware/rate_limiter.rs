@@ -325,8 +325,8 @@ impl RateLimiter {
         self.with(|s| s.default_identity = identity)
     }
 
-    /// The failure policy of routes with no declaration (default: open for `GET`, `HEAD`
-    /// and `OPTIONS`, closed otherwise).
+    /// The failure policy of routes with no declaration (default: open for `GET`, `HEAD`,
+    /// `OPTIONS` and `QUERY`, closed otherwise, as for declared routes).
     pub fn default_fail(self, fail: FailMode) -> Self {
         self.with(|s| s.default_fail = Some(fail))
     }
@@ -607,6 +607,24 @@ mod tests {
             Limit::new(10, Window::from_secs(60), Algorithm::SlidingWindow),
             Limit::new(100, Window::from_secs(60), Algorithm::SlidingWindow),
         ]);
+    }
+
+    #[test]
+    fn undeclared_safe_methods_fail_open_like_declared_ones() {
+        // The labels the middleware folds request methods into, as a declaration's default.
+        let limiter = RateLimiter::new(MemoryStore::new());
+        let query = Method::from_bytes(b"QUERY").unwrap();
+        for (method, fail) in [
+            (Method::GET, FailMode::Open),
+            (Method::HEAD, FailMode::Open),
+            (Method::OPTIONS, FailMode::Open),
+            (query, FailMode::Open),
+            (Method::POST, FailMode::Closed),
+            (Method::from_bytes(b"PURGE").unwrap(), FailMode::Closed),
+        ] {
+            let label = method_label(&method);
+            assert_eq!(limiter.default_policy(label).fail(), fail, "{method}");
+        }
     }
 
     #[test]

@@ -68,6 +68,8 @@ pub(crate) fn method_label(method: &Method) -> &'static str {
         Method::OPTIONS => "OPTIONS",
         Method::TRACE => "TRACE",
         Method::CONNECT => "CONNECT",
+        // The safe QUERY method (draft-ietf-httpbis-safe-method-w-body) has no constant.
+        ref other if other.as_str() == "QUERY" => "QUERY",
         _ => "OTHER",
     }
 }

@@ -12,13 +12,13 @@ pub enum FailMode {
 
 impl FailMode {
     /// The default for a route with these methods: `open` when every method is safe
-    /// (`GET`, `HEAD`, `OPTIONS`), `closed` otherwise (also when the list is empty, which
-    /// means "any method").
+    /// (`GET`, `HEAD`, `OPTIONS`, `QUERY`), `closed` otherwise (also when the list is empty,
+    /// which means "any method"). The attribute applies the same rule at compile time.
     pub fn default_for_methods<'a>(methods: impl IntoIterator<Item = &'a str>) -> Self {
         let mut any = false;
         for method in methods {
             any = true;
-            if !matches!(method, "GET" | "HEAD" | "OPTIONS") {
+            if !matches!(method, "GET" | "HEAD" | "OPTIONS" | "QUERY") {
                 return FailMode::Closed;
             }
         }
