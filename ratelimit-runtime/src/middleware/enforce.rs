@@ -4,8 +4,8 @@
 use std::{
     cell::OnceCell,
     net::IpAddr,
-    sync::Arc,
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    sync::{Arc, LazyLock},
+    time::{Duration, Instant},
 };
 
 use actix_web::{
@@ -62,13 +62,15 @@ pub(crate) struct Limiter {
 }
 
 impl Limiter {
-    /// Milliseconds on the clock that times the flood shield (the injected clock in tests).
+    /// Milliseconds on the clock that times the flood shield: the injected clock in tests,
+    /// else a monotonic one (since the process first asked). The shield is this process's
+    /// own and only ever compares its own readings, so a step of the system clock (an NTP
+    /// correction, a VM resumed) must not hold a key refused past its retry time.
     fn local_now(&self) -> u64 {
+        static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
         match self.clock.now_millis() {
             Some(now) => now,
-            None => SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
+            None => u64::try_from(EPOCH.elapsed().as_millis()).unwrap_or(u64::MAX),
         }
     }
 
