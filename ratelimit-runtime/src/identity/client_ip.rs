@@ -263,8 +263,20 @@ fn parse_ip(entry: &str) -> Option<IpAddr> {
         }
     }
     let (host, port) = entry.rsplit_once(':')?;
-    port.parse::<u16>().ok()?;
+    if port.parse::<u16>().is_err() && !obfuscated_port(port) {
+        return None;
+    }
     host.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
+}
+
+/// RFC 7239's `obfport`: `_` and one or more of `A-Z a-z 0-9 . _ -`.
+fn obfuscated_port(port: &str) -> bool {
+    port.strip_prefix('_').is_some_and(|rest| {
+        !rest.is_empty()
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    })
 }
 
 #[cfg(test)]
@@ -375,6 +387,31 @@ mod tests {
             &["for=203.0.113.7;host=\"a,b,c\", for=10.1.1.1"],
         );
         assert_eq!(t2.resolve(peer(), &h), Some(client));
+    }
+
+    #[test]
+    fn an_obfuscated_port_does_not_hide_the_client() {
+        // RFC 7239 §6: `node-port = port / obfport`, as honest proxies may write.
+        let t = TrustedProxies::hops(1).header(ForwardedHeader::Forwarded);
+        let h = headers("forwarded", &["for=\"[2001:db8:cafe::17]:_p1\""]);
+        assert_eq!(
+            t.resolve(peer(), &h),
+            Some("2001:db8:cafe::17".parse().unwrap())
+        );
+        let h = headers("forwarded", &["for=\"192.0.2.43:_p1\""]);
+        assert_eq!(t.resolve(peer(), &h), Some("192.0.2.43".parse().unwrap()));
+        // Not a port of either kind: no address.
+        for value in [
+            r#"for="192.0.2.43:_""#,
+            r#"for="192.0.2.43:_p!""#,
+            r#"for="192.0.2.43:p1""#,
+        ] {
+            assert_eq!(
+                t.resolve(peer(), &headers("forwarded", &[value])),
+                peer(),
+                "{value}"
+            );
+        }
     }
 
     #[test]

@@ -8,9 +8,10 @@
 //! connection error, so while a master that stopped answering is failed over, the checks of its
 //! slots keep going to it. After [`STALLED_AFTER`] timeouts a probe opens a new connection in
 //! the background; it takes the old one's place only if it answers (`PING`; on a Cluster
-//! connection, which reads the slot map anew, every master must answer), so a Redis that is
-//! busy rather than unreachable (a slow command, a fork, `CLIENT PAUSE`) keeps its
-//! connections, and is probed less and less often.
+//! connection, which reads the slot map anew, every master must answer) while the old one,
+//! asked the same within a second, does not. So a Redis that is busy rather than unreachable
+//! (a slow command, a fork, `CLIENT PAUSE`) keeps its connections, and is probed less and
+//! less often.
 
 use std::{
     future::Future,
@@ -113,7 +114,7 @@ struct Probe {
     last_timeout: Option<Instant>,
 }
 
-impl<C: Clone + Send + Sync + 'static> Link<C> {
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
     pub(crate) fn new(connection: C, rule: StallRule) -> Self {
         Link {
             connection: RwLock::new((0, connection)),
@@ -192,17 +193,26 @@ impl<C: Clone + Send + Sync + 'static> Link<C> {
         };
         let link = Arc::clone(self);
         let (opening, probe_timeout) = (store.reconnect(), store.probe_timeout());
+        let (_, mut old) = self.current();
         let kind = store.kind();
         runtime.spawn(async move {
-            let fresh = tokio::time::timeout(probe_timeout, opening).await;
+            // The old connection is asked too: one that still answers is on a server that is
+            // busy now and then (a slow command), not on a silent path, and is kept.
+            let old_answers = async {
+                let ping = ::redis::cmd("PING");
+                let answered = ping.query_async::<()>(&mut old);
+                matches!(tokio::time::timeout(PROBE_TIMEOUT, answered).await, Ok(Ok(())))
+            };
+            let (fresh, old_answers) =
+                tokio::join!(tokio::time::timeout(probe_timeout, opening), old_answers);
             let mut probe = link.probe_state();
             probe.running = false;
             match fresh {
-                Ok(Ok(fresh)) => {
+                Ok(Ok(fresh)) if !old_answers => {
                     tracing::warn!(
                         target: "ratelimit",
                         store = kind,
-                        "rate-limit store: checks kept timing out on the Redis connection while a new one answers; using the new one"
+                        "rate-limit store: checks kept timing out on a Redis connection that no longer answers while a new one does; using the new one"
                     );
                     let mut connection = match link.connection.write() {
                         Ok(connection) => connection,
@@ -224,9 +234,10 @@ impl<C: Clone + Send + Sync + 'static> Link<C> {
                         }
                     }
                 }
-                // Redis does not answer a new connection either: it is busy or down, and
-                // another connection would not help. Wait longer before trying again.
-                Ok(Err(_)) | Err(_) => {
+                // The old connection still answers (the server is busy, not out of reach), or
+                // Redis does not answer a new connection either (busy or down): another
+                // connection would not help. Wait longer before trying again.
+                Ok(Ok(_)) | Ok(Err(_)) | Err(_) => {
                     probe.not_before = Instant::now() + probe.backoff;
                     probe.backoff = (probe.backoff * 2).min(PROBE_BACKOFF_MAX);
                 }

@@ -267,9 +267,19 @@ pub(crate) fn decode(request: &CheckRequest<'_>, reply: Value) -> Result<Decisio
         })
     };
     for limit in request.limits {
+        let allowed = match next()? {
+            0 => false,
+            1 => true,
+            other => {
+                return Err(protocol(format!(
+                    "expected 0 or 1 for allowed, got {other} in `{}`",
+                    String::from_utf8_lossy(text)
+                )))
+            }
+        };
         limits.push(LimitState {
             limit: *limit,
-            allowed: next()? == 1,
+            allowed,
             remaining: u32::try_from(next()?).unwrap_or(u32::MAX),
             retry_after: Duration::from_millis(next()?),
             reset_after: Duration::from_millis(next()?),
@@ -456,6 +466,7 @@ mod tests {
             text("1 4 0 12000 0 0 7000"),
             text("1 4 0 12000 0 0 7000 7000 1"),
             text("1 4 -1 12000 0 0 7000 7000"),
+            text("2 4 0 12000 0 0 7000 7000"),
             text("1 4 0 12000  0 7000 7000"),
             text("1 4 0 1.5 0 0 7000 7000"),
             text("1 4 0 12000 0 0 7000 18446744073709551616"),
