@@ -626,6 +626,61 @@ async fn a_silent_connection_is_replaced_under_a_callers_shorter_timeout() {
     }
 }
 
+/// A limit no test reaches.
+fn far_limit() -> [Limit; 1] {
+    [Limit::new(
+        1_000_000,
+        Window::from_secs(60),
+        Algorithm::FixedWindow,
+    )]
+}
+
+/// One check of `key` against [`far_limit`], on the store's clock.
+async fn check_far_below_its_limit(
+    store: &RedisClusterStore,
+    key: &RouteKey,
+) -> Result<Decision, StoreError> {
+    let limits = far_limit();
+    store
+        .check(CheckRequest {
+            key,
+            limits: &limits,
+            now_millis: None,
+        })
+        .await
+}
+
+/// A store on `cluster` once it decides, with a client whose key lives on master 0 (slots
+/// 0..=5460: the harness splits them evenly) and one whose key does not.
+async fn connected_with_a_client_on_master_0(
+    cluster: &RedisCluster,
+) -> (RedisClusterStore, RouteKey, RouteKey) {
+    let store = RedisClusterStore::builder(cluster.urls())
+        .build()
+        .await
+        .unwrap();
+    let key_on_master_0 = |wanted: bool| {
+        (0..)
+            .map(|i| {
+                let ip = format!("10.0.{}.{}", i / 256, i % 256);
+                RouteKey::new("rl", "GET", "/x", &[(IdentityPart::Ip, ip.as_str())])
+            })
+            .find(|key| (key_slot(&key.limit_key(&far_limit()[0])) <= 5460) == wanted)
+            .unwrap()
+    };
+    let (on_master_0, elsewhere) = (key_on_master_0(true), key_on_master_0(false));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while check_far_below_its_limit(&store, &on_master_0)
+        .await
+        .is_err()
+        || check_far_below_its_limit(&store, &elsewhere).await.is_err()
+    {
+        assert!(Instant::now() < deadline, "never connected");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (store, on_master_0, elsewhere)
+}
+
 /// A Cluster master that stops answering without closing its connections (a hung host, a
 /// partition that drops packets) is failed over by the cluster. redis-rs reads the slot map
 /// again only after a `MOVED` or a connection error, so without help the checks of that
@@ -637,38 +692,8 @@ async fn a_cluster_store_follows_the_failover_of_a_master_that_stopped_answering
     let cluster = tokio::task::spawn_blocking(|| RedisCluster::start_with_replicas(3, 1))
         .await
         .unwrap();
-    let store = RedisClusterStore::builder(cluster.urls())
-        .build()
-        .await
-        .unwrap();
-    let limits = [Limit::new(
-        1_000_000,
-        Window::from_secs(60),
-        Algorithm::FixedWindow,
-    )];
-    // A client whose key lives on master 0 (slots 0..=5460), and one whose key does not.
-    let key_on_master_0 = |wanted: bool| {
-        (0..)
-            .map(|i| {
-                let ip = format!("10.0.{}.{}", i / 256, i % 256);
-                RouteKey::new("rl", "GET", "/x", &[(IdentityPart::Ip, ip.as_str())])
-            })
-            .find(|key| (key_slot(&key.limit_key(&limits[0])) <= 5460) == wanted)
-            .unwrap()
-    };
-    let (stuck, healthy) = (key_on_master_0(true), key_on_master_0(false));
-    let check = |key| {
-        store.check(CheckRequest {
-            key,
-            limits: &limits,
-            now_millis: None,
-        })
-    };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while check(&stuck).await.is_err() || check(&healthy).await.is_err() {
-        assert!(Instant::now() < deadline, "never connected");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (store, stuck, healthy) = connected_with_a_client_on_master_0(&cluster).await;
+    let check = |key| check_far_below_its_limit(&store, key);
 
     cluster.masters()[0].pause();
     let paused = Instant::now();
@@ -735,37 +760,8 @@ async fn a_cluster_master_busy_now_and_then_keeps_the_stores_connections() {
     let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3))
         .await
         .unwrap();
-    let store = RedisClusterStore::builder(cluster.urls())
-        .build()
-        .await
-        .unwrap();
-    let limits = [Limit::new(
-        1_000_000,
-        Window::from_secs(60),
-        Algorithm::FixedWindow,
-    )];
-    let key_on_master_0 = |wanted: bool| {
-        (0..)
-            .map(|i| {
-                let ip = format!("10.0.{}.{}", i / 256, i % 256);
-                RouteKey::new("rl", "GET", "/x", &[(IdentityPart::Ip, ip.as_str())])
-            })
-            .find(|key| (key_slot(&key.limit_key(&limits[0])) <= 5460) == wanted)
-            .unwrap()
-    };
-    let (busy, healthy) = (key_on_master_0(true), key_on_master_0(false));
-    let check = |key| {
-        store.check(CheckRequest {
-            key,
-            limits: &limits,
-            now_millis: None,
-        })
-    };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while check(&busy).await.is_err() || check(&healthy).await.is_err() {
-        assert!(Instant::now() < deadline, "never connected");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (store, busy, healthy) = connected_with_a_client_on_master_0(&cluster).await;
+    let check = |key| check_far_below_its_limit(&store, key);
     // A replacement waits at least a second after the connection was made.
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     let before = connections_received(&cluster.masters()[1]);
