@@ -8,6 +8,8 @@ use std::{fmt, sync::Arc, time::Duration};
 use ::redis::{
     cluster::{ClusterClient, ClusterConfig},
     cluster_async::ClusterConnection,
+    cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr},
+    ErrorKind, RedisError, RedisResult, Value,
 };
 
 use super::{
@@ -121,20 +123,107 @@ impl Linked for RedisClusterStore {
         self.timeout
     }
 
-    /// New connections from the seed nodes, which read the slot map again; `PING` goes to
-    /// every master and must be answered by all.
+    /// New connections from the seed nodes, which read the slot map again, once every
+    /// master answers them.
     fn reconnect(&self) -> Opening<ClusterConnection> {
         let (client, config) = (self.client.clone(), self.config.clone());
         Box::pin(async move {
             let mut fresh = client.get_async_connection_with_config(config).await?;
-            ::redis::cmd("PING").query_async::<()>(&mut fresh).await?;
+            reaches_every_master(&mut fresh).await?;
             Ok(fresh)
+        })
+    }
+
+    /// A `PING` to the master of every slot range of the cluster's slot map, each routed by
+    /// the connection's own slot map, as its checks are: an old connection whose map still
+    /// names a master that stopped answering does not answer, one on a master that is only
+    /// busy does.
+    fn answers(mut connection: ClusterConnection) -> Opening<()> {
+        Box::pin(async move {
+            let slots = cluster_slots(&mut connection).await?;
+            for (start, _) in slot_masters(&slots).ok_or_else(no_masters)? {
+                let route = Route::new(start, SlotAddr::Master);
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+                ping(&mut connection, routing).await?;
+            }
+            Ok(())
         })
     }
 
     fn probe_timeout(&self) -> Duration {
         self.probe_timeout
     }
+}
+
+/// A `PING` to the master of every slot range of the cluster's slot map, each sent to that
+/// master's address: a master the connection holds no connection to, or one that does not
+/// answer, fails it. (Neither a `PING` to all masters nor one routed by slot would do for a
+/// new connection: redis-rs sends the first only to the masters it holds connections to, and
+/// a command for a slot whose master it could not reach to another node, so a new
+/// connection that could not reach a stopped master would answer for it.)
+async fn reaches_every_master(connection: &mut ClusterConnection) -> RedisResult<()> {
+    let slots = cluster_slots(connection).await?;
+    for (_, (host, port)) in slot_masters(&slots).ok_or_else(no_masters)? {
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
+        ping(connection, routing).await?;
+    }
+    Ok(())
+}
+
+async fn cluster_slots(connection: &mut ClusterConnection) -> RedisResult<Value> {
+    ::redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async(connection)
+        .await
+}
+
+async fn ping(connection: &mut ClusterConnection, routing: RoutingInfo) -> RedisResult<()> {
+    connection
+        .route_command(::redis::cmd("PING"), routing)
+        .await?
+        .extract_error()
+        .map(drop)
+}
+
+fn no_masters() -> RedisError {
+    RedisError::from((
+        ErrorKind::UnexpectedReturnType,
+        "CLUSTER SLOTS: no readable master address",
+    ))
+}
+
+/// Every master in a `CLUSTER SLOTS` reply, once each, with the first slot of a range it
+/// serves; `None` when there is none, or one is unreadable.
+fn slot_masters(slots: &Value) -> Option<Vec<(u16, (String, u16))>> {
+    let Value::Array(ranges) = slots else {
+        return None;
+    };
+    let mut masters: Vec<(u16, (String, u16))> = Vec::new();
+    for range in ranges {
+        let Value::Array(fields) = range else {
+            return None;
+        };
+        let (Some(Value::Int(start)), Some(Value::Array(master))) = (fields.first(), fields.get(2))
+        else {
+            return None;
+        };
+        let host = match master.first()? {
+            Value::BulkString(host) => String::from_utf8(host.clone()).ok()?,
+            Value::SimpleString(host) => host.clone(),
+            _ => return None,
+        };
+        let Some(Value::Int(port)) = master.get(1) else {
+            return None;
+        };
+        let address = (host, u16::try_from(*port).ok()?);
+        if address.0.is_empty() {
+            return None;
+        }
+        if !masters.iter().any(|(_, known)| *known == address) {
+            masters.push((u16::try_from(*start).ok()?, address));
+        }
+    }
+    (!masters.is_empty()).then_some(masters)
 }
 
 /// Configures a [`RedisClusterStore`].

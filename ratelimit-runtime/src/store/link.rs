@@ -9,7 +9,7 @@
 //! slots keep going to it. After [`STALLED_AFTER`] timeouts a probe opens a new connection in
 //! the background; it takes the old one's place only if it answers (`PING`; on a Cluster
 //! connection, which reads the slot map anew, every master must answer) while the old one,
-//! asked the same within a second, does not. So a Redis that is busy rather than unreachable
+//! asked the same and given as long, does not. So a Redis that is busy rather than unreachable
 //! (a slow command, a fork, `CLIENT PAUSE`) keeps its connections, and is probed less and
 //! less often.
 
@@ -68,8 +68,12 @@ pub(crate) trait Linked: Store + Sync {
     /// A new connection to the same server or cluster, answering `PING`.
     fn reconnect(&self) -> Opening<Self::Connection>;
 
-    /// How long [`Linked::reconnect`] may take before the probe counts as failed.
+    /// How long [`Linked::reconnect`] may take before the probe counts as failed; the old
+    /// connection gets as long to show it still answers.
     fn probe_timeout(&self) -> Duration;
+
+    /// Whether `connection` still answers: every server behind it answers `PING`.
+    fn answers(connection: Self::Connection) -> Opening<()>;
 }
 
 /// One check of `request` on `store`'s current connection, counted for its stall rule.
@@ -193,18 +197,17 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
         };
         let link = Arc::clone(self);
         let (opening, probe_timeout) = (store.reconnect(), store.probe_timeout());
-        let (_, mut old) = self.current();
+        // The old connection is asked too, with as long to answer: one that still answers is
+        // on a server that is busy now and then (a slow command), not on a silent path, and is
+        // kept.
+        let old_answers = S::answers(self.current().1);
         let kind = store.kind();
         runtime.spawn(async move {
-            // The old connection is asked too: one that still answers is on a server that is
-            // busy now and then (a slow command), not on a silent path, and is kept.
-            let old_answers = async {
-                let ping = ::redis::cmd("PING");
-                let answered = ping.query_async::<()>(&mut old);
-                matches!(tokio::time::timeout(PROBE_TIMEOUT, answered).await, Ok(Ok(())))
-            };
-            let (fresh, old_answers) =
-                tokio::join!(tokio::time::timeout(probe_timeout, opening), old_answers);
+            let (fresh, old_answers) = tokio::join!(
+                tokio::time::timeout(probe_timeout, opening),
+                tokio::time::timeout(probe_timeout, old_answers)
+            );
+            let old_answers = matches!(old_answers, Ok(Ok(())));
             let mut probe = link.probe_state();
             probe.running = false;
             match fresh {

@@ -112,14 +112,22 @@ impl Linked for RedisStore {
     fn reconnect(&self) -> Opening<ConnectionManager> {
         let (client, config) = (self.client.clone(), self.config.clone());
         Box::pin(async move {
-            let mut fresh = ConnectionManager::new_with_config(client, config).await?;
-            ::redis::cmd("PING").query_async::<()>(&mut fresh).await?;
+            let fresh = ConnectionManager::new_with_config(client, config).await?;
+            Self::answers(fresh.clone()).await?;
             Ok(fresh)
         })
     }
 
     fn probe_timeout(&self) -> Duration {
         link::PROBE_TIMEOUT
+    }
+
+    fn answers(mut connection: ConnectionManager) -> Opening<()> {
+        Box::pin(async move {
+            ::redis::cmd("PING")
+                .query_async::<()>(&mut connection)
+                .await
+        })
     }
 }
 
