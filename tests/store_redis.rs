@@ -951,13 +951,17 @@ fn the_scripts_refuse_malformed_arguments() {
     };
     let t0 = T0.to_string();
     let w = W.to_string();
-    let ok = eval(single, &["1", "k:gc", &t0, "", "gc", "5", &w]).unwrap();
+    let ok = eval(single, &["1", "k:gc", &t0, "5", &w]).unwrap();
     assert_eq!(ok, redis::Value::BulkString(b"1 4 0 12000".to_vec()));
+    let log =
+        check_script(&[Limit::new(5, Window::from_millis(W), Algorithm::SlidingLog)]).source();
+    let ok = eval(log, &["1", "k:sl", &t0, "5", &w, "m1"]).unwrap();
+    assert_eq!(ok, redis::Value::BulkString(b"1 4 0 60000".to_vec()));
     // The general script: four integers per limit, in the order of the keys.
     let stacked = eval(
         general,
         &[
-            "2", "k:sl", "k:sw", &t0, "m1", "sl", "5", &w, "sw", "100", &w,
+            "2", "k2:sl", "k2:sw", &t0, "m1", "sl", "5", &w, "sw", "100", &w,
         ],
     )
     .unwrap();
@@ -965,30 +969,33 @@ fn the_scripts_refuse_malformed_arguments() {
         stacked,
         redis::Value::BulkString(b"1 4 0 60000 1 99 0 120000".to_vec())
     );
+    let bounds =
+        "max must be a whole number from 1 to 4294967295 and window one from 1 to 2678400000";
     let refused = [
         (
             single,
-            vec!["1", "k:gc", "", "", "sw", "5", "1000"],
-            "this script checks `gc`, not `sw`",
+            vec!["2", "a", "b", "", "5", "1000"],
+            "expected one key and 3 arguments",
         ),
         (
             single,
-            vec!["2", "a", "b", "", "", "gc", "5", "1000"],
-            "expected one key and 5 arguments",
+            vec!["1", "k:gc", "", "gc", "5", "1000"],
+            "expected one key and 3 arguments",
         ),
         (
-            single,
-            vec!["1", "k:gc", "", "", "gc", "0", "1000"],
-            "max and window must be positive",
+            log,
+            vec!["1", "k:sl", "", "5", "1000"],
+            "expected one key and 4 arguments",
         ),
+        (single, vec!["1", "k:gc", "", "0", "1000"], bounds),
+        (single, vec!["1", "k:gc", "", "5", "soon"], bounds),
+        (single, vec!["1", "k:gc", "", "2.5", "1000"], bounds),
+        (single, vec!["1", "k:gc", "", "4294967296", "1000"], bounds),
+        (single, vec!["1", "k:gc", "", "5", "2678400001"], bounds),
+        (log, vec!["1", "k:sl", "", "5", "0.5", "m"], bounds),
         (
             single,
-            vec!["1", "k:gc", "", "", "gc", "5", "soon"],
-            "max and window must be positive",
-        ),
-        (
-            single,
-            vec!["1", "k:gc", "yesterday", "", "gc", "5", "1000"],
+            vec!["1", "k:gc", "yesterday", "5", "1000"],
             "ARGV[1] must be empty or a whole number",
         ),
         (
@@ -1004,7 +1011,12 @@ fn the_scripts_refuse_malformed_arguments() {
         (
             general,
             vec!["2", "a", "b", "", "", "sw", "5", "1000", "gc", "-1", "1000"],
-            "max and window must be positive",
+            bounds,
+        ),
+        (
+            general,
+            vec!["1", "k", "1.5", "", "fw", "5", "1000"],
+            "ARGV[1] must be empty or a whole number",
         ),
     ];
     for (source, args, expected) in refused {
@@ -1096,6 +1108,82 @@ fn a_limit_alone_in_a_stack_and_in_memory_decides_alike() {
         redis.finish().await;
         memory.finish().await;
     });
+}
+
+/// The scripts divide with `math.floor(a / b)`, exact only while the operands stay below
+/// 2^53 (`scripts/README.md`): at the largest limits and windows a policy can declare, and
+/// at the latest time a store accepts, Redis alone, Redis in a stack and the memory store
+/// (integer arithmetic) still decide every request alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scripts_are_exact_at_the_largest_limits_windows_and_times() {
+    use ratelimit_runtime::{policy::MAX_WINDOW_MILLIS, store::MAX_INJECTED_MILLIS};
+
+    let (redis, memory) = (Backend::standalone().await, Backend::memory());
+    let maxes = [1, 7, 1_000, 65_537, 2_000_000_000, u32::MAX];
+    let windows = [1, 997, 3_600_000, MAX_WINDOW_MILLIS];
+    let mut checked = 0;
+    for (n, (algorithm, max, window)) in Algorithm::ALL
+        .into_iter()
+        .flat_map(|a| maxes.map(|m| (a, m)))
+        .flat_map(|(a, m)| windows.map(|w| (a, m, w)))
+        .enumerate()
+    {
+        // Only the limits `#[rate_limit]` accepts.
+        let Ok(limit) =
+            std::panic::catch_unwind(|| Limit::new(max, Window::from_millis(window), algorithm))
+        else {
+            continue;
+        };
+        // A second limit that never binds, so the stack decides as `limit` alone does (in a
+        // window of its own: two limits of one algorithm and window would share a key).
+        let loose_window = if window == 1 { 2 } else { window - 1 };
+        let loose = Limit::new(
+            u32::MAX,
+            Window::from_millis(loose_window),
+            Algorithm::FixedWindow,
+        );
+        for start in [T0 + 123, MAX_INJECTED_MILLIS - 5 * window - 2] {
+            let ip = format!("198.51.100.{}", n % 250);
+            let name = format!("/extreme/{n}/{start}");
+            let key = RouteKey::new("rl", "GET", &name, &[(IdentityPart::Ip, &ip)]);
+            let stacked_key = RouteKey::new(
+                "rl",
+                "GET",
+                &format!("{name}/stack"),
+                &[(IdentityPart::Ip, &ip)],
+            );
+            let mut now = start;
+            // A burst at one instant, then steps into the window, to its end and past it.
+            for step in [
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                1,
+                window / 2,
+                window / 2,
+                window - 1,
+                1,
+                2 * window,
+            ] {
+                now += step;
+                let alone = limit_states(&redis.check(&key, &[limit], now).await);
+                let in_memory = limit_states(&memory.check(&key, &[limit], now).await);
+                assert_eq!(alone, in_memory, "{limit} at {now}");
+                let stacked = limit_states(&redis.check(&stacked_key, &[limit, loose], now).await);
+                assert_eq!(alone[0], stacked[0], "{limit} at {now}");
+                assert!(stacked[1].0, "the loose limit never binds");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 500, "{checked} checks");
+    redis.finish().await;
+    memory.finish().await;
 }
 
 /// A failover to a node whose clock runs behind, on the store's own clock as in production:

@@ -1,13 +1,13 @@
 //! The Lua check scripts and their protocol: what goes into `KEYS` and `ARGV`, what comes
 //! back.
 //!
-//! The scripts are concatenated at compile time from `ratelimit-runtime/scripts/*.lua`: a
-//! prelude (clock, arguments, integer arithmetic), one file per algorithm and a dispatcher.
-//! A limit checked alone runs its algorithm's own script (prelude, that algorithm,
-//! `single.lua`); a stack of limits runs the general [`CHECK_SCRIPT`] (prelude, all four,
-//! `check.lua`). Redis runs a whole script on every call, defining each of its functions
-//! anew, so the one-limit scripts carry only what they use. Either way one check is one
-//! `EVALSHA`, and every script takes the same arguments:
+//! The scripts are written out at build time from `ratelimit-runtime/scripts/` (`build.rs`,
+//! `scripts/README.md`): a limit checked alone runs its algorithm's own script
+//! (`fixed_window.lua`, `sliding_window.lua`, `sliding_log.lua`, `gcra.lua`), a stack of
+//! limits the general [`CHECK_SCRIPT`] (`check.lua`). Their shared steps (clock, argument
+//! bounds, TTLs, each algorithm's peek and commit) are parts pasted in, not Lua functions:
+//! Redis runs a script's whole chunk on every call, so a function would be made anew on
+//! every call. Either way one check is one `EVALSHA`:
 //!
 //! - `KEYS[i]`: [`RouteKey::limit_key`](crate::key::RouteKey::limit_key) of limit `i`, the
 //!   only keys a script touches: the window algorithms keep a hash there with one field per
@@ -16,9 +16,10 @@
 //!   by the keys it is given). Every key shares the route key's hash tag, so all of them
 //!   live in one Redis Cluster slot.
 //! - `ARGV[1]`: the injected time in milliseconds, or `""` for Redis `TIME`.
-//! - `ARGV[2]`: a member unique to this request (the sliding log's sorted-set member), or
-//!   `""` when no limit is a sliding log.
-//! - `ARGV[3i]`, `ARGV[3i+1]`, `ARGV[3i+2]`: limit `i`'s algorithm code (`fw`, `sw`, `sl`,
+//! - A limit alone: `ARGV[2]`, `ARGV[3]`: its max and window in milliseconds; a sliding log
+//!   also `ARGV[4]`, a member unique to this request (the sorted-set member).
+//! - A stack: `ARGV[2]`: the member, or `""` when no limit is a sliding log;
+//!   `ARGV[3i]`, `ARGV[3i+1]`, `ARGV[3i+2]`: limit `i`'s algorithm code (`fw`, `sw`, `sl`,
 //!   `gc`), max and window in milliseconds.
 //! - Reply: one string of integers separated by single spaces, four per limit: `allowed
 //!   (0/1) remaining retry_after_ms reset_after_ms`. A string rather than an integer array:
@@ -47,57 +48,25 @@ use crate::{
     policy::{Algorithm, Limit},
 };
 
-/// The general check script, for any stack of limits (`EVAL` sends it when Redis does not
-/// know it yet): the prelude, every algorithm and the stacked dispatcher.
-pub const CHECK_SCRIPT: &str = concat!(
-    include_str!("../../scripts/prelude.lua"),
-    "\n",
-    include_str!("../../scripts/fixed_window.lua"),
-    "\n",
-    include_str!("../../scripts/sliding_window.lua"),
-    "\n",
-    include_str!("../../scripts/sliding_log.lua"),
-    "\n",
-    include_str!("../../scripts/gcra.lua"),
-    "\n",
-    include_str!("../../scripts/check.lua"),
-);
-
-/// The script of one algorithm checked alone: the prelude, that algorithm's file, the line
-/// that names it to the one-limit dispatcher, and that dispatcher. Redis runs a whole script
-/// on every call, defining each of its functions anew, so a limit checked alone does not pay
-/// for the other three algorithms.
-macro_rules! single_script {
-    ($file:literal, $code:literal, $peek:literal, $decide:literal) => {
-        concat!(
-            include_str!("../../scripts/prelude.lua"),
-            "\n",
-            include_str!(concat!("../../scripts/", $file)),
-            "\nlocal RL_CODE, rl_peek, rl_commit, rl_decide = '",
-            $code,
-            "', ",
-            $peek,
-            "_peek, ",
-            $peek,
-            "_commit, ",
-            $decide,
-            "\n",
-            include_str!("../../scripts/single.lua"),
-        )
+/// A script as the build writes it out (`build.rs`: `scripts/<file>` with its parts pasted
+/// in).
+macro_rules! script {
+    ($file:literal) => {
+        include_str!(concat!(env!("OUT_DIR"), "/scripts/", $file))
     };
 }
 
-/// Every script, in the order of [`script_index`].
+/// The general check script, for any stack of limits (`EVAL` sends it when Redis does not
+/// know it yet): `scripts/check.lua`, every algorithm's peek and commit.
+pub const CHECK_SCRIPT: &str = script!("check.lua");
+
+/// Every script, in the order of [`script_index`]: each algorithm's own, then the general
+/// one.
 const SOURCES: [&str; 5] = [
-    single_script!(
-        "fixed_window.lua",
-        "fw",
-        "fixed_window",
-        "fixed_window_decide"
-    ),
-    single_script!("sliding_window.lua", "sw", "sliding_window", "nil"),
-    single_script!("sliding_log.lua", "sl", "sliding_log", "nil"),
-    single_script!("gcra.lua", "gc", "gcra", "nil"),
+    script!("fixed_window.lua"),
+    script!("sliding_window.lua"),
+    script!("sliding_log.lua"),
+    script!("gcra.lua"),
     CHECK_SCRIPT,
 ];
 
@@ -226,11 +195,21 @@ impl<'a> ScriptCall<'a> {
             Some(now) => cmd.arg(now),
             None => cmd.arg(""),
         };
-        cmd.arg(&self.member);
-        for limit in self.limits {
-            cmd.arg(algorithm_code(limit.algorithm()))
-                .arg(limit.max())
-                .arg(limit.window().as_millis());
+        match self.limits {
+            [limit] => {
+                cmd.arg(limit.max()).arg(limit.window().as_millis());
+                if limit.algorithm() == Algorithm::SlidingLog {
+                    cmd.arg(&self.member);
+                }
+            }
+            limits => {
+                cmd.arg(&self.member);
+                for limit in limits {
+                    cmd.arg(algorithm_code(limit.algorithm()))
+                        .arg(limit.max())
+                        .arg(limit.window().as_millis());
+                }
+            }
         }
         cmd
     }
@@ -333,14 +312,18 @@ mod tests {
     }
 
     #[test]
-    fn the_script_is_every_file_in_order() {
+    fn the_general_script_holds_every_algorithms_peek_and_commit_and_defines_no_function() {
         let order = [
-            "rl_now_ms",
-            "fixed_window_peek",
-            "sliding_window_peek",
-            "sliding_log_peek",
-            "gcra_peek",
-            "local commits, windows",
+            "-- clock.lua",
+            "-- bounds.lua",
+            "-- fixed_window_peek.lua",
+            "-- sliding_window_peek.lua",
+            "-- sliding_log_peek.lua",
+            "-- gcra_peek.lua",
+            "-- fixed_window_commit.lua",
+            "-- sliding_window_commit.lua",
+            "-- sliding_log_commit.lua",
+            "-- gcra_commit.lua",
         ];
         let positions: Vec<usize> = order
             .iter()
@@ -349,6 +332,13 @@ mod tests {
         assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
         assert!(!CHECK_SCRIPT.contains("replicate_commands("));
         assert_eq!(check_script_sha1().len(), 40);
+        for source in SOURCES {
+            assert!(!source.contains("--@include"), "every include is expanded");
+            assert!(
+                !source.contains("function"),
+                "no script makes a function on every call"
+            );
+        }
     }
 
     #[test]
@@ -363,30 +353,21 @@ mod tests {
         let mut digests = vec![general.sha1()];
         for algorithm in Algorithm::ALL {
             let script = check_script(&[Limit::new(5, Window::from_secs(1), algorithm)]);
-            let own = format!("{}_peek", algorithm.as_str());
-            assert!(script.source().contains(&own), "{algorithm}");
-            for other in Algorithm::ALL.iter().filter(|a| **a != algorithm) {
-                let theirs = format!("{}_peek", other.as_str());
-                assert!(!script.source().contains(&theirs), "{algorithm}: {other}");
-            }
-            let code = algorithm_code(algorithm);
             let name = algorithm.as_str();
-            let decide = if algorithm == Algorithm::FixedWindow {
-                format!("{name}_decide")
-            } else {
-                "nil".to_owned()
-            };
-            let naming = format!(
-                "\nlocal RL_CODE, rl_peek, rl_commit, rl_decide = \
-                 '{code}', {name}_peek, {name}_commit, {decide}\n"
-            );
-            assert!(script.source().contains(&naming), "{algorithm}");
             assert!(
-                script
-                    .source()
-                    .ends_with(include_str!("../../scripts/single.lua")),
+                script.source().starts_with(&format!("-- {name}.lua: ")),
                 "{algorithm}"
             );
+            let own = if algorithm == Algorithm::FixedWindow {
+                "-- fixed_window_decide.lua".to_owned()
+            } else {
+                format!("-- {name}_peek.lua")
+            };
+            assert!(script.source().contains(&own), "{algorithm}");
+            for other in Algorithm::ALL.iter().filter(|a| **a != algorithm) {
+                let theirs = format!("-- {}_", other.as_str());
+                assert!(!script.source().contains(&theirs), "{algorithm}: {other}");
+            }
             assert_eq!(script.sha1().len(), 40);
             digests.push(script.sha1());
         }
@@ -425,6 +406,21 @@ mod tests {
         assert_eq!(other_args[1], CHECK_SCRIPT);
         assert_eq!(other_args[5], "");
         assert_ne!(args[6], other_args[6], "members are unique per request");
+
+        // A limit alone: the time, its max and window, and the member for a sliding log only.
+        for (limit, member) in [(limits[1], false), (limits[0], true)] {
+            let alone = [limit];
+            let args = words(&ScriptCall::new(&request(&key, &alone)).evalsha());
+            assert_eq!(args[1], check_script(&alone).sha1());
+            assert_eq!(args[2], "1", "one key");
+            assert_eq!(args[3], key.limit_key(&limit));
+            let bounds = [
+                limit.max().to_string(),
+                limit.window().as_millis().to_string(),
+            ];
+            assert_eq!(args[4..7], ["1700000040000", &bounds[0], &bounds[1]]);
+            assert_eq!(args.len(), if member { 8 } else { 7 }, "{args:?}");
+        }
     }
 
     /// Every argument of a command, as text.
