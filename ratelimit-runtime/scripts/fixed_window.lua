@@ -11,7 +11,7 @@
 -- script touches is one of its KEYS and the window is a field.
 --
 -- KEYS[1] the limit's key; ARGV: the time (see parts/clock.lua), max, window in ms.
--- Returns `allowed (0/1) remaining retry_after_ms reset_after_ms` (see check.lua).
+-- Returns `allowed (0/1) remaining retry_after_ms reset_after_ms` (parts/reply.lua).
 
 if #KEYS ~= 1 or #ARGV ~= 3 then
   return redis.error_reply('ERR rate-limit script: expected one key and 3 arguments')
@@ -21,4 +21,4 @@ local key, max, window = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 --@include parts/clock.lua
 local allowed, remaining, retry_after, reset_after
 --@include parts/fixed_window_decide.lua
-return string.format('%d %d %d %d', allowed, remaining, retry_after, reset_after)
+--@include parts/reply.lua

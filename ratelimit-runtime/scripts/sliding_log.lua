@@ -8,7 +8,7 @@
 --
 -- KEYS[1] the limit's key; ARGV: the time (see parts/clock.lua), max, window in ms, and a
 -- member unique to this request. Returns `allowed (0/1) remaining retry_after_ms
--- reset_after_ms` (see check.lua).
+-- reset_after_ms` (parts/reply.lua).
 
 if #KEYS ~= 1 or #ARGV ~= 4 then
   return redis.error_reply('ERR rate-limit script: expected one key and 4 arguments')
@@ -21,4 +21,4 @@ local allowed, remaining, retry_after, reset_after, ttl, value
 if allowed == 1 then
   --@include parts/sliding_log_commit.lua
 end
-return string.format('%d %d %d %d', allowed, remaining, retry_after, reset_after)
+--@include parts/reply.lua

@@ -18,7 +18,7 @@
 -- this window's count, the end of this window for the previous one's.
 --
 -- KEYS[1] the limit's key; ARGV: the time (see parts/clock.lua), max, window in ms.
--- Returns `allowed (0/1) remaining retry_after_ms reset_after_ms` (see check.lua).
+-- Returns `allowed (0/1) remaining retry_after_ms reset_after_ms` (parts/reply.lua).
 
 if #KEYS ~= 1 or #ARGV ~= 3 then
   return redis.error_reply('ERR rate-limit script: expected one key and 3 arguments')
@@ -31,4 +31,4 @@ local allowed, remaining, retry_after, reset_after, ttl, value
 if allowed == 1 then
   --@include parts/sliding_window_commit.lua
 end
-return string.format('%d %d %d %d', allowed, remaining, retry_after, reset_after)
+--@include parts/reply.lua

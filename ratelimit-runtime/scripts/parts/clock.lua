@@ -6,7 +6,7 @@ local rl_injected = ARGV[1] ~= ''
 local now
 if rl_injected then
   now = tonumber(ARGV[1])
-  if now == nil or now < 0 or now ~= math.floor(now) then
+  if now == nil or now < 0 or now % 1 ~= 0 then
     return redis.error_reply(
       'ERR rate-limit script: ARGV[1] must be empty or a whole number of milliseconds'
     )
