@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # User-space instructions per request of each bench server, side by side, under callgrind.
 #
-#   bash bench/scripts/instructions.sh [requests]      (default 1000)
+#   bash bench/scripts/instructions.sh [requests]            (default 1000)
+#   bash bench/scripts/instructions.sh --redis [requests]    Redis's instructions instead
 #
 # Throughput on a shared VM moves by tens of percent from one measurement to the next;
 # instruction counts do not (within 1 % between repeats), so this is how two builds of the
@@ -10,11 +11,21 @@
 # `requests` sequential requests are sent over one keep-alive connection (curl) and the
 # counters dumped. Kernel work (sockets, the answer's size) is not counted.
 #
+# With `--redis` the servers run as usual and `redis-server` runs under callgrind instead
+# (one for all servers, `hz 1` so its timers hardly count): what Redis does per HTTP request
+# (reading the command, the script or commands, the reply), each request's commands read
+# on their own, as at one connection.
+#
 # Needs valgrind, curl, redis-server and a release build of bench_server
 # (`cargo build --release -p ratelimit-bench`). Starts its own redis-server on a free
 # loopback port and stops everything it started.
 set -euo pipefail
 
+profile=server
+if [ "${1:-}" = --redis ]; then
+    profile=redis
+    shift
+fi
 requests=${1:-1000}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 server=${BENCH_SERVER:-$root/target/release/bench_server}
@@ -36,12 +47,26 @@ free_port() {
     done
 }
 redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
-    --pidfile "$work/redis.pid" --logfile "$work/redis.log"
+redis_pid=
+if [ "$profile" = redis ]; then
+    valgrind --tool=callgrind --callgrind-out-file="$work/redis.out.%p" \
+        redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --hz 1 \
+        >"$work/redis.log" 2>&1 &
+    redis_pid=$!
+    for attempt in $(seq 120); do
+        redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
+        [ "$attempt" = 120 ] && { echo "instructions.sh: redis-server under valgrind did not start" >&2; exit 1; }
+        sleep 0.5
+    done
+else
+    redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
+        --pidfile "$work/redis.pid" --logfile "$work/redis.log"
+fi
 pid=
 cleanup() {
     if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
     redis-cli -p "$redis_port" shutdown nosave >/dev/null 2>&1 || true
+    if [ -n "$redis_pid" ]; then wait "$redis_pid" 2>/dev/null || true; fi
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -66,7 +91,11 @@ targets=(
     "(g) answer only: the same 429, nothing decided|--variant answer-only|/flood"
 )
 
-printf '| server | requests | instructions per request | × (a) | × (f) |\n|---|---:|---:|---:|---:|\n'
+if [ "$profile" = redis ]; then
+    printf '| server | requests | Redis instructions per request | × (f) |\n|---|---:|---:|---:|\n'
+else
+    printf '| server | requests | instructions per request | × (a) | × (f) |\n|---|---:|---:|---:|---:|\n'
+fi
 none=
 floor=
 # ×a/b, or a dash before b is measured.
@@ -75,11 +104,23 @@ for target in "${targets[@]}"; do
     IFS='|' read -r label arguments path <<<"$target"
     port=$(free_port)
     out="$work/callgrind.out"
-    # shellcheck disable=SC2086 # the arguments are words on purpose
-    valgrind --tool=callgrind --callgrind-out-file="$out.%p" \
+    # The process whose instructions are counted, and the file callgrind writes for it.
+    if [ "$profile" = redis ]; then
+        # shellcheck disable=SC2086 # the arguments are words on purpose
         "$server" $arguments --port "$port" --redis "redis://127.0.0.1:$redis_port" \
-        >"$work/server.log" 2>&1 &
-    pid=$!
+            >"$work/server.log" 2>&1 &
+        pid=$!
+        counted=$redis_pid
+        dumps="$work/redis.out.$redis_pid"
+    else
+        # shellcheck disable=SC2086 # the arguments are words on purpose
+        valgrind --tool=callgrind --callgrind-out-file="$out.%p" \
+            "$server" $arguments --port "$port" --redis "redis://127.0.0.1:$redis_port" \
+            >"$work/server.log" 2>&1 &
+        pid=$!
+        counted=$pid
+        dumps="$out.$pid"
+    fi
     url="http://127.0.0.1:$port$path"
     for attempt in $(seq 120); do
         curl -s -o /dev/null "$url" && break
@@ -91,19 +132,23 @@ for target in "${targets[@]}"; do
         sleep 0.5
     done
     send "$url" 200
-    callgrind_control -z "$pid" >/dev/null 2>&1
+    callgrind_control -z "$counted" >/dev/null 2>&1
     send "$url" "$requests"
-    callgrind_control -d "$pid" >/dev/null 2>&1
+    callgrind_control -d "$counted" >/dev/null 2>&1
     kill "$pid"
     wait "$pid" 2>/dev/null || true
-    total=$(grep -h '^summary:' "$out.$pid".[0-9]* | awk '{ s += $2 } END { print s }')
+    total=$(grep -h '^summary:' "$dumps".[0-9]* | awk '{ s += $2 } END { print s }')
     pid=
-    rm -f "$out".*
+    rm -f "$dumps".[0-9]*
     per=$((total / requests))
     case $label in
         "(a)"*) none=$per ;;
         "(f)"*) floor=$per ;;
     esac
-    printf '| %s | %d | %d | %s | %s |\n' "$label" "$requests" "$per" \
-        "$(ratio "$per" "$none")" "$(ratio "$per" "$floor")"
+    if [ "$profile" = redis ]; then
+        printf '| %s | %d | %d | %s |\n' "$label" "$requests" "$per" "$(ratio "$per" "$floor")"
+    else
+        printf '| %s | %d | %d | %s | %s |\n' "$label" "$requests" "$per" \
+            "$(ratio "$per" "$none")" "$(ratio "$per" "$floor")"
+    fi
 done
