@@ -21,8 +21,10 @@ pub struct CheckRequest<'a> {
 
 /// The latest injected time a store accepts, in milliseconds since the Unix epoch (in the
 /// year 2255): the scripts count GCRA's arrival times in microseconds with Lua numbers,
-/// which hold whole numbers exactly up to 2^53.
-pub const MAX_INJECTED_MILLIS: u64 = (1 << 53) / 1000;
+/// which hold whole numbers exactly up to 2^53, and a GCRA arrival time runs up to two
+/// windows ahead of the time it is computed at (a stored one up to a window, plus one
+/// interval); so the latest time is two of the longest windows short of 2^53 µs.
+pub const MAX_INJECTED_MILLIS: u64 = (1 << 53) / 1000 - 2 * crate::policy::MAX_WINDOW_MILLIS;
 
 impl CheckRequest<'_> {
     /// The error every store answers for an injected time past [`MAX_INJECTED_MILLIS`].
