@@ -84,6 +84,41 @@ mod nested {
     }
 }
 
+// Path, limit and window passed through `macro_rules!` arrive in invisible groups, which
+// actix-web reads; so must `#[rate_limit]` (found by review: the declaration was dropped
+// without an error, and the limit refused with a false message).
+macro_rules! limited_get {
+    ($name:ident, $path:literal, $limit:literal, $window:literal) => {
+        #[rate_limit(limit = $limit, window = $window)]
+        #[get($path)]
+        async fn $name() -> impl Responder {
+            HttpResponse::Ok()
+        }
+    };
+}
+limited_get!(through_macro, "/through-macro", 6, "1m");
+
+macro_rules! limited_route {
+    ($name:ident, $path:expr, $method:expr) => {
+        #[rate_limit(limit = 8, window = "1m")]
+        #[route($path, method = $method)]
+        async fn $name() -> impl Responder {
+            HttpResponse::Ok()
+        }
+    };
+}
+limited_route!(route_through_macro, "/route-through-macro", "PATCH");
+
+// Another crate's attribute named like a method (`#[fastrace::trace]`, say) between ours and
+// actix-web's: the route is the attribute that reads as one (found by review: it was taken
+// for the route, and the declaration dropped).
+#[rate_limit(limit = 9, window = "1m")]
+#[rustfmt::trace]
+#[get("/traced")]
+async fn traced() -> impl Responder {
+    HttpResponse::Ok()
+}
+
 fn find(function: &str) -> &'static RouteDeclaration {
     let found: Vec<_> = registry::declarations()
         .filter(|d| d.function == function)
@@ -111,9 +146,28 @@ fn the_registry_holds_exactly_the_declared_records() {
             "nested_handler",
             "patch_it",
             "put_it",
-            "tenants"
+            "route_through_macro",
+            "tenants",
+            "through_macro",
+            "traced"
         ]
     );
+}
+
+#[test]
+fn declarations_written_through_macros_or_beside_other_attributes_register() {
+    for (function, path, method, max) in [
+        ("through_macro", "/through-macro", "GET", 6),
+        ("route_through_macro", "/route-through-macro", "PATCH", 8),
+        ("traced", "/traced", "GET", 9),
+    ] {
+        let d = find(function);
+        assert_eq!((d.path, d.methods), (path, &[method][..]), "{function}");
+        let limits = limited(d).limits().to_vec();
+        assert_eq!(limits.len(), 1, "{function}");
+        assert_eq!(limits[0].max(), max, "{function}");
+        assert_eq!(limits[0].window().as_millis(), 60_000, "{function}");
+    }
 }
 
 #[test]
@@ -226,5 +280,8 @@ fn handlers_remain_actix_services() {
         .service(delete_it)
         .service(patch_it)
         .service(head_it)
-        .service(nested::deeper::nested_handler);
+        .service(nested::deeper::nested_handler)
+        .service(through_macro)
+        .service(route_through_macro)
+        .service(traced);
 }

@@ -212,6 +212,9 @@ impl Args {
                 return;
             }
         };
+        // A value passed through `macro_rules!` (`limit = $limit`) arrives in an invisible
+        // group around the literal.
+        let value = crate::route::ungrouped(&value).clone();
         self.keys.push(Key {
             name: key,
             span: ident.span(),

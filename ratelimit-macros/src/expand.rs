@@ -112,8 +112,6 @@ fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Re
     cx.check()?;
     let (route, policy) = match (found, policy) {
         (Found::Route(route), Some(policy)) => (route, policy),
-        // actix-web's own error on its attribute is the one to read.
-        (Found::Broken, _) => return Ok(quote!(#function)),
         _ => unreachable!("every failure path reports an error"),
     };
 

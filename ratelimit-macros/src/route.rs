@@ -26,9 +26,6 @@ pub(crate) enum Found {
     Route(RouteAttr),
     /// No route attribute we can read; the error is reported.
     Missing,
-    /// A route attribute actix-web cannot read either: its own error says what is wrong, and
-    /// one of ours on top would only repeat it.
-    Broken,
 }
 
 /// The route attribute found on the handler.
@@ -76,11 +73,12 @@ pub(crate) fn find(attrs: &[Attribute], cx: &mut Ctxt) -> Found {
         );
         return Found::Missing;
     }
-    let Some((index, attr, kind)) = attrs
+    let candidates: Vec<_> = attrs
         .iter()
         .enumerate()
-        .find_map(|(i, a)| route_kind(a).map(|k| (i, a, k)))
-    else {
+        .filter_map(|(i, a)| route_kind(a).map(|k| (i, a, k)))
+        .collect();
+    let Some(&(_, first, _)) = candidates.first() else {
         // Also what the user sees with `#[rate_limit]` below the route attribute: actix-web
         // moves the handler, our attribute still on it, into its generated `register`.
         cx.error(
@@ -89,26 +87,45 @@ pub(crate) fn find(attrs: &[Attribute], cx: &mut Ctxt) -> Found {
         );
         return Found::Missing;
     };
-    let Ok(args) = attr.parse_args_with(Punctuated::<Expr, Token![,]>::parse_terminated) else {
-        return Found::Broken;
-    };
-    let path = match args.first() {
+    // The first that reads as a route: an attribute of another crate may share a method's
+    // name (`#[fastrace::trace]`) and sit between ours and actix-web's.
+    if let Some(route) = candidates
+        .iter()
+        .find_map(|&(index, attr, kind)| read(index, attr, kind))
+    {
+        return Found::Route(route);
+    }
+    // Never left to actix-web alone: some route attributes it accepts are unreadable here,
+    // and the handler must not compile without its declared limit.
+    cx.error_spanned(
+        first,
+        "`#[rate_limit]` cannot read this route attribute: it needs the path as a string literal first and, for `#[route]`, at least one `method = \"...\"` (e.g. `#[get(\"/orders/{id}\")]`, `#[route(\"/p\", method = \"GET\")]`)",
+    );
+    Found::Missing
+}
+
+/// The route of one route attribute, or `None` when it is not one we can read.
+fn read(index: usize, attr: &Attribute, kind: &'static str) -> Option<RouteAttr> {
+    let args = attr
+        .parse_args_with(Punctuated::<Expr, Token![,]>::parse_terminated)
+        .ok()?;
+    let path = match args.first().map(ungrouped) {
         Some(Expr::Lit(ExprLit {
             lit: Lit::Str(lit), ..
         })) => lit.value(),
-        _ => return Found::Broken,
+        _ => return None,
     };
     let mut methods = Vec::new();
     if kind == "route" {
         for arg in args.iter().skip(1) {
-            if let Expr::Assign(assign) = arg {
+            if let Expr::Assign(assign) = ungrouped(arg) {
                 let is_method = matches!(&*assign.left, Expr::Path(p) if p.path.is_ident("method"));
                 if let (
                     true,
                     Expr::Lit(ExprLit {
                         lit: Lit::Str(lit), ..
                     }),
-                ) = (is_method, &*assign.right)
+                ) = (is_method, ungrouped(&assign.right))
                 {
                     let method = lit.value().to_ascii_uppercase();
                     if !methods.contains(&method) {
@@ -127,14 +144,22 @@ pub(crate) fn find(attrs: &[Attribute], cx: &mut Ctxt) -> Found {
     }
     if methods.is_empty() {
         // `#[route("/p")]` without a `method`, which actix-web rejects.
-        return Found::Broken;
+        return None;
     }
-    Found::Route(RouteAttr {
+    Some(RouteAttr {
         index,
         methods,
         path,
         args,
     })
+}
+
+/// The expression inside any invisible groups (`macro_rules!` fragments) around it.
+pub(crate) fn ungrouped(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Group(group) => ungrouped(&group.expr),
+        other => other,
+    }
 }
 
 impl RouteAttr {
