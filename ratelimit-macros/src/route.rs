@@ -196,3 +196,54 @@ impl RouteAttr {
         rewritten
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use syn::parse_quote;
+
+    use super::*;
+
+    fn route_of(attrs: &[Attribute]) -> Option<(usize, Vec<String>, String)> {
+        let mut cx = Ctxt::default();
+        let found = find(attrs, &mut cx);
+        let errors = cx.check();
+        match found {
+            Found::Route(route) => {
+                assert!(errors.is_ok(), "no error beside a route");
+                Some((route.index, route.methods, route.path))
+            }
+            Found::Missing => {
+                assert!(errors.is_err(), "an error whenever no route is read");
+                None
+            }
+        }
+    }
+
+    /// Another crate's attribute named like a method (`#[fastrace::trace]`) between ours and
+    /// actix-web's is not the route (found by review: it was, and the declaration was dropped
+    /// without an error).
+    #[test]
+    fn the_route_is_the_first_attribute_that_reads_as_one() {
+        let attrs: Vec<Attribute> = vec![
+            parse_quote!(#[fastrace::trace]),
+            parse_quote!(#[trace(name = "x")]),
+            parse_quote!(#[get("/traced")]),
+        ];
+        assert_eq!(
+            route_of(&attrs),
+            Some((2, vec!["GET".to_owned()], "/traced".to_owned()))
+        );
+    }
+
+    #[test]
+    fn an_unreadable_route_attribute_is_an_error_of_ours() {
+        for attrs in [
+            vec![parse_quote!(#[get])],
+            vec![parse_quote!(#[fastrace::trace])],
+            vec![parse_quote!(#[get(PATH)])],
+            vec![parse_quote!(#[route("/p")])],
+        ] {
+            assert_eq!(route_of(&attrs), None);
+        }
+    }
+}
