@@ -869,6 +869,20 @@ mod own_middleware {
         HttpResponse::Ok().body("vault")
     }
 
+    /// Counted per API key, behind the auth that refuses unknown ones: with an answer here,
+    /// with an error below.
+    #[rate_limit(limit = 2, window = "1m", identity = "api_key", fail = "closed")]
+    #[get("/keyed-admin", wrap = "actix_web::middleware::from_fn(answers_401)")]
+    pub async fn keyed_admin() -> impl Responder {
+        HttpResponse::Ok().body("admin")
+    }
+
+    #[rate_limit(limit = 2, window = "1m", identity = "api_key", fail = "closed")]
+    #[get("/keyed-vault", wrap = "actix_web::middleware::from_fn(errs_401)")]
+    pub async fn keyed_vault() -> impl Responder {
+        HttpResponse::Ok().body("vault")
+    }
+
     /// Rewrites a request header, as middleware that normalises requests does: it needs the
     /// request unshared (`ServiceRequest::headers_mut`).
     pub async fn tags_request(
@@ -1028,6 +1042,37 @@ async fn what_a_routes_own_middleware_refuses_counts_against_its_limit() {
         )
         .await;
         refusals_count_against_the_limit(&app, &clock, path, &path[1..]).await;
+    }
+}
+
+/// A refused API key may be made up: each guess must not get a budget of its own, whether
+/// the route's auth refuses with an answer or with an error; both count by address (found by
+/// review: guesses refused with a 401 answer were never limited).
+#[actix_web::test]
+async fn guessed_api_keys_count_by_address_when_the_routes_auth_refuses_them() {
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(
+        App::new()
+            .service(own_middleware::keyed_admin)
+            .service(own_middleware::keyed_vault)
+            .wrap(limiter),
+    )
+    .await;
+    for path in ["/keyed-admin", "/keyed-vault"] {
+        let mut statuses = Vec::new();
+        for guess in 0..5 {
+            let req = test::TestRequest::get()
+                .uri(path)
+                .peer_addr("203.0.113.7:40000".parse().unwrap())
+                .insert_header(("x-api-key", format!("guess-{guess}")))
+                .to_request();
+            // An error becomes the answer actix's server would send.
+            statuses.push(match app.call(req).await {
+                Ok(response) => response.status().as_u16(),
+                Err(error) => error.error_response().status().as_u16(),
+            });
+        }
+        assert_eq!(statuses, [401, 401, 429, 429, 429], "{path}");
     }
 }
 

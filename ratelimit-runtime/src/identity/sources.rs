@@ -89,8 +89,8 @@ impl IdentitySources {
         })
     }
 
-    /// The identity of a request that was refused before its route's guard and is gone
-    /// (middleware answered it with an error), from the client address resolved before and
+    /// The identity of a request that was refused before its route's guard (middleware
+    /// answered it, or failed it with an error), from the client address resolved before and
     /// the username its body `submitted`. A part the client or an auth layer supplies (user
     /// id, API key, header) is taken as absent, so the request counts by its address rather
     /// than by a key the client may have made up.

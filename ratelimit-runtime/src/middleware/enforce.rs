@@ -111,9 +111,9 @@ impl Limiter {
     /// guard saw it (the route's own middleware, a scope's, or another resource on the
     /// path): the answer to send on. A refusal, as an answer or as an error, becomes the
     /// route's 429 when the client is over the limit; a success is counted and kept (it
-    /// may have done what the client asked, and a 429 would invite a retry). `client`: the
-    /// address resolved before the request was passed on, for an error (which carries no
-    /// request).
+    /// may have done what the client asked, and a 429 would invite a retry). A refusal
+    /// counts by `client`, the address resolved before the request was passed on (an error
+    /// carries no request, and a refused key may be made up), and the submitted username.
     pub(crate) async fn count_answered<B>(
         &self,
         answer: Result<ServiceResponse<B>, Error>,
@@ -122,68 +122,67 @@ impl Limiter {
         handle: &LimiterHandle,
     ) -> Result<ServiceResponse<EitherBody<B>>, Error> {
         match answer {
-            Ok(response) => {
-                let refused = is_refusal(response.status());
-                let request = response.request().clone();
-                match self.charge(request, route, refused, handle).await {
-                    Some(too_many) => Ok(too_many.map_into_right_body()),
+            // Counted like an error: the key, user id or header it refused may be made up
+            // (found by review: every guessed API key refused with a 401 answer had a
+            // budget of its own).
+            Ok(response) if is_refusal(response.status()) => {
+                match self.charge_refusal(client, route, handle).await {
+                    Some(too_many) => {
+                        let request = response.request().clone();
+                        Ok(ServiceResponse::new(request, too_many).map_into_right_body())
+                    }
                     None => Ok(response.map_into_left_body()),
                 }
             }
-            Err(error) => Err(self.charge_refused(client, route, error, handle).await),
+            Ok(response) => {
+                self.charge_success(response.request().clone(), route, handle)
+                    .await;
+                Ok(response.map_into_left_body())
+            }
+            Err(error) => match self.charge_refusal(client, route, handle).await {
+                Some(too_many) => Err(answer::RefusedOverLimit::new(error, too_many).into()),
+                None => Err(error),
+            },
         }
     }
 
-    /// Counts a request that something else already answered (the route's own middleware
-    /// refused it before the route's guard ran, or another resource on the path served it):
-    /// the 429 to send instead when that answer was a refusal and the client is over the
-    /// limit. A success is counted and kept (it may have done what the client asked, and a
-    /// 429 would invite a retry); a store error keeps the answer too: nothing is left to
-    /// protect. The body is gone by now: a username counts as the one `handle` read before
-    /// the body was passed on, else as unreadable.
-    async fn charge(
+    /// Counts a request that something else served before its route's guard saw it (another
+    /// resource on the path): kept whatever the count says (it may have done what the client
+    /// asked, and a 429 would invite a retry); a store error keeps it too. The body is gone
+    /// by now: a username counts as the one `handle` read before the body was passed on,
+    /// else as unreadable.
+    async fn charge_success(
         &self,
         request: HttpRequest,
         route: &RouteInfo,
-        refused: bool,
         handle: &LimiterHandle,
-    ) -> Option<ServiceResponse> {
+    ) {
         let mut counted = ServiceRequest::from_request(request);
         let submitted = handle.take_username().unwrap_or(Submitted::Unreadable);
-        match self
-            .decide(&mut counted, route, Some(submitted), handle)
-            .await
-        {
-            Decided::Refuse(response)
-                if refused && response.status() == StatusCode::TOO_MANY_REQUESTS =>
-            {
-                Some(counted.into_response(response))
-            }
-            Decided::Refuse(_) | Decided::Proceed(_) => None,
-        }
+        self.decide(&mut counted, route, Some(submitted), handle)
+            .await;
     }
 
-    /// Counts a request that the middleware in front of its route refused with an error: the
-    /// request is gone, so it counts by the client address resolved before and the username
-    /// `handle` read from its body (else as unreadable; [`IdentitySources::refused`]). The
-    /// error to send on: a 429 instead when the client is over the limit (the original error
-    /// stays its cause, for logs), else the error itself.
-    async fn charge_refused(
+    /// Counts a request that the middleware in front of its route refused, with an answer or
+    /// an error, by the client address resolved before and the username `handle` read from
+    /// its body (else as unreadable; [`IdentitySources::refused`]): a part the client or an
+    /// auth layer supplies (API key, user id, header) may be what was refused. The 429 to
+    /// send instead when the client is over the limit; `None` to send the refusal on.
+    async fn charge_refusal(
         &self,
         client: Option<IpAddr>,
         route: &RouteInfo,
-        error: Error,
         handle: &LimiterHandle,
-    ) -> Error {
+    ) -> Option<HttpResponse> {
         let submitted = handle.take_username().unwrap_or(Submitted::Unreadable);
         let identity = self
             .sources
             .refused(client, route.policy.identity(), submitted);
         match self.decide_for(&identity, route, handle).await {
             Decided::Refuse(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
-                answer::RefusedOverLimit::new(error, response).into()
+                Some(response)
             }
-            Decided::Refuse(_) | Decided::Proceed(_) => error,
+            Decided::Refuse(_) | Decided::Proceed(_) => None,
         }
     }
 
