@@ -381,6 +381,75 @@ async fn a_body_the_limiter_cannot_read_does_not_trade_the_username_budget_for_o
     assert_eq!(status_of(&app, nameless).await, 200);
 }
 
+/// Bodies actix-web's extractors decode before the handler reads them (decompressed, a form
+/// in the charset it names, JSON whatever its label) are not read as raw bytes: each counts
+/// against alice's budget or the one unreadable bodies share, never per address (found by
+/// review: all three counted per address).
+#[actix_web::test]
+async fn bodies_the_handler_decodes_do_not_trade_the_username_budget_for_one_per_ip() {
+    use std::io::Write as _;
+
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gzip.write_all(b"username=alice").unwrap();
+    let gzip = gzip.finish().unwrap();
+    let utf16: Vec<u8> = "username=alice"
+        .encode_utf16()
+        .flat_map(u16::to_le_bytes)
+        .collect();
+    let form = "application/x-www-form-urlencoded";
+    let cases: [(&str, Option<&str>, Vec<u8>); 3] = [
+        (form, Some("gzip"), gzip),
+        (
+            "application/x-www-form-urlencoded; charset=utf-16le",
+            None,
+            utf16,
+        ),
+        (form, None, br#"{"username":"alice"}"#.to_vec()),
+    ];
+    for (content_type, encoding, body) in cases {
+        let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+        let app = test::init_service(App::new().service(reset).wrap(limiter)).await;
+        let mut statuses = Vec::new();
+        for i in 0..4 {
+            let mut req = from(&format!("198.51.100.{i}"))
+                .method(actix_web::http::Method::POST)
+                .uri("/reset")
+                .insert_header(("content-type", content_type))
+                .set_payload(body.clone());
+            if let Some(encoding) = encoding {
+                req = req.insert_header(("content-encoding", encoding));
+            }
+            statuses.push(status_of(&app, req).await);
+        }
+        assert_eq!(
+            statuses,
+            [200, 200, 429, 429],
+            "{content_type} {encoding:?}"
+        );
+    }
+    // A form declared UTF-8, not compressed, is read: it is alice, whose budget JSON spent.
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(App::new().service(reset).wrap(limiter)).await;
+    for i in 0..2 {
+        let req = from(&format!("198.51.100.{i}"))
+            .method(actix_web::http::Method::POST)
+            .uri("/reset")
+            .insert_header(("content-type", "application/json"))
+            .set_payload(r#"{"username":"alice"}"#);
+        assert_eq!(status_of(&app, req).await, 200);
+    }
+    let utf8_form = from("198.51.100.7")
+        .method(actix_web::http::Method::POST)
+        .uri("/reset")
+        .insert_header((
+            "content-type",
+            "application/x-www-form-urlencoded; charset=\"UTF-8\"",
+        ))
+        .insert_header(("content-encoding", "identity"))
+        .set_payload("username=alice");
+    assert_eq!(status_of(&app, utf8_form).await, 429);
+}
+
 #[actix_web::test]
 async fn an_upgrade_header_does_not_hide_the_username() {
     // Only a WebSocket handshake turns the payload into the connection; with any other

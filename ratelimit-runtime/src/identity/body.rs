@@ -5,7 +5,7 @@ use actix_web::{
     dev::{Payload, ServiceRequest},
     error::PayloadError,
     http::{
-        header::{CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING, UPGRADE},
+        header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING, UPGRADE},
         Method, Version,
     },
     web::{Bytes, BytesMut},
@@ -56,9 +56,19 @@ impl UsernameField {
                 _ => Submitted::Unreadable,
             };
         }
+        // actix-web's extractors decompress a body and decode a form in the charset its
+        // content type names before the handler sees them; this reader does neither, so
+        // such a body is not read here (found by review: a gzip or UTF-16 form parsed as
+        // raw bytes had no username, and its requests counted per address).
+        if is_compressed(req) {
+            return Submitted::Unreadable;
+        }
         let Some(kind) = BodyKind::of(req) else {
             return Submitted::Unreadable;
         };
+        if kind == BodyKind::Form && !is_utf8_form(req) {
+            return Submitted::Unreadable;
+        }
         let declared_len = req
             .headers()
             .get(CONTENT_LENGTH)
@@ -91,7 +101,11 @@ impl UsernameField {
                     // other be guessed on a budget of its own.
                     return Submitted::Unreadable;
                 }
-                first.map(|value| value.into_owned())
+                // A JSON body labelled as a form, which a `web::Json` handler that does not
+                // insist on the content type reads (found by review: counted per address).
+                first
+                    .map(|value| value.into_owned())
+                    .or_else(|| json_field(&body, &self.field))
             }
         };
         match name.filter(|name| !name.trim().is_empty()) {
@@ -99,6 +113,40 @@ impl UsernameField {
             None => Submitted::Missing,
         }
     }
+}
+
+/// The string `field` of a JSON object body, if the body is one and has it.
+fn json_field(body: &[u8], field: &str) -> Option<String> {
+    let value = serde_json::from_slice::<serde_json::Value>(body).ok()?;
+    value
+        .get(field)
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+}
+
+/// Whether the body is compressed: a `Content-Encoding` other than `identity`.
+fn is_compressed(req: &ServiceRequest) -> bool {
+    req.headers().get_all(CONTENT_ENCODING).any(|v| {
+        v.to_str().map_or(true, |v| {
+            v.split(',')
+                .map(str::trim)
+                .any(|coding| !coding.is_empty() && !coding.eq_ignore_ascii_case("identity"))
+        })
+    })
+}
+
+/// Whether a form's content type names no charset, or UTF-8 (or its subset US-ASCII).
+fn is_utf8_form(req: &ServiceRequest) -> bool {
+    let charset = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .into_iter()
+        .flat_map(|v| v.split(';').skip(1))
+        .filter_map(|param| param.split_once('='))
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case("charset"))
+        .map(|(_, value)| value.trim().trim_matches('"').to_ascii_lowercase());
+    charset.is_none_or(|c| matches!(c.as_str(), "utf-8" | "utf8" | "us-ascii"))
 }
 
 /// Whether the request carries a body, as actix's HTTP/1 decoder frames one: chunked, else
@@ -177,8 +225,9 @@ pub(crate) enum Submitted {
     Username(String),
     /// No body, or a readable one without the field: the identity falls back to the IP.
     Missing,
-    /// A body the limiter cannot read (larger than the buffer, compressed, not JSON or a
-    /// form, of no declared type, not parseable, with the field twice) although the handler
+    /// A body the limiter cannot read (larger than the buffer, compressed, a form in a charset
+    /// other than UTF-8, not JSON or a form, of no declared type, not parseable, a form with
+    /// the field twice) although the handler
     /// may well read a username from it. Such
     /// requests share one budget per route ([`UNREADABLE_USERNAME`]), so that padding or
     /// encoding a body cannot trade the username's budget for one per IP address.
@@ -189,6 +238,7 @@ pub(crate) enum Submitted {
 /// normalises to it by accident (it starts with a NUL).
 pub(crate) const UNREADABLE_USERNAME: &str = "\0unreadable body";
 
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum BodyKind {
     Json,
     Form,
