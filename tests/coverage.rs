@@ -301,3 +301,41 @@ async fn an_undeclared_handler_registered_first_on_a_declared_path_is_a_warning(
         alone.warnings()
     );
 }
+
+#[rate_limit(limit = 1, window = "1m")]
+#[get("/report")]
+async fn report_strict() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(limit = 1000, window = "1m")]
+#[get("/report")]
+async fn report_loose() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+/// Two declarations of one method and path: actix-web sends every request to the first
+/// registered, so the other's limit never applies. The check says so, naming both (found by
+/// review: its only sign was a false "not mounted" warning for the second).
+#[actix_web::test]
+async fn a_declaration_shadowed_by_another_of_the_same_route_is_a_warning() {
+    let table = coverage::check(App::new().service(report_strict).service(report_loose))
+        .await
+        .expect("the route is covered");
+    let warnings = table.warnings();
+    let about_loose: Vec<_> = warnings
+        .iter()
+        .filter(|w| w.contains("coverage::report_loose"))
+        .collect();
+    assert_eq!(about_loose.len(), 1, "{warnings:?}");
+    assert!(
+        about_loose[0].contains("GET /report")
+            && about_loose[0].contains("coverage::report_strict")
+            && !about_loose[0].contains("not mounted"),
+        "{warnings:?}"
+    );
+    assert!(
+        matches!(table.routes[0].status, RouteStatus::Declared(d) if d.function == "report_strict"),
+        "{table}"
+    );
+}

@@ -76,6 +76,10 @@ pub struct RouteTable {
     /// resource with the same pattern may take the declared route's requests (see
     /// [`RouteTable::warnings`]).
     pub first_undeclared: Vec<String>,
+    /// Declarations of a method and path that another declaration, registered before at the
+    /// same path, also serves: actix-web sends every request to the first, so their limits
+    /// never apply (see [`RouteTable::warnings`]).
+    pub shadowed: Vec<String>,
 }
 
 impl RouteTable {
@@ -85,25 +89,25 @@ impl RouteTable {
             .map(|d| (d.marker_name(), d))
             .collect();
         let mut table = RouteTable::default();
+        let mut mounted = Vec::new();
         if let Some(tree) = tree {
             collect(
                 &tree.root,
                 &markers,
                 false,
-                &mut table.routes,
-                &mut table.first_undeclared,
+                &mut Found {
+                    rows: &mut table.routes,
+                    mounted: &mut mounted,
+                    first_undeclared: &mut table.first_undeclared,
+                    shadowed: &mut table.shadowed,
+                },
             );
         }
         table
             .routes
             .sort_by(|a, b| (&a.pattern, &a.method).cmp(&(&b.pattern, &b.method)));
         let mut unmounted: Vec<_> = registry::declarations()
-            .filter(|d| {
-                !table
-                    .routes
-                    .iter()
-                    .any(|r| r.declaration().is_some_and(|m| std::ptr::eq(m, *d)))
-            })
+            .filter(|d| !mounted.iter().any(|m| std::ptr::eq(*m, *d)))
             .collect();
         unmounted.sort_by_key(|d| (d.module, d.function));
         table.unmounted = unmounted;
@@ -117,8 +121,9 @@ impl RouteTable {
             .filter(|r| r.status == RouteStatus::Uncovered)
     }
 
-    /// One warning per declaration that no route mounts, and per declared path whose first
-    /// registered resource carries no declaration.
+    /// One warning per declaration that no route mounts, per declared path whose first
+    /// registered resource carries no declaration, and per declaration another one at the
+    /// same method and path shadows.
     pub fn warnings(&self) -> Vec<String> {
         self.unmounted
             .iter()
@@ -131,6 +136,7 @@ impl RouteTable {
                 )
             })
             .chain(self.first_undeclared.iter().cloned())
+            .chain(self.shadowed.iter().cloned())
             .collect()
     }
 
@@ -185,12 +191,20 @@ impl fmt::Display for RouteTable {
     }
 }
 
+/// What [`collect`] finds in the tree.
+struct Found<'a> {
+    rows: &'a mut Vec<RouteRow>,
+    /// Every declaration whose marker some resource carries.
+    mounted: &'a mut Vec<&'static RouteDeclaration>,
+    first_undeclared: &'a mut Vec<String>,
+    shadowed: &'a mut Vec<String>,
+}
+
 fn collect(
     node: &IntrospectionNode,
     markers: &HashMap<&str, &'static RouteDeclaration>,
     guarded_above: bool,
-    rows: &mut Vec<RouteRow>,
-    first_undeclared: &mut Vec<String>,
+    found: &mut Found<'_>,
 ) {
     if matches!(node.kind, ResourceType::Resource) {
         let shared_path = guarded_above || node.potentially_unreachable || has_custom_guard(node);
@@ -213,9 +227,10 @@ fn collect(
             .resource_name
             .as_deref()
             .is_some_and(|name| declared.iter().any(|d| d.function == name));
+        found.mounted.extend(declared.iter().copied());
         if !first_declared {
             for d in &declared {
-                first_undeclared.push(format!(
+                found.first_undeclared.push(format!(
                     "{} {}: the first resource registered at this path ({}) is not `{}`, which declares its limit; if it answers {}, it takes those requests and only the default policy limits them: register `{}` first, or remove the other resource",
                     d.methods.join("|"),
                     node.full_path,
@@ -234,11 +249,29 @@ fn collect(
             node.methods.iter().map(|m| m.as_str().to_owned()).collect()
         };
         for method in methods {
-            let status = declared
+            // actix-web reports guards in the order their resources were registered, and
+            // routes a request to the first resource whose guards pass: without custom
+            // guards, the first declaration of a method is the one that serves it.
+            let mut serving = declared
                 .iter()
-                .find(|d| d.methods.iter().any(|m| *m == method))
-                .map_or(RouteStatus::Uncovered, |d| RouteStatus::Declared(d));
-            rows.push(RouteRow {
+                .filter(|d| d.methods.iter().any(|m| *m == method));
+            let first = serving.next();
+            if !shared_path {
+                if let Some(first) = first {
+                    for other in serving {
+                        found.shadowed.push(format!(
+                            "`{}` declares a rate limit for `{method} {}` ({}), but `{}`, registered before it at this path, declares that route too and serves all its requests: `{}`'s limit never applies; remove one of the two",
+                            other.handler(),
+                            node.full_path,
+                            other.location,
+                            first.handler(),
+                            other.function,
+                        ));
+                    }
+                }
+            }
+            let status = first.map_or(RouteStatus::Uncovered, |d| RouteStatus::Declared(d));
+            found.rows.push(RouteRow {
                 method,
                 pattern: node.full_path.clone(),
                 resource: node.resource_name.clone(),
@@ -248,13 +281,7 @@ fn collect(
         }
     }
     for child in &node.children {
-        collect(
-            child,
-            markers,
-            guarded_above || scope_guard(node),
-            rows,
-            first_undeclared,
-        );
+        collect(child, markers, guarded_above || scope_guard(node), found);
     }
 }
 
