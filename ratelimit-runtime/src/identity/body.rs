@@ -227,10 +227,9 @@ pub(crate) enum Submitted {
     Missing,
     /// A body the limiter cannot read (larger than the buffer, compressed, a form in a charset
     /// other than UTF-8, not JSON or a form, of no declared type, not parseable, a form with
-    /// the field twice) although the handler
-    /// may well read a username from it. Such
-    /// requests share one budget per route ([`UNREADABLE_USERNAME`]), so that padding or
-    /// encoding a body cannot trade the username's budget for one per IP address.
+    /// the field twice) although the handler may well read a username from it. Such requests
+    /// share one budget per route ([`UNREADABLE_USERNAME`]), so that padding or encoding a
+    /// body cannot trade the username's budget for one per IP address.
     Unreadable,
 }
 
