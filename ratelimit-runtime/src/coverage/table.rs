@@ -1,12 +1,12 @@
 //! The route table: every (method, full pattern) of an App with its declaration, printable
 //! as aligned text and as JSON.
 
-use std::{collections::HashMap, fmt};
+use std::fmt;
 
 use actix_web::introspection::{IntrospectionNode, IntrospectionTree, ResourceType};
 
 use crate::{
-    middleware::declared_routes::{has_custom_guard, marker_name, marker_of, scope_guard},
+    middleware::declared_routes::{has_custom_guard, marker_of, scope_guard, Markers},
     policy::Policy,
     registry::{self, RouteDeclaration},
 };
@@ -85,9 +85,7 @@ pub struct RouteTable {
 impl RouteTable {
     /// Builds the table from an App's introspection tree (`None`: no routes could be read).
     pub fn from_tree(tree: Option<&IntrospectionTree>) -> Self {
-        let markers: HashMap<&str, &'static RouteDeclaration> = registry::declarations()
-            .map(|d| (d.marker_name(), d))
-            .collect();
+        let markers = Markers::linked();
         let mut table = RouteTable::default();
         let mut mounted = Vec::new();
         if let Some(tree) = tree {
@@ -202,7 +200,7 @@ struct Found<'a> {
 
 fn collect(
     node: &IntrospectionNode,
-    markers: &HashMap<&str, &'static RouteDeclaration>,
+    markers: &Markers,
     guarded_above: bool,
     found: &mut Found<'_>,
 ) {
@@ -211,11 +209,7 @@ fn collect(
         let declared: Vec<&'static RouteDeclaration> = node
             .guards
             .iter()
-            .filter_map(|g| {
-                marker_of(g)
-                    .and_then(|m| markers.get(marker_name(m)))
-                    .copied()
-            })
+            .filter_map(|g| marker_of(g).and_then(|m| markers.get(m)))
             .collect();
         // actix-web reports one entry per full path, pooling the methods and guards of every
         // resource registered there, and keeps the first name it sees: when that is not a

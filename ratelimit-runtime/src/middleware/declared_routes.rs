@@ -50,7 +50,7 @@ impl DeclaredRoutes {
             declarations.push(mounted.declaration);
         }
         collect_served(&tree.root, &mut routes.served);
-        let markers = markers();
+        let markers = Markers::linked();
         collect_all(&tree.root, &markers, &mut routes.all_at);
         routes
     }
@@ -159,23 +159,50 @@ fn collect_served(node: &IntrospectionNode, served: &mut HashMap<String, Option<
     }
 }
 
-/// Every declaration linked into the program, by marker name.
-fn markers() -> HashMap<&'static str, &'static RouteDeclaration> {
-    registry::declarations()
-        .map(|d| (d.marker_name(), d))
-        .collect()
+/// Every declaration linked into the program, found by the marker guard actix's
+/// introspection names.
+pub(crate) struct Markers(HashMap<&'static str, Vec<&'static RouteDeclaration>>);
+
+impl Markers {
+    pub(crate) fn linked() -> Self {
+        let mut by_name: HashMap<_, Vec<_>> = HashMap::new();
+        for d in registry::declarations() {
+            by_name.entry(d.marker_name()).or_default().push(d);
+        }
+        Markers(by_name)
+    }
+
+    /// The declaration of the marker guard named `guard` (a marker path, [`marker_of`]).
+    /// Identical declarations of handlers with one name in two modules share a marker name
+    /// (it is made from the handler's name and text); the guard's path, which starts with
+    /// its module, tells them apart (found by review: one of them named both routes).
+    pub(crate) fn get(&self, guard: &str) -> Option<&'static RouteDeclaration> {
+        let named = self.0.get(marker_name(guard))?;
+        if let [only] = named.as_slice() {
+            return Some(*only);
+        }
+        named
+            .iter()
+            .filter(|d| {
+                guard
+                    .strip_prefix(d.module)
+                    .is_some_and(|rest| rest.starts_with("::"))
+            })
+            .max_by_key(|d| d.module.len())
+            .copied()
+    }
 }
 
 /// Every declaration whose marker guards a node, by the node's full path.
 fn collect_all(
     node: &IntrospectionNode,
-    markers: &HashMap<&str, &'static RouteDeclaration>,
+    markers: &Markers,
     all_at: &mut HashMap<String, Vec<&'static RouteDeclaration>>,
 ) {
     for guard in &node.guards {
-        if let Some(declaration) = marker_of(guard).and_then(|m| markers.get(marker_name(m))) {
+        if let Some(declaration) = marker_of(guard).and_then(|m| markers.get(m)) {
             let at = all_at.entry(node.full_path.clone()).or_default();
-            if !at.iter().any(|d| std::ptr::eq(*d, *declaration)) {
+            if !at.iter().any(|d| std::ptr::eq(*d, declaration)) {
                 at.push(declaration);
             }
         }
@@ -187,7 +214,7 @@ fn collect_all(
 
 /// Every declaration mounted in the tree, with the full path it is mounted at.
 pub fn mounted_declarations(tree: &IntrospectionTree) -> Vec<MountedDeclaration> {
-    let markers = markers();
+    let markers = Markers::linked();
     let mut found = Vec::new();
     walk(&tree.root, &markers, false, &mut found);
     found
@@ -195,7 +222,7 @@ pub fn mounted_declarations(tree: &IntrospectionTree) -> Vec<MountedDeclaration>
 
 fn walk(
     node: &IntrospectionNode,
-    markers: &HashMap<&str, &'static RouteDeclaration>,
+    markers: &Markers,
     guarded_above: bool,
     found: &mut Vec<MountedDeclaration>,
 ) {
@@ -206,10 +233,10 @@ fn walk(
     // too (twice limited is the safe side of unlimited).
     let ambiguous = guarded_above || has_custom_guard(node) || node.potentially_unreachable;
     for guard in node.guards.iter().filter(|_| !ambiguous) {
-        if let Some(declaration) = marker_of(guard).and_then(|m| markers.get(marker_name(m))) {
-            let already = found.iter().any(|f| {
-                f.full_path == node.full_path && std::ptr::eq(f.declaration, *declaration)
-            });
+        if let Some(declaration) = marker_of(guard).and_then(|m| markers.get(m)) {
+            let already = found
+                .iter()
+                .any(|f| f.full_path == node.full_path && std::ptr::eq(f.declaration, declaration));
             if !already {
                 found.push(MountedDeclaration {
                     full_path: node.full_path.clone(),
