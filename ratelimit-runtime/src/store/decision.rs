@@ -38,15 +38,57 @@ impl Decision {
     }
 
     /// The limit to report in headers, with its index: a rejecting one with the longest
-    /// wait, else the one with the fewest requests left.
+    /// wait, else the one with the fewest requests left, and of those the one whose budget
+    /// comes back last (found by review: with a per-second and a per-minute limit both
+    /// spent, the per-second one's reset was reported, and a client that waited it out was
+    /// refused).
     pub fn binding(&self) -> Option<(usize, &LimitState)> {
         let states = self.limits.iter().enumerate();
         if self.allowed {
-            states.min_by_key(|(_, l)| l.remaining)
+            states.min_by_key(|(_, l)| (l.remaining, std::cmp::Reverse(l.reset_after)))
         } else {
             states
                 .filter(|(_, l)| !l.allowed)
                 .max_by_key(|(_, l)| l.retry_after)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Algorithm, Window};
+
+    fn state(max: u32, window_ms: u64, remaining: u32, reset_ms: u64) -> LimitState {
+        LimitState {
+            limit: Limit::new(max, Window::from_millis(window_ms), Algorithm::Gcra),
+            allowed: true,
+            remaining,
+            retry_after: Duration::ZERO,
+            reset_after: Duration::from_millis(reset_ms),
+        }
+    }
+
+    #[test]
+    fn of_limits_equally_spent_the_one_back_last_is_reported() {
+        let per_second = state(2, 1_000, 0, 1_000);
+        let per_minute = state(2, 60_000, 0, 60_000);
+        for (limits, index) in [
+            (vec![per_second, per_minute], 1),
+            (vec![per_minute, per_second], 0),
+        ] {
+            let decision = Decision {
+                allowed: true,
+                limits,
+            };
+            let (at, binding) = decision.binding().unwrap();
+            assert_eq!((at, binding.reset_after), (index, Duration::from_secs(60)));
+        }
+        // Fewer left still wins over a later reset.
+        let decision = Decision {
+            allowed: true,
+            limits: vec![state(5, 1_000, 1, 1_000), state(5, 60_000, 3, 60_000)],
+        };
+        assert_eq!(decision.binding().unwrap().0, 0);
     }
 }
