@@ -1607,6 +1607,55 @@ async fn an_undeclared_routes_own_503_keeps_the_default_policys_headers() {
     assert_eq!(header(&res, "x-ratelimit-remaining"), "119");
 }
 
+async fn fails_with_an_error() -> Result<HttpResponse, actix_web::Error> {
+    Err(actix_web::error::ErrorBadRequest("bad input"))
+}
+
+/// An error from further in (a scope's auth layer, as actix-web-httpauth refuses; a handler)
+/// answers with the limit's headers like any other limited answer (found by review: the
+/// error's answer had none).
+#[actix_web::test]
+async fn an_error_from_further_in_keeps_the_limits_headers() {
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(
+        App::new()
+            .service(
+                web::scope("/admin")
+                    .wrap(actix_web::middleware::from_fn(own_middleware::errs_401))
+                    .route("/undeclared", web::get().to(HttpResponse::Ok)),
+            )
+            .route("/fails", web::get().to(fails_with_an_error))
+            .wrap(limiter),
+    )
+    .await;
+    for (path, status, remaining) in [
+        ("/admin/undeclared", 401, "119"),
+        ("/admin/undeclared", 401, "118"),
+        ("/fails", 400, "119"),
+    ] {
+        let req = from("203.0.113.7").uri(path).to_request();
+        let res = match app.call(req).await {
+            Ok(res) => res.into_parts().1.map_into_boxed_body(),
+            Err(error) => {
+                // Still the error it was, for logs.
+                if path == "/fails" {
+                    assert_eq!(error.to_string(), "bad input");
+                }
+                error.error_response()
+            }
+        };
+        assert_eq!(res.status().as_u16(), status, "{path}");
+        assert_eq!(
+            res.headers()
+                .get("x-ratelimit-remaining")
+                .map(|v| v.to_str().unwrap()),
+            Some(remaining),
+            "{path}: {:?}",
+            res.headers()
+        );
+    }
+}
+
 #[actix_web::test]
 async fn a_custom_guard_does_not_make_the_default_policy_count_in_the_declared_budget() {
     let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));

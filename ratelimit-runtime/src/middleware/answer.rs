@@ -289,3 +289,39 @@ impl ResponseError for RefusedOverLimit {
         response.map_into_boxed_body()
     }
 }
+
+/// An error from further in (a scope's auth layer, the handler) on a request the limiter
+/// counted: it answers as the error itself does, plus the limit's headers, which every
+/// limited answer carries (found by review: an error lost them). Asks the cause for its
+/// answer once, when actix renders this error; the cause stays its source for logs.
+#[derive(Debug)]
+pub(crate) struct WithLimitHeaders {
+    cause: Error,
+    headers: HeaderMap,
+}
+
+impl WithLimitHeaders {
+    pub(crate) fn new(cause: Error, headers: HeaderMap) -> Self {
+        WithLimitHeaders { cause, headers }
+    }
+}
+
+impl fmt::Display for WithLimitHeaders {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.cause, f)
+    }
+}
+
+impl ResponseError for WithLimitHeaders {
+    fn status_code(&self) -> StatusCode {
+        self.cause.as_response_error().status_code()
+    }
+
+    fn error_response(&self) -> HttpResponse<BoxBody> {
+        let mut response = self.cause.error_response();
+        for (name, value) in &self.headers {
+            response.headers_mut().insert(name.clone(), value.clone());
+        }
+        response
+    }
+}

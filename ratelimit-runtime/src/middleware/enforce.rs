@@ -11,7 +11,7 @@ use std::{
 use actix_web::{
     body::{EitherBody, MessageBody},
     dev::{Service, ServiceRequest, ServiceResponse},
-    http::StatusCode,
+    http::{header::HeaderMap, StatusCode},
     Error, HttpRequest, HttpResponse,
 };
 
@@ -94,17 +94,30 @@ impl Limiter {
             }
             Decided::Proceed(decision) => decision,
         };
-        let mut response = service.call(req).await?;
+        let answer = service.call(req).await;
         // A shadow limit is invisible to clients: no headers that would make them back off.
         // Where a declaration applies too and its own limiter counted the request inside,
         // that limiter's figures (or its 429 or 503) stand.
         let inner_answered = route.is_default_policy() && handle.guarded();
-        if !route.policy.shadow() && !inner_answered {
-            if let Some(binding) = decision.as_ref().and_then(Decision::binding) {
+        let binding = if route.policy.shadow() || inner_answered {
+            None
+        } else {
+            decision.as_ref().and_then(Decision::binding)
+        };
+        match (answer, binding) {
+            (Ok(mut response), Some(binding)) => {
                 headers::insert(response.headers_mut(), self.headers, route, binding);
+                Ok(response.map_into_left_body())
             }
+            (Ok(response), None) => Ok(response.map_into_left_body()),
+            // An error (a scope's auth layer, the handler) answers with the headers too.
+            (Err(error), Some(binding)) => {
+                let mut limit_headers = HeaderMap::new();
+                headers::insert(&mut limit_headers, self.headers, route, binding);
+                Err(answer::WithLimitHeaders::new(error, limit_headers).into())
+            }
+            (Err(error), None) => Err(error),
         }
-        Ok(response.map_into_left_body())
     }
 
     /// Counts, after the fact, a request that something else answered before its route's
