@@ -626,6 +626,111 @@ async fn a_silent_connection_is_replaced_under_a_callers_shorter_timeout() {
     }
 }
 
+/// Checks `store` until one is decided, for at most `within`: how long it took, or the
+/// errors seen (each once, in order).
+async fn until_decided(store: &RedisStore, within: Duration) -> Result<Duration, Vec<String>> {
+    let started = Instant::now();
+    let mut errors: Vec<String> = Vec::new();
+    while started.elapsed() < within {
+        match check_login(store).await {
+            Ok(_) => return Ok(started.elapsed()),
+            Err(error) => {
+                let text = error.to_string();
+                if errors.last() != Some(&text) {
+                    errors.push(text);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(errors)
+}
+
+/// A failover that leaves the old primary up as a replica, behind a failover proxy (or a
+/// DNS name) that sends new connections to the new primary: the store's open connection
+/// still reaches the old node, which answers every check `READONLY`, and redis-rs does not
+/// reconnect on an answer. After a few such checks a new connection takes over (found by
+/// review: the store stayed on the replica for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_to_a_demoted_primary_is_replaced() {
+    let (old, new) = tokio::task::spawn_blocking(|| (RedisServer::start(), RedisServer::start()))
+        .await
+        .unwrap();
+    let proxy = support::Proxy::start(old.port()).await;
+    let store = RedisStore::builder(proxy.url()).build().await.unwrap();
+    until_connected(&store).await;
+    let mut admin = old.async_connection().await;
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(new.port())
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    proxy.switch_to(new.port());
+    let first = check_login(&store).await;
+    assert!(
+        matches!(&first, Err(e) if e.to_string().contains("ReadOnly")),
+        "the old connection reaches the replica: {first:?}"
+    );
+    let recovered = until_decided(&store, Duration::from_secs(5)).await;
+    assert!(
+        recovered.is_ok(),
+        "still on the demoted primary after 5 s: {recovered:?}"
+    );
+}
+
+/// The store's connection drops while another client runs a long script, with a database in
+/// the URL: the reconnect's `SELECT` is answered `BUSY`, and redis-rs's connection manager
+/// answers that error to every later command, since it reconnects only after I/O errors.
+/// Once the script ends, a new connection takes over (found by review: the store stayed
+/// broken for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnect_refused_while_redis_is_busy_does_not_break_the_store_for_good() {
+    let server = tokio::task::spawn_blocking(|| {
+        RedisServer::start_with_args(&["--busy-reply-threshold", "100"])
+    })
+    .await
+    .unwrap();
+    let url = format!("{}/1", server.url());
+    let store = RedisStore::builder(&url).build().await.unwrap();
+    until_connected(&store).await;
+    let mut admin = server.connection();
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut admin)
+        .unwrap();
+    let mut busy = server.connection();
+    let script = std::thread::spawn(move || {
+        let _ = redis::cmd("EVAL")
+            .arg("while true do end")
+            .arg(0)
+            .query::<redis::Value>(&mut busy);
+    });
+    // The script runs before the store reconnects.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Checks while Redis is busy fail (the route's failure policy applies).
+    let busy_until = Instant::now() + Duration::from_millis(2_000);
+    let mut refused_select = false;
+    while Instant::now() < busy_until {
+        if let Err(error) = check_login(&store).await {
+            refused_select |= error.to_string().contains("switch database");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(refused_select, "the reconnect's SELECT was refused");
+    let _: () = redis::cmd("SCRIPT").arg("KILL").query(&mut admin).unwrap();
+    script.join().unwrap();
+    let recovered = until_decided(&store, Duration::from_secs(10)).await;
+    assert!(
+        recovered.is_ok(),
+        "still failing 10 s after the script ended: {recovered:?}"
+    );
+}
+
 /// A limit no test reaches.
 fn far_limit() -> [Limit; 1] {
     [Limit::new(

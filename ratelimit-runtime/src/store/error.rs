@@ -19,6 +19,9 @@ pub enum StoreErrorKind {
 pub struct StoreError {
     kind: StoreErrorKind,
     message: String,
+    /// Redis answered `READONLY`: the connection reaches a replica (a primary demoted behind
+    /// a failover proxy or a DNS name), where a new connection may reach the primary.
+    read_only: bool,
 }
 
 impl StoreError {
@@ -27,7 +30,21 @@ impl StoreError {
         StoreError {
             kind,
             message: message.into(),
+            read_only: false,
         }
+    }
+
+    /// Redis's `READONLY` error: the connection reaches a replica.
+    pub(crate) fn read_only(message: impl Into<String>) -> Self {
+        StoreError {
+            read_only: true,
+            ..StoreError::new(StoreErrorKind::Redis, message)
+        }
+    }
+
+    /// Whether this is Redis's `READONLY` error.
+    pub(crate) fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// A timeout after `after`.

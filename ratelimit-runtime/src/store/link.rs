@@ -6,18 +6,22 @@
 //! would retransmit for a quarter of an hour while every check ran into its timeout. A Redis
 //! Cluster connection is no better: it reads the slot map again after a `MOVED` or a
 //! connection error, so while a master that stopped answering is failed over, the checks of its
-//! slots keep going to it. After [`STALLED_AFTER`] timeouts a probe opens a new connection in
-//! the background; it takes the old one's place only if it answers (`PING`; on a Cluster
+//! slots keep going to it. Nor does it leave a connection that answers but cannot serve: one
+//! still open to a primary demoted to replica behind a failover proxy or a DNS name (every
+//! check answered `READONLY`), or a connection manager whose reconnect was refused by Redis
+//! (a `SELECT` answered `BUSY` while a long script ran), which answers that error for ever.
+//! After [`STALLED_AFTER`] failed checks (timeouts or errors) a probe opens a new connection
+//! in the background; it takes the old one's place only if it answers (`PING`; on a Cluster
 //! connection, which reads the slot map anew, every master must answer) while the old one,
-//! asked the same and given as long, does not. So a Redis that is busy rather than unreachable
-//! (a slow command, a fork, `CLIENT PAUSE`) keeps its connections, and is probed less and
-//! less often.
+//! asked the same and given as long, does not, or was answered `READONLY`. So a Redis that is
+//! busy rather than unreachable (a slow command, a fork, `CLIENT PAUSE`), or a check that
+//! fails on its data, keeps its connections, and is probed less and less often.
 
 use std::{
     future::Future,
     pin::Pin,
     sync::{
-        atomic::{AtomicU32, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
         Arc, Mutex, MutexGuard, RwLock,
     },
     time::{Duration, Instant},
@@ -90,9 +94,30 @@ pub(crate) async fn check<S: Linked>(
     };
     let checked = script_call::check(connection, request, store.check_timeout()).await;
     watch.ended = true;
-    let timed_out = matches!(&checked, Err(e) if e.kind() == StoreErrorKind::Timeout);
-    link.observe(generation, timed_out, store);
+    let health = match &checked {
+        Err(e) if e.kind() == StoreErrorKind::Timeout => Health::TimedOut,
+        Err(e) if e.is_read_only() => Health::ReadOnly,
+        Err(e) if matches!(e.kind(), StoreErrorKind::Connection | StoreErrorKind::Redis) => {
+            Health::Failed
+        }
+        // Decided, or answered in a shape the store refuses: the connection works.
+        Ok(_) | Err(_) => Health::Answered,
+    };
+    link.observe(generation, health, store);
     checked
+}
+
+/// How a check on a connection ended, for its stall rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Health {
+    Answered,
+    TimedOut,
+    /// Redis answered `READONLY`: the connection reaches a replica.
+    ReadOnly,
+    /// A connection error or another error from Redis: the connection may be broken for
+    /// good (redis-rs's connection manager keeps answering a failed reconnect's error, such
+    /// as a `SELECT` refused while Redis ran a long script), or the error is the data's.
+    Failed,
 }
 
 /// A store's connection, replaced when it stalls.
@@ -101,8 +126,11 @@ pub(crate) struct Link<C> {
     connection: RwLock<(u64, C)>,
     /// That count, to compare without the lock.
     generation: AtomicU64,
-    /// Timeouts counted towards a stall on the current connection.
+    /// Failed checks (timeouts, errors) counted towards a stall on the current connection.
     stalled: AtomicU32,
+    /// Whether a check on the current connection was answered `READONLY`: a new connection
+    /// that answers then replaces it even though it answers too.
+    read_only: AtomicBool,
     rule: StallRule,
     probe: Mutex<Probe>,
 }
@@ -124,6 +152,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
             connection: RwLock::new((0, connection)),
             generation: AtomicU64::new(0),
             stalled: AtomicU32::new(0),
+            read_only: AtomicBool::new(false),
             rule,
             probe: Mutex::new(Probe {
                 running: false,
@@ -155,14 +184,18 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
     /// Counts how a check on connection `generation` ended; a timeout also when the check
     /// was given up before it ended (a caller's shorter timer dropped it). Results from a
     /// connection already replaced do not count.
-    fn observe<S>(self: &Arc<Self>, generation: u64, timed_out: bool, store: &S)
+    fn observe<S>(self: &Arc<Self>, generation: u64, health: Health, store: &S)
     where
         S: Linked<Connection = C>,
     {
         if generation != self.generation() {
             return;
         }
-        if !timed_out {
+        if health == Health::ReadOnly {
+            self.read_only.store(true, Ordering::Relaxed);
+        }
+        if health == Health::Answered {
+            self.read_only.store(false, Ordering::Relaxed);
             if matches!(self.rule, StallRule::InARow) && self.stalled.load(Ordering::Relaxed) != 0 {
                 self.stalled.store(0, Ordering::Relaxed);
                 self.probe_state().backoff = PROBE_BACKOFF;
@@ -208,14 +241,17 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
                 tokio::time::timeout(probe_timeout, old_answers)
             );
             let old_answers = matches!(old_answers, Ok(Ok(())));
+            // A replica answers `PING` as well as the primary does.
+            let old_read_only = link.read_only.load(Ordering::Relaxed);
             let mut probe = link.probe_state();
             probe.running = false;
             match fresh {
-                Ok(Ok(fresh)) if !old_answers => {
+                Ok(Ok(fresh)) if !old_answers || old_read_only => {
                     tracing::warn!(
                         target: "ratelimit",
                         store = kind,
-                        "rate-limit store: checks kept timing out on a Redis connection that no longer answers while a new one does; using the new one"
+                        read_only = old_read_only,
+                        "rate-limit store: checks kept failing on a Redis connection that no longer answers, or reaches a read-only replica, while a new one answers; using the new one"
                     );
                     let mut connection = match link.connection.write() {
                         Ok(connection) => connection,
@@ -224,6 +260,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
                     *connection = (connection.0 + 1, fresh);
                     link.generation.store(connection.0, Ordering::Relaxed);
                     link.stalled.store(0, Ordering::Relaxed);
+                    link.read_only.store(false, Ordering::Relaxed);
                     match link.rule {
                         StallRule::InARow => {
                             probe.backoff = PROBE_BACKOFF;
@@ -260,7 +297,9 @@ struct Watch<'a, S: Linked> {
 impl<S: Linked> Drop for Watch<'_, S> {
     fn drop(&mut self) {
         if !self.ended {
-            self.store.link().observe(self.generation, true, self.store);
+            self.store
+                .link()
+                .observe(self.generation, Health::TimedOut, self.store);
         }
     }
 }

@@ -69,6 +69,9 @@ fn is_connection_loss(err: &RedisError) -> bool {
 
 /// Maps a client error onto the store's error kinds.
 pub(crate) fn store_error(err: &RedisError) -> StoreError {
+    if err.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly) {
+        return StoreError::read_only(err.to_string());
+    }
     let kind = if err.is_timeout() {
         StoreErrorKind::Timeout
     } else if is_connection_loss(err) {
