@@ -81,15 +81,10 @@ impl UsernameField {
             return Submitted::Unreadable;
         };
         let name = match kind {
-            BodyKind::Json => {
-                let Ok(value) = serde_json::from_slice::<serde_json::Value>(&body) else {
-                    return Submitted::Unreadable;
-                };
-                value
-                    .get(&self.field)
-                    .and_then(serde_json::Value::as_str)
-                    .map(str::to_owned)
-            }
+            BodyKind::Json => match json_field(&body, &self.field) {
+                Ok(name) => name,
+                Err(_) => return Submitted::Unreadable,
+            },
             BodyKind::Form => {
                 let mut values = form_urlencoded::parse(&body)
                     .filter(|(name, _)| *name == self.field)
@@ -105,7 +100,7 @@ impl UsernameField {
                 // insist on the content type reads (found by review: counted per address).
                 first
                     .map(|value| value.into_owned())
-                    .or_else(|| json_field(&body, &self.field))
+                    .or_else(|| json_field(&body, &self.field).ok().flatten())
             }
         };
         match name.filter(|name| !name.trim().is_empty()) {
@@ -115,13 +110,13 @@ impl UsernameField {
     }
 }
 
-/// The string `field` of a JSON object body, if the body is one and has it.
-fn json_field(body: &[u8], field: &str) -> Option<String> {
-    let value = serde_json::from_slice::<serde_json::Value>(body).ok()?;
-    value
+/// The string `field` of a JSON body, if it has one; an error when the body is not JSON.
+fn json_field(body: &[u8], field: &str) -> Result<Option<String>, serde_json::Error> {
+    let value = serde_json::from_slice::<serde_json::Value>(body)?;
+    Ok(value
         .get(field)
         .and_then(serde_json::Value::as_str)
-        .map(str::to_owned)
+        .map(str::to_owned))
 }
 
 /// Whether the body is compressed: a `Content-Encoding` other than `identity`.
