@@ -1074,8 +1074,18 @@ fn the_scripts_refuse_malformed_arguments() {
         stacked,
         redis::Value::BulkString(b"1 4 0 60000 1 99 0 120000".to_vec())
     );
+    let sliding = check_script(&[Limit::new(
+        5,
+        Window::from_millis(W),
+        Algorithm::SlidingWindow,
+    )])
+    .source();
+    // The largest product that stays exact is accepted: (2^32 - 1) x 2097151 < 2^53.
+    let ok = eval(sliding, &["1", "k:sw", &t0, "4294967295", "2097151"]).unwrap();
+    assert!(matches!(ok, redis::Value::BulkString(ref s) if s.starts_with(b"1 4294967294 0 ")));
     let bounds =
         "max must be a whole number from 1 to 4294967295 and window one from 1 to 2678400000";
+    let exact = "a sliding window counts exactly only while max x window (ms) < 2^53";
     let refused = [
         (
             single,
@@ -1098,6 +1108,17 @@ fn the_scripts_refuse_malformed_arguments() {
         (single, vec!["1", "k:gc", "", "4294967296", "1000"], bounds),
         (single, vec!["1", "k:gc", "", "5", "2678400001"], bounds),
         (log, vec!["1", "k:sl", "", "5", "0.5", "m"], bounds),
+        // max x window at or past 2^53: a sliding window's products would not be exact.
+        (
+            sliding,
+            vec!["1", "k:sw", "", "4194304", "2147483648"],
+            exact,
+        ),
+        (
+            general,
+            vec!["1", "k", "", "", "sw", "4294967295", "2097153"],
+            exact,
+        ),
         (
             single,
             vec!["1", "k:gc", "yesterday", "5", "1000"],

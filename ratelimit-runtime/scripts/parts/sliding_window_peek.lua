@@ -1,5 +1,13 @@
 -- sliding_window_peek.lua: the estimate over this window and the previous one (formulas in
--- sliding_window.lua), read, not written.
+-- sliding_window.lua), read, not written. Refuses a limit whose max x window reaches 2^53,
+-- past which the products below are not exact (`Limit::new` refuses it too; this catches a
+-- hand-made call). Both operands are whole and below 2^32, so the comparison itself is
+-- exact: a product at or above 2^53 rounds to no less than 2^53.
+if max * window >= 9007199254740992 then
+  return redis.error_reply(
+    'ERR rate-limit script: a sliding window counts exactly only while max x window (ms) < 2^53'
+  )
+end
 do
   local start = now - now % window
   local e = now - start
