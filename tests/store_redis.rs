@@ -1153,7 +1153,9 @@ fn the_scripts_refuse_malformed_arguments() {
 
 /// Every algorithm is written once in Lua and once in Rust, and the Lua runs in two
 /// scripts (alone, and in a stack): over random schedules, all three decide every request
-/// alike, down to `remaining`, `retry_after` and `reset_after`.
+/// alike, down to `remaining`, `retry_after` and `reset_after`; so do Redis and memory on a
+/// stack of two limits that both bind. The clock also steps back (a failover to a node
+/// running behind): the memory store must forget what the scripts deleted.
 #[test]
 fn a_limit_alone_in_a_stack_and_in_memory_decides_alike() {
     use proptest::prelude::*;
@@ -1162,49 +1164,55 @@ fn a_limit_alone_in_a_stack_and_in_memory_decides_alike() {
     let (redis, memory) =
         runtime.block_on(async { (Backend::standalone().await, Backend::memory()) });
     let case = std::sync::atomic::AtomicU64::new(0);
-    let algorithm = prop_oneof![
-        Just(Algorithm::FixedWindow),
-        Just(Algorithm::SlidingWindow),
-        Just(Algorithm::SlidingLog),
-        Just(Algorithm::Gcra),
-    ];
+    let algorithm = || {
+        prop_oneof![
+            Just(Algorithm::FixedWindow),
+            Just(Algorithm::SlidingWindow),
+            Just(Algorithm::SlidingLog),
+            Just(Algorithm::Gcra),
+        ]
+    };
+    let other = (algorithm(), 1u32..4, 1_001u64..=6_000);
     // Windows of whole seconds and odd milliseconds; steps from none (a burst at one
-    // instant) to more than two windows.
-    let schedule = (algorithm, 1u32..6, prop_oneof![1_000u64..=5_000, Just(997)]).prop_flat_map(
-        |(algorithm, max, window)| {
+    // instant) to more than two windows, and back by up to two windows.
+    let schedule = (
+        algorithm(),
+        1u32..6,
+        prop_oneof![1_000u64..=5_000, Just(997)],
+        other,
+    )
+        .prop_flat_map(|(algorithm, max, window, other)| {
+            let w = window as i64;
             let steps = proptest::collection::vec(
                 prop_oneof![
-                    4 => Just(0u64),
-                    4 => 0..window / 4,
-                    2 => 0..window,
-                    1 => window..3 * window,
+                    4 => Just(0i64),
+                    4 => 0..w / 4,
+                    2 => 0..w,
+                    1 => w..3 * w,
+                    1 => -2 * w..0,
                 ],
                 1..60,
             );
-            (Just(algorithm), Just(max), Just(window), steps)
-        },
-    );
+            (Just(algorithm), Just(max), Just(window), Just(other), steps)
+        });
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases: 64,
         failure_persistence: None,
         ..ProptestConfig::default()
     });
     runner
-        .run(&schedule, |(algorithm, max, window, steps)| {
+        .run(&schedule, |(algorithm, max, window, other, steps)| {
             let n = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let ip = format!("198.51.100.{}", n % 250);
-            let key = RouteKey::new(
-                "rl",
-                "GET",
-                &format!("/diff/{n}"),
-                &[(IdentityPart::Ip, &ip)],
-            );
-            let stacked_key = RouteKey::new(
-                "rl",
-                "GET",
-                &format!("/diff-stack/{n}"),
-                &[(IdentityPart::Ip, &ip)],
-            );
+            let key = |route: &str| {
+                RouteKey::new(
+                    "rl",
+                    "GET",
+                    &format!("/{route}/{n}"),
+                    &[(IdentityPart::Ip, &ip)],
+                )
+            };
+            let (key, stacked_key, pair_key) = (key("diff"), key("diff-stack"), key("diff-pair"));
             let limit = Limit::new(max, Window::from_millis(window), algorithm);
             // A second limit that never binds, so the stack decides as the first one does (in
             // a window of its own: two limits of one algorithm and window would share a key,
@@ -1214,10 +1222,26 @@ fn a_limit_alone_in_a_stack_and_in_memory_decides_alike() {
                 Window::from_millis(window + 1),
                 Algorithm::FixedWindow,
             );
+            // And one that binds too (its window is never the first's: above 1,000 ms and
+            // never 997, and a whole second only when the first's is not).
+            let (other_algorithm, other_max, other_window) = other;
+            let other_window = if other_window == window {
+                window + 1
+            } else {
+                other_window
+            };
+            let pair = [
+                limit,
+                Limit::new(
+                    other_max,
+                    Window::from_millis(other_window),
+                    other_algorithm,
+                ),
+            ];
             let mut now = T0 + 123;
             runtime.block_on(async {
                 for (i, step) in steps.iter().enumerate() {
-                    now += step;
+                    now = now.saturating_add_signed(*step).max(T0);
                     let alone = limit_states(&redis.check(&key, &[limit], now).await);
                     let stacked =
                         limit_states(&redis.check(&stacked_key, &[limit, loose], now).await);
@@ -1225,6 +1249,9 @@ fn a_limit_alone_in_a_stack_and_in_memory_decides_alike() {
                     prop_assert_eq!(&alone, &in_memory, "{} at request {}", limit, i + 1);
                     prop_assert_eq!(alone[0], stacked[0], "{} at request {}", limit, i + 1);
                     prop_assert!(stacked[1].0, "the loose limit never binds");
+                    let both = limit_states(&redis.check(&pair_key, &pair, now).await);
+                    let both_in_memory = limit_states(&memory.check(&pair_key, &pair, now).await);
+                    prop_assert_eq!(both, both_in_memory, "{:?} at request {}", pair, i + 1);
                 }
                 Ok(())
             })

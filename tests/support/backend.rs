@@ -142,18 +142,10 @@ impl Backend {
     pub async fn counted(&self, key: &RouteKey, limit: &Limit, now: u64) -> u64 {
         let stem = key.limit_key(limit);
         let window = limit.window().as_millis();
-        let window_start = (now - now % window).to_string();
+        let window_start = now - now % window;
         let value: Option<StoredValue> = match self {
-            Backend::Memory { store } => {
-                // One entry per window, named after the key.
-                let stored_key = match limit.algorithm() {
-                    Algorithm::FixedWindow | Algorithm::SlidingWindow => {
-                        format!("{stem}:{window_start}")
-                    }
-                    Algorithm::SlidingLog | Algorithm::Gcra => stem,
-                };
-                store.entry(&stored_key, now).map(|e| e.value)
-            }
+            // As in Redis: one entry per limit, window counters in it by window start.
+            Backend::Memory { store } => store.entry(&stem, now).map(|e| e.value),
             _ => match limit.algorithm() {
                 Algorithm::SlidingLog => {
                     let n: u64 = self.query(redis::cmd("ZCARD").arg(&stem)).await;
@@ -172,15 +164,15 @@ impl Backend {
                 }
                 // A hash at the key, one field per window start.
                 _ => {
-                    let hget = redis::cmd("HGET").arg(&stem).arg(&window_start).clone();
+                    let hget = redis::cmd("HGET").arg(&stem).arg(window_start).clone();
                     let n: Option<u64> = self.query(&hget).await;
-                    n.map(StoredValue::Counter)
+                    n.map(|n| StoredValue::Windows(vec![(window_start, n)]))
                 }
             },
         };
         match value {
             None => 0,
-            Some(StoredValue::Counter(n)) => n,
+            Some(value @ StoredValue::Windows(_)) => value.window(window_start),
             Some(StoredValue::Log(log)) => log.len() as u64,
             Some(StoredValue::Tat(tat)) => {
                 let interval = (window * 1000 / u64::from(limit.max())).max(1);

@@ -1,20 +1,23 @@
-//! Fixed window, as `scripts/fixed_window.lua`: one counter per window.
+//! Fixed window, as `scripts/fixed_window.lua`: one counter per window, a field of the
+//! entry at the limit's key.
 
 use super::{
     peek::Peek,
-    table::{StoredValue, Table, Write},
+    table::{Table, Write},
 };
 
 pub(super) fn peek(table: &Table, stem: &str, max: u64, window: u64, now: u64) -> Peek {
     let start = now - now % window;
-    let key = format!("{stem}:{start}");
-    let count = match table.get(&key, now) {
-        Some(StoredValue::Counter(n)) => *n,
-        _ => 0,
-    };
+    let count = table.get(stem, now).map_or(0, |value| value.window(start));
     let left = window - (now - start);
     if count < max {
-        Peek::allowed(max - count - 1, left, Write::Increment { key, ttl: left })
+        let write = Write::Increment {
+            key: stem.to_owned(),
+            window: start,
+            ttl: left,
+            oldest: start,
+        };
+        Peek::allowed(max, max - count - 1, left, write)
     } else {
         Peek::rejected(left, left)
     }
@@ -30,7 +33,7 @@ mod tests {
         for _ in 0..2 {
             let p = peek(&table, "k", 2, 1_000, 1_999);
             assert!(p.allowed);
-            table.apply(vec![p.write.unwrap()], 1_999);
+            table.apply(vec![(p.write.unwrap(), 0)], 1_999);
         }
         let p = peek(&table, "k", 2, 1_000, 1_999);
         assert_eq!((p.allowed, p.retry_after, p.reset_after), (false, 1, 1));

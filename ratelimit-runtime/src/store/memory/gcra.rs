@@ -25,7 +25,7 @@ pub(super) fn peek(table: &Table, stem: &str, max: u64, window: u64, now: u64) -
             tat: new_tat,
             ttl: ttl.max(1),
         };
-        Peek::allowed(remaining, ttl, write)
+        Peek::allowed(max, remaining, ttl, write)
     } else {
         Peek::rejected(
             (new_tat - tolerance - now_us).div_ceil(1000),
@@ -44,7 +44,7 @@ mod tests {
         for left in (0..3).rev() {
             let p = peek(&table, "k", 3, 1_000, 5_000);
             assert_eq!((p.allowed, p.remaining), (true, left));
-            table.apply(vec![p.write.unwrap()], 5_000);
+            table.apply(vec![(p.write.unwrap(), 0)], 5_000);
         }
         let p = peek(&table, "k", 3, 1_000, 5_000);
         // T = 333_333 µs: the next cell is free at 5_000 ms + 333.333 ms, rounded up.

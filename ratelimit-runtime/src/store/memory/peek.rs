@@ -1,4 +1,4 @@
-use super::table::Write;
+use super::table::{Ranked, Write};
 
 /// What one limit decided in the peek phase, and what it writes if the request is counted.
 ///
@@ -11,17 +11,29 @@ pub(super) struct Peek {
     pub(super) reset_after: u64,
     /// The commit-phase write; `None` when this limit rejected.
     pub(super) write: Option<Write>,
+    /// How much of the budget the client has spent once counted, in thousandths: what its
+    /// entry would lose if evicted.
+    pub(super) spent: u16,
 }
 
 impl Peek {
-    pub(super) fn allowed(remaining: u64, reset_after: u64, write: Write) -> Self {
+    /// Allowed with `remaining` of `max` left once counted.
+    pub(super) fn allowed(max: u64, remaining: u64, reset_after: u64, write: Write) -> Self {
+        let spent = (max.saturating_sub(remaining) * 1_000 / max.max(1)).min(1_000);
         Peek {
             allowed: true,
             remaining,
             retry_after: 0,
             reset_after,
             write: Some(write),
+            spent: spent as u16,
         }
+    }
+
+    /// The write, ranked for eviction.
+    pub(super) fn ranked(self) -> Option<Ranked> {
+        let spent = self.spent;
+        self.write.map(|write| (write, spent))
     }
 
     pub(super) fn rejected(retry_after: u64, reset_after: u64) -> Self {
@@ -31,6 +43,7 @@ impl Peek {
             retry_after,
             reset_after,
             write: None,
+            spent: 1_000,
         }
     }
 }

@@ -13,11 +13,11 @@ pub(super) fn peek(table: &mut Table, stem: &str, max: u64, window: u64, now: u6
     };
     // Entries at or before `now - w` have left; before `w` has passed since 0, none has.
     let Some(log) = table.pruned_log(stem, now, now.checked_sub(window)) else {
-        return Peek::allowed(max - 1, window, write);
+        return Peek::allowed(max, max - 1, window, write);
     };
     let count = log.len() as u64;
     if count < max {
-        return Peek::allowed(max - count - 1, window, write);
+        return Peek::allowed(max, max - count - 1, window, write);
     }
     let oldest_to_leave = log[(count - max) as usize];
     let newest = log.back().copied().unwrap_or(now);
@@ -36,7 +36,7 @@ mod tests {
             let p = peek(&mut table, "k", 2, 1_000, now);
             allowed.push(p.allowed);
             if let Some(write) = p.write.filter(|_| p.allowed) {
-                table.apply(vec![write], now);
+                table.apply(vec![(write, 0)], now);
             }
         }
         assert_eq!(allowed, [true, true, false, false, true]);
@@ -47,7 +47,7 @@ mod tests {
         let mut table = Table::new(10);
         for now in [1_000, 1_400] {
             let p = peek(&mut table, "k", 2, 1_000, now);
-            table.apply(vec![p.write.unwrap()], now);
+            table.apply(vec![(p.write.unwrap(), 0)], now);
         }
         let p = peek(&mut table, "k", 2, 1_000, 1_999);
         assert_eq!((p.allowed, p.retry_after, p.reset_after), (false, 1, 401));

@@ -5,35 +5,34 @@
 
 use super::{
     peek::Peek,
-    table::{StoredValue, Table, Write},
+    table::{Table, Write},
 };
-
-fn counter(table: &Table, key: &str, now: u64) -> i128 {
-    match table.get(key, now) {
-        Some(StoredValue::Counter(n)) => i128::from(*n),
-        _ => 0,
-    }
-}
 
 pub(super) fn peek(table: &Table, stem: &str, max: u64, window: u64, now: u64) -> Peek {
     let start = now - now % window;
-    let key = format!("{stem}:{start}");
-    let (w, e, max) = (i128::from(window), i128::from(now - start), i128::from(max));
-    let cur = counter(table, &key, now);
-    let prev = match start.checked_sub(window) {
-        Some(prev_start) => counter(table, &format!("{stem}:{prev_start}"), now),
-        None => 0,
-    };
-    let room = max - cur - 1;
+    let stored = table.get(stem, now);
+    let counter = |start: u64| i128::from(stored.map_or(0, |value| value.window(start)));
+    let cur = counter(start);
+    let prev = start.checked_sub(window).map_or(0, counter);
+    let (w, e, m) = (i128::from(window), i128::from(now - start), i128::from(max));
+    let room = m - cur - 1;
     if room >= 0 && prev * (w - e) <= room * w {
         let remaining = room - ceil_div(prev * (w - e), w);
         let ttl = (2 * w - e) as u64;
-        return Peek::allowed(remaining as u64, ttl, Write::Increment { key, ttl });
+        // This window's counter is read again as the previous one: the field before it
+        // stays.
+        let write = Write::Increment {
+            key: stem.to_owned(),
+            window: start,
+            ttl,
+            oldest: start.saturating_sub(window),
+        };
+        return Peek::allowed(max, remaining as u64, ttl, write);
     }
     let retry_after = if room >= 0 {
         (w - e) - (room * w).div_euclid(prev)
     } else {
-        (w - e) + w - ((max - 1) * w).div_euclid(cur)
+        (w - e) + w - ((m - 1) * w).div_euclid(cur)
     };
     let reset_after = if cur > 0 { 2 * w - e } else { w - e };
     Peek::rejected(retry_after as u64, reset_after as u64)
@@ -52,7 +51,7 @@ mod tests {
         for _ in 0..n {
             let p = peek(table, "k", max, 1_000, now);
             if let Some(write) = p.write {
-                table.apply(vec![write], now);
+                table.apply(vec![(write, 0)], now);
                 allowed += 1;
             }
         }

@@ -2,7 +2,10 @@ use std::{
     collections::hash_map::RandomState,
     fmt,
     hash::BuildHasher,
-    sync::{Mutex, MutexGuard, PoisonError},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Mutex, MutexGuard, PoisonError,
+    },
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
@@ -28,14 +31,20 @@ const SHARDS: usize = 16;
 /// For a single instance and for tests: with several instances each one counts only what
 /// it sees (see the crate docs). All limits of one check are decided under one lock, so
 /// checks are atomic and all-or-nothing like the script. Memory is bounded: expired keys are
-/// swept as new ones arrive, and at most `capacity` keys are kept; when full with nothing
-/// expired, the keys closest to expiry are evicted first (they would vanish soonest anyway).
-/// The capacity is split evenly across 16 shards.
+/// swept as new ones arrive, and at most `capacity` keys are kept (one per limit and
+/// client, as in Redis). When full with nothing expired, the store evicts the keys whose
+/// clients had spent the least of their budget at their last count (ties: closest to
+/// expiry), since eviction hands a client back what it spent: a flood of new clients, each
+/// one request into its budget, evicts its own kind before a client that spent its budget.
+/// The first eviction of a live key, and each time the total doubles, is logged as a
+/// warning ([`evicted`](Self::evicted) counts them): the capacity is too small for the
+/// traffic. The capacity is split evenly across 16 shards.
 ///
 /// Time is the injected `now_millis`, else the system clock.
 pub struct MemoryStore {
     shards: Box<[Mutex<Table>]>,
     hasher: RandomState,
+    evicted: AtomicU64,
 }
 
 impl MemoryStore {
@@ -51,8 +60,8 @@ impl MemoryStore {
         }
     }
 
-    /// The live entry stored under `key` (a key as Redis would name it, such as
-    /// `rl:{GET:/x|ip:1.2.3.4}:fw60000:1700000040000`) at `now_millis`.
+    /// The live entry stored under `key` (a key as Redis names it, such as
+    /// `rl:{GET:/x|ip:1.2.3.4}:fw60000`) at `now_millis`.
     pub fn entry(&self, key: &str, now_millis: u64) -> Option<StoredEntry> {
         self.lock(hash_tag(key)).entry(key, now_millis).cloned()
     }
@@ -65,6 +74,11 @@ impl MemoryStore {
             all.extend(shard.entries().map(|(k, e)| (k.clone(), e.clone())));
         }
         all
+    }
+
+    /// How many live keys the store has evicted to make room for new ones.
+    pub fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
     }
 
     /// How many keys are stored (expired ones that were not swept yet included).
@@ -122,9 +136,35 @@ impl MemoryStore {
             })
             .collect();
         if allowed {
-            table.apply(peeks.into_iter().filter_map(|p| p.write).collect(), now);
+            let evicted = table.apply(peeks.into_iter().filter_map(Peek::ranked).collect(), now);
+            drop(table);
+            if evicted > 0 {
+                self.note_evictions(evicted as u64);
+            }
         }
         Decision { allowed, limits }
+    }
+
+    /// Counts evictions, and warns at the first and whenever the total doubles.
+    fn note_evictions(&self, evicted: u64) {
+        let before = self.evicted.fetch_add(evicted, Ordering::Relaxed);
+        let total = before + evicted;
+        if before == 0 || total.ilog2() > before.ilog2() {
+            tracing::warn!(
+                target: "ratelimit",
+                store = "memory",
+                evicted = total,
+                capacity = self.capacity(),
+                "rate-limit store: the in-memory store is full and evicts live keys (the clients that had spent the least of their budget get it back); raise its capacity or use Redis"
+            );
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).capacity())
+            .sum()
     }
 }
 
@@ -180,6 +220,7 @@ impl MemoryStoreBuilder {
                 .map(|i| Mutex::new(Table::new((share + usize::from(i < rest)).max(1))))
                 .collect(),
             hasher: RandomState::new(),
+            evicted: AtomicU64::new(0),
         }
     }
 }
@@ -222,9 +263,9 @@ mod tests {
             now_millis: Some(now),
         });
         assert!(decision.allowed);
-        let stored = format!("{}:{now}", key.limit_key(&limits[0]));
+        let stored = key.limit_key(&limits[0]);
         let entry = store.entry(&stored, now).expect("counter stored");
-        assert_eq!(entry.value, StoredValue::Counter(1));
+        assert_eq!(entry.value, StoredValue::Windows(vec![(now, 1)]));
         assert_eq!(entry.expires_at, now + 60_000);
         assert_eq!(store.entries().len(), 1);
     }
@@ -262,5 +303,89 @@ mod tests {
         }
         // 20,000 live keys fill every shard.
         assert_eq!(store.len(), 1_000);
+    }
+
+    fn allowed(store: &MemoryStore, key: &RouteKey, limits: &[Limit], now: u64) -> bool {
+        store
+            .decide(&CheckRequest {
+                key,
+                limits,
+                now_millis: Some(now),
+            })
+            .allowed
+    }
+
+    /// Found by review: eviction by expiry alone took the oldest key, a login budget spent
+    /// first, and a flood of made-up usernames from the same address (each a new key, each
+    /// allowed) gave all ten guesses back minutes early.
+    #[test]
+    fn a_flood_of_new_keys_does_not_give_back_a_spent_budget() {
+        let store = MemoryStore::builder().capacity(1_000).build();
+        let limits = [Limit::new(
+            10,
+            Window::from_secs(300),
+            Algorithm::SlidingLog,
+        )];
+        let login = |username: &str| {
+            RouteKey::new(
+                "rl",
+                "POST",
+                "/login",
+                &[
+                    (IdentityPart::Ip, "203.0.113.7"),
+                    (IdentityPart::Username, username),
+                ],
+            )
+        };
+        let t0 = 1_700_000_040_000;
+        let alice = login("alice");
+        let spent = (0..20)
+            .filter(|_| allowed(&store, &alice, &limits, t0))
+            .count();
+        assert_eq!(spent, 10);
+        for i in 0..1_300u64 {
+            assert!(allowed(
+                &store,
+                &login(&format!("u{i}")),
+                &limits,
+                t0 + 10 + i
+            ));
+        }
+        assert!(store.evicted() > 0, "the flood filled the store");
+        assert!(
+            !allowed(&store, &alice, &limits, t0 + 5_000),
+            "alice's spent budget came back"
+        );
+    }
+
+    /// Found by review: with a window counter per key, a full store evicted the previous
+    /// window's counters first (they expire first) and a sliding window forgot them; like
+    /// the script's hash, one entry now holds both.
+    #[test]
+    fn a_full_store_keeps_the_previous_window_of_a_sliding_window() {
+        let store = MemoryStore::builder().capacity(1_600).build();
+        let w = 60_000;
+        let limits = [Limit::new(
+            10,
+            Window::from_millis(w),
+            Algorithm::SlidingWindow,
+        )];
+        let client =
+            |name: &str| RouteKey::new("rl", "GET", "/search", &[(IdentityPart::ApiKey, name)]);
+        let (victim, start) = (client("victim"), 1_700_000_040_000);
+        for _ in 0..10 {
+            assert!(allowed(&store, &victim, &limits, start + w - 10));
+        }
+        for i in 0..5_000u64 {
+            allowed(
+                &store,
+                &client(&format!("other{i}")),
+                &limits,
+                start + w + 1 + i / 10,
+            );
+        }
+        assert!(store.evicted() > 0, "the others filled the store");
+        // 1 s into the next window the previous 10 still weigh 59/60 x 10: nothing fits.
+        assert!(!allowed(&store, &victim, &limits, start + w + 1_000));
     }
 }

@@ -1,12 +1,15 @@
 //! A bounded map of keys with expiry times: the in-memory stand-in for a Redis keyspace.
 //!
-//! Keys and their meaning are the same as in Redis. An entry is gone once `now` reaches its
-//! expiry (like `PEXPIRE`). The table never holds more than its capacity: expired entries are
-//! swept every [`SWEEP_EVERY`] inserts and whenever it is full; when it is full and nothing
-//! has expired, the entries closest to expiry are evicted first. Those are the ones that
-//! would vanish soonest anyway and hold the least remaining information, so evicting them
-//! disturbs the fewest decisions; the cost is that a flood of new clients can reset the
-//! counters of clients that were about to be reset.
+//! Keys and their meaning are the same as in Redis: a window algorithm's counters are
+//! fields of one entry at the limit's key (a hash in Redis), named by window start, and a
+//! new window drops the older ones as the script does. An entry is gone once `now` reaches
+//! its expiry (like `PEXPIRE`). The table never holds more than its capacity: expired
+//! entries are swept every [`SWEEP_EVERY`] inserts and whenever it is full; when it is full
+//! and nothing has expired, the entries whose clients had spent the least of their budget
+//! at their last count are evicted first (ties: closest to expiry). Evicting an entry gives
+//! its client back what it had spent, so a flood of new keys (each one request into its
+//! budget) evicts its own kind, not a client that spent its budget; the store logs a
+//! warning when it evicts live entries (it is too small for its traffic).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -16,12 +19,27 @@ pub(super) const SWEEP_EVERY: u32 = 1024;
 /// What one key holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoredValue {
-    /// A window counter (`INCR`).
-    Counter(u64),
+    /// Window counters (`HINCRBY key <window start> 1`): each window's start in ms and its
+    /// count, oldest first.
+    Windows(Vec<(u64, u64)>),
     /// Sliding-log timestamps in ms, oldest first (a sorted set of unique members).
     Log(VecDeque<u64>),
     /// A GCRA theoretical arrival time in microseconds.
     Tat(u64),
+}
+
+impl StoredValue {
+    /// The count of the window starting at `start` (0 when there is none, or when this
+    /// holds no window counters).
+    pub fn window(&self, start: u64) -> u64 {
+        match self {
+            StoredValue::Windows(windows) => windows
+                .iter()
+                .find(|(s, _)| *s == start)
+                .map_or(0, |(_, n)| *n),
+            _ => 0,
+        }
+    }
 }
 
 /// One key's value and expiry, as [`MemoryStore::entries`](super::MemoryStore::entries)
@@ -37,8 +55,14 @@ pub struct StoredEntry {
 /// One write of a commit phase, applied only when every limit allowed the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Write {
-    /// `INCR key`, and `PEXPIRE key ttl` when the key was new.
-    Increment { key: String, ttl: u64 },
+    /// `HINCRBY key window 1`; for a new window (`new_window.lua`), the key lives at
+    /// least `ttl` more and windows that started before `oldest` go.
+    Increment {
+        key: String,
+        window: u64,
+        ttl: u64,
+        oldest: u64,
+    },
     /// `ZADD key now member`, `PEXPIRE key ttl`.
     Append { key: String, ttl: u64 },
     /// `SET key tat PX ttl`.
@@ -55,12 +79,25 @@ impl Write {
     }
 }
 
+/// A [`Write`] and how much of its limit's budget the client has spent with it, in
+/// thousandths: what the entry loses if evicted.
+pub(super) type Ranked = (Write, u16);
+
+/// A stored entry and the rank of its last write.
+#[derive(Debug)]
+struct Slot {
+    entry: StoredEntry,
+    spent: u16,
+}
+
 /// A bounded keyspace.
 #[derive(Debug)]
 pub(super) struct Table {
-    entries: HashMap<String, StoredEntry>,
+    entries: HashMap<String, Slot>,
     capacity: usize,
     inserts_since_sweep: u32,
+    /// Live entries evicted so far.
+    evicted: u64,
 }
 
 impl Table {
@@ -69,6 +106,7 @@ impl Table {
             entries: HashMap::new(),
             capacity: capacity.max(1),
             inserts_since_sweep: 0,
+            evicted: 0,
         }
     }
 
@@ -79,7 +117,10 @@ impl Table {
 
     /// The live entry of `key` at `now`.
     pub(super) fn entry(&self, key: &str, now: u64) -> Option<&StoredEntry> {
-        self.entries.get(key).filter(|e| e.expires_at > now)
+        self.entries
+            .get(key)
+            .map(|slot| &slot.entry)
+            .filter(|e| e.expires_at > now)
     }
 
     /// The live log of `key`, pruned of timestamps at or before `newest_excluded` (none:
@@ -90,7 +131,18 @@ impl Table {
         now: u64,
         newest_excluded: Option<u64>,
     ) -> Option<&VecDeque<u64>> {
-        let entry = self.entries.get_mut(key).filter(|e| e.expires_at > now)?;
+        if self
+            .entries
+            .get(key)
+            .is_some_and(|slot| slot.entry.expires_at <= now)
+        {
+            // Every timestamp of an expired log is at least a window old: the script's
+            // `ZREMRANGEBYSCORE` would empty (and so delete) the key now, whether or not the
+            // request is then counted, and a clock that steps back must not find them again.
+            self.entries.remove(key);
+            return None;
+        }
+        let entry = self.live_mut(key, now)?;
         let StoredValue::Log(log) = &mut entry.value else {
             return None;
         };
@@ -103,26 +155,51 @@ impl Table {
         Some(log)
     }
 
-    /// Applies the commit phase of one check.
-    pub(super) fn apply(&mut self, writes: Vec<Write>, now: u64) {
+    /// Applies the commit phase of one check; answers how many live entries it evicted to
+    /// make room.
+    pub(super) fn apply(&mut self, writes: Vec<Ranked>, now: u64) -> usize {
         let new_keys = writes
             .iter()
-            .filter(|w| self.get(w.key(), now).is_none())
+            .filter(|(w, _)| self.get(w.key(), now).is_none())
             .count();
-        self.make_room(new_keys, &writes, now);
-        for write in writes {
-            self.write(write, now);
+        let evicted = self.make_room(new_keys, &writes, now);
+        for (write, spent) in writes {
+            self.write(write, spent, now);
         }
+        evicted
     }
 
-    fn write(&mut self, write: Write, now: u64) {
+    fn write(&mut self, write: Write, spent: u16, now: u64) {
         match write {
-            Write::Increment { key, ttl } => match self.live_mut(&key, now) {
+            Write::Increment {
+                key,
+                window,
+                ttl,
+                oldest,
+            } => match self.live_mut(&key, now) {
                 Some(StoredEntry {
-                    value: StoredValue::Counter(n),
-                    ..
-                }) => *n += 1,
-                _ => self.insert(key, StoredValue::Counter(1), now + ttl),
+                    value: StoredValue::Windows(windows),
+                    expires_at,
+                }) => {
+                    match windows.iter_mut().find(|(start, _)| *start == window) {
+                        Some((_, n)) => *n += 1,
+                        None => {
+                            // As `new_window.lua`: never shortened, and a newer window (one
+                            // counted before the clock stepped back) stays.
+                            let at = windows.partition_point(|(start, _)| *start < window);
+                            windows.insert(at, (window, 1));
+                            windows.retain(|(start, _)| *start >= oldest);
+                            *expires_at = (*expires_at).max(now + ttl);
+                        }
+                    }
+                    self.rank(&key, spent);
+                }
+                _ => self.insert(
+                    key,
+                    StoredValue::Windows(vec![(window, 1)]),
+                    now + ttl,
+                    spent,
+                ),
             },
             Write::Append { key, ttl } => match self.live_mut(&key, now) {
                 Some(StoredEntry {
@@ -134,62 +211,87 @@ impl Table {
                     // Never shortened: an entry logged at a later time (before a clock
                     // stepped back) still counts until that time + the window.
                     *expires_at = (*expires_at).max(now + ttl);
+                    self.rank(&key, spent);
                 }
-                _ => self.insert(key, StoredValue::Log(VecDeque::from([now])), now + ttl),
+                _ => self.insert(
+                    key,
+                    StoredValue::Log(VecDeque::from([now])),
+                    now + ttl,
+                    spent,
+                ),
             },
-            Write::SetTat { key, tat, ttl } => self.insert(key, StoredValue::Tat(tat), now + ttl),
+            Write::SetTat { key, tat, ttl } => {
+                self.insert(key, StoredValue::Tat(tat), now + ttl, spent);
+            }
         }
     }
 
     fn live_mut(&mut self, key: &str, now: u64) -> Option<&mut StoredEntry> {
-        self.entries.get_mut(key).filter(|e| e.expires_at > now)
+        self.entries
+            .get_mut(key)
+            .map(|slot| &mut slot.entry)
+            .filter(|e| e.expires_at > now)
     }
 
-    fn insert(&mut self, key: String, value: StoredValue, expires_at: u64) {
-        self.entries.insert(key, StoredEntry { value, expires_at });
+    fn rank(&mut self, key: &str, spent: u16) {
+        if let Some(slot) = self.entries.get_mut(key) {
+            slot.spent = spent;
+        }
+    }
+
+    fn insert(&mut self, key: String, value: StoredValue, expires_at: u64, spent: u16) {
+        let entry = StoredEntry { value, expires_at };
+        self.entries.insert(key, Slot { entry, spent });
         self.inserts_since_sweep += 1;
     }
 
-    /// Ensures `needed` new keys fit, never evicting a key that `writes` touch.
-    fn make_room(&mut self, needed: usize, writes: &[Write], now: u64) {
+    /// Ensures `needed` new keys fit, never evicting a key that `writes` touch; answers how
+    /// many live entries it evicted.
+    fn make_room(&mut self, needed: usize, writes: &[Ranked], now: u64) -> usize {
         if self.inserts_since_sweep >= SWEEP_EVERY || self.entries.len() + needed > self.capacity {
             self.sweep(now);
         }
         let over = (self.entries.len() + needed).saturating_sub(self.capacity);
         if over == 0 {
-            return;
+            return 0;
         }
         // Evict a batch, so a full table does not pay a full scan on every insert.
         let batch = over.max(self.capacity / 64).min(self.entries.len());
-        let mut candidates: Vec<(u64, &String)> = self
+        let mut candidates: Vec<(u16, u64, &String)> = self
             .entries
             .iter()
-            .filter(|(key, _)| !writes.iter().any(|w| w.key() == key.as_str()))
-            .map(|(key, entry)| (entry.expires_at, key))
+            .filter(|(key, _)| !writes.iter().any(|(w, _)| w.key() == key.as_str()))
+            .map(|(key, slot)| (slot.spent, slot.entry.expires_at, key))
             .collect();
         let batch = batch.min(candidates.len());
         if batch == 0 {
-            return;
+            return 0;
         }
         candidates.select_nth_unstable(batch - 1);
         let doomed: Vec<String> = candidates[..batch]
             .iter()
-            .map(|(_, key)| (*key).clone())
+            .map(|(_, _, key)| (*key).clone())
             .collect();
         for key in doomed {
             self.entries.remove(&key);
         }
+        self.evicted += batch as u64;
+        batch
     }
 
     /// Drops every expired entry.
     pub(super) fn sweep(&mut self, now: u64) {
-        self.entries.retain(|_, entry| entry.expires_at > now);
+        self.entries.retain(|_, slot| slot.entry.expires_at > now);
         self.inserts_since_sweep = 0;
     }
 
     /// Every entry, expired ones included (until swept).
     pub(super) fn entries(&self) -> impl Iterator<Item = (&String, &StoredEntry)> {
-        self.entries.iter()
+        self.entries.iter().map(|(key, slot)| (key, &slot.entry))
+    }
+
+    pub(super) fn capacity(&self) -> usize {
+        self.capacity
     }
 
     pub(super) fn len(&self) -> usize {
@@ -201,11 +303,25 @@ impl Table {
 mod tests {
     use super::*;
 
-    fn increment(key: &str, ttl: u64) -> Write {
-        Write::Increment {
+    /// A count in the window starting at 0, by a client that has spent nothing else.
+    fn increment(key: &str, ttl: u64) -> Ranked {
+        counted(key, 0, ttl, 0)
+    }
+
+    /// A count in the window starting at `window`, by a client that has spent `spent`
+    /// thousandths of its budget with it.
+    fn counted(key: &str, window: u64, ttl: u64, spent: u16) -> Ranked {
+        let write = Write::Increment {
             key: key.to_owned(),
+            window,
             ttl,
-        }
+            oldest: window,
+        };
+        (write, spent)
+    }
+
+    fn count(table: &Table, key: &str, now: u64) -> Option<u64> {
+        table.get(key, now).map(|value| value.window(0))
     }
 
     #[test]
@@ -214,13 +330,45 @@ mod tests {
         table.apply(vec![increment("a", 100)], 1_000);
         table.apply(vec![increment("a", 100)], 1_050);
         assert_eq!(
-            table.get("a", 1_099),
-            Some(&StoredValue::Counter(2)),
-            "INCR keeps the first TTL"
+            count(&table, "a", 1_099),
+            Some(2),
+            "HINCRBY keeps the first TTL"
         );
         assert_eq!(table.get("a", 1_100), None);
         table.apply(vec![increment("a", 100)], 1_100);
-        assert_eq!(table.get("a", 1_100), Some(&StoredValue::Counter(1)));
+        assert_eq!(count(&table, "a", 1_100), Some(1));
+    }
+
+    #[test]
+    fn a_new_window_drops_older_ones_and_keeps_newer_ones() {
+        let mut table = Table::new(10);
+        let window = |start: u64, oldest: u64| {
+            let write = Write::Increment {
+                key: "k".to_owned(),
+                window: start,
+                ttl: 10_000,
+                oldest,
+            };
+            vec![(write, 0)]
+        };
+        table.apply(window(1_000, 1_000), 1_000);
+        table.apply(window(2_000, 1_000), 2_000);
+        table.apply(window(3_000, 2_000), 3_000);
+        assert_eq!(
+            table.get("k", 3_000),
+            Some(&StoredValue::Windows(vec![(2_000, 1), (3_000, 1)]))
+        );
+        // The clock stepped back: the window counted later stays.
+        table.apply(window(1_000, 0), 1_500);
+        assert_eq!(
+            table.get("k", 1_500),
+            Some(&StoredValue::Windows(vec![
+                (1_000, 1),
+                (2_000, 1),
+                (3_000, 1)
+            ]))
+        );
+        assert_eq!(table.entry("k", 0).map(|e| e.expires_at), Some(13_000));
     }
 
     #[test]
@@ -229,13 +377,28 @@ mod tests {
         table.apply(vec![increment("short", 10)], 0);
         table.apply(vec![increment("long", 1_000)], 0);
         table.apply(vec![increment("mid", 500)], 0);
-        table.apply(vec![increment("new", 1_000)], 20);
+        assert_eq!(table.apply(vec![increment("new", 1_000)], 20), 0);
         assert_eq!(table.len(), 3);
         assert!(table.get("short", 0).is_none(), "expired entry swept");
-        table.apply(vec![increment("newer", 1_000)], 30);
+        assert_eq!(table.apply(vec![increment("newer", 1_000)], 30), 1);
         assert_eq!(table.len(), 3);
         assert!(table.get("mid", 30).is_none(), "closest to expiry evicted");
         assert!(table.get("long", 30).is_some() && table.get("new", 30).is_some());
+    }
+
+    #[test]
+    fn a_full_table_evicts_the_least_spent_budget_first() {
+        let mut table = Table::new(3);
+        // A client that spent its whole budget, whose entry expires first.
+        table.apply(vec![counted("spent", 0, 100, 1_000)], 0);
+        table.apply(vec![counted("fresh", 0, 1_000, 100)], 0);
+        table.apply(vec![counted("half", 0, 1_000, 500)], 0);
+        for i in 0..10 {
+            table.apply(vec![counted(&format!("new{i}"), 0, 1_000, 100)], 1);
+            assert!(table.get("spent", 1).is_some(), "after {i}");
+        }
+        assert!(table.get("half", 1).is_some());
+        assert!(table.get("fresh", 1).is_none());
     }
 
     #[test]
@@ -244,8 +407,8 @@ mod tests {
         table.apply(vec![increment("a", 10)], 0);
         table.apply(vec![increment("b", 1_000)], 0);
         table.apply(vec![increment("a", 10), increment("c", 1_000)], 1);
-        assert_eq!(table.get("a", 1), Some(&StoredValue::Counter(2)));
-        assert_eq!(table.get("c", 1), Some(&StoredValue::Counter(1)));
+        assert_eq!(count(&table, "a", 1), Some(2));
+        assert_eq!(count(&table, "c", 1), Some(1));
         assert!(table.get("b", 1).is_none());
     }
 
