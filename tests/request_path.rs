@@ -450,6 +450,121 @@ async fn bodies_the_handler_decodes_do_not_trade_the_username_budget_for_one_per
     assert_eq!(status_of(&app, utf8_form).await, 429);
 }
 
+#[derive(serde::Deserialize)]
+struct Credentials {
+    username: String,
+}
+
+/// The demo's login shape: JSON or a form through actix-web's own extractors (JSON whatever
+/// its label, when the App says so), echoing the username the handler read.
+#[rate_limit(
+    limit = 2,
+    window = "5m",
+    identity = "ip+username",
+    algorithm = "sliding_log",
+    fail = "closed"
+)]
+#[post("/echo-login")]
+async fn echo_login(
+    json: Option<web::Json<Credentials>>,
+    form: Option<web::Form<Credentials>>,
+) -> impl Responder {
+    match json
+        .map(web::Json::into_inner)
+        .or(form.map(web::Form::into_inner))
+    {
+        Some(credentials) => HttpResponse::Ok().body(credentials.username),
+        None => HttpResponse::BadRequest().finish(),
+    }
+}
+
+/// Found by review (high, and medium): bodies a client built to be read one way by the
+/// handler and another by the limiter got a fresh budget per request for one username.
+/// A UTF-16 form whose content type hides `charset=utf-8` in a quoted parameter before the
+/// real `charset=utf-16le` was read as a UTF-8 form, in which the client placed a
+/// `username` of its choosing, while `web::Form` decoded UTF-16 and read alice. And JSON
+/// labelled as a form, read by a lenient `web::Json`, carried `&username=decoy&` in a
+/// string that the form reading took for the field.
+#[actix_web::test]
+async fn bodies_read_one_way_by_the_handler_and_another_by_the_limiter_do_not_pass() {
+    let utf16 =
+        |text: &str| -> Vec<u8> { text.encode_utf16().flat_map(u16::to_le_bytes).collect() };
+    let decoy_in_utf16 = |i: usize| {
+        let mut body = utf16("username=alice&x=");
+        // Read as UTF-8 bytes: `&username=decoy<i>&`, padded to whole UTF-16 units.
+        let mut smuggled = format!("&username=decoy{i}&").into_bytes();
+        if smuggled.len() % 2 == 1 {
+            smuggled.push(b'z');
+        }
+        body.extend_from_slice(&smuggled);
+        body
+    };
+    let quoted = r#"application/x-www-form-urlencoded; x="y;charset=utf-8"; charset=utf-16le"#;
+    let form = "application/x-www-form-urlencoded";
+    let smuggling = |i: usize| {
+        format!(r#"{{"username":"alice","password":"&username=decoy{i}&"}}"#).into_bytes()
+    };
+    // The second reaches the handler as JSON only where `web::Json` takes any label.
+    let cases = [
+        (
+            quoted,
+            (0..5).map(decoy_in_utf16).collect::<Vec<_>>(),
+            false,
+        ),
+        (form, (0..5).map(smuggling).collect(), true),
+    ];
+    for (content_type, bodies, lenient) in cases {
+        let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+        let json = web::JsonConfig::default().content_type_required(!lenient);
+        let app =
+            test::init_service(App::new().app_data(json).service(echo_login).wrap(limiter)).await;
+        let mut answers = Vec::new();
+        for body in bodies {
+            let req = from("203.0.113.7")
+                .method(actix_web::http::Method::POST)
+                .uri("/echo-login")
+                .insert_header(("content-type", content_type))
+                .set_payload(body);
+            let res = test::call_service(&app, req.to_request()).await;
+            let status = res.status().as_u16();
+            let read = test::read_body(res).await;
+            answers.push((status, String::from_utf8_lossy(&read).into_owned()));
+        }
+        // The handler read alice each time it was reached.
+        assert!(
+            answers
+                .iter()
+                .all(|(status, name)| *status == 429 || name == "alice"),
+            "{content_type}: {answers:?}"
+        );
+        let statuses: Vec<u16> = answers.iter().map(|(status, _)| *status).collect();
+        assert_eq!(
+            statuses,
+            [200, 200, 429, 429, 429],
+            "{content_type}: {answers:?}"
+        );
+    }
+    // A UTF-16 form is read as `web::Form` reads it: it is alice, not a shared budget.
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(App::new().service(echo_login).wrap(limiter)).await;
+    let sign_in_as = |content_type: &str, body: Vec<u8>| {
+        from("203.0.113.7")
+            .method(actix_web::http::Method::POST)
+            .uri("/echo-login")
+            .insert_header(("content-type", content_type.to_owned()))
+            .set_payload(body)
+    };
+    let utf16_form = "application/x-www-form-urlencoded; charset=utf-16le";
+    for _ in 0..2 {
+        let req = sign_in_as(utf16_form, utf16("username=alice"));
+        assert_eq!(status_of(&app, req).await, 200);
+    }
+    let req = sign_in_as(form, b"username=alice".to_vec());
+    assert_eq!(status_of(&app, req).await, 429, "alice's budget is spent");
+    let req = sign_in_as(utf16_form, utf16("username=bob"));
+    assert_eq!(status_of(&app, req).await, 200, "bob has his own");
+}
+
 #[actix_web::test]
 async fn an_upgrade_header_does_not_hide_the_username() {
     // Only a WebSocket handshake turns the payload into the connection; with any other

@@ -1,6 +1,8 @@
 //! The submitted username, read from a JSON or form body with a bounded buffer and put back
 //! so the handler receives the body byte for byte.
 
+use std::borrow::Cow;
+
 use actix_web::{
     dev::{Payload, ServiceRequest},
     error::PayloadError,
@@ -11,6 +13,7 @@ use actix_web::{
     web::{Bytes, BytesMut},
     HttpMessage as _,
 };
+use encoding_rs::UTF_8;
 use futures_util::{stream, StreamExt as _};
 
 /// The default body buffer: 64 KiB.
@@ -56,9 +59,8 @@ impl UsernameField {
                 _ => Submitted::Unreadable,
             };
         }
-        // actix-web's extractors decompress a body and decode a form in the charset its
-        // content type names before the handler sees them; this reader does neither, so
-        // such a body is not read here (found by review: a gzip or UTF-16 form parsed as
+        // actix-web's extractors decompress a body before the handler sees it; this reader
+        // does not, so such a body is not read here (found by review: a gzip form parsed as
         // raw bytes had no username, and its requests counted per address).
         if is_compressed(req) {
             return Submitted::Unreadable;
@@ -66,9 +68,15 @@ impl UsernameField {
         let Some(kind) = BodyKind::of(req) else {
             return Submitted::Unreadable;
         };
-        if kind == BodyKind::Form && !is_utf8_form(req) {
+        // A form is decoded in the charset its content type names, found as `web::Form`
+        // finds it (the content type parsed as a MIME type: found by review, a decoy
+        // `charset=utf-8` inside a quoted parameter made a UTF-16 form read as UTF-8 here,
+        // with a username of the client's choosing, while the handler read another). A
+        // content type actix cannot parse or a charset it does not know fails the handler's
+        // extractor too.
+        let Ok(charset) = req.encoding() else {
             return Submitted::Unreadable;
-        }
+        };
         let declared_len = req
             .headers()
             .get(CONTENT_LENGTH)
@@ -86,21 +94,30 @@ impl UsernameField {
                 Err(_) => return Submitted::Unreadable,
             },
             BodyKind::Form => {
-                let mut values = form_urlencoded::parse(&body)
-                    .filter(|(name, _)| *name == self.field)
-                    .map(|(_, value)| value);
-                let first = values.next();
-                if values.next().is_some() {
-                    // Handlers differ on which of a repeated field they read (a map keeps
-                    // the last, a struct refuses the form): counting either would let the
-                    // other be guessed on a budget of its own.
+                let text = if charset == UTF_8 {
+                    Cow::Borrowed(&body[..])
+                } else {
+                    // As `web::Form` decodes it: no BOM handling, and a malformed body is
+                    // refused rather than patched with replacement characters.
+                    match charset.decode_without_bom_handling_and_without_replacement(&body) {
+                        Some(text) => Cow::Owned(text.into_owned().into_bytes()),
+                        None => return Submitted::Unreadable,
+                    }
+                };
+                let Ok(from_form) = form_field(&text, &self.field) else {
                     return Submitted::Unreadable;
-                }
+                };
                 // A JSON body labelled as a form, which a `web::Json` handler that does not
                 // insist on the content type reads (found by review: counted per address).
-                first
-                    .map(|value| value.into_owned())
-                    .or_else(|| json_field(&body, &self.field).ok().flatten())
+                let from_json = json_field(&body, &self.field).ok().flatten();
+                match (from_form, from_json) {
+                    // Read one way by a form handler and another by a lenient JSON one (a
+                    // JSON string holding `&username=decoy&`, found by review): counting
+                    // either would let the other be guessed on a budget of its own.
+                    (Some(form), Some(json)) if form != json => return Submitted::Unreadable,
+                    (Some(name), _) | (None, Some(name)) => Some(name),
+                    (None, None) => None,
+                }
             }
         };
         match name.filter(|name| !name.trim().is_empty()) {
@@ -119,6 +136,20 @@ fn json_field(body: &[u8], field: &str) -> Result<Option<String>, serde_json::Er
         .map(str::to_owned))
 }
 
+/// The value of `field` in a form, if it has one; an error when the form names it more than
+/// once: handlers differ on which one they read (a map keeps the last, a struct refuses the
+/// form), so counting either would let the other be guessed on a budget of its own.
+fn form_field(form: &[u8], field: &str) -> Result<Option<String>, ()> {
+    let mut values = form_urlencoded::parse(form)
+        .filter(|(name, _)| *name == field)
+        .map(|(_, value)| value.into_owned());
+    let first = values.next();
+    match values.next() {
+        Some(_) => Err(()),
+        None => Ok(first),
+    }
+}
+
 /// Whether the body is compressed: a `Content-Encoding` other than `identity`.
 fn is_compressed(req: &ServiceRequest) -> bool {
     req.headers().get_all(CONTENT_ENCODING).any(|v| {
@@ -128,20 +159,6 @@ fn is_compressed(req: &ServiceRequest) -> bool {
                 .any(|coding| !coding.is_empty() && !coding.eq_ignore_ascii_case("identity"))
         })
     })
-}
-
-/// Whether a form's content type names no charset, or UTF-8 (or its subset US-ASCII).
-fn is_utf8_form(req: &ServiceRequest) -> bool {
-    let charset = req
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .into_iter()
-        .flat_map(|v| v.split(';').skip(1))
-        .filter_map(|param| param.split_once('='))
-        .find(|(name, _)| name.trim().eq_ignore_ascii_case("charset"))
-        .map(|(_, value)| value.trim().trim_matches('"').to_ascii_lowercase());
-    charset.is_none_or(|c| matches!(c.as_str(), "utf-8" | "utf8" | "us-ascii"))
 }
 
 /// Whether the request carries a body, as actix's HTTP/1 decoder frames one: chunked, else
