@@ -1,6 +1,8 @@
 //! `rediss://` with a password, against a real redis-server speaking TLS with a certificate
 //! from a private CA: trusted through `tls_root_certificate`, refused without it.
 
+mod support;
+
 use std::{
     fs,
     net::{TcpListener, TcpStream},
@@ -26,7 +28,11 @@ struct TlsRedis {
 
 impl TlsRedis {
     fn start() -> TlsRedis {
-        let dir = tempfile::tempdir().expect("temp dir");
+        // Named like the harness's servers, so `tests/run` stops it if this process aborts.
+        let dir = tempfile::Builder::new()
+            .prefix(&support::dir_prefix())
+            .tempdir()
+            .expect("temp dir");
         let ca_key = KeyPair::generate().unwrap();
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);

@@ -40,23 +40,27 @@ impl RedisServer {
     pub(crate) fn start_with(extra: &[String], cluster_bus: bool) -> Self {
         let mut last_log = String::new();
         for _ in 0..5 {
-            let port = free_port(cluster_bus);
-            let mut server = RedisServer {
-                port,
-                dir: tempfile::Builder::new()
-                    .prefix("redis-test-")
-                    .tempdir()
-                    .expect("temp dir"),
-                extra: extra.to_vec(),
-                child: None,
-            };
-            match server.spawn() {
-                Ok(()) => return server,
+            match Self::start_on(free_port(cluster_bus), extra) {
+                Ok(server) => return server,
                 // Another process took the port between our probe and the bind: try another.
                 Err(log) => last_log = log,
             }
         }
         panic!("redis-server did not start after 5 attempts; last log:\n{last_log}");
+    }
+
+    /// Starts a server on `port`; on failure returns its log.
+    pub fn start_on(port: u16, extra: &[String]) -> Result<Self, String> {
+        let mut server = RedisServer {
+            port,
+            dir: tempfile::Builder::new()
+                .prefix(&dir_prefix())
+                .tempdir()
+                .expect("temp dir"),
+            extra: extra.to_vec(),
+            child: None,
+        };
+        server.spawn().map(|()| server)
     }
 
     /// The port it listens on.
@@ -168,7 +172,10 @@ impl RedisServer {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if ping(self.port) {
+            // Ready by its own log, not only by a `PING` on the port: if another process
+            // took the port between `free_port` and the bind, this one exits while that one
+            // answers (found by review: a test then shared another test's server).
+            if self.ready() && ping(self.port) {
                 return Ok(());
             }
             let exited = self
@@ -184,9 +191,29 @@ impl RedisServer {
     }
 }
 
+impl RedisServer {
+    /// Whether this server's own log says it listens (Redis writes it after binding).
+    fn ready(&self) -> bool {
+        fs::read_to_string(self.log_path()).is_ok_and(|log| {
+            log.to_ascii_lowercase()
+                .contains("ready to accept connections")
+        })
+    }
+}
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// The prefix of a server's directory (its working directory too): `redis-test-`, then the
+/// run `tests/run` names in `RATELIMIT_TEST_RUN`, whose servers it stops when it exits (a
+/// test process that aborts, or is killed by a timeout, never drops its servers).
+pub fn dir_prefix() -> String {
+    match std::env::var("RATELIMIT_TEST_RUN") {
+        Ok(run) if !run.is_empty() => format!("redis-test-{run}-"),
+        _ => "redis-test-".to_owned(),
     }
 }
 

@@ -1,0 +1,142 @@
+//! The test harness itself: `tests/run` and the `redis-server` processes the tests start.
+
+mod support;
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    net::TcpStream,
+    os::unix::fs::PermissionsExt,
+    process::{Command, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use support::RedisServer;
+
+const RUN_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/run");
+const STOP_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/stop-servers");
+
+fn answers_ping(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut reply = [0u8; 7];
+    stream.write_all(b"PING\r\n").is_ok()
+        && stream.read_exact(&mut reply).is_ok()
+        && &reply == b"+PONG\r\n"
+}
+
+/// Found by review: a server that could not bind its port (another one took it between the
+/// probe and the bind) was taken for started because the other one answered `PING`, and the
+/// test then used, flushed or killed another test's server.
+#[test]
+fn a_server_is_not_taken_for_started_when_another_holds_its_port() {
+    let other = RedisServer::start();
+    let mine = RedisServer::start_on(other.port(), &[]);
+    assert!(mine.is_err(), "started on the port of another server");
+    assert!(answers_ping(other.port()), "the other server is untouched");
+}
+
+/// Run by the next test in a process of its own: starts a server and aborts, so nothing
+/// drops it.
+#[test]
+fn child_starts_a_server_and_aborts() {
+    if std::env::var("HARNESS_CHILD").is_err() {
+        return;
+    }
+    let server = RedisServer::start();
+    println!("PORT {}", server.port());
+    std::io::stdout().flush().unwrap();
+    std::process::abort();
+}
+
+/// Found by review: the servers of a test process that aborts (or that a timeout kills)
+/// outlived it. `tests/run` names its run in `RATELIMIT_TEST_RUN` and stops that run's
+/// servers when it exits, with `tests/stop-servers`.
+#[test]
+fn the_servers_of_an_aborted_test_process_are_stopped_after_the_run() {
+    let run = format!("harness{}", std::process::id());
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_starts_a_server_and_aborts", "--nocapture"])
+        .env("HARNESS_CHILD", "1")
+        .env("RATELIMIT_TEST_RUN", &run)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let port = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            line.strip_prefix("PORT ")
+                .map(|p| p.trim().parse::<u16>().unwrap())
+        })
+        .expect("the child printed its server's port");
+    assert!(!child.wait().unwrap().success(), "the child aborted");
+    assert!(answers_ping(port), "its server outlived it");
+    let stopped = Command::new("bash")
+        .args([STOP_SCRIPT, &run])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while answers_ping(port) {
+        assert!(
+            Instant::now() < deadline,
+            "the server on {port} is still running"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Found by review: the harness needs Redis 7.0 (`CLUSTER ADDSLOTSRANGE`,
+/// `--enable-debug-command`, `--busy-reply-threshold`), and Debian 11 or Ubuntu 22.04
+/// install 6.0: `tests/run` refuses an older server up front and says which it needs. (A
+/// stand-in `redis-server` reporting 6.0.16, and a stand-in `cargo` that records it ran.)
+#[test]
+fn tests_run_refuses_a_redis_server_older_than_7() {
+    let dir = tempfile::tempdir().unwrap();
+    let stand_in = |name: &str, body: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    stand_in(
+        "redis-server",
+        "echo 'Redis server v=6.0.16 sha=00000000:0 malloc=jemalloc-5.2.1 bits=64 build=a3fdef44459b3ad6'",
+    );
+    let ran = dir.path().join("cargo-ran");
+    stand_in("cargo", &format!("touch {}", ran.display()));
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let output = Command::new("bash")
+        .arg(RUN_SCRIPT)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && !ran.exists(), "{stderr}");
+    assert!(
+        stderr.contains("need redis-server 7.0 or later"),
+        "{stderr}"
+    );
+    // With 7.0 it goes on to the tests.
+    stand_in(
+        "redis-server",
+        "echo 'Redis server v=7.0.15 sha=00000000:0'",
+    );
+    let output = Command::new("bash")
+        .arg(RUN_SCRIPT)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success() && ran.exists(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
