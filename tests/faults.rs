@@ -503,6 +503,64 @@ async fn stalled<S, B>(
     assert_exact(app, Route::Open, &format!("{tag}-after-open")).await;
 }
 
+/// `RateLimiter::timeout` replaces the store's own timeout, longer or shorter (found by
+/// review: the Redis store's 50 ms still cut every call short under a limiter's 2 s, so a
+/// remote Redis answering in 300 ms failed every request closed).
+#[actix_web::test]
+async fn the_limiters_timeout_replaces_the_stores_own_longer_or_shorter() {
+    let _serial = SERIAL.lock().await;
+    let server = RedisServer::start();
+    let pause = |millis: u64| {
+        let mut admin = server.connection();
+        thread::spawn(move || {
+            let _: () = redis::cmd("CLIENT")
+                .arg("PAUSE")
+                .arg(millis)
+                .arg("ALL")
+                .query(&mut admin)
+                .expect("CLIENT PAUSE");
+        })
+        .join()
+        .unwrap();
+    };
+    for (store_timeout, limiter_timeout, expected) in [
+        (TIMEOUT, Duration::from_secs(2), 200),
+        (Duration::from_secs(2), TIMEOUT, 503),
+    ] {
+        let store = RedisStore::builder(server.url())
+            .timeout(store_timeout)
+            .build()
+            .await
+            .unwrap();
+        let limiter = RateLimiter::new(store)
+            .clock(ManualClock::at(T0 + 30_000))
+            .timeout(limiter_timeout);
+        let app = test::init_service(App::new().service(closed_route).wrap(limiter)).await;
+        let client = format!("replaces-{}", limiter_timeout.as_millis());
+        let request = || {
+            TestRequest::post()
+                .uri("/closed")
+                .insert_header(("x-client", client.clone()))
+                .to_request()
+        };
+        assert_eq!(test::call_service(&app, request()).await.status(), 200);
+        pause(300);
+        let started = Instant::now();
+        let status = test::call_service(&app, request()).await.status();
+        let waited = started.elapsed();
+        assert_eq!(
+            status.as_u16(),
+            expected,
+            "store {store_timeout:?}, limiter {limiter_timeout:?}: answered after {waited:?}"
+        );
+        if expected == 503 {
+            assert!(waited < BOUND, "waited {waited:?}");
+        }
+        // Let the pause end before the next round.
+        thread::sleep(Duration::from_millis(350));
+    }
+}
+
 #[actix_web::test]
 async fn a_stalled_redis_never_holds_a_request_longer_than_the_timeout() {
     let _serial = SERIAL.lock().await;

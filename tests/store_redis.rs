@@ -1039,6 +1039,23 @@ async fn a_malformed_url_is_a_configuration_error() {
     assert!(err.to_string().contains("at least one node"), "{err}");
 }
 
+/// A timeout of `Duration::MAX` ("never") builds (found by review: the cluster store
+/// panicked, adding durations past their range).
+#[tokio::test]
+async fn a_timeout_of_duration_max_builds() {
+    let cluster = RedisClusterStore::builder(vec!["redis://127.0.0.1:1".to_owned()])
+        .timeout(Duration::MAX)
+        .connect_timeout(Duration::MAX)
+        .build()
+        .await;
+    assert!(cluster.is_ok());
+    let standalone = RedisStore::builder("redis://127.0.0.1:1")
+        .timeout(Duration::MAX)
+        .build()
+        .await;
+    assert!(standalone.is_ok());
+}
+
 /// Every script checks its arguments and answers a clear error, never a decision.
 #[test]
 fn the_scripts_refuse_malformed_arguments() {

@@ -210,12 +210,13 @@ impl Limiter {
         handle: &LimiterHandle,
     ) -> Result<Decision, StoreError> {
         let started = Instant::now();
-        let check = self.store.check(CheckRequest {
+        let request = CheckRequest {
             key,
             limits: route.policy.limits(),
             now_millis: self.clock.now_millis(),
-        });
-        // One source of truth for the timeout: the limiter's when set, else the store's own
+        };
+        // One source of truth for the timeout: the limiter's when set (given to the store,
+        // which would otherwise stop at its own, shorter or longer), else the store's own
         // (the Redis stores bound every call), else the default.
         let own_timer = self.timeout.or_else(|| {
             self.store
@@ -230,6 +231,10 @@ impl Limiter {
             // The first call of the request.
             None => own_timer,
             Some(waited) => Some(budget.saturating_sub(waited)),
+        };
+        let check = match (self.timeout, timer) {
+            (Some(_), Some(timeout)) => self.store.check_within(request, timeout),
+            _ => self.store.check(request),
         };
         let checked = match timer {
             Some(timeout) => tokio::time::timeout(timeout, check)

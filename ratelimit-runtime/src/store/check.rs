@@ -53,6 +53,19 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
+    /// Decides one request within `timeout` instead of the store's own timeout: what the
+    /// limiter calls when `RateLimiter::timeout` is set, which may be longer than the
+    /// store's. A store that bounds its calls itself must use `timeout` here; the default
+    /// runs [`check`](Self::check), which the limiter's own timer then bounds.
+    fn check_within<'a>(
+        &'a self,
+        request: CheckRequest<'a>,
+        timeout: std::time::Duration,
+    ) -> CheckFuture<'a> {
+        let _ = timeout;
+        self.check(request)
+    }
+
     /// The store one actix worker should use, asked once per worker when its App starts, on
     /// that worker's thread; `None` (the default) makes the worker share this store.
     ///

@@ -89,7 +89,11 @@ impl fmt::Debug for RedisClusterStore {
 
 impl Store for RedisClusterStore {
     fn check<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
-        Box::pin(link::check(self, request))
+        Box::pin(link::check(self, request, self.timeout))
+    }
+
+    fn check_within<'a>(&'a self, request: CheckRequest<'a>, timeout: Duration) -> CheckFuture<'a> {
+        Box::pin(link::check(self, request, timeout))
     }
 
     fn kind(&self) -> &'static str {
@@ -117,10 +121,6 @@ impl Linked for RedisClusterStore {
 
     fn link(&self) -> &Arc<Link<ClusterConnection>> {
         &self.link
-    }
-
-    fn check_timeout(&self) -> Duration {
-        self.timeout
     }
 
     /// New connections from the seed nodes, which read the slot map again, once every
@@ -289,7 +289,10 @@ impl RedisClusterStoreBuilder {
         Ok(RedisClusterStore {
             link: Arc::new(Link::new(connection, StallRule::WithoutPause(STALL_PAUSE))),
             timeout: self.timeout,
-            probe_timeout: 2 * (self.connect_timeout + response_timeout) + link::PROBE_TIMEOUT,
+            // Saturating: a timeout of `Duration::MAX` ("never") must not overflow here.
+            probe_timeout: (self.connect_timeout.saturating_add(response_timeout))
+                .saturating_mul(2)
+                .saturating_add(link::PROBE_TIMEOUT),
             nodes: self.nodes,
             client,
             config,

@@ -66,9 +66,6 @@ pub(crate) trait Linked: Store + Sync {
 
     fn link(&self) -> &Arc<Link<Self::Connection>>;
 
-    /// The longest one check may take.
-    fn check_timeout(&self) -> Duration;
-
     /// A new connection to the same server or cluster, answering `PING`.
     fn reconnect(&self) -> Opening<Self::Connection>;
 
@@ -80,10 +77,12 @@ pub(crate) trait Linked: Store + Sync {
     fn answers(connection: Self::Connection) -> Opening<()>;
 }
 
-/// One check of `request` on `store`'s current connection, counted for its stall rule.
+/// One check of `request` on `store`'s current connection within `timeout`, counted for its
+/// stall rule.
 pub(crate) async fn check<S: Linked>(
     store: &S,
     request: CheckRequest<'_>,
+    timeout: Duration,
 ) -> Result<Decision, StoreError> {
     let link = store.link();
     let (generation, connection) = link.current();
@@ -92,7 +91,7 @@ pub(crate) async fn check<S: Linked>(
         generation,
         ended: false,
     };
-    let checked = script_call::check(connection, request, store.check_timeout()).await;
+    let checked = script_call::check(connection, request, timeout).await;
     watch.ended = true;
     let health = match &checked {
         Err(e) if e.kind() == StoreErrorKind::Timeout => Health::TimedOut,

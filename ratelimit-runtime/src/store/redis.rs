@@ -77,7 +77,11 @@ impl fmt::Debug for RedisStore {
 
 impl Store for RedisStore {
     fn check<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
-        Box::pin(link::check(self, request))
+        Box::pin(link::check(self, request, self.timeout))
+    }
+
+    fn check_within<'a>(&'a self, request: CheckRequest<'a>, timeout: Duration) -> CheckFuture<'a> {
+        Box::pin(link::check(self, request, timeout))
     }
 
     fn kind(&self) -> &'static str {
@@ -103,10 +107,6 @@ impl Linked for RedisStore {
 
     fn link(&self) -> &Arc<Link<ConnectionManager>> {
         &self.link
-    }
-
-    fn check_timeout(&self) -> Duration {
-        self.timeout
     }
 
     fn reconnect(&self) -> Opening<ConnectionManager> {
