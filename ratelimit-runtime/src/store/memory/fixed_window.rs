@@ -33,7 +33,7 @@ mod tests {
         for _ in 0..2 {
             let p = peek(&table, "k", 2, 1_000, 1_999);
             assert!(p.allowed);
-            table.apply(vec![(p.write.unwrap(), 0)], 1_999);
+            table.apply(vec![(p.write.unwrap(), Default::default())], 1_999);
         }
         let p = peek(&table, "k", 2, 1_000, 1_999);
         assert_eq!((p.allowed, p.retry_after, p.reset_after), (false, 1, 1));

@@ -44,7 +44,7 @@ mod tests {
         for left in (0..3).rev() {
             let p = peek(&table, "k", 3, 1_000, 5_000);
             assert_eq!((p.allowed, p.remaining), (true, left));
-            table.apply(vec![(p.write.unwrap(), 0)], 5_000);
+            table.apply(vec![(p.write.unwrap(), Default::default())], 5_000);
         }
         let p = peek(&table, "k", 3, 1_000, 5_000);
         // T = 333_333 µs: the next cell is free at 5_000 ms + 333.333 ms, rounded up.

@@ -1,4 +1,4 @@
-use super::table::{Ranked, Write};
+use super::table::{Rank, Ranked, Write};
 
 /// What one limit decided in the peek phase, and what it writes if the request is counted.
 ///
@@ -11,29 +11,33 @@ pub(super) struct Peek {
     pub(super) reset_after: u64,
     /// The commit-phase write; `None` when this limit rejected.
     pub(super) write: Option<Write>,
-    /// How much of the budget the client has spent once counted, in thousandths: what its
-    /// entry would lose if evicted.
-    pub(super) spent: u16,
+    /// How much of the budget the client has spent once counted: what its entry would give
+    /// back if evicted.
+    pub(super) rank: Rank,
 }
 
 impl Peek {
     /// Allowed with `remaining` of `max` left once counted.
     pub(super) fn allowed(max: u64, remaining: u64, reset_after: u64, write: Write) -> Self {
-        let spent = (max.saturating_sub(remaining) * 1_000 / max.max(1)).min(1_000);
+        let spent = max.saturating_sub(remaining);
+        let rank = Rank {
+            share: (spent * 1_000 / max.max(1)).min(1_000) as u16,
+            requests: u32::try_from(spent).unwrap_or(u32::MAX),
+        };
         Peek {
             allowed: true,
             remaining,
             retry_after: 0,
             reset_after,
             write: Some(write),
-            spent: spent as u16,
+            rank,
         }
     }
 
     /// The write, ranked for eviction.
     pub(super) fn ranked(self) -> Option<Ranked> {
-        let spent = self.spent;
-        self.write.map(|write| (write, spent))
+        let rank = self.rank;
+        self.write.map(|write| (write, rank))
     }
 
     pub(super) fn rejected(retry_after: u64, reset_after: u64) -> Self {
@@ -43,7 +47,7 @@ impl Peek {
             retry_after,
             reset_after,
             write: None,
-            spent: 1_000,
+            rank: Rank::default(),
         }
     }
 }

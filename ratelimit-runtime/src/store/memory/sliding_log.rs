@@ -36,7 +36,7 @@ mod tests {
             let p = peek(&mut table, "k", 2, 1_000, now);
             allowed.push(p.allowed);
             if let Some(write) = p.write.filter(|_| p.allowed) {
-                table.apply(vec![(write, 0)], now);
+                table.apply(vec![(write, Default::default())], now);
             }
         }
         assert_eq!(allowed, [true, true, false, false, true]);
@@ -47,7 +47,7 @@ mod tests {
         let mut table = Table::new(10);
         for now in [1_000, 1_400] {
             let p = peek(&mut table, "k", 2, 1_000, now);
-            table.apply(vec![(p.write.unwrap(), 0)], now);
+            table.apply(vec![(p.write.unwrap(), Default::default())], now);
         }
         let p = peek(&mut table, "k", 2, 1_000, 1_999);
         assert_eq!((p.allowed, p.retry_after, p.reset_after), (false, 1, 401));

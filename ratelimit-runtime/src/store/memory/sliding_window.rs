@@ -51,7 +51,7 @@ mod tests {
         for _ in 0..n {
             let p = peek(table, "k", max, 1_000, now);
             if let Some(write) = p.write {
-                table.apply(vec![(write, 0)], now);
+                table.apply(vec![(write, Default::default())], now);
                 allowed += 1;
             }
         }

@@ -33,9 +33,10 @@ const SHARDS: usize = 16;
 /// checks are atomic and all-or-nothing like the script. Memory is bounded: expired keys are
 /// swept as new ones arrive, and at most `capacity` keys are kept (one per limit and
 /// client, as in Redis). When full with nothing expired, the store evicts the keys whose
-/// clients had spent the least of their budget at their last count (ties: closest to
-/// expiry), since eviction hands a client back what it spent: a flood of new clients, each
-/// one request into its budget, evicts its own kind before a client that spent its budget.
+/// clients had spent the least of their budget at their last count (the smallest share of
+/// it, then the fewest requests, then the closest to expiry), since eviction hands a client
+/// back what it spent: a flood of new keys evicts its own kind before a client that spent
+/// its budget, unless each of its keys spent all of a budget at least as large.
 /// The first eviction of a live key, and each time the total doubles, is logged as a
 /// warning ([`evicted`](Self::evicted) counts them): the capacity is too small for the
 /// traffic. The capacity is split evenly across 16 shards.
@@ -315,47 +316,66 @@ mod tests {
             .allowed
     }
 
-    /// Found by review: eviction by expiry alone took the oldest key, a login budget spent
-    /// first, and a flood of made-up usernames from the same address (each a new key, each
-    /// allowed) gave all ten guesses back minutes early.
+    /// Found by review (twice): eviction by expiry alone took the oldest key, a login budget
+    /// spent first, and a flood of made-up usernames from the same address (each a new key,
+    /// each allowed) gave all ten guesses back minutes early; ranking by the share of the
+    /// budget alone let one request per made-up user on a 1-per-hour route, or the demo's
+    /// password reset spent per made-up user, evict it just the same.
     #[test]
     fn a_flood_of_new_keys_does_not_give_back_a_spent_budget() {
-        let store = MemoryStore::builder().capacity(1_000).build();
-        let limits = [Limit::new(
-            10,
-            Window::from_secs(300),
-            Algorithm::SlidingLog,
-        )];
-        let login = |username: &str| {
+        let t0 = 1_700_000_040_000;
+        let client = |route: &str, username: &str| {
             RouteKey::new(
                 "rl",
                 "POST",
-                "/login",
+                route,
                 &[
                     (IdentityPart::Ip, "203.0.113.7"),
                     (IdentityPart::Username, username),
                 ],
             )
         };
-        let t0 = 1_700_000_040_000;
-        let alice = login("alice");
-        let spent = (0..20)
-            .filter(|_| allowed(&store, &alice, &limits, t0))
-            .count();
-        assert_eq!(spent, 10);
-        for i in 0..1_300u64 {
-            assert!(allowed(
-                &store,
-                &login(&format!("u{i}")),
-                &limits,
-                t0 + 10 + i
-            ));
+        let login = [Limit::new(
+            10,
+            Window::from_secs(300),
+            Algorithm::SlidingLog,
+        )];
+        let floods = [
+            ("/login", login, 1),
+            (
+                "/resend",
+                [Limit::new(
+                    1,
+                    Window::from_secs(3_600),
+                    Algorithm::FixedWindow,
+                )],
+                1,
+            ),
+            (
+                "/password-reset",
+                [Limit::new(5, Window::from_secs(900), Algorithm::SlidingLog)],
+                5,
+            ),
+        ];
+        for (route, limits, each) in floods {
+            let store = MemoryStore::builder().capacity(1_000).build();
+            let alice = client("/login", "alice");
+            let spent = (0..20)
+                .filter(|_| allowed(&store, &alice, &login, t0))
+                .count();
+            assert_eq!(spent, 10);
+            for i in 0..1_300u64 {
+                let key = client(route, &format!("u{i}"));
+                for _ in 0..each {
+                    assert!(allowed(&store, &key, &limits, t0 + 10 + i));
+                }
+            }
+            assert!(store.evicted() > 0, "{route}: the flood filled the store");
+            assert!(
+                !allowed(&store, &alice, &login, t0 + 5_000),
+                "{route}: alice's spent budget came back"
+            );
         }
-        assert!(store.evicted() > 0, "the flood filled the store");
-        assert!(
-            !allowed(&store, &alice, &limits, t0 + 5_000),
-            "alice's spent budget came back"
-        );
     }
 
     /// Found by review: with a window counter per key, a full store evicted the previous

@@ -6,10 +6,11 @@
 //! its expiry (like `PEXPIRE`). The table never holds more than its capacity: expired
 //! entries are swept every [`SWEEP_EVERY`] inserts and whenever it is full; when it is full
 //! and nothing has expired, the entries whose clients had spent the least of their budget
-//! at their last count are evicted first (ties: closest to expiry). Evicting an entry gives
-//! its client back what it had spent, so a flood of new keys (each one request into its
-//! budget) evicts its own kind, not a client that spent its budget; the store logs a
-//! warning when it evicts live entries (it is too small for its traffic).
+//! at their last count are evicted first: the smallest share of it, then the fewest
+//! requests, then the closest to expiry ([`Rank`]). Evicting an entry gives its client back
+//! what it had spent, so a flood of new keys evicts its own kind before a client that spent
+//! its budget, unless each of the flood's keys spent all of a budget at least as large; the
+//! store logs a warning when it evicts live entries (it is too small for its traffic).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -79,15 +80,26 @@ impl Write {
     }
 }
 
-/// A [`Write`] and how much of its limit's budget the client has spent with it, in
-/// thousandths: what the entry loses if evicted.
-pub(super) type Ranked = (Write, u16);
+/// How much of its budget a client had spent at an entry's last write: what evicting the
+/// entry would give back. Entries are evicted lowest first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Rank {
+    /// The share of the limit spent, in thousandths: a client with its budget spent ranks
+    /// above one that has used a little of a large budget.
+    pub(super) share: u16,
+    /// The requests spent: of two spent budgets, the larger stays (a flood of one-request
+    /// keys on a 1-per-hour route must not evict a spent login budget of 10).
+    pub(super) requests: u32,
+}
+
+/// A [`Write`] and the rank its entry has after it.
+pub(super) type Ranked = (Write, Rank);
 
 /// A stored entry and the rank of its last write.
 #[derive(Debug)]
 struct Slot {
     entry: StoredEntry,
-    spent: u16,
+    rank: Rank,
 }
 
 /// A bounded keyspace.
@@ -163,13 +175,13 @@ impl Table {
             .filter(|(w, _)| self.get(w.key(), now).is_none())
             .count();
         let evicted = self.make_room(new_keys, &writes, now);
-        for (write, spent) in writes {
-            self.write(write, spent, now);
+        for (write, rank) in writes {
+            self.write(write, rank, now);
         }
         evicted
     }
 
-    fn write(&mut self, write: Write, spent: u16, now: u64) {
+    fn write(&mut self, write: Write, rank: Rank, now: u64) {
         match write {
             Write::Increment {
                 key,
@@ -192,13 +204,13 @@ impl Table {
                             *expires_at = (*expires_at).max(now + ttl);
                         }
                     }
-                    self.rank(&key, spent);
+                    self.rank(&key, rank);
                 }
                 _ => self.insert(
                     key,
                     StoredValue::Windows(vec![(window, 1)]),
                     now + ttl,
-                    spent,
+                    rank,
                 ),
             },
             Write::Append { key, ttl } => match self.live_mut(&key, now) {
@@ -211,17 +223,17 @@ impl Table {
                     // Never shortened: an entry logged at a later time (before a clock
                     // stepped back) still counts until that time + the window.
                     *expires_at = (*expires_at).max(now + ttl);
-                    self.rank(&key, spent);
+                    self.rank(&key, rank);
                 }
                 _ => self.insert(
                     key,
                     StoredValue::Log(VecDeque::from([now])),
                     now + ttl,
-                    spent,
+                    rank,
                 ),
             },
             Write::SetTat { key, tat, ttl } => {
-                self.insert(key, StoredValue::Tat(tat), now + ttl, spent);
+                self.insert(key, StoredValue::Tat(tat), now + ttl, rank);
             }
         }
     }
@@ -233,15 +245,15 @@ impl Table {
             .filter(|e| e.expires_at > now)
     }
 
-    fn rank(&mut self, key: &str, spent: u16) {
+    fn rank(&mut self, key: &str, rank: Rank) {
         if let Some(slot) = self.entries.get_mut(key) {
-            slot.spent = spent;
+            slot.rank = rank;
         }
     }
 
-    fn insert(&mut self, key: String, value: StoredValue, expires_at: u64, spent: u16) {
+    fn insert(&mut self, key: String, value: StoredValue, expires_at: u64, rank: Rank) {
         let entry = StoredEntry { value, expires_at };
-        self.entries.insert(key, Slot { entry, spent });
+        self.entries.insert(key, Slot { entry, rank });
         self.inserts_since_sweep += 1;
     }
 
@@ -257,11 +269,11 @@ impl Table {
         }
         // Evict a batch, so a full table does not pay a full scan on every insert.
         let batch = over.max(self.capacity / 64).min(self.entries.len());
-        let mut candidates: Vec<(u16, u64, &String)> = self
+        let mut candidates: Vec<(Rank, u64, &String)> = self
             .entries
             .iter()
             .filter(|(key, _)| !writes.iter().any(|(w, _)| w.key() == key.as_str()))
-            .map(|(key, slot)| (slot.spent, slot.entry.expires_at, key))
+            .map(|(key, slot)| (slot.rank, slot.entry.expires_at, key))
             .collect();
         let batch = batch.min(candidates.len());
         if batch == 0 {
@@ -305,19 +317,19 @@ mod tests {
 
     /// A count in the window starting at 0, by a client that has spent nothing else.
     fn increment(key: &str, ttl: u64) -> Ranked {
-        counted(key, 0, ttl, 0)
+        counted(key, 0, ttl, (0, 0))
     }
 
-    /// A count in the window starting at `window`, by a client that has spent `spent`
-    /// thousandths of its budget with it.
-    fn counted(key: &str, window: u64, ttl: u64, spent: u16) -> Ranked {
+    /// A count in the window starting at `window`, by a client that has spent `share`
+    /// thousandths of its budget, `requests` requests, with it.
+    fn counted(key: &str, window: u64, ttl: u64, (share, requests): (u16, u32)) -> Ranked {
         let write = Write::Increment {
             key: key.to_owned(),
             window,
             ttl,
             oldest: window,
         };
-        (write, spent)
+        (write, Rank { share, requests })
     }
 
     fn count(table: &Table, key: &str, now: u64) -> Option<u64> {
@@ -349,7 +361,7 @@ mod tests {
                 ttl: 10_000,
                 oldest,
             };
-            vec![(write, 0)]
+            vec![(write, Rank::default())]
         };
         table.apply(window(1_000, 1_000), 1_000);
         table.apply(window(2_000, 1_000), 2_000);
@@ -388,17 +400,22 @@ mod tests {
 
     #[test]
     fn a_full_table_evicts_the_least_spent_budget_first() {
-        let mut table = Table::new(3);
-        // A client that spent its whole budget, whose entry expires first.
-        table.apply(vec![counted("spent", 0, 100, 1_000)], 0);
-        table.apply(vec![counted("fresh", 0, 1_000, 100)], 0);
-        table.apply(vec![counted("half", 0, 1_000, 500)], 0);
-        for i in 0..10 {
-            table.apply(vec![counted(&format!("new{i}"), 0, 1_000, 100)], 1);
-            assert!(table.get("spent", 1).is_some(), "after {i}");
+        let mut table = Table::new(4);
+        // A client that spent its whole budget of 10, whose entry expires first.
+        table.apply(vec![counted("spent", 0, 100, (1_000, 10))], 0);
+        table.apply(vec![counted("fresh", 0, 1_000, (100, 1))], 0);
+        table.apply(vec![counted("half", 0, 1_000, (500, 5))], 0);
+        table.apply(vec![counted("one", 0, 1_000, (1_000, 1))], 0);
+        // New keys of a small share go first, then the smaller share, then the smaller
+        // spent budget: the whole budget of 10 stays.
+        for (i, gone) in ["fresh", "half", "one"].iter().enumerate() {
+            table.apply(vec![counted(&format!("new{i}"), 0, 1_000, (1_000, 1))], 1);
+            assert!(table.get(gone, 1).is_none(), "{gone} evicted");
         }
-        assert!(table.get("half", 1).is_some());
-        assert!(table.get("fresh", 1).is_none());
+        for i in 3..10 {
+            table.apply(vec![counted(&format!("new{i}"), 0, 1_000, (1_000, 1))], 1);
+        }
+        assert!(table.get("spent", 1).is_some());
     }
 
     #[test]
