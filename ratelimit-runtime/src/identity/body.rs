@@ -13,7 +13,7 @@ use actix_web::{
     web::{Bytes, BytesMut},
     HttpMessage as _,
 };
-use encoding_rs::UTF_8;
+use encoding_rs::{Encoding, UTF_8};
 use futures_util::{stream, StreamExt as _};
 
 /// The default body buffer: 64 KiB.
@@ -71,12 +71,10 @@ impl UsernameField {
         // A form is decoded in the charset its content type names, found as `web::Form`
         // finds it (the content type parsed as a MIME type: found by review, a decoy
         // `charset=utf-8` inside a quoted parameter made a UTF-16 form read as UTF-8 here,
-        // with a username of the client's choosing, while the handler read another). A
-        // content type actix cannot parse or a charset it does not know fails the handler's
-        // extractor too.
-        let Ok(charset) = req.encoding() else {
-            return Submitted::Unreadable;
-        };
+        // with a username of the client's choosing, while the handler read another). None
+        // when actix cannot parse the content type or does not know the charset: then
+        // `web::Form` refuses the body. (`web::Json` reads raw bytes whatever the charset.)
+        let charset = req.encoding().ok();
         let declared_len = req
             .headers()
             .get(CONTENT_LENGTH)
@@ -94,29 +92,23 @@ impl UsernameField {
                 Err(_) => return Submitted::Unreadable,
             },
             BodyKind::Form => {
-                let text = if charset == UTF_8 {
-                    Cow::Borrowed(&body[..])
-                } else {
-                    // As `web::Form` decodes it: no BOM handling, and a malformed body is
-                    // refused rather than patched with replacement characters.
-                    match charset.decode_without_bom_handling_and_without_replacement(&body) {
-                        Some(text) => Cow::Owned(text.into_owned().into_bytes()),
-                        None => return Submitted::Unreadable,
-                    }
-                };
-                let Ok(from_form) = form_field(&text, &self.field) else {
-                    return Submitted::Unreadable;
-                };
-                // A JSON body labelled as a form, which a `web::Json` handler that does not
-                // insist on the content type reads (found by review: counted per address).
-                let from_json = json_field(&body, &self.field).ok().flatten();
-                match (from_form, from_json) {
+                // Read as `web::Form` reads it (none if it cannot), and as JSON: a JSON body
+                // labelled as a form is read by a `web::Json` handler that does not insist on
+                // the content type (found by review: counted per address).
+                let as_form = charset
+                    .and_then(|charset| decoded(charset, &body))
+                    .map(|text| form_field(&text, &self.field));
+                match (as_form, json_field(&body, &self.field)) {
+                    (Some(Err(Repeated)), _) => return Submitted::Unreadable,
                     // Read one way by a form handler and another by a lenient JSON one (a
                     // JSON string holding `&username=decoy&`, found by review): counting
                     // either would let the other be guessed on a budget of its own.
-                    (Some(form), Some(json)) if form != json => return Submitted::Unreadable,
-                    (Some(name), _) | (None, Some(name)) => Some(name),
-                    (None, None) => None,
+                    (Some(Ok(Some(form))), Ok(Some(json))) if form != json => {
+                        return Submitted::Unreadable
+                    }
+                    (Some(Ok(Some(name))), _) | (_, Ok(Some(name))) => Some(name),
+                    (Some(Ok(None)), _) | (None, Ok(None)) => None,
+                    (None, Err(_)) => return Submitted::Unreadable,
                 }
             }
         };
@@ -136,18 +128,31 @@ fn json_field(body: &[u8], field: &str) -> Result<Option<String>, serde_json::Er
         .map(str::to_owned))
 }
 
-/// The value of `field` in a form, if it has one; an error when the form names it more than
-/// once: handlers differ on which one they read (a map keeps the last, a struct refuses the
-/// form), so counting either would let the other be guessed on a budget of its own.
-fn form_field(form: &[u8], field: &str) -> Result<Option<String>, ()> {
+/// A form that names a field more than once: handlers differ on which one they read (a map
+/// keeps the last, a struct refuses the form), so counting either would let the other be
+/// guessed on a budget of its own.
+struct Repeated;
+
+/// The value of `field` in a form, if it has one.
+fn form_field(form: &[u8], field: &str) -> Result<Option<String>, Repeated> {
     let mut values = form_urlencoded::parse(form)
         .filter(|(name, _)| *name == field)
         .map(|(_, value)| value.into_owned());
     let first = values.next();
     match values.next() {
-        Some(_) => Err(()),
+        Some(_) => Err(Repeated),
         None => Ok(first),
     }
+}
+
+/// A form's bytes in UTF-8, decoded as `web::Form` decodes them: no BOM handling, and none
+/// for a malformed body rather than one patched with replacement characters.
+fn decoded<'a>(charset: &'static Encoding, body: &'a [u8]) -> Option<Cow<'a, [u8]>> {
+    if charset == UTF_8 {
+        return Some(Cow::Borrowed(body));
+    }
+    let text = charset.decode_without_bom_handling_and_without_replacement(body)?;
+    Some(Cow::Owned(text.into_owned().into_bytes()))
 }
 
 /// Whether the body is compressed: a `Content-Encoding` other than `identity`.
@@ -192,6 +197,47 @@ mod tests {
     use actix_web::test::TestRequest;
 
     use super::*;
+
+    async fn read(content_type: &str, body: &'static [u8]) -> Submitted {
+        let mut req = TestRequest::post()
+            .insert_header((CONTENT_TYPE, content_type))
+            .insert_header((CONTENT_LENGTH, body.len().to_string()))
+            .set_payload(Bytes::from_static(body))
+            .to_srv_request();
+        UsernameField::default().read(&mut req).await
+    }
+
+    /// The charset matters to `web::Form` only (found by review: a JSON body naming a
+    /// charset encoding_rs does not know, and a JSON object labelled as a UTF-16 form of odd
+    /// length, both read as alice by `web::Json`, counted as unreadable).
+    #[actix_web::test]
+    async fn json_is_read_as_web_json_reads_it_whatever_the_charset() {
+        let alice = || Submitted::Username("alice".to_owned());
+        let json = br#"{"username":"alice"}"#;
+        assert_eq!(
+            read("application/json; charset=utf-32", json).await,
+            alice()
+        );
+        let utf16_form = "application/x-www-form-urlencoded; charset=utf-16le";
+        assert_eq!(read(utf16_form, json).await, alice(), "even length");
+        assert_eq!(
+            read(utf16_form, br#"{"username":"alice"} "#).await,
+            alice(),
+            "odd length"
+        );
+        // Neither a form `web::Form` can decode nor JSON: the shared budget.
+        assert_eq!(
+            read(utf16_form, b"username=alice ").await,
+            Submitted::Unreadable
+        );
+        // A form in a charset actix does not know, but JSON: `web::Json` reads it.
+        let unknown = "application/x-www-form-urlencoded; charset=utf-32";
+        assert_eq!(read(unknown, json).await, alice());
+        assert_eq!(
+            read(unknown, b"username=alice").await,
+            Submitted::Unreadable
+        );
+    }
 
     #[test]
     fn only_a_request_that_declares_a_body_is_read() {
