@@ -6,6 +6,7 @@ use std::{
     io::{BufRead, BufReader, Read, Write},
     net::TcpStream,
     os::unix::fs::PermissionsExt,
+    path::PathBuf,
     process::{Command, Stdio},
     thread,
     time::{Duration, Instant},
@@ -38,55 +39,65 @@ fn a_server_is_not_taken_for_started_when_another_holds_its_port() {
     assert!(answers_ping(other.port()), "the other server is untouched");
 }
 
-/// Run by the next test in a process of its own: starts a server and aborts, so nothing
-/// drops it.
+/// Run by the next test in a process of its own: starts two servers, stops one (`SIGSTOP`,
+/// as the fault tests do) and aborts, so nothing drops them.
 #[test]
-fn child_starts_a_server_and_aborts() {
+fn child_starts_servers_and_aborts() {
     if std::env::var("HARNESS_CHILD").is_err() {
         return;
     }
-    let server = RedisServer::start();
-    println!("PORT {}", server.port());
+    let running = RedisServer::start();
+    let paused = RedisServer::start();
+    paused.pause();
+    for server in [&running, &paused] {
+        println!("SERVER {} {}", server.port(), server.dir().display());
+    }
     std::io::stdout().flush().unwrap();
     std::process::abort();
 }
 
 /// Found by review: the servers of a test process that aborts (or that a timeout kills)
 /// outlived it. `tests/run` names its run in `RATELIMIT_TEST_RUN` and stops that run's
-/// servers when it exits, with `tests/stop-servers`.
+/// servers when it exits, with `tests/stop-servers`: a stopped one too (found by review), and
+/// their directories go with them.
 #[test]
 fn the_servers_of_an_aborted_test_process_are_stopped_after_the_run() {
     let run = format!("harness{}", std::process::id());
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_starts_a_server_and_aborts", "--nocapture"])
+        .args(["--exact", "child_starts_servers_and_aborts", "--nocapture"])
         .env("HARNESS_CHILD", "1")
         .env("RATELIMIT_TEST_RUN", &run)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let port = BufReader::new(child.stdout.take().unwrap())
+    let servers: Vec<(u16, PathBuf)> = BufReader::new(child.stdout.take().unwrap())
         .lines()
         .map_while(Result::ok)
-        .find_map(|line| {
-            line.strip_prefix("PORT ")
-                .map(|p| p.trim().parse::<u16>().unwrap())
+        .filter_map(|line| {
+            let (port, dir) = line.strip_prefix("SERVER ")?.split_once(' ')?;
+            Some((port.parse().unwrap(), PathBuf::from(dir)))
         })
-        .expect("the child printed its server's port");
+        .collect();
     assert!(!child.wait().unwrap().success(), "the child aborted");
-    assert!(answers_ping(port), "its server outlived it");
+    assert_eq!(servers.len(), 2, "the child printed its servers");
+    assert!(answers_ping(servers[0].0), "its server outlived it");
     let stopped = Command::new("bash")
         .args([STOP_SCRIPT, &run])
         .status()
         .unwrap();
     assert!(stopped.success());
     let deadline = Instant::now() + Duration::from_secs(5);
-    while answers_ping(port) {
-        assert!(
-            Instant::now() < deadline,
-            "the server on {port} is still running"
-        );
-        thread::sleep(Duration::from_millis(20));
+    for (port, dir) in &servers {
+        // Refused, not merely silent: a stopped server still accepts connections.
+        while TcpStream::connect(("127.0.0.1", *port)).is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "the server on {port} is still there"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!dir.exists(), "{} is left", dir.display());
     }
 }
 
