@@ -133,6 +133,64 @@ impl RedisCluster {
         self.masters[index].kill();
     }
 
+    /// Starts moving `slot` to the next master, as `redis-cli --cluster reshard` does: the
+    /// target IMPORTING, the source MIGRATING (no key moved yet; [`move_keys`] moves them).
+    /// Answers the source's and the target's indexes among [`masters`](Self::masters).
+    ///
+    /// [`move_keys`]: Self::move_keys
+    pub fn begin_migration(&self, slot: u16) -> (usize, usize) {
+        let masters = self.masters();
+        let mut conns: Vec<redis::Connection> = masters.iter().map(|m| m.connection()).collect();
+        let source = conns
+            .iter_mut()
+            .position(|c| {
+                let n: u64 = redis::cmd("CLUSTER")
+                    .arg("COUNTKEYSINSLOT")
+                    .arg(slot)
+                    .query(c)
+                    .unwrap();
+                n > 0
+            })
+            .expect("a master holds a key of the slot");
+        let target = (source + 1) % masters.len();
+        let (source_id, target_id) = (node_id(&mut conns[source]), node_id(&mut conns[target]));
+        set_slot(&mut conns[target], slot, "IMPORTING", &source_id);
+        set_slot(&mut conns[source], slot, "MIGRATING", &target_id);
+        (source, target)
+    }
+
+    /// MIGRATEs every key of `slot` from master `source` to master `target`: from now on the
+    /// source answers `ASK` for them.
+    pub fn move_keys(&self, slot: u16, (source, target): (usize, usize)) {
+        let masters = self.masters();
+        let mut conn = masters[source].connection();
+        let keys: Vec<String> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(100)
+            .query(&mut conn)
+            .unwrap();
+        for key in &keys {
+            let reply: redis::Value = redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(masters[target].port())
+                .arg(key)
+                .arg(0)
+                .arg(5000)
+                .query(&mut conn)
+                .unwrap_or_else(|e| panic!("MIGRATE {key}: {e}"));
+            assert_eq!(reply, redis::Value::Okay, "MIGRATE {key}");
+        }
+    }
+
+    /// Hands `slot` over to the master at `target`, on every master (the end of a reshard).
+    pub fn hand_over(&self, slot: u16, target: usize) {
+        let target_id = node_id(&mut self.masters()[target].connection());
+        for master in self.masters() {
+            set_slot(&mut master.connection(), slot, "NODE", &target_id);
+        }
+    }
+
     /// One URL per master, to seed a cluster client.
     pub fn urls(&self) -> Vec<String> {
         self.masters.iter().map(RedisServer::url).collect()
@@ -252,4 +310,18 @@ pub fn key_slot(key: &str) -> u16 {
         }
     }
     crc % 16384
+}
+
+fn node_id(conn: &mut redis::Connection) -> String {
+    redis::cmd("CLUSTER").arg("MYID").query(conn).unwrap()
+}
+
+fn set_slot(conn: &mut redis::Connection, slot: u16, state: &str, node: &str) {
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg(state)
+        .arg(node)
+        .query(conn)
+        .unwrap_or_else(|e| panic!("CLUSTER SETSLOT {slot} {state}: {e}"));
 }

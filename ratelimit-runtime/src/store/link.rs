@@ -29,7 +29,10 @@ use std::{
 
 use ::redis::{aio::ConnectionLike, RedisResult};
 
-use super::{script_call, CheckRequest, Decision, Store, StoreError, StoreErrorKind};
+use super::{
+    script_call::{self, ScriptConnection},
+    CheckRequest, Decision, Store, StoreError, StoreErrorKind,
+};
 
 /// Timeouts (see [`StallRule`]) before a connection counts as stalled.
 const STALLED_AFTER: u32 = 3;
@@ -62,7 +65,7 @@ pub(crate) enum StallRule {
 
 /// A store whose checks run over a [`Link`].
 pub(crate) trait Linked: Store + Sync {
-    type Connection: ConnectionLike + Clone + Send + Sync + 'static;
+    type Connection: ScriptConnection + Clone + Send + Sync + 'static;
 
     fn link(&self) -> &Arc<Link<Self::Connection>>;
 

@@ -167,6 +167,11 @@ impl<'a> ScriptCall<'a> {
         }
     }
 
+    /// The first key: every key of one call shares its hash tag, so its Cluster slot.
+    pub(crate) fn first_key(&self) -> &str {
+        self.keys.first().map_or("", String::as_str)
+    }
+
     /// `EVALSHA <sha> <n> KEYS.. ARGV..`.
     pub(crate) fn evalsha(&self) -> redis::Cmd {
         self.command("EVALSHA", self.script.sha1)

@@ -7,9 +7,14 @@
 //! The whole call, fallback and one retry after a dropped connection included, runs under
 //! one timeout; errors become [`StoreError`]s, never decisions.
 
-use std::time::Duration;
+use std::{future::Future, time::Duration};
 
-use redis::{aio::ConnectionLike, ErrorKind, RedisError, ServerErrorKind, Value};
+use redis::{
+    aio::{ConnectionLike, ConnectionManager},
+    cluster_async::ClusterConnection,
+    cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr},
+    ErrorKind, RedisError, ServerErrorKind, Value,
+};
 
 use super::{
     script::{decode, ScriptCall},
@@ -17,14 +22,11 @@ use super::{
 };
 
 /// Decides `request` on `conn` within `timeout`.
-pub(crate) async fn check<C>(
+pub(crate) async fn check<C: ScriptConnection>(
     mut conn: C,
     request: CheckRequest<'_>,
     timeout: Duration,
-) -> Result<Decision, StoreError>
-where
-    C: ConnectionLike + Send,
-{
+) -> Result<Decision, StoreError> {
     if let Some(error) = request.time_out_of_range() {
         return Err(error);
     }
@@ -36,11 +38,11 @@ where
     }
     let call = ScriptCall::new(&request);
     let attempt = async {
-        match invoke(&mut conn, &call).await {
+        match conn.run(&call).await {
             // The connection manager has started reconnecting; one more try on the new
             // connection, still inside the timeout. (A reply lost with the old connection
             // may already have counted the request: the error is on the strict side.)
-            Err(err) if is_connection_loss(&err) => invoke(&mut conn, &call).await,
+            Err(err) if is_connection_loss(&err) => conn.run(&call).await,
             other => other,
         }
     };
@@ -60,6 +62,66 @@ async fn invoke<C: ConnectionLike + Send>(
             call.eval().query_async(conn).await
         }
         other => other,
+    }
+}
+
+/// A connection a check's script runs over.
+pub(crate) trait ScriptConnection: ConnectionLike + Send {
+    /// The script's reply to `call`: `EVALSHA`, then `EVAL` after `NOSCRIPT`.
+    fn run<'a>(
+        &'a mut self,
+        call: &'a ScriptCall<'a>,
+    ) -> impl Future<Output = Result<Value, RedisError>> + Send + 'a;
+}
+
+impl ScriptConnection for ConnectionManager {
+    fn run<'a>(
+        &'a mut self,
+        call: &'a ScriptCall<'a>,
+    ) -> impl Future<Output = Result<Value, RedisError>> + Send + 'a {
+        invoke(self, call)
+    }
+}
+
+/// In a Cluster the call goes after `ASKING`, in one pipeline: when the key's slot is
+/// migrating and the key has moved, the node that has it runs the script only right after
+/// an `ASKING` on the same connection. redis-rs follows an `ASK` by sending `ASKING` as a
+/// request of its own on that node's connection, which every check to the node shares, so
+/// concurrent checks spent one another's `ASKING`, were sent back with `MOVED`, and checks of
+/// a migrating slot timed out (found by review). In the pipeline the call's own `ASKING`
+/// comes right before it whatever else is in flight; on a node that serves the slot anyway
+/// `ASKING` changes nothing. redis-rs still routes the pipeline by the key's slot and follows
+/// `ASK` and `MOVED` for it.
+impl ScriptConnection for ClusterConnection {
+    async fn run<'a>(&'a mut self, call: &'a ScriptCall<'a>) -> Result<Value, RedisError> {
+        let slot = SingleNodeRoutingInfo::SpecificNode(Route::with_key(
+            call.first_key(),
+            SlotAddr::Master,
+        ));
+        match after_asking(self, call.evalsha(), slot.clone()).await {
+            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                after_asking(self, call.eval(), slot).await
+            }
+            other => other,
+        }
+    }
+}
+
+/// `command` after `ASKING`, in one pipeline to `node`; an error reply is an error.
+async fn after_asking(
+    conn: &mut ClusterConnection,
+    command: redis::Cmd,
+    node: SingleNodeRoutingInfo,
+) -> Result<Value, RedisError> {
+    let mut pipeline = redis::pipe();
+    pipeline.cmd("ASKING").add_command(command);
+    match conn.route_pipeline(pipeline, 1, 1, node).await?.pop() {
+        Some(Value::ServerError(err)) => Err(err.into()),
+        Some(reply) => Ok(reply),
+        None => Err(RedisError::from((
+            ErrorKind::Parse,
+            "no reply to the script call",
+        ))),
     }
 }
 
