@@ -211,10 +211,17 @@ async fn every_route_of_the_demo_follows_its_policy() {
     let body = res.expect("metrics").body().await.expect("metrics body");
     let text = String::from_utf8_lossy(&body);
     assert!(
-        text.contains(r#"ratelimit_decisions_total{route="POST /login",decision="rejected"}"#),
+        text.contains(
+            r#"ratelimit_decisions_total{route="POST /login",policy="login",decision="rejected"}"#
+        ),
         "{text}"
     );
-    assert!(text.contains("ratelimit_store_duration_seconds"), "{text}");
+    // A histogram, which a fleet's instances can be summed over (found by review: the
+    // exporter wrote a per-instance summary).
+    assert!(
+        text.contains("# TYPE ratelimit_store_duration_seconds histogram"),
+        "{text}"
+    );
 }
 
 #[actix_web::test]

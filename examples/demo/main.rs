@@ -16,7 +16,7 @@ mod routes;
 use std::{env, sync::Arc};
 
 use actix_web::{middleware::from_fn, web, App, HttpServer};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use ratelimit_runtime::{
     coverage::{self, AppFactory},
     identity::{ApiKeySource, TrustedProxies},
@@ -67,7 +67,18 @@ async fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    let metrics = match PrometheusBuilder::new().install_recorder() {
+    // Buckets for the store latency, so `/metrics` exports a histogram, which a fleet's
+    // instances can be summed over (without them the exporter writes a per-instance summary).
+    let buckets = [
+        0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+    ];
+    let metrics = match PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full("ratelimit_store_duration_seconds".to_owned()),
+            &buckets,
+        )
+        .and_then(PrometheusBuilder::install_recorder)
+    {
         Ok(handle) => web::Data::new(handle),
         Err(error) => {
             eprintln!("cannot install the metrics recorder: {error}");

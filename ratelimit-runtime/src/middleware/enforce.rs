@@ -22,7 +22,7 @@ use super::{
     headers::{self, HeaderFamilies},
     rate_limiter::LimiterHandle,
     route_info::RouteInfo,
-    telemetry::{self, Client, Outcome},
+    telemetry::{self, Client, Outcome, StoreFailure},
 };
 use crate::{
     clock::Clock,
@@ -88,7 +88,7 @@ impl Limiter {
         B: MessageBody,
     {
         let submitted = handle.take_username();
-        let decision = match self.decide(&mut req, route, submitted, handle).await {
+        let decision = match self.decide(&mut req, route, submitted, handle, false).await {
             Decided::Refuse(response) => {
                 return Ok(req.into_response(response).map_into_right_body())
             }
@@ -172,7 +172,7 @@ impl Limiter {
     ) {
         let mut counted = ServiceRequest::from_request(request);
         let submitted = handle.take_username().unwrap_or(Submitted::Unreadable);
-        self.decide(&mut counted, route, Some(submitted), handle)
+        self.decide(&mut counted, route, Some(submitted), handle, true)
             .await;
     }
 
@@ -191,7 +191,7 @@ impl Limiter {
         let identity = self
             .sources
             .refused(client, route.policy.identity(), submitted);
-        match self.decide_for(&identity, route, handle).await {
+        match self.decide_for(&identity, route, handle, true).await {
             Decided::Refuse(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
                 Some(response)
             }
@@ -256,21 +256,25 @@ impl Limiter {
         route: &RouteInfo,
         submitted: Option<Submitted>,
         handle: &LimiterHandle,
+        answered: bool,
     ) -> Decided {
         let identity = self
             .sources
             .extract_with(req, route.policy.identity(), handle.client(), submitted)
             .await;
-        self.decide_for(&identity, route, handle).await
+        self.decide_for(&identity, route, handle, answered).await
     }
 
     /// The verdict on one client: key → the flood shield, else one store call (none when
     /// the store already failed this request, which then waits for it once at most).
+    /// `answered`: the request was answered before its route's guard saw it and is counted
+    /// after the fact, so a store error neither refuses nor passes it (logs say so).
     async fn decide_for(
         &self,
         identity: &ClientIdentity,
         route: &RouteInfo,
         handle: &LimiterHandle,
+        answered: bool,
     ) -> Decided {
         let policy = route.policy;
         let key = route.key(&self.prefix, identity);
@@ -280,7 +284,8 @@ impl Limiter {
         if !policy.shadow() {
             if let Some(blocked) = self.shield.blocked(key.as_str(), now) {
                 let retry_ms = blocked.until - now;
-                telemetry::decision(route, &client, Outcome::Shielded, retry_ms);
+                let applied = policy.limits().get(blocked.limit_index);
+                telemetry::decision(route, &client, Outcome::Shielded, retry_ms, applied);
                 let state = shielded_state(&policy, blocked, now);
                 let binding = state.as_ref().map(|state| (blocked.limit_index, state));
                 return Decided::Refuse(answer::too_many_requests(
@@ -292,7 +297,9 @@ impl Limiter {
             }
         }
 
-        let checked = match handle.store_error() {
+        let earlier = handle.store_error();
+        let repeated = earlier.is_some();
+        let checked = match earlier {
             Some(earlier) => Err(earlier),
             None => {
                 let checked = self.check(&key, route, handle).await;
@@ -312,13 +319,23 @@ impl Limiter {
                 } else {
                     policy.fail()
                 };
+                let failure = StoreFailure {
+                    error: &error,
+                    repeated,
+                    answered,
+                };
                 return match fail {
+                    // Already answered: it passed uncounted, whatever the route's policy.
+                    FailMode::Open | FailMode::Closed if answered => {
+                        telemetry::store_error(route, &client, Outcome::FailedOpen, &failure);
+                        Decided::Proceed(None)
+                    }
                     FailMode::Open => {
-                        telemetry::store_error(route, &client, Outcome::FailedOpen, &error);
+                        telemetry::store_error(route, &client, Outcome::FailedOpen, &failure);
                         Decided::Proceed(None)
                     }
                     FailMode::Closed => {
-                        telemetry::store_error(route, &client, Outcome::FailedClosed, &error);
+                        telemetry::store_error(route, &client, Outcome::FailedClosed, &failure);
                         Decided::Refuse(answer::limiter_unavailable(
                             route,
                             self.unavailable_retry_secs,
@@ -329,8 +346,9 @@ impl Limiter {
         };
 
         let retry_ms = decision.retry_after().as_millis() as u64;
+        let applied = decision.binding().map(|(index, _)| &policy.limits()[index]);
         if !decision.allowed && !policy.shadow() {
-            telemetry::decision(route, &client, Outcome::Rejected, retry_ms);
+            telemetry::decision(route, &client, Outcome::Rejected, retry_ms, applied);
             if let Some((index, binding)) = decision.binding() {
                 self.shield.block(
                     key.as_str(),
@@ -353,7 +371,7 @@ impl Limiter {
         } else {
             Outcome::ShadowRejected
         };
-        telemetry::decision(route, &client, outcome, retry_ms);
+        telemetry::decision(route, &client, outcome, retry_ms, applied);
         Decided::Proceed(Some(decision))
     }
 }

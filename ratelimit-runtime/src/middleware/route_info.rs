@@ -93,7 +93,7 @@ impl RouteInfo {
             .join(", ");
         RouteInfo {
             method: method.to_owned(),
-            metrics: RouteMetrics::new(&label),
+            metrics: RouteMetrics::new(&label, name),
             label_json,
             label,
             pattern,

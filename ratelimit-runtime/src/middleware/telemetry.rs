@@ -6,7 +6,7 @@ use std::time::Duration;
 use metrics::{Key, Label, Level, Metadata, SharedString};
 
 use super::route_info::RouteInfo;
-use crate::{identity::ClientIdentity, store::StoreError};
+use crate::{identity::ClientIdentity, policy::Limit, store::StoreError};
 
 const DECISIONS: &str = "ratelimit_decisions_total";
 const STORE_ERRORS: &str = "ratelimit_store_errors_total";
@@ -27,19 +27,27 @@ pub(crate) struct RouteMetrics {
 }
 
 impl RouteMetrics {
-    /// The keys of the route labelled `route` (`METHOD /pattern`).
-    pub(crate) fn new(route: &str) -> Self {
+    /// The keys of the route labelled `route` (`METHOD /pattern`) under the policy labelled
+    /// `policy` (the declaring handler's name, or `default`): a request on a path where the
+    /// default policy applies besides a declaration is counted by both, and two declarations
+    /// of one path count apart, so the label tells their figures apart.
+    pub(crate) fn new(route: &str, policy: &str) -> Self {
         let route = SharedString::from(route.to_owned());
-        let route_label = || Label::new("route", route.clone());
+        let policy = SharedString::from(policy.to_owned());
+        let labels = || {
+            vec![
+                Label::new("route", route.clone()),
+                Label::new("policy", policy.clone()),
+            ]
+        };
         RouteMetrics {
             decisions: Outcome::LABELS.map(|decision| {
-                Key::from_parts(
-                    DECISIONS,
-                    vec![route_label(), Label::new("decision", decision)],
-                )
+                let mut labels = labels();
+                labels.push(Label::new("decision", decision));
+                Key::from_parts(DECISIONS, labels)
             }),
-            store_errors: Key::from_parts(STORE_ERRORS, vec![route_label()]),
-            store_duration: Key::from_parts(STORE_DURATION, vec![route_label()]),
+            store_errors: Key::from_parts(STORE_ERRORS, labels()),
+            store_duration: Key::from_parts(STORE_DURATION, labels()),
         }
     }
 }
@@ -102,7 +110,20 @@ fn count(route: &RouteInfo, outcome: Outcome) {
     metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
 }
 
-pub(crate) fn decision(route: &RouteInfo, client: &Client<'_>, outcome: Outcome, retry_ms: u64) {
+/// The limit a rejection applied, for a log line.
+fn applied(limit: Option<&Limit>) -> String {
+    limit.map_or_else(|| "none".to_owned(), ToString::to_string)
+}
+
+/// One decision; `applied` is the limit that decided it (the one whose budget comes back
+/// last), when one did.
+pub(crate) fn decision(
+    route: &RouteInfo,
+    client: &Client<'_>,
+    outcome: Outcome,
+    retry_ms: u64,
+    applied: Option<&Limit>,
+) {
     count(route, outcome);
     match outcome {
         Outcome::Allowed | Outcome::FailedOpen | Outcome::FailedClosed => {}
@@ -111,6 +132,7 @@ pub(crate) fn decision(route: &RouteInfo, client: &Client<'_>, outcome: Outcome,
             route = %route.label,
             identity = %client.kind(),
             identity_fallback_from = %client.fallback(),
+            limit = %self::applied(applied),
             limits = %route.limits_text,
             retry_after_ms = retry_ms,
             "request rejected: rate limit exceeded"
@@ -122,6 +144,7 @@ pub(crate) fn decision(route: &RouteInfo, client: &Client<'_>, outcome: Outcome,
             route = %route.label,
             identity = %client.kind(),
             identity_fallback_from = %client.fallback(),
+            limit = %self::applied(applied),
             limits = %route.limits_text,
             retry_after_ms = retry_ms,
             "request rejected by the flood shield: rate limit exceeded"
@@ -131,6 +154,7 @@ pub(crate) fn decision(route: &RouteInfo, client: &Client<'_>, outcome: Outcome,
             route = %route.label,
             identity = %client.kind(),
             identity_fallback_from = %client.fallback(),
+            limit = %self::applied(applied),
             limits = %route.limits_text,
             retry_after_ms = retry_ms,
             "shadow limit exceeded: request allowed (shadow mode)"
@@ -138,24 +162,55 @@ pub(crate) fn decision(route: &RouteInfo, client: &Client<'_>, outcome: Outcome,
     }
 }
 
+/// A store call that failed, as one request's decision under one policy met it.
+pub(crate) struct StoreFailure<'a> {
+    pub(crate) error: &'a StoreError,
+    /// The request's earlier store error, met again by a second policy without a store call:
+    /// counted as that policy's decision, not as another store error, and logged at `debug`.
+    pub(crate) repeated: bool,
+    /// The request was answered before its route's guard saw it (counted after the fact):
+    /// the client got that answer, neither a 503 nor a pass.
+    pub(crate) answered: bool,
+}
+
 pub(crate) fn store_error(
     route: &RouteInfo,
     client: &Client<'_>,
     outcome: Outcome,
-    error: &StoreError,
+    failure: &StoreFailure<'_>,
 ) {
     count(route, outcome);
+    let request = if failure.answered {
+        "already answered, not counted"
+    } else if outcome == Outcome::FailedOpen {
+        "allowed (fail open)"
+    } else {
+        "refused with 503 (fail closed)"
+    };
+    if failure.repeated {
+        tracing::debug!(
+            target: "ratelimit",
+            route = %route.label,
+            identity = %client.kind(),
+            identity_fallback_from = %client.fallback(),
+            limits = %route.limits_text,
+            fail = %route.policy.fail(),
+            error = %failure.error,
+            "rate-limit store error met again by another policy of the request: request {request}"
+        );
+        return;
+    }
     let key = &route.metrics.store_errors;
     metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
     tracing::error!(
         target: "ratelimit",
         route = %route.label,
         identity = %client.kind(),
+        identity_fallback_from = %client.fallback(),
         limits = %route.limits_text,
         fail = %route.policy.fail(),
-        error = %error,
-        "rate-limit store error: request {}",
-        if outcome == Outcome::FailedOpen { "allowed (fail open)" } else { "refused with 503 (fail closed)" }
+        error = %failure.error,
+        "rate-limit store error: request {request}"
     );
 }
 
