@@ -38,7 +38,9 @@ impl Window {
 
     /// A window of whole seconds.
     pub const fn from_secs(secs: u64) -> Self {
-        Self::from_millis(secs * 1000)
+        // Saturating: a number of seconds past u64's milliseconds must be refused as too
+        // long, not wrap to a short window in a release build.
+        Self::from_millis(secs.saturating_mul(1000))
     }
 
     /// The length in milliseconds.
@@ -175,6 +177,14 @@ mod tests {
     #[should_panic(expected = "at least 1ms")]
     fn a_zero_window_cannot_be_built() {
         let _ = Window::from_millis(0);
+    }
+
+    /// Found by review: `secs * 1000` wrapped in a release build, to a window of a few
+    /// hundred milliseconds.
+    #[test]
+    #[should_panic(expected = "at most 31 days")]
+    fn seconds_past_u64_milliseconds_are_too_long_not_short() {
+        let _ = Window::from_secs(u64::MAX / 1000 + 1);
     }
 
     #[test]
