@@ -3,7 +3,7 @@
 mod support;
 
 use std::{
-    io::{BufRead, BufReader, Read, Write},
+    io::{BufRead, BufReader, Write},
     net::TcpStream,
     os::unix::fs::PermissionsExt,
     path::PathBuf,
@@ -12,21 +12,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use support::RedisServer;
+use support::{ping, RedisServer};
 
 const RUN_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/run");
 const STOP_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/stop-servers");
-
-fn answers_ping(port: u16) -> bool {
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
-    let mut reply = [0u8; 7];
-    stream.write_all(b"PING\r\n").is_ok()
-        && stream.read_exact(&mut reply).is_ok()
-        && &reply == b"+PONG\r\n"
-}
 
 /// Found by review: a server that could not bind its port (another one took it between the
 /// probe and the bind) was taken for started because the other one answered `PING`, and the
@@ -36,7 +25,7 @@ fn a_server_is_not_taken_for_started_when_another_holds_its_port() {
     let other = RedisServer::start();
     let mine = RedisServer::start_on(other.port(), &[]);
     assert!(mine.is_err(), "started on the port of another server");
-    assert!(answers_ping(other.port()), "the other server is untouched");
+    assert!(ping(other.port()), "the other server is untouched");
 }
 
 /// Run by the next test in a process of its own: starts two servers, stops one (`SIGSTOP`,
@@ -81,7 +70,7 @@ fn the_servers_of_an_aborted_test_process_are_stopped_after_the_run() {
         .collect();
     assert!(!child.wait().unwrap().success(), "the child aborted");
     assert_eq!(servers.len(), 2, "the child printed its servers");
-    assert!(answers_ping(servers[0].0), "its server outlived it");
+    assert!(ping(servers[0].0), "its server outlived it");
     let stopped = Command::new("bash")
         .args([STOP_SCRIPT, &run])
         .status()

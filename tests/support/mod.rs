@@ -17,4 +17,4 @@ pub use cluster::{key_slot, serves_slot_zero, RedisCluster};
 pub use example::{example, free_port};
 pub use log_capture::CapturedLog;
 pub use proxy::Proxy;
-pub use server::{dir_prefix, RedisServer};
+pub use server::{dir_prefix, ping, RedisServer};

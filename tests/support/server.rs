@@ -218,7 +218,7 @@ pub fn dir_prefix() -> String {
 }
 
 /// Whether a server answers on `port` (`+PONG`, or `-NOAUTH` when it wants a password).
-fn ping(port: u16) -> bool {
+pub fn ping(port: u16) -> bool {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
         return false;
     };
