@@ -561,6 +561,70 @@ async fn the_limiters_timeout_replaces_the_stores_own_longer_or_shorter() {
     }
 }
 
+/// Found by review (medium): a limiter timeout longer than a cluster connection's response
+/// timeout (the longer of its connect timeout and its own, 1 s here) left a check that timed
+/// out in redis-rs's retry queue, sent again with the next request and counted twice, and
+/// the store retried it once more itself. A cluster check now ends at that response timeout,
+/// once: Redis busy for 1.5 s under a 4 s limiter timeout answers 503 after about 1 s, and
+/// the request counts once.
+#[actix_web::test]
+async fn a_cluster_check_past_its_connections_response_timeout_ends_once_in_time() {
+    let _serial = SERIAL.lock().await;
+    let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3))
+        .await
+        .unwrap();
+    let store = RedisClusterStore::builder(cluster.urls())
+        .build()
+        .await
+        .unwrap();
+    let limiter = RateLimiter::new(store)
+        .clock(ManualClock::at(T0 + 30_000))
+        .timeout(Duration::from_secs(4));
+    let app = test::init_service(App::new().service(closed_route).wrap(limiter)).await;
+    let request = || {
+        TestRequest::post()
+            .uri("/closed")
+            .insert_header(("x-client", "past-response-timeout"))
+            .to_request()
+    };
+    let remaining = |response: &ServiceResponse<_>| {
+        response
+            .headers()
+            .get("x-ratelimit-remaining")
+            .expect("X-RateLimit-Remaining")
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first = loop {
+        let response = test::call_service(&app, request()).await;
+        if response.status() == 200 {
+            break response;
+        }
+        assert!(Instant::now() < deadline, "the cluster never answered");
+        thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(remaining(&first), "4");
+    for master in cluster.masters() {
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(1500)
+            .arg("ALL")
+            .query(&mut master.connection())
+            .unwrap();
+    }
+    let started = Instant::now();
+    let second = test::call_service(&app, request()).await;
+    let waited = started.elapsed();
+    assert_eq!(second.status(), 503);
+    assert!(waited < Duration::from_millis(1_400), "waited {waited:?}");
+    thread::sleep(Duration::from_millis(800));
+    // The refused request was run once when Redis woke: 4, then 3 left, then 2.
+    let third = test::call_service(&app, request()).await;
+    assert_eq!(remaining(&third), "2");
+}
+
 #[actix_web::test]
 async fn a_stalled_redis_never_holds_a_request_longer_than_the_timeout() {
     let _serial = SERIAL.lock().await;

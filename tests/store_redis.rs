@@ -537,6 +537,65 @@ async fn concurrent_checks_of_a_moved_key_are_decided_while_its_slot_migrates() 
     assert_eq!(remaining, (799..=998).collect::<Vec<u32>>());
 }
 
+/// Found by review (medium): with `ASKING` sent before every call, a node importing a slot
+/// decided keys it did not hold when redis-rs sent a check there because the slot's master
+/// was unreachable (it falls back to a random node): a spent budget came back, on the wrong
+/// node. `ASKING` now goes only where an `ASK` points; with the source dead mid-migration
+/// every check fails (the route's failure policy), none is decided on the importing node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_importing_node_never_decides_a_key_it_does_not_hold() {
+    let mut cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3))
+        .await
+        .unwrap();
+    let store = RedisClusterStore::builder(cluster.urls())
+        .timeout(Duration::from_millis(300))
+        .build()
+        .await
+        .unwrap();
+    let limits = [Limit::new(
+        3,
+        Window::from_secs(3600),
+        Algorithm::SlidingLog,
+    )];
+    let key = RouteKey::new("rl", "POST", "/login", &[(IdentityPart::Ip, "203.0.113.7")]);
+    let check = || async {
+        let request = CheckRequest {
+            key: &key,
+            limits: &limits,
+            now_millis: None,
+        };
+        store.check(request).await
+    };
+    for _ in 0..3 {
+        assert!(check().await.expect("a check").allowed);
+    }
+    assert!(!check().await.expect("a check").allowed, "budget spent");
+    let slot = support::key_slot(&key.limit_key(&limits[0]));
+    let (source, target) = tokio::task::block_in_place(|| cluster.begin_migration(slot));
+    // The source dies mid-migration, before any key moved.
+    tokio::task::block_in_place(|| cluster.kill_master(source));
+    let mut outcomes = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        outcomes.push(match check().await {
+            Ok(decision) if decision.allowed => "allowed",
+            Ok(_) => "rejected",
+            Err(_) => "error",
+        });
+    }
+    let on_target: u64 = tokio::task::block_in_place(|| {
+        redis::cmd("CLUSTER")
+            .arg("COUNTKEYSINSLOT")
+            .arg(slot)
+            .query(&mut cluster.masters()[target].connection())
+            .unwrap()
+    });
+    assert!(
+        !outcomes.contains(&"allowed") && on_target == 0,
+        "{outcomes:?}; keys of the slot on the importing node: {on_target}"
+    );
+}
+
 /// One check of [`login`] against [`limits`] on the store's own clock.
 async fn check_login(store: &RedisStore) -> Result<Decision, StoreError> {
     let (key, limits) = (login(), limits());
