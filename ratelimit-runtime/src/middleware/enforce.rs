@@ -88,7 +88,10 @@ impl Limiter {
         B: MessageBody,
     {
         let submitted = handle.take_username();
-        let decision = match self.decide(&mut req, route, submitted, handle, false).await {
+        let decision = match self
+            .decide(&mut req, route, submitted, handle, Counting::Live)
+            .await
+        {
             Decided::Refuse(response) => {
                 return Ok(req.into_response(response).map_into_right_body())
             }
@@ -172,8 +175,14 @@ impl Limiter {
     ) {
         let mut counted = ServiceRequest::from_request(request);
         let submitted = handle.take_username().unwrap_or(Submitted::Unreadable);
-        self.decide(&mut counted, route, Some(submitted), handle, true)
-            .await;
+        self.decide(
+            &mut counted,
+            route,
+            Some(submitted),
+            handle,
+            Counting::Served,
+        )
+        .await;
     }
 
     /// Counts a request that the middleware in front of its route refused, with an answer or
@@ -191,7 +200,10 @@ impl Limiter {
         let identity = self
             .sources
             .refused(client, route.policy.identity(), submitted);
-        match self.decide_for(&identity, route, handle, true).await {
+        match self
+            .decide_for(&identity, route, handle, Counting::Refused)
+            .await
+        {
             Decided::Refuse(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
                 Some(response)
             }
@@ -256,25 +268,25 @@ impl Limiter {
         route: &RouteInfo,
         submitted: Option<Submitted>,
         handle: &LimiterHandle,
-        answered: bool,
+        counting: Counting,
     ) -> Decided {
         let identity = self
             .sources
             .extract_with(req, route.policy.identity(), handle.client(), submitted)
             .await;
-        self.decide_for(&identity, route, handle, answered).await
+        self.decide_for(&identity, route, handle, counting).await
     }
 
     /// The verdict on one client: key → the flood shield, else one store call (none when
     /// the store already failed this request, which then waits for it once at most).
-    /// `answered`: the request was answered before its route's guard saw it and is counted
-    /// after the fact, so a store error neither refuses nor passes it (logs say so).
+    /// `counting` says whether the request was answered before its route's guard saw it
+    /// (logs and metrics report what the client got).
     async fn decide_for(
         &self,
         identity: &ClientIdentity,
         route: &RouteInfo,
         handle: &LimiterHandle,
-        answered: bool,
+        counting: Counting,
     ) -> Decided {
         let policy = route.policy;
         let key = route.key(&self.prefix, identity);
@@ -285,7 +297,11 @@ impl Limiter {
             if let Some(blocked) = self.shield.blocked(key.as_str(), now) {
                 let retry_ms = blocked.until - now;
                 let applied = policy.limits().get(blocked.limit_index);
-                telemetry::decision(route, &client, Outcome::Shielded, retry_ms, applied);
+                let outcome = match counting {
+                    Counting::Served => Outcome::ServedOverLimit,
+                    Counting::Live | Counting::Refused => Outcome::Shielded,
+                };
+                telemetry::decision(route, &client, outcome, retry_ms, applied);
                 let state = shielded_state(&policy, blocked, now);
                 let binding = state.as_ref().map(|state| (blocked.limit_index, state));
                 return Decided::Refuse(answer::too_many_requests(
@@ -319,6 +335,7 @@ impl Limiter {
                 } else {
                     policy.fail()
                 };
+                let answered = counting != Counting::Live;
                 let failure = StoreFailure {
                     error: &error,
                     repeated,
@@ -348,7 +365,11 @@ impl Limiter {
         let retry_ms = decision.retry_after().as_millis() as u64;
         let applied = decision.binding().map(|(index, _)| &policy.limits()[index]);
         if !decision.allowed && !policy.shadow() {
-            telemetry::decision(route, &client, Outcome::Rejected, retry_ms, applied);
+            let outcome = match counting {
+                Counting::Served => Outcome::ServedOverLimit,
+                Counting::Live | Counting::Refused => Outcome::Rejected,
+            };
+            telemetry::decision(route, &client, outcome, retry_ms, applied);
             if let Some((index, binding)) = decision.binding() {
                 self.shield.block(
                     key.as_str(),
@@ -380,6 +401,20 @@ impl Limiter {
 /// (a 4xx or 5xx, and a redirect, such as an auth layer's to its login page).
 pub(crate) fn is_refusal(status: StatusCode) -> bool {
     !status.is_success()
+}
+
+/// When a request is counted: as its route's guard sees it, or after something else
+/// answered it (found by review: such requests were reported as refused with 503, or as
+/// rejected, although the client got the other answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counting {
+    /// Before the handler: the limiter's verdict is the answer.
+    Live,
+    /// Refused by the middleware in front of the route: a 429 replaces the refusal when the
+    /// client is over the limit, else the refusal goes on.
+    Refused,
+    /// Served by another resource: kept whatever the count says.
+    Served,
 }
 
 /// What the limiter decided about one request.

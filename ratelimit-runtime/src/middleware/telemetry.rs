@@ -59,6 +59,9 @@ pub(crate) enum Outcome {
     Rejected,
     /// Rejected from the flood shield, without a store call.
     Shielded,
+    /// Served before the limiter saw it (another resource on the path), and over the limit
+    /// when counted after the fact: the client got its answer, so it counts as allowed.
+    ServedOverLimit,
     ShadowRejected,
     FailedOpen,
     FailedClosed,
@@ -77,7 +80,7 @@ impl Outcome {
     /// This outcome's `decision` label, as an index into [`Outcome::LABELS`].
     fn index(self) -> usize {
         match self {
-            Outcome::Allowed => 0,
+            Outcome::Allowed | Outcome::ServedOverLimit => 0,
             Outcome::Rejected | Outcome::Shielded => 1,
             Outcome::ShadowRejected => 2,
             Outcome::FailedOpen => 3,
@@ -148,6 +151,15 @@ pub(crate) fn decision(
             limits = %route.limits_text,
             retry_after_ms = retry_ms,
             "request rejected by the flood shield: rate limit exceeded"
+        ),
+        Outcome::ServedOverLimit => tracing::info!(
+            target: "ratelimit",
+            route = %route.label,
+            identity = %client.kind(),
+            identity_fallback_from = %client.fallback(),
+            limit = %self::applied(applied),
+            limits = %route.limits_text,
+            "request served before the limiter saw it, over the limit: counted after the fact, not refused"
         ),
         Outcome::ShadowRejected => tracing::info!(
             target: "ratelimit",
