@@ -30,26 +30,6 @@ impl RedisCluster {
     /// `cluster_state:ok` and all nodes agree on which master serves which slots.
     pub fn start_with_replicas(masters: usize, replicas_per_master: usize) -> Self {
         assert!(masters >= 1, "a cluster needs at least one master");
-        let start_node = || {
-            // The config file name is relative to --dir, which is the node's own temp dir.
-            let args = [
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-                "--cluster-node-timeout",
-                "2000",
-                // Replicas sync at once instead of after the default 5 s, and show in
-                // CLUSTER SLOTS (which hides replicas at offset 0) after the first
-                // replication ping, 1 s instead of 10 s.
-                "--repl-diskless-sync-delay",
-                "0",
-                "--repl-ping-replica-period",
-                "1",
-            ]
-            .map(String::from);
-            RedisServer::start_with(&args, true)
-        };
         let cluster = RedisCluster {
             masters: (0..masters).map(|_| start_node()).collect(),
             replicas: (0..masters * replicas_per_master)
@@ -133,30 +113,61 @@ impl RedisCluster {
         self.masters[index].kill();
     }
 
+    /// Adds an empty master (no slots), as before a reshard onto a new node; answers its
+    /// index among [`masters`](Self::masters) once every node knows it.
+    pub fn add_master(&mut self) -> usize {
+        let node = start_node();
+        let _: () = redis::cmd("CLUSTER")
+            .arg("MEET")
+            .arg("127.0.0.1")
+            .arg(node.port())
+            .query(&mut self.masters[0].connection())
+            .expect("CLUSTER MEET");
+        self.masters.push(node);
+        let total = self.nodes().count();
+        self.wait_for("every node to know the new master", |nodes| {
+            nodes.iter().all(|(info, _)| {
+                info.contains(&format!("cluster_known_nodes:{total}"))
+                    && info.contains("cluster_state:ok")
+            })
+        });
+        self.masters.len() - 1
+    }
+
     /// Starts moving `slot` to the next master, as `redis-cli --cluster reshard` does: the
     /// target IMPORTING, the source MIGRATING (no key moved yet; [`move_keys`] moves them).
     /// Answers the source's and the target's indexes among [`masters`](Self::masters).
     ///
     /// [`move_keys`]: Self::move_keys
     pub fn begin_migration(&self, slot: u16) -> (usize, usize) {
-        let masters = self.masters();
-        let mut conns: Vec<redis::Connection> = masters.iter().map(|m| m.connection()).collect();
-        let source = conns
-            .iter_mut()
-            .position(|c| {
-                let n: u64 = redis::cmd("CLUSTER")
-                    .arg("COUNTKEYSINSLOT")
-                    .arg(slot)
-                    .query(c)
-                    .unwrap();
-                n > 0
-            })
-            .expect("a master holds a key of the slot");
-        let target = (source + 1) % masters.len();
+        let source = self.holder(slot);
+        self.begin_migration_to(slot, (source + 1) % self.masters.len())
+    }
+
+    /// Starts moving `slot` to master `target` (see [`begin_migration`](Self::begin_migration)).
+    pub fn begin_migration_to(&self, slot: u16, target: usize) -> (usize, usize) {
+        let source = self.holder(slot);
+        let mut conns: Vec<redis::Connection> =
+            self.masters.iter().map(|m| m.connection()).collect();
         let (source_id, target_id) = (node_id(&mut conns[source]), node_id(&mut conns[target]));
         set_slot(&mut conns[target], slot, "IMPORTING", &source_id);
         set_slot(&mut conns[source], slot, "MIGRATING", &target_id);
         (source, target)
+    }
+
+    /// The master holding keys of `slot`.
+    fn holder(&self, slot: u16) -> usize {
+        self.masters
+            .iter()
+            .position(|m| {
+                let n: u64 = redis::cmd("CLUSTER")
+                    .arg("COUNTKEYSINSLOT")
+                    .arg(slot)
+                    .query(&mut m.connection())
+                    .unwrap();
+                n > 0
+            })
+            .expect("a master holds a key of the slot")
     }
 
     /// MIGRATEs every key of `slot` from master `source` to master `target`: from now on the
@@ -324,4 +335,26 @@ fn set_slot(conn: &mut redis::Connection, slot: u16, state: &str, node: &str) {
         .arg(node)
         .query(conn)
         .unwrap_or_else(|e| panic!("CLUSTER SETSLOT {slot} {state}: {e}"));
+}
+
+/// A cluster node on a free loopback port (and bus port).
+fn start_node() -> RedisServer {
+    // The config file name is relative to --dir, which is the node's own temp dir.
+    let args = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        "2000",
+        // Replicas sync at once instead of after the default 5 s, and show in CLUSTER SLOTS
+        // (which hides replicas at offset 0) after the first replication ping, 1 s instead
+        // of 10 s.
+        "--repl-diskless-sync-delay",
+        "0",
+        "--repl-ping-replica-period",
+        "1",
+    ]
+    .map(String::from);
+    RedisServer::start_with(&args, true)
 }

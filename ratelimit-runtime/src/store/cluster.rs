@@ -46,9 +46,9 @@ const STALL_PAUSE: Duration = Duration::from_secs(10);
 pub struct RedisClusterStore {
     link: Arc<Link<ClusterConnection>>,
     timeout: Duration,
-    /// How long the connection waits for any reply: a check never waits longer, whatever
-    /// `RateLimiter::timeout` says.
-    response_timeout: Duration,
+    /// The longest a check waits, whatever `RateLimiter::timeout` says: less than the
+    /// connection's response timeout.
+    check_limit: Duration,
     /// How long a probe for new connections may take: from the seeds, the slot map, every
     /// master, each step bounded by the connect or the response timeout.
     probe_timeout: Duration,
@@ -96,11 +96,7 @@ impl Store for RedisClusterStore {
     }
 
     fn check_within<'a>(&'a self, request: CheckRequest<'a>, timeout: Duration) -> CheckFuture<'a> {
-        Box::pin(link::check(
-            self,
-            request,
-            timeout.min(self.response_timeout),
-        ))
+        Box::pin(link::check(self, request, timeout.min(self.check_limit)))
     }
 
     fn kind(&self) -> &'static str {
@@ -178,45 +174,18 @@ async fn reaches_every_master(connection: &mut ClusterConnection) -> RedisResult
 }
 
 async fn cluster_slots(connection: &mut ClusterConnection) -> RedisResult<Value> {
-    until_answered(|| {
-        let mut connection = connection.clone();
-        async move {
-            ::redis::cmd("CLUSTER")
-                .arg("SLOTS")
-                .query_async(&mut connection)
-                .await
-        }
-    })
-    .await
+    ::redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async(connection)
+        .await
 }
 
 async fn ping(connection: &mut ClusterConnection, routing: RoutingInfo) -> RedisResult<()> {
-    until_answered(|| {
-        let (mut connection, routing) = (connection.clone(), routing.clone());
-        async move {
-            connection
-                .route_command(::redis::cmd("PING"), routing)
-                .await
-        }
-    })
-    .await?
-    .extract_error()
-    .map(drop)
-}
-
-/// `send` again after each response timeout of the connection: a master that is only busy
-/// (a long command) answers a probe late, one that stopped never does; the probe's own
-/// timeout ends the wait. (The client retries nothing itself: see `build`.)
-async fn until_answered<T, F>(mut send: impl FnMut() -> F) -> RedisResult<T>
-where
-    F: std::future::Future<Output = RedisResult<T>>,
-{
-    loop {
-        match send().await {
-            Err(err) if err.is_timeout() => {}
-            other => return other,
-        }
-    }
+    connection
+        .route_command(::redis::cmd("PING"), routing)
+        .await?
+        .extract_error()
+        .map(drop)
 }
 
 fn no_masters() -> RedisError {
@@ -304,14 +273,8 @@ impl RedisClusterStoreBuilder {
             ));
         }
         super::tls::ensure_crypto_provider();
-        // No retries: a check follows `ASK` and `MOVED` itself (script_call.rs: redis-rs's
-        // own `ASK` handling lets concurrent checks spend one another's `ASKING`), and a
-        // retry after a response timeout would be queued and sent again later, counting the
-        // request twice (found by review). Connection errors still make the client reconnect
-        // and read the slot map again.
         let mut builder = ClusterClient::builder(self.nodes.iter().map(String::as_str))
-            .connection_timeout(self.connect_timeout)
-            .retries(0);
+            .connection_timeout(self.connect_timeout);
         if let Some(pem) = &self.tls_root {
             builder = builder.certs(super::tls::private_ca(pem));
         }
@@ -320,8 +283,12 @@ impl RedisClusterStoreBuilder {
             .map_err(|err| StoreConfigError::for_url(&self.nodes.join(","), err))?;
         // Bounded responses: without one, a node that accepts connections but never answers
         // (a stopped process) would hold every new connection's set-up for ever. A check
-        // has its own, shorter timer.
-        let response_timeout = self.connect_timeout.max(self.timeout);
+        // ends at the longer of the connect timeout and its own timeout, always before the
+        // response timeout: redis-rs drops a request whose caller gave up, but queues one
+        // that timed out on its side and sends it again with the next request, which would
+        // count it twice (found by review).
+        let check_limit = self.connect_timeout.max(self.timeout);
+        let response_timeout = check_limit.saturating_add(check_limit / 4);
         let config = ClusterConfig::new()
             .set_connection_timeout(self.connect_timeout)
             .set_response_timeout(response_timeout);
@@ -329,7 +296,7 @@ impl RedisClusterStoreBuilder {
         Ok(RedisClusterStore {
             link: Arc::new(Link::new(connection, StallRule::WithoutPause(STALL_PAUSE))),
             timeout: self.timeout,
-            response_timeout,
+            check_limit,
             // Saturating: a timeout of `Duration::MAX` ("never") must not overflow here.
             probe_timeout: (self.connect_timeout.saturating_add(response_timeout))
                 .saturating_mul(2)

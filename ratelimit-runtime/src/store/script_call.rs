@@ -44,7 +44,7 @@ pub(crate) async fn check<C: ScriptConnection>(
             // may already have counted the request: the error is on the strict side.) Not
             // after the client's own response timeout: the call is most likely still queued
             // on a busy server, and a second one would count the request twice (found by
-            // review, with a limiter timeout longer than a cluster connection's).
+            // review).
             Err(err) if is_connection_loss(&err) && !err.is_timeout() => conn.run(&call).await,
             other => other,
         }
@@ -86,64 +86,44 @@ impl ScriptConnection for ConnectionManager {
     }
 }
 
-/// In a Cluster this store follows redirects itself (its client is built without retries):
-/// after an `ASK` (the key's slot is migrating and the key has moved) it sends `ASKING` and
-/// the call in one pipeline to the node named, after a `MOVED` the call to the node named
-/// (the client reads the slot map again meanwhile). redis-rs follows an `ASK` by sending
-/// `ASKING` as a request of its own on that node's connection, which every check to the node
-/// shares, so concurrent checks spent one another's `ASKING`, were sent back with `MOVED`,
-/// and checks of a migrating slot timed out (found by review). `ASKING` goes only where an
-/// `ASK` pointed: sent with every call, it let a node importing the slot decide a key it
-/// does not hold when redis-rs sent a check there because the slot's master was
-/// unreachable (found by review).
+/// In a Cluster the call goes right after an `ASKING`, in one pipeline routed by the key's
+/// slot: when the slot is migrating and the key has moved, the node that has it runs the
+/// script only right after an `ASKING` on the same connection. redis-rs follows an `ASK` by
+/// sending `ASKING` as a request of its own on that node's connection, which every check to
+/// the node shares, so concurrent checks spent one another's `ASKING`, were sent back with
+/// `MOVED`, and checks of a migrating slot timed out (found by review). In the pipeline the
+/// call's own `ASKING` comes right before it whatever else is in flight, and redis-rs still
+/// routes it, follows `ASK` and `MOVED` (connecting to a node it did not know, such as a
+/// master just added), and retries as configured. On a node that serves the slot `ASKING`
+/// changes nothing. (Following redirects here instead, to send `ASKING` only where an `ASK`
+/// pointed, failed every check of keys moving to a master added after the store connected:
+/// redis-rs connects to a new node only on its own redirects. The price, documented: while
+/// the slot's master is unreachable mid-migration, redis-rs may send a check to another
+/// node, and the importing one then decides it on a key it does not hold.)
 impl ScriptConnection for ClusterConnection {
     async fn run<'a>(&'a mut self, call: &'a ScriptCall<'a>) -> Result<Value, RedisError> {
-        let mut node = SingleNodeRoutingInfo::SpecificNode(Route::with_key(
+        let slot = SingleNodeRoutingInfo::SpecificNode(Route::with_key(
             call.first_key(),
             SlotAddr::Master,
         ));
-        let mut asking = false;
-        // At most a `MOVED` (a slot map behind a finished reshard) and an `ASK` in a row.
-        let mut hops = 0;
-        loop {
-            let reply = match to_node(self, call.evalsha(), &node, asking).await {
-                Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    to_node(self, call.eval(), &node, asking).await
-                }
-                other => other,
-            };
-            let redirect = reply.as_ref().err().and_then(redirect);
-            match redirect {
-                Some((ask, host, port)) if hops < 2 => {
-                    node = SingleNodeRoutingInfo::ByAddress { host, port };
-                    asking = ask;
-                    hops += 1;
-                }
-                _ => return reply,
+        match after_asking(self, call.evalsha(), slot.clone()).await {
+            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                after_asking(self, call.eval(), slot).await
             }
+            other => other,
         }
     }
 }
 
-/// `command` in a pipeline to `node`, after `ASKING` when `asking`; an error reply is an
-/// error.
-async fn to_node(
+/// `command` right after `ASKING`, in one pipeline to `node`; an error reply is an error.
+async fn after_asking(
     conn: &mut ClusterConnection,
     command: redis::Cmd,
-    node: &SingleNodeRoutingInfo,
-    asking: bool,
+    node: SingleNodeRoutingInfo,
 ) -> Result<Value, RedisError> {
     let mut pipeline = redis::pipe();
-    if asking {
-        pipeline.cmd("ASKING");
-    }
-    pipeline.add_command(command);
-    let offset = usize::from(asking);
-    match conn
-        .route_pipeline(pipeline, offset, 1, node.clone())
-        .await?
-        .pop()
-    {
+    pipeline.cmd("ASKING").add_command(command);
+    match conn.route_pipeline(pipeline, 1, 1, node).await?.pop() {
         Some(Value::ServerError(err)) => Err(err.into()),
         Some(reply) => Ok(reply),
         None => Err(RedisError::from((
@@ -151,19 +131,6 @@ async fn to_node(
             "no reply to the script call",
         ))),
     }
-}
-
-/// Whether `err` is an `ASK` (true) or a `MOVED` (false), and the node it names.
-fn redirect(err: &RedisError) -> Option<(bool, String, u16)> {
-    let ask = match err.kind() {
-        ErrorKind::Server(ServerErrorKind::Ask) => true,
-        ErrorKind::Server(ServerErrorKind::Moved) => false,
-        _ => return None,
-    };
-    // `host:port`; an IPv6 host is written without brackets.
-    let (node, _slot) = err.redirect_node()?;
-    let (host, port) = node.rsplit_once(':')?;
-    Some((ask, host.to_owned(), port.parse().ok()?))
 }
 
 fn is_connection_loss(err: &RedisError) -> bool {
