@@ -564,9 +564,9 @@ async fn the_limiters_timeout_replaces_the_stores_own_longer_or_shorter() {
 /// Found by review (medium): a limiter timeout longer than a cluster connection's response
 /// timeout (the longer of its connect timeout and its own, 1 s here) left a check that timed
 /// out in redis-rs's retry queue, sent again with the next request and counted twice, and
-/// the store retried it once more itself. A cluster check now ends at that response timeout,
-/// once: Redis busy for 1.5 s under a 4 s limiter timeout answers 503 after about 1 s, and
-/// the request counts once.
+/// the store retried it once more itself. A cluster check now ends at the longer of those two
+/// timeouts, before its connection's reply timeout, and is not retried: Redis busy for 1.5 s
+/// under a 4 s limiter timeout answers 503 after about 1 s, and the request counts once.
 #[actix_web::test]
 async fn a_cluster_check_past_its_connections_response_timeout_ends_once_in_time() {
     let _serial = SERIAL.lock().await;

@@ -245,6 +245,69 @@ async fn items_v1() -> impl Responder {
     HttpResponse::Ok().body("v1")
 }
 
+mod v1 {
+    use super::*;
+
+    #[rate_limit(limit = 3, window = "1m", identity = "ip")]
+    #[get("/same-name")]
+    pub async fn list() -> impl Responder {
+        HttpResponse::Ok().body("v1")
+    }
+}
+
+mod v2 {
+    use super::*;
+
+    #[rate_limit(limit = 1, window = "1m", identity = "ip")]
+    #[get("/same-name", guard = "super::is_v2")]
+    pub async fn list() -> impl Responder {
+        HttpResponse::Ok().body("v2")
+    }
+}
+
+/// Found by review: two handlers of one name (in two modules) declaring one path count in
+/// keys told apart by a hash, but shared one `policy` label; each now has its own.
+#[actix_web::test]
+async fn same_named_declarations_of_one_path_count_apart() {
+    snapshotter();
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app =
+        test::init_service(App::new().service(v2::list).service(v1::list).wrap(limiter)).await;
+    let v1 = from("203.0.113.9").uri("/same-name").to_request();
+    assert_eq!(test::call_service(&app, v1).await.status(), 200);
+    let v2 = from("203.0.113.9")
+        .uri("/same-name")
+        .insert_header(("x-api-version", "2"))
+        .to_request();
+    assert_eq!(test::call_service(&app, v2).await.status(), 200);
+    let policies: Vec<String> = snapshot()
+        .iter()
+        .filter(|series| {
+            let labels: Vec<(&str, &str)> = series
+                .key
+                .key()
+                .labels()
+                .map(|l| (l.key(), l.value()))
+                .collect();
+            series.key.key().name() == "ratelimit_decisions_total"
+                && labels.contains(&("route", "GET /same-name"))
+                && labels.contains(&("decision", "allowed"))
+                && series.count == 1
+        })
+        .filter_map(|series| {
+            let policy = series.key.key().labels().find(|l| l.key() == "policy")?;
+            Some(policy.value().to_owned())
+        })
+        .filter(|policy| policy != "default")
+        .collect();
+    assert_eq!(policies.len(), 2, "{policies:?}");
+    assert!(
+        policies.iter().all(|p| p.starts_with("list.")),
+        "{policies:?}"
+    );
+    assert_ne!(policies[0], policies[1]);
+}
+
 /// Found by review: where a custom guard decides between two declarations of a path, the
 /// default policy counts the request besides the declaration (README, limitations), and both
 /// were counted under one `route` label, as were the two declarations: an allowed request

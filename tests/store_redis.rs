@@ -1291,8 +1291,8 @@ fn a_limit_alone_in_a_stack_and_in_memory_decides_alike() {
                 Window::from_millis(window + 1),
                 Algorithm::FixedWindow,
             );
-            // And one that binds too (its window is never the first's: above 1,000 ms and
-            // never 997, and a whole second only when the first's is not).
+            // And one that binds too, in a window of its own (made one ms longer when it
+            // would be the first's).
             let (other_algorithm, other_max, other_window) = other;
             let other_window = if other_window == window {
                 window + 1

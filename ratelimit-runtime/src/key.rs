@@ -1,6 +1,6 @@
 //! The key scheme: `<prefix>:{<METHOD>:<pattern>|<identity>}:<limit>`; the window
-//! algorithms keep one field per window start in a hash there (`MemoryStore`, which has no
-//! slots to route by, one entry `<key>:<window start>` per window).
+//! algorithms keep one field per window start in a hash there (`MemoryStore` likewise keeps
+//! one entry per key, the windows in it).
 //!
 //! Route and identity sit inside the Redis Cluster hash tag, so every key of one check
 //! (all stacked limits) lands in one slot; the limit stays outside it, so different clients

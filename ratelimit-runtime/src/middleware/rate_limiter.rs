@@ -280,8 +280,9 @@ impl RateLimiter {
     /// The longest a request waits for the store before the route's failure policy applies,
     /// in place of the store's own timeout, longer or shorter (a `RedisClusterStore` check
     /// still ends after the longer of its connect timeout and its own timeout, before its
-    /// connection stops waiting for the reply). By default the store's own timeout applies (50 ms for the Redis stores,
-    /// configured on their builders); a store without one is given 50 ms.
+    /// connection stops waiting for the reply). By default the store's own timeout applies
+    /// (50 ms for the Redis stores, configured on their builders); a store without one is
+    /// given 50 ms.
     pub fn timeout(self, timeout: Duration) -> Self {
         self.with(|s| s.timeout = Some(timeout))
     }

@@ -124,11 +124,22 @@ impl RouteInfo {
         declared: Option<&DeclaredRoutes>,
     ) -> Self {
         let pattern = pattern.unwrap_or_else(|| declaration.path.to_owned());
-        RouteInfo {
-            discriminator: declared
-                .and_then(|routes| routes.discriminator(declaration, method, &pattern)),
-            ..RouteInfo::new(declaration.function, method.as_str(), pattern, policy)
+        let discriminator =
+            declared.and_then(|routes| routes.discriminator(declaration, method, &pattern));
+        let mut route = RouteInfo::new(declaration.function, method.as_str(), pattern, policy);
+        // Same-named handlers declaring one path (one per module) count in keys told apart by
+        // a hash of their marker; their metrics are told apart the same way (found by
+        // review: they shared one `policy` label).
+        if let Some(hash) = discriminator
+            .as_deref()
+            .and_then(|d| d.strip_prefix("fn."))
+            .filter(|d| *d != declaration.function)
+        {
+            let policy_label = format!("{}.{hash}", declaration.function);
+            route.metrics = RouteMetrics::new(&route.label, &policy_label);
         }
+        route.discriminator = discriminator;
+        route
     }
 
     /// The App-level default policy on `method` and `pattern`.

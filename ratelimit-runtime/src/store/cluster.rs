@@ -27,11 +27,13 @@ const STALL_PAUSE: Duration = Duration::from_secs(10);
 /// Counters in a Redis Cluster.
 ///
 /// Connections to the nodes are made in the background and follow slot moves; a check never
-/// waits longer than the configured timeout. When checks keep timing out (a master stopped
-/// answering without closing its connections, and was failed over), a new set of connections
-/// reads the slot map afresh and takes over once every master answers it. Build one per process and share it: clones
-/// share the connections, and under [`RateLimiter`](crate::RateLimiter) each actix worker
-/// opens its own (see [`Store::worker_store`]).
+/// waits longer than the configured timeout, or `RateLimiter::timeout` when that is set (at
+/// most the longer of the connect timeout and the configured one). When checks keep timing
+/// out (a master stopped answering without closing its connections, and was failed over), a
+/// new set of connections reads the slot map afresh and takes over once every master
+/// answers it. Build one per process and share it: clones share the connections, and under
+/// [`RateLimiter`](crate::RateLimiter) each actix worker opens its own (see
+/// [`Store::worker_store`]).
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), ratelimit_runtime::store::StoreConfigError> {
@@ -240,7 +242,9 @@ pub struct RedisClusterStoreBuilder {
 }
 
 impl RedisClusterStoreBuilder {
-    /// The longest one check may take, redirects and retries included (default 50 ms).
+    /// The longest one check may take, redirects and retries included (default 50 ms),
+    /// unless `RateLimiter::timeout` is set (then at most the longer of this and the connect
+    /// timeout).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self

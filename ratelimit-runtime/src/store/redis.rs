@@ -23,9 +23,10 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 ///
 /// Every check is one `EVALSHA` of its check script ([`check_script`](super::check_script))
 /// over a multiplexed connection that reconnects by itself; a check never waits longer than
-/// the configured timeout. Build one per process and share it: clones share the connection,
-/// and under [`RateLimiter`](crate::RateLimiter) each actix worker opens one of its own
-/// (see [`Store::worker_store`]), so a process holds one connection per worker plus this one.
+/// the configured timeout, or `RateLimiter::timeout` when that is set. Build one per process
+/// and share it: clones share the connection, and under [`RateLimiter`](crate::RateLimiter)
+/// each actix worker opens one of its own (see [`Store::worker_store`]), so a process holds
+/// one connection per worker plus this one.
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), ratelimit_runtime::store::StoreConfigError> {
@@ -156,8 +157,9 @@ pub struct RedisStoreBuilder {
 }
 
 impl RedisStoreBuilder {
-    /// The longest one check may take, fallback and retry included (default 50 ms). A
-    /// check that takes longer fails with a [`Timeout`](super::StoreErrorKind::Timeout) error.
+    /// The longest one check may take, fallback and retry included (default 50 ms), unless
+    /// `RateLimiter::timeout` is set. A check that takes longer fails with a
+    /// [`Timeout`](super::StoreErrorKind::Timeout) error.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self

@@ -21,8 +21,8 @@ impl Peek {
     pub(super) fn allowed(max: u64, remaining: u64, reset_after: u64, write: Write) -> Self {
         let spent = max.saturating_sub(remaining);
         let rank = Rank {
-            share: (spent * 1_000 / max.max(1)).min(1_000) as u16,
             requests: u32::try_from(spent).unwrap_or(u32::MAX),
+            share: (spent * 1_000 / max.max(1)).min(1_000) as u16,
         };
         Peek {
             allowed: true,

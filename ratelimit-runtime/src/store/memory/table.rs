@@ -5,12 +5,13 @@
 //! new window drops the older ones as the script does. An entry is gone once `now` reaches
 //! its expiry (like `PEXPIRE`). The table never holds more than its capacity: expired
 //! entries are swept every [`SWEEP_EVERY`] inserts and whenever it is full; when it is full
-//! and nothing has expired, the entries whose clients had spent the least of their budget
-//! at their last count are evicted first: the smallest share of it, then the fewest
-//! requests, then the closest to expiry ([`Rank`]). Evicting an entry gives its client back
-//! what it had spent, so a flood of new keys evicts its own kind before a client that spent
-//! its budget, unless each of the flood's keys spent all of a budget at least as large; the
-//! store logs a warning when it evicts live entries (it is too small for its traffic).
+//! and nothing has expired, the entries whose clients had spent the least at their last
+//! count are evicted first: the fewest requests, then the smallest share of the budget, then
+//! the closest to expiry ([`Rank`]). Evicting an entry gives its client back what it had
+//! spent, so a flood of new keys evicts its own kind before a client that spent more than
+//! each of them: evicting one that spent n requests takes a flood of keys that each spent n
+//! or more. The store logs a warning when it evicts live entries (it is too small for its
+//! traffic).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -84,12 +85,13 @@ impl Write {
 /// entry would give back. Entries are evicted lowest first.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Rank {
-    /// The share of the limit spent, in thousandths: a client with its budget spent ranks
-    /// above one that has used a little of a large budget.
-    pub(super) share: u16,
-    /// The requests spent: of two spent budgets, the larger stays (a flood of one-request
-    /// keys on a 1-per-hour route must not evict a spent login budget of 10).
+    /// The requests spent, what a flood must spend per key to evict the entry: one request
+    /// per made-up key, even on a 1-per-hour route, must not evict a login budget spent to
+    /// 9 of 10 (found by review: ranking by share first let it).
     pub(super) requests: u32,
+    /// The share of the limit spent, in thousandths: of two entries that spent as many
+    /// requests, the one nearer its limit stays.
+    pub(super) share: u16,
 }
 
 /// A [`Write`] and the rank its entry has after it.
@@ -108,8 +110,6 @@ pub(super) struct Table {
     entries: HashMap<String, Slot>,
     capacity: usize,
     inserts_since_sweep: u32,
-    /// Live entries evicted so far.
-    evicted: u64,
 }
 
 impl Table {
@@ -118,7 +118,6 @@ impl Table {
             entries: HashMap::new(),
             capacity: capacity.max(1),
             inserts_since_sweep: 0,
-            evicted: 0,
         }
     }
 
@@ -287,7 +286,6 @@ impl Table {
         for key in doomed {
             self.entries.remove(&key);
         }
-        self.evicted += batch as u64;
         batch
     }
 
@@ -320,16 +318,16 @@ mod tests {
         counted(key, 0, ttl, (0, 0))
     }
 
-    /// A count in the window starting at `window`, by a client that has spent `share`
-    /// thousandths of its budget, `requests` requests, with it.
-    fn counted(key: &str, window: u64, ttl: u64, (share, requests): (u16, u32)) -> Ranked {
+    /// A count in the window starting at `window`, by a client that has spent `requests`
+    /// requests, `share` thousandths of its budget, with it.
+    fn counted(key: &str, window: u64, ttl: u64, (requests, share): (u32, u16)) -> Ranked {
         let write = Write::Increment {
             key: key.to_owned(),
             window,
             ttl,
             oldest: window,
         };
-        (write, Rank { share, requests })
+        (write, Rank { requests, share })
     }
 
     fn count(table: &Table, key: &str, now: u64) -> Option<u64> {
@@ -401,21 +399,21 @@ mod tests {
     #[test]
     fn a_full_table_evicts_the_least_spent_budget_first() {
         let mut table = Table::new(4);
-        // A client that spent its whole budget of 10, whose entry expires first.
-        table.apply(vec![counted("spent", 0, 100, (1_000, 10))], 0);
-        table.apply(vec![counted("fresh", 0, 1_000, (100, 1))], 0);
-        table.apply(vec![counted("half", 0, 1_000, (500, 5))], 0);
-        table.apply(vec![counted("one", 0, 1_000, (1_000, 1))], 0);
-        // New keys of a small share go first, then the smaller share, then the smaller
-        // spent budget: the whole budget of 10 stays.
-        for (i, gone) in ["fresh", "half", "one"].iter().enumerate() {
-            table.apply(vec![counted(&format!("new{i}"), 0, 1_000, (1_000, 1))], 1);
+        // A client that spent 9 of 10, whose entry expires first.
+        table.apply(vec![counted("nine", 0, 100, (9, 900))], 0);
+        table.apply(vec![counted("fresh", 0, 1_000, (1, 100))], 0);
+        table.apply(vec![counted("half", 0, 1_000, (5, 500))], 0);
+        table.apply(vec![counted("one", 0, 1_000, (1, 1_000))], 0);
+        // Fewer requests first, then the smaller share, then the nearer expiry; then the
+        // flood's own one-request keys: the entries that spent 5 and 9 requests stay.
+        for (i, gone) in ["fresh", "one", "new0"].iter().enumerate() {
+            table.apply(vec![counted(&format!("new{i}"), 0, 1_000, (1, 1_000))], 1);
             assert!(table.get(gone, 1).is_none(), "{gone} evicted");
         }
         for i in 3..10 {
-            table.apply(vec![counted(&format!("new{i}"), 0, 1_000, (1_000, 1))], 1);
+            table.apply(vec![counted(&format!("new{i}"), 0, 1_000, (1, 1_000))], 1);
         }
-        assert!(table.get("spent", 1).is_some());
+        assert!(table.get("nine", 1).is_some() && table.get("half", 1).is_some());
     }
 
     #[test]
