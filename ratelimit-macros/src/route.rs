@@ -83,7 +83,7 @@ pub(crate) fn find(attrs: &[Attribute], cx: &mut Ctxt) -> Found {
         // moves the handler, our attribute still on it, into its generated `register`.
         cx.error(
             Span::call_site(),
-            "`#[rate_limit]` needs the handler's route attribute directly below it (`#[get]`, `#[post]`, `#[put]`, `#[delete]`, `#[patch]`, `#[head]` or `#[route]`), and there is none; if the route attribute is above `#[rate_limit]`, swap the two",
+            "`#[rate_limit]` needs the handler's route attribute directly below it (`#[get]`, `#[post]`, `#[put]`, `#[delete]`, `#[patch]`, `#[head]`, `#[options]`, `#[query]`, ... or `#[route]`), and there is none; if the route attribute is above `#[rate_limit]`, swap the two",
         );
         return Found::Missing;
     };
