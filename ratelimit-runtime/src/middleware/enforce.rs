@@ -341,23 +341,16 @@ impl Limiter {
                     repeated,
                     answered,
                 };
-                return match fail {
-                    // Already answered: it passed uncounted, whatever the route's policy.
-                    FailMode::Open | FailMode::Closed if answered => {
-                        telemetry::store_error(route, &client, Outcome::FailedOpen, &failure);
-                        Decided::Proceed(None)
-                    }
-                    FailMode::Open => {
-                        telemetry::store_error(route, &client, Outcome::FailedOpen, &failure);
-                        Decided::Proceed(None)
-                    }
-                    FailMode::Closed => {
-                        telemetry::store_error(route, &client, Outcome::FailedClosed, &failure);
-                        Decided::Refuse(answer::limiter_unavailable(
-                            route,
-                            self.unavailable_retry_secs,
-                        ))
-                    }
+                // Already answered: it passed uncounted, whatever the route's policy.
+                return if answered || fail == FailMode::Open {
+                    telemetry::store_error(route, &client, Outcome::FailedOpen, &failure);
+                    Decided::Proceed(None)
+                } else {
+                    telemetry::store_error(route, &client, Outcome::FailedClosed, &failure);
+                    Decided::Refuse(answer::limiter_unavailable(
+                        route,
+                        self.unavailable_retry_secs,
+                    ))
                 };
             }
         };
