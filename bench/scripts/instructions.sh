@@ -29,7 +29,7 @@ fi
 requests=${1:-1000}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 server=${BENCH_SERVER:-$root/target/release/bench_server}
-for tool in valgrind callgrind_control curl redis-server redis-cli; do
+for tool in valgrind callgrind_control curl redis-server; do
     command -v "$tool" >/dev/null || { echo "instructions.sh: \`$tool\` is missing (apt-get install -y valgrind curl redis-server)" >&2; exit 1; }
 done
 [ -x "$server" ] || { echo "instructions.sh: no $server; run \`cargo build --release -p ratelimit-bench\`" >&2; exit 1; }
@@ -46,30 +46,42 @@ free_port() {
         fi
     done
 }
-redis_port=$(free_port)
-redis_pid=
-if [ "$profile" = redis ]; then
-    valgrind --tool=callgrind --callgrind-out-file="$work/redis.out.%p" \
-        redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --hz 1 \
-        >"$work/redis.log" 2>&1 &
-    redis_pid=$!
-    for attempt in $(seq 120); do
-        redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
-        [ "$attempt" = 120 ] && { echo "instructions.sh: redis-server under valgrind did not start" >&2; exit 1; }
-        sleep 0.5
-    done
-else
-    redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
-        --pidfile "$work/redis.pid" --logfile "$work/redis.log"
-fi
 pid=
+redis_pid=
 cleanup() {
     if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
-    redis-cli -p "$redis_port" shutdown nosave >/dev/null 2>&1 || true
-    if [ -n "$redis_pid" ]; then wait "$redis_pid" 2>/dev/null || true; fi
+    if [ -n "$redis_pid" ]; then
+        kill "$redis_pid" 2>/dev/null || true
+        wait "$redis_pid" 2>/dev/null || true
+    fi
     rm -rf "$work"
 }
 trap cleanup EXIT
+# Redis's own log says when it listens: a port some other process took after free_port
+# makes this one exit instead, and the script tries another port.
+redis_ready() { grep -qi 'ready to accept connections' "$work/redis.log" 2>/dev/null; }
+for try in 1 2 3 4 5; do
+    redis_port=$(free_port)
+    rm -f "$work/redis.log"
+    if [ "$profile" = redis ]; then
+        valgrind --tool=callgrind --callgrind-out-file="$work/redis.out.%p" \
+            redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --hz 1 \
+            >"$work/redis.log" 2>&1 &
+    else
+        redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+            >"$work/redis.log" 2>&1 &
+    fi
+    redis_pid=$!
+    for _ in $(seq 120); do
+        redis_ready || ! kill -0 "$redis_pid" 2>/dev/null && break
+        sleep 0.5
+    done
+    redis_ready && break
+    kill "$redis_pid" 2>/dev/null || true
+    wait "$redis_pid" 2>/dev/null || true
+    redis_pid=
+    [ "$try" = 5 ] && { echo "instructions.sh: redis-server did not start; its log:" >&2; cat "$work/redis.log" >&2; exit 1; }
+done
 
 # Sends `count` GETs of `url` over one connection.
 send() {
@@ -102,12 +114,13 @@ floor=
 ratio() { if [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { printf "×%.2f", a / b }'; else printf '—'; fi; }
 for target in "${targets[@]}"; do
     IFS='|' read -r label arguments path <<<"$target"
-    port=$(free_port)
     out="$work/callgrind.out"
+    rm -f "$work/server.log"
     # The process whose instructions are counted, and the file callgrind writes for it.
+    # The server picks its own port and names it (`bench_server listening on <address>`).
     if [ "$profile" = redis ]; then
         # shellcheck disable=SC2086 # the arguments are words on purpose
-        "$server" $arguments --port "$port" --redis "redis://127.0.0.1:$redis_port" \
+        "$server" $arguments --port 0 --redis "redis://127.0.0.1:$redis_port" \
             >"$work/server.log" 2>&1 &
         pid=$!
         counted=$redis_pid
@@ -115,22 +128,24 @@ for target in "${targets[@]}"; do
     else
         # shellcheck disable=SC2086 # the arguments are words on purpose
         valgrind --tool=callgrind --callgrind-out-file="$out.%p" \
-            "$server" $arguments --port "$port" --redis "redis://127.0.0.1:$redis_port" \
+            "$server" $arguments --port 0 --redis "redis://127.0.0.1:$redis_port" \
             >"$work/server.log" 2>&1 &
         pid=$!
         counted=$pid
         dumps="$out.$pid"
     fi
-    url="http://127.0.0.1:$port$path"
+    address=
     for attempt in $(seq 120); do
-        curl -s -o /dev/null "$url" && break
+        address=$(sed -n 's/^bench_server listening on //p' "$work/server.log" 2>/dev/null | head -n 1)
+        [ -n "$address" ] && break
         if [ "$attempt" = 120 ] || ! kill -0 "$pid" 2>/dev/null; then
-            echo "instructions.sh: \`bench_server $arguments\` did not answer; its output:" >&2
+            echo "instructions.sh: \`bench_server $arguments\` did not start; its output:" >&2
             cat "$work/server.log" >&2
             exit 1
         fi
         sleep 0.5
     done
+    url="http://$address$path"
     send "$url" 200
     callgrind_control -z "$counted" >/dev/null 2>&1
     send "$url" "$requests"

@@ -6,3 +6,7 @@ pub mod variant;
 
 pub use route::{Budget, ProjectRoute};
 pub use variant::Variant;
+
+/// What `bench_server` prints on stdout, followed by its address, once it serves: the
+/// driver starts it on port 0 and reads the port from that line.
+pub const LISTENING: &str = "bench_server listening on ";

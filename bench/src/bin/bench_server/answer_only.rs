@@ -93,9 +93,12 @@ async fn flood(answer: web::Data<Answer>) -> HttpResponse {
     answer.respond()
 }
 
-pub async fn serve(options: &Options) -> std::io::Result<()> {
+pub async fn serve(
+    options: &Options,
+    listener: std::net::TcpListener,
+) -> std::io::Result<actix_web::dev::Server> {
     let answer = web::Data::new(Answer::capture().await.map_err(std::io::Error::other)?);
-    HttpServer::new(move || {
+    Ok(HttpServer::new(move || {
         App::new()
             .app_data(answer.clone())
             .service(
@@ -108,9 +111,8 @@ pub async fn serve(options: &Options) -> std::io::Result<()> {
             )
     })
     .workers(options.workers)
-    .bind(("127.0.0.1", options.port))?
-    .run()
-    .await
+    .listen(listener)?
+    .run())
 }
 
 #[cfg(test)]

@@ -68,7 +68,11 @@ async fn limit_request(
 }
 
 /// Serves (d) with `per_worker` false, (f) with it true.
-pub async fn serve(options: &Options, per_worker: bool) -> std::io::Result<()> {
+pub async fn serve(
+    options: &Options,
+    per_worker: bool,
+    listener: std::net::TcpListener,
+) -> std::io::Result<actix_web::dev::Server> {
     let client = redis::Client::open(options.redis_url()).map_err(std::io::Error::other)?;
     let mut connection = client
         .get_multiplexed_async_connection()
@@ -91,7 +95,7 @@ pub async fn serve(options: &Options, per_worker: bool) -> std::io::Result<()> {
     };
     let allow = scope_limit(Budget::Allow, ALLOW_LIMIT, ALLOW_WINDOW_SECS);
     let flood = scope_limit(Budget::Flood, FLOOD_LIMIT, FLOOD_WINDOW_SECS);
-    HttpServer::new(move || {
+    Ok(HttpServer::new(move || {
         let mut app = App::new();
         if per_worker {
             let client = client.clone();
@@ -112,7 +116,6 @@ pub async fn serve(options: &Options, per_worker: bool) -> std::io::Result<()> {
         app
     })
     .workers(options.workers)
-    .bind(("127.0.0.1", options.port))?
-    .run()
-    .await
+    .listen(listener)?
+    .run())
 }

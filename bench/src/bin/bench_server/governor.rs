@@ -42,10 +42,13 @@ fn config(
         .ok_or_else(|| std::io::Error::other("invalid governor quota"))
 }
 
-pub async fn serve(options: &Options) -> std::io::Result<()> {
+pub async fn serve(
+    options: &Options,
+    listener: std::net::TcpListener,
+) -> std::io::Result<actix_web::dev::Server> {
     let allow = config(ALLOW_LIMIT, ALLOW_WINDOW_SECS)?;
     let flood = config(FLOOD_LIMIT, FLOOD_WINDOW_SECS)?;
-    HttpServer::new(move || {
+    Ok(HttpServer::new(move || {
         let mut app = App::new();
         for (budget, config) in [(Budget::Allow, &allow), (Budget::Flood, &flood)] {
             app = app.service(
@@ -57,7 +60,6 @@ pub async fn serve(options: &Options) -> std::io::Result<()> {
         app
     })
     .workers(options.workers)
-    .bind(("127.0.0.1", options.port))?
-    .run()
-    .await
+    .listen(listener)?
+    .run())
 }

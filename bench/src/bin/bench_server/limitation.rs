@@ -22,11 +22,14 @@ fn limiter(url: &str, budget: Budget, limit: u32, window_secs: u64) -> std::io::
         .map_err(std::io::Error::other)
 }
 
-pub async fn serve(options: &Options) -> std::io::Result<()> {
+pub async fn serve(
+    options: &Options,
+    listener: std::net::TcpListener,
+) -> std::io::Result<actix_web::dev::Server> {
     let url = options.redis_url();
     let allow = web::Data::new(limiter(url, Budget::Allow, ALLOW_LIMIT, ALLOW_WINDOW_SECS)?);
     let flood = web::Data::new(limiter(url, Budget::Flood, FLOOD_LIMIT, FLOOD_WINDOW_SECS)?);
-    HttpServer::new(move || {
+    Ok(HttpServer::new(move || {
         let mut app = App::new();
         for (budget, limiter) in [(Budget::Allow, &allow), (Budget::Flood, &flood)] {
             app = app.service(
@@ -39,7 +42,6 @@ pub async fn serve(options: &Options) -> std::io::Result<()> {
         app
     })
     .workers(options.workers)
-    .bind(("127.0.0.1", options.port))?
-    .run()
-    .await
+    .listen(listener)?
+    .run())
 }

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! bench_server --variant <none|limitation|governor|floor|floor-per-worker|answer-only|project>
-//!              --port <port>
+//!              --port <port, 0 for any>
 //!              [--redis redis://127.0.0.1:<port>] [--workers <n>] [--route <algorithm>]
 //! ```
 //!
@@ -23,10 +23,10 @@ mod no_limiter;
 mod options;
 mod project;
 
-use std::process::ExitCode;
+use std::{net::TcpListener, process::ExitCode};
 
 use options::Options;
-use ratelimit_bench::Variant;
+use ratelimit_bench::{Variant, LISTENING};
 
 #[actix_web::main]
 async fn main() -> ExitCode {
@@ -37,20 +37,30 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let served = match options.variant {
-        Variant::NoLimiter => no_limiter::serve(&options).await,
-        Variant::Limitation => limitation::serve(&options).await,
-        Variant::Governor => governor::serve(&options).await,
-        Variant::Floor => floor::serve(&options, false).await,
-        Variant::FloorPerWorker => floor::serve(&options, true).await,
-        Variant::AnswerOnly => answer_only::serve(&options).await,
-        Variant::Project => project::serve(&options).await,
-    };
-    match served {
+    match serve(&options).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("bench_server: variant `{}`: {error}", options.variant);
             ExitCode::FAILURE
         }
     }
+}
+
+/// Binds `--port` (0: any free port), starts the variant, then says on stdout where it
+/// listens (`listening on 127.0.0.1:<port>`): the driver reads the port from that line, so
+/// it never takes another process's server on a port it picked for this one.
+async fn serve(options: &Options) -> std::io::Result<()> {
+    let listener = TcpListener::bind(("127.0.0.1", options.port))?;
+    let address = listener.local_addr()?;
+    let server = match options.variant {
+        Variant::NoLimiter => no_limiter::serve(options, listener).await,
+        Variant::Limitation => limitation::serve(options, listener).await,
+        Variant::Governor => governor::serve(options, listener).await,
+        Variant::Floor => floor::serve(options, false, listener).await,
+        Variant::FloorPerWorker => floor::serve(options, true, listener).await,
+        Variant::AnswerOnly => answer_only::serve(options, listener).await,
+        Variant::Project => project::serve(options, listener).await,
+    }?;
+    println!("{LISTENING}{address}");
+    server.await
 }

@@ -5,8 +5,11 @@ use ratelimit_bench::Budget;
 
 use crate::{handler, options::Options};
 
-pub async fn serve(options: &Options) -> std::io::Result<()> {
-    HttpServer::new(|| {
+pub async fn serve(
+    options: &Options,
+    listener: std::net::TcpListener,
+) -> std::io::Result<actix_web::dev::Server> {
+    Ok(HttpServer::new(|| {
         let mut app = App::new();
         for budget in [Budget::Allow, Budget::Flood] {
             app = app.service(
@@ -16,7 +19,6 @@ pub async fn serve(options: &Options) -> std::io::Result<()> {
         app
     })
     .workers(options.workers)
-    .bind(("127.0.0.1", options.port))?
-    .run()
-    .await
+    .listen(listener)?
+    .run())
 }

@@ -4,7 +4,7 @@ use ratelimit_bench::{ProjectRoute, Variant};
 
 pub const USAGE: &str =
     "usage: bench_server --variant <none|limitation|governor|floor|floor-per-worker|answer-only|project> \
---port <port> [--redis <url>] [--workers <n>] \
+--port <port, 0 for any free one> [--redis <url>] [--workers <n>] \
 [--route <fixed_window|sliding_window|sliding_log|gcra|stacked>]";
 
 /// What to serve, where.

@@ -213,22 +213,24 @@ pub fn routes(cfg: &mut web::ServiceConfig, only: Option<ProjectRoute>) {
     }
 }
 
-pub async fn serve(options: &Options) -> std::io::Result<()> {
+pub async fn serve(
+    options: &Options,
+    listener: std::net::TcpListener,
+) -> std::io::Result<actix_web::dev::Server> {
     let store = RedisStore::builder(options.redis_url())
         .build()
         .await
         .map_err(std::io::Error::other)?;
     let limiter = RateLimiter::new(store).trusted_proxies(TrustedProxies::hops(1));
     let only = options.route;
-    HttpServer::new(move || {
+    Ok(HttpServer::new(move || {
         App::new()
             .configure(|cfg| routes(cfg, only))
             .wrap(limiter.clone())
     })
     .workers(options.workers)
-    .bind(("127.0.0.1", options.port))?
-    .run()
-    .await
+    .listen(listener)?
+    .run())
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::{
-    pinned_process::{free_port, PinnedProcess},
+    pinned_process::{PinnedProcess, Readiness},
     plan::Target,
 };
 
@@ -25,12 +25,11 @@ impl Servers {
         let mut running = Vec::new();
         for target in Target::all() {
             let variant = target.variant;
-            let port = free_port()?;
             let mut args = vec![
                 "--variant".to_owned(),
                 variant.flag().to_owned(),
                 "--port".to_owned(),
-                port.to_string(),
+                "0".to_owned(),
                 "--workers".to_owned(),
                 workers.to_string(),
             ];
@@ -51,7 +50,7 @@ impl Servers {
                 cpus,
                 binary,
                 &args,
-                port,
+                Readiness::Announced,
                 &log,
             )?;
             running.push((target, process));
