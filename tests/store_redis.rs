@@ -783,6 +783,98 @@ async fn a_reconnect_refused_while_redis_is_busy_does_not_break_the_store_for_go
     );
 }
 
+/// Redis's password changes under a running store and its connection drops: every
+/// reconnect is refused (not an I/O error, so redis-rs's connection manager answers that
+/// error for ever and only the store's probe replaces the connection). Once the password
+/// works again the store decides within about a second: refused at once, by a Redis that
+/// answers, the probes do not back off (found by review: after 11 s of refusals the probes
+/// came 8 s apart, and the store kept failing for seconds after the password was restored).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_refused_by_its_password_for_a_while_decides_again_soon_after_it_works() {
+    let server =
+        tokio::task::spawn_blocking(|| RedisServer::start_with_args(&["--requirepass", "before"]))
+            .await
+            .unwrap();
+    let url = format!("redis://:before@127.0.0.1:{}", server.port());
+    let store = RedisStore::builder(&url).build().await.unwrap();
+    until_connected(&store).await;
+    let mut admin = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let set_password = |admin: &mut redis::Connection, password: &str| {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("requirepass")
+            .arg(password)
+            .query(admin)
+            .unwrap();
+    };
+    set_password(&mut admin, "after");
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut admin)
+        .unwrap();
+    let refused_until = Instant::now() + Duration::from_secs(11);
+    let mut refusals = 0;
+    while Instant::now() < refused_until {
+        refusals += usize::from(check_login(&store).await.is_err());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(refusals > 100, "{refusals} checks refused in 11 s");
+    set_password(&mut admin, "before");
+    let recovered = until_decided(&store, Duration::from_secs(20)).await;
+    assert!(
+        matches!(recovered, Ok(took) if took < Duration::from_millis(2_500)),
+        "decided again only after {recovered:?} once the password worked again"
+    );
+}
+
+/// The store's Redis becomes a replica for good (`REPLICAOF`, no failover proxy in front):
+/// every check is answered `READONLY` (a store error, the route's failure policy applies) and
+/// a new connection reaches the same replica. The store tries new connections less and less
+/// often (found by review: it opened and swapped in one every second for as long as it
+/// lasted), and a primary again is used at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_on_a_replica_for_good_does_not_churn_connections() {
+    let (replica, primary) =
+        tokio::task::spawn_blocking(|| (RedisServer::start(), RedisServer::start()))
+            .await
+            .unwrap();
+    let store = RedisStore::builder(replica.url()).build().await.unwrap();
+    until_connected(&store).await;
+    let mut admin = replica.connection();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary.port())
+        .query(&mut admin)
+        .unwrap();
+    let before = connections_received(&replica);
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut read_only = 0;
+    while Instant::now() < until {
+        let checked = check_login(&store).await;
+        read_only += usize::from(matches!(&checked, Err(e) if e.to_string().contains("ReadOnly")));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(read_only > 100, "{read_only} checks answered READONLY");
+    // Less the one `connections_received` opens itself: replacements at about 1, 3 and 7 s
+    // (the probe's new connection and the one it swaps in are one).
+    let opened = connections_received(&replica) - before - 1;
+    assert!(opened <= 4, "the store opened {opened} connections in 10 s");
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut admin)
+        .unwrap();
+    let recovered = until_decided(&store, Duration::from_secs(1)).await;
+    assert!(recovered.is_ok(), "{recovered:?} once a primary again");
+}
+
 /// A limit no test reaches.
 fn far_limit() -> [Limit; 1] {
     [Limit::new(

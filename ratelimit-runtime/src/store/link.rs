@@ -15,7 +15,10 @@
 //! connection, which reads the slot map anew, every master must answer) while the old one,
 //! asked the same and given as long, does not, or was answered `READONLY`. So a Redis that is
 //! busy rather than unreachable (a slow command, a fork, `CLIENT PAUSE`), or a check that
-//! fails on its data, keeps its connections, and is probed less and less often.
+//! fails on its data, keeps its connections, and is probed less and less often; so is a
+//! replica that every new connection reaches too. A Redis that refuses new connections at
+//! once while the old one only answers errors (a changed password, `maxclients`) is probed
+//! every second, to be used again as soon as it accepts.
 
 use std::{
     future::Future,
@@ -133,6 +136,9 @@ pub(crate) struct Link<C> {
     /// Whether a check on the current connection was answered `READONLY`: a new connection
     /// that answers then replaces it even though it answers too.
     read_only: AtomicBool,
+    /// Whether the probe's back-off has grown since a check on the current connection was
+    /// last answered ([`StallRule::InARow`]): the next answer resets it.
+    backed_off: AtomicBool,
     rule: StallRule,
     probe: Mutex<Probe>,
 }
@@ -155,6 +161,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
             generation: AtomicU64::new(0),
             stalled: AtomicU32::new(0),
             read_only: AtomicBool::new(false),
+            backed_off: AtomicBool::new(false),
             rule,
             probe: Mutex::new(Probe {
                 running: false,
@@ -198,8 +205,12 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
         }
         if health == Health::Answered {
             self.read_only.store(false, Ordering::Relaxed);
-            if matches!(self.rule, StallRule::InARow) && self.stalled.load(Ordering::Relaxed) != 0 {
+            if matches!(self.rule, StallRule::InARow)
+                && (self.stalled.load(Ordering::Relaxed) != 0
+                    || self.backed_off.load(Ordering::Relaxed))
+            {
                 self.stalled.store(0, Ordering::Relaxed);
+                self.backed_off.store(false, Ordering::Relaxed);
                 self.probe_state().backoff = PROBE_BACKOFF;
             }
             return;
@@ -242,6 +253,9 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
                 tokio::time::timeout(probe_timeout, opening),
                 tokio::time::timeout(probe_timeout, old_answers)
             );
+            // Refused at once rather than unanswered: the old connection answers an error (as
+            // redis-rs's connection manager does for ever once its reconnect was refused).
+            let old_refused = matches!(old_answers, Ok(Err(_)));
             let old_answers = matches!(old_answers, Ok(Ok(())));
             // A replica answers `PING` as well as the primary does.
             let old_read_only = link.read_only.load(Ordering::Relaxed);
@@ -264,6 +278,15 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
                     link.stalled.store(0, Ordering::Relaxed);
                     link.read_only.store(false, Ordering::Relaxed);
                     match link.rule {
+                        // The old connection answered, on a replica: the new one may reach the
+                        // same replica (no failover proxy in front, nowhere else to go), and
+                        // replacing it every second would not help. Until a check on the new
+                        // one is answered, the wait grows (found by review).
+                        StallRule::InARow if old_answers => {
+                            probe.not_before = Instant::now() + probe.backoff;
+                            probe.backoff = (probe.backoff * 2).min(PROBE_BACKOFF_MAX);
+                            link.backed_off.store(true, Ordering::Relaxed);
+                        }
                         StallRule::InARow => {
                             probe.backoff = PROBE_BACKOFF;
                             probe.not_before = Instant::now() + PROBE_BACKOFF;
@@ -276,12 +299,21 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
                         }
                     }
                 }
+                // The old connection answers only an error and Redis refused the new one at
+                // once too (a password changed, `maxclients` reached, nothing listening): the
+                // old one is broken and Redis answers, so the next probe comes a second later,
+                // to take over as soon as Redis accepts again (found by review: a back-off
+                // grown to 16 s kept a store failing long after the password was restored).
+                Ok(Err(_)) if old_refused => {
+                    probe.not_before = Instant::now() + PROBE_BACKOFF;
+                }
                 // The old connection still answers (the server is busy, not out of reach), or
                 // Redis does not answer a new connection either (busy or down): another
                 // connection would not help. Wait longer before trying again.
                 Ok(Ok(_)) | Ok(Err(_)) | Err(_) => {
                     probe.not_before = Instant::now() + probe.backoff;
                     probe.backoff = (probe.backoff * 2).min(PROBE_BACKOFF_MAX);
+                    link.backed_off.store(true, Ordering::Relaxed);
                 }
             }
         });
