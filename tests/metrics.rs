@@ -502,3 +502,46 @@ async fn a_served_request_counted_after_the_fact_is_not_reported_as_rejected() {
     // The next request the route's guard sees is refused.
     assert_eq!(test::call_service(&app, request(false)).await.status(), 429);
 }
+
+#[rate_limit(limit = 5, window = "1m", identity = "ip", fail = "open")]
+#[get("/outage")]
+async fn outage() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+/// Found by review: while Redis was down every request logged an error line (200 requests,
+/// 200 lines). One line per route and worker every ten seconds now, the others at debug;
+/// the counter still counts each.
+#[actix_web::test]
+async fn an_outage_is_one_error_line_and_a_store_error_counted_per_request() {
+    snapshotter();
+    let errors_before = counted(
+        &snapshot(),
+        "ratelimit_store_errors_total",
+        &[("route", "GET /outage")],
+    );
+    let at_error = CapturedLog::start(tracing::Level::DEBUG);
+    let app =
+        test::init_service(App::new().service(outage).wrap(RateLimiter::new(DownStore))).await;
+    for i in 0..200 {
+        let req = from(&format!("203.0.113.{}", i % 250)).uri("/outage");
+        assert_eq!(
+            test::call_service(&app, req.to_request()).await.status(),
+            200
+        );
+    }
+    let errors = counted(
+        &snapshot(),
+        "ratelimit_store_errors_total",
+        &[("route", "GET /outage")],
+    ) - errors_before;
+    assert_eq!(errors, 200);
+    let logs = at_error.text();
+    let lines = |level: &str| {
+        logs.lines()
+            .filter(|l| l.contains(level) && l.contains("rate-limit store error"))
+            .count()
+    };
+    assert_eq!((lines("ERROR"), lines("DEBUG")), (1, 199), "{logs}");
+    assert!(logs.contains("at_debug_since_last=0"), "{logs}");
+}

@@ -1,7 +1,10 @@
 //! Logs (`tracing`) and metrics (`metrics` facade) of every decision. Nothing here ever sees
 //! a raw identity value: only its kind (`ip`, `user_id`, `ip+username`, ...).
 
-use std::time::Duration;
+use std::{
+    cell::Cell,
+    time::{Duration, Instant},
+};
 
 use metrics::{Key, Label, Level, Metadata, SharedString};
 
@@ -11,6 +14,10 @@ use crate::{identity::ClientIdentity, policy::Limit, store::StoreError};
 const DECISIONS: &str = "ratelimit_decisions_total";
 const STORE_ERRORS: &str = "ratelimit_store_errors_total";
 const STORE_DURATION: &str = "ratelimit_store_duration_seconds";
+
+/// A route's store errors are logged at `error` at most once per this long on one worker
+/// (the others at `debug`); the counter metric counts every one.
+pub(crate) const STORE_ERROR_LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// What the `metrics` macros would attach: this module as target, level INFO.
 static METADATA: Metadata<'static> =
@@ -24,6 +31,10 @@ pub(crate) struct RouteMetrics {
     decisions: [Key; Outcome::LABELS.len()],
     store_errors: Key,
     store_duration: Key,
+    /// When a store error of the route was last logged at `error` on this worker, and how
+    /// many have been logged at `debug` only since.
+    store_errors_logged: Cell<Option<Instant>>,
+    store_errors_unlogged: Cell<u64>,
 }
 
 impl RouteMetrics {
@@ -48,6 +59,24 @@ impl RouteMetrics {
             }),
             store_errors: Key::from_parts(STORE_ERRORS, labels()),
             store_duration: Key::from_parts(STORE_DURATION, labels()),
+            store_errors_logged: Cell::new(None),
+            store_errors_unlogged: Cell::new(0),
+        }
+    }
+
+    /// Whether a store error met `now` is logged at `error`: the first, then one per
+    /// [`STORE_ERROR_LOG_EVERY`]; with how many were logged at `debug` only before it.
+    fn store_error_logged_at_error(&self, now: Instant) -> Option<u64> {
+        match self.store_errors_logged.get() {
+            Some(last) if now.saturating_duration_since(last) < STORE_ERROR_LOG_EVERY => {
+                self.store_errors_unlogged
+                    .set(self.store_errors_unlogged.get() + 1);
+                None
+            }
+            _ => {
+                self.store_errors_logged.set(Some(now));
+                Some(self.store_errors_unlogged.replace(0))
+            }
         }
     }
 }
@@ -214,16 +243,31 @@ pub(crate) fn store_error(
     }
     let key = &route.metrics.store_errors;
     metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
-    tracing::error!(
-        target: "ratelimit",
-        route = %route.label,
-        identity = %client.kind(),
-        identity_fallback_from = %client.fallback(),
-        limits = %route.limits_text,
-        fail = %route.policy.fail(),
-        error = %failure.error,
-        "rate-limit store error: request {request}"
-    );
+    // An outage fails every request: one `error` line per route and worker every ten
+    // seconds, saying how many it stands for, rather than one per request (found by review).
+    match route.metrics.store_error_logged_at_error(Instant::now()) {
+        Some(not_logged_at_error) => tracing::error!(
+            target: "ratelimit",
+            route = %route.label,
+            identity = %client.kind(),
+            identity_fallback_from = %client.fallback(),
+            limits = %route.limits_text,
+            fail = %route.policy.fail(),
+            error = %failure.error,
+            at_debug_since_last = not_logged_at_error,
+            "rate-limit store error: request {request}"
+        ),
+        None => tracing::debug!(
+            target: "ratelimit",
+            route = %route.label,
+            identity = %client.kind(),
+            identity_fallback_from = %client.fallback(),
+            limits = %route.limits_text,
+            fail = %route.policy.fail(),
+            error = %failure.error,
+            "rate-limit store error: request {request} (at error level at most every 10 s per route and worker)"
+        ),
+    }
 }
 
 pub(crate) fn store_latency(route: &RouteInfo, elapsed: Duration) {
@@ -233,4 +277,25 @@ pub(crate) fn store_latency(route: &RouteInfo, elapsed: Duration) {
             .register_histogram(key, &METADATA)
             .record(elapsed.as_secs_f64());
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_routes_store_errors_reach_error_level_once_per_ten_seconds() {
+        let metrics = RouteMetrics::new("GET /x", "x");
+        let t0 = Instant::now();
+        let at = |secs: u64| t0 + Duration::from_secs(secs);
+        assert_eq!(metrics.store_error_logged_at_error(t0), Some(0));
+        assert_eq!(metrics.store_error_logged_at_error(at(1)), None);
+        assert_eq!(metrics.store_error_logged_at_error(at(9)), None);
+        // Ten seconds on: the next is at error, with the two at debug since.
+        assert_eq!(metrics.store_error_logged_at_error(at(10)), Some(2));
+        assert_eq!(metrics.store_error_logged_at_error(at(11)), None);
+        assert_eq!(metrics.store_error_logged_at_error(at(25)), Some(1));
+        // An earlier instant (another task's) is within the pace, not a panic.
+        assert_eq!(metrics.store_error_logged_at_error(t0), None);
+    }
 }
