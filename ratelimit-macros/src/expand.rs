@@ -143,7 +143,7 @@ fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Re
 
         #[doc(hidden)]
         #[allow(non_snake_case)]
-        fn #marker_fn(_: &::ratelimit_runtime::__private::actix_web::guard::GuardContext<'_>) -> bool {
+        fn #marker_fn(_: &::ratelimit_runtime::__private::actix_web::guard::GuardContext<'_>) -> ::core::primitive::bool {
             true
         }
 
