@@ -8,7 +8,8 @@
 # instruction counts do not (within 1 % between repeats), so this is how two builds of the
 # request path are compared (BENCHMARKS.md, section 6). Each server runs alone under
 # `valgrind --tool=callgrind`; after a warm-up of 200 requests the counters are zeroed, then
-# `requests` sequential requests are sent over one keep-alive connection (curl) and the
+# `requests` sequential requests are sent over one keep-alive connection (curl, with the
+# `X-Forwarded-For` wrk sends) and the
 # counters dumped. Kernel work (sockets, the answer's size) is not counted.
 #
 # With `--redis` the servers run as usual and `redis-server` runs under callgrind instead
@@ -83,11 +84,12 @@ for try in 1 2 3 4 5; do
     [ "$try" = 5 ] && { echo "instructions.sh: redis-server did not start; its log:" >&2; cat "$work/redis.log" >&2; exit 1; }
 done
 
-# Sends `count` GETs of `url` over one connection.
+# Sends `count` GETs of `url` over one connection, from the HTTP benchmark's one client: an
+# `X-Forwarded-For` the servers read as the client (one trusted proxy), as wrk sends it.
 send() {
     local url=$1 count=$2 args=()
     for _ in $(seq "$count"); do args+=("$url" -o /dev/null); done
-    curl -s "${args[@]}"
+    curl -s -H 'X-Forwarded-For: 198.18.255.1' "${args[@]}"
 }
 
 # label | server arguments | path

@@ -3,7 +3,8 @@
 //! - `allow`: a limit no run can reach, so every request is allowed (hot key and many
 //!   identities);
 //! - `flood`: 1 per hour, so every request after the first is over the limit;
-//! - `memory` (this project only): 1,000 per hour per algorithm, for the Redis bytes each
+//! - `memory` (this project only): 1,000 per hour per algorithm (the stacked policy with 100
+//!   per 10 minutes besides, whose GCRA key outlives the fill), for the Redis bytes each
 //!   active identity costs. The other Redis variants are measured on `allow`, whose keys also
 //!   live for an hour.
 //!

@@ -27,7 +27,10 @@ const FLOOR_SCRIPT: &str = include_str!("../../../scripts/floor.lua");
 struct FloorLimit {
     connection: Option<MultiplexedConnection>,
     sha: String,
-    scope: &'static str,
+    /// What this server's keys of the scope start with: the scope, after the process id, so
+    /// (d), (f) and (d′) never count in one another's keys (found by review: whichever ran
+    /// first paid for creating the keys in the exact checks).
+    key_stem: String,
     limit: u64,
     window_ms: u64,
 }
@@ -40,7 +43,7 @@ async fn limit_request(
         .app_data::<web::Data<FloorLimit>>()
         .expect("every floor scope has its limit")
         .clone();
-    let key = format!("floor:{}:{}", limit.scope, client_ip(&req));
+    let key = format!("{}:{}", limit.key_stem, client_ip(&req));
     let mut connection = match &limit.connection {
         Some(connection) => connection.clone(),
         None => req
@@ -88,7 +91,7 @@ pub async fn serve(
         web::Data::new(FloorLimit {
             connection: (!per_worker).then(|| connection.clone()),
             sha: sha.clone(),
-            scope: budget.segment(),
+            key_stem: format!("floor:{}:{}", std::process::id(), budget.segment()),
             limit: u64::from(limit),
             window_ms: window_secs * 1000,
         })

@@ -97,7 +97,7 @@ fn throughput_against(results: &Results, baseline: Variant, at_least: f64, out: 
             ))
         })
         .collect();
-    if figures.is_empty() {
+    if figures.len() < ProjectRoute::ALL.len() {
         out.push(not_measured(goal));
         return;
     }
@@ -109,7 +109,7 @@ fn throughput_against(results: &Results, baseline: Variant, at_least: f64, out: 
     out.push(Verdict {
         goal,
         figure: with_noise(figure, results, cell, baseline),
-        status: Status::of(figures.iter().all(|(_, r)| *r >= at_least)),
+        status: Status::of(figures.iter().all(|(_, r)| r.is_finite() && *r >= at_least)),
     });
 }
 
@@ -161,7 +161,7 @@ fn one_script_call(checks: &[ExactCheck], out: &mut Vec<Verdict>) {
             .iter()
             .filter(|c| c.target.variant == Variant::Project && c.scenario == scenario)
             .collect();
-        if mine.is_empty() {
+        if mine.len() < ProjectRoute::ALL.len() {
             out.push(not_measured(goal));
             continue;
         }
@@ -219,7 +219,10 @@ fn flood(results: &Results, checks: &[ExactCheck], out: &mut Vec<Verdict>) {
                 results,
                 cell,
             ),
-            status: Status::of(!figures.is_empty() && figures.iter().all(|(_, r)| *r >= 0.9)),
+            status: Status::of(
+                figures.len() == ProjectRoute::ALL.len()
+                    && figures.iter().all(|(_, r)| r.is_finite() && *r >= 0.9),
+            ),
         });
     }
     let goal = "flood: no Redis call for a shielded key".to_owned();
@@ -227,7 +230,7 @@ fn flood(results: &Results, checks: &[ExactCheck], out: &mut Vec<Verdict>) {
         .iter()
         .filter(|c| c.target.variant == Variant::Project && c.scenario == Scenario::Flood)
         .collect();
-    if shielded.is_empty() {
+    if shielded.len() < ProjectRoute::ALL.len() {
         out.push(not_measured(goal));
         return;
     }
@@ -303,7 +306,12 @@ fn added_latency(results: &Results, round_trip: RoundTrips, out: &mut Vec<Verdic
         out.push(Verdict {
             goal: format!("hot key, c1: added p50 over (a) ≤ 1.1 × one round trip ({bound_name})"),
             figure: list.clone(),
-            status: Status::of(!added.is_empty() && added.iter().all(|(_, us)| *us <= 1.1 * bound)),
+            status: Status::of(
+                added.len() == ProjectRoute::ALL.len()
+                    && added
+                        .iter()
+                        .all(|(_, us)| us.is_finite() && *us <= 1.1 * bound),
+            ),
         });
     }
 }
@@ -322,8 +330,9 @@ mod tests {
             rps_by_round: rps.to_vec(),
             p50_by_round: p50.to_vec(),
             p99_by_round: Vec::new(),
+            requests_by_round: vec![1],
             requests: 1,
-            non_2xx: 0,
+            error_statuses: 0,
             socket_errors: 0,
             script_calls: 0,
             commands: 0,
@@ -408,14 +417,17 @@ mod tests {
             scenario: Scenario::HotKey,
             connections: 1,
         };
-        let results = Results {
-            rows: vec![
-                row(cell, Target::of(Variant::NoLimiter), &[1.0], &[70.0]),
-                row(cell, Target::of(Variant::Floor), &[1.0], &[170.0]),
-                row(cell, project(ProjectRoute::Gcra), &[1.0], &[175.0]),
-                row(cell, Target::replica_of(Variant::Floor), &[1.0], &[160.0]),
-            ],
-        };
+        let mut rows = vec![
+            row(cell, Target::of(Variant::NoLimiter), &[1.0], &[70.0]),
+            row(cell, Target::of(Variant::Floor), &[1.0], &[170.0]),
+            row(cell, Target::replica_of(Variant::Floor), &[1.0], &[160.0]),
+        ];
+        rows.extend(
+            ProjectRoute::ALL
+                .into_iter()
+                .map(|route| row(cell, project(route), &[1.0], &[175.0])),
+        );
+        let results = Results { rows };
         let mut verdicts = Vec::new();
         added_latency(
             &results,
@@ -429,11 +441,43 @@ mod tests {
         assert!(
             verdicts[0]
                 .figure
-                .ends_with("gcra +105 µs; noise: (d′) +90 µs against (d) +100 µs"),
+                .ends_with("stacked +105 µs; noise: (d′) +90 µs against (d) +100 µs"),
             "{}",
             verdicts[0].figure
         );
         assert_eq!(verdicts[0].status, Status::Met);
         assert_eq!(verdicts[1].status, Status::NotMet);
+    }
+
+    /// Found by review: a goal read "met" with only some of the project's routes measured,
+    /// and a baseline round with no request (a ratio of infinity) could make a median "met".
+    #[test]
+    fn a_goal_needs_every_route_and_finite_ratios() {
+        let cell = Cell {
+            scenario: Scenario::HotKey,
+            connections: 64,
+        };
+        let verdict = |rows: Vec<Row>| {
+            let mut verdicts = Vec::new();
+            throughput_against(&Results { rows }, Variant::Floor, 1.0, &mut verdicts);
+            verdicts.remove(0).status
+        };
+        let floor = row(cell, Target::of(Variant::Floor), &[100.0, 100.0], &[]);
+        let mut rows = vec![
+            floor.clone(),
+            row(cell, project(ProjectRoute::Gcra), &[150.0; 2], &[]),
+        ];
+        assert_eq!(verdict(rows.clone()), Status::NotMeasured);
+        rows.extend(
+            ProjectRoute::ALL
+                .into_iter()
+                .filter(|r| *r != ProjectRoute::Gcra)
+                .map(|route| row(cell, project(route), &[150.0; 2], &[])),
+        );
+        assert_eq!(verdict(rows.clone()), Status::Met);
+        // A floor round with no request: that round's ratio is infinite, and with two rounds
+        // the median too.
+        rows[0] = row(cell, Target::of(Variant::Floor), &[0.0, 0.0], &[]);
+        assert_eq!(verdict(rows), Status::NotMet);
     }
 }

@@ -86,11 +86,12 @@ fn revision() -> String {
             "--porcelain",
             "ratelimit-runtime",
             "ratelimit-macros",
+            "bench",
         ])
         .output()
         .is_ok_and(|out| !out.stdout.is_empty());
     if changed {
-        format!("{commit} + uncommitted changes in ratelimit-runtime/ or ratelimit-macros/")
+        format!("{commit} + uncommitted changes in ratelimit-runtime/, ratelimit-macros/ or bench/")
     } else {
         commit
     }

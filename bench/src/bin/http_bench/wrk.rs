@@ -27,8 +27,8 @@ pub enum Clients {
 pub struct WrkResult {
     pub requests: u64,
     pub duration: Duration,
-    /// Responses other than 2xx/3xx.
-    pub non_2xx: u64,
+    /// Responses with a status of 400 or more (wrk's own count: a 1xx or 3xx is not one).
+    pub error_statuses: u64,
     /// Connect, read and write errors and timeouts.
     pub socket_errors: u64,
     pub p50_us: u64,
@@ -129,7 +129,7 @@ fn parse(stdout: &str) -> Option<WrkResult> {
     Some(WrkResult {
         requests: whole("requests")?,
         duration: Duration::from_micros(whole("duration_us")?),
-        non_2xx: whole("status_errors")?,
+        error_statuses: whole("status_errors")?,
         socket_errors: whole("connect_errors")?
             + whole("read_errors")?
             + whole("write_errors")?
@@ -151,7 +151,7 @@ mod tests {
                    read_errors=1 write_errors=0 timeouts=2 p50_us=1500 p99_us=4000 mean_us=1600.5\n";
         let result = parse(out).unwrap();
         assert_eq!(result.requests, 40_000);
-        assert_eq!((result.non_2xx, result.socket_errors), (3, 3));
+        assert_eq!((result.error_statuses, result.socket_errors), (3, 3));
         assert_eq!((result.p50_us, result.p99_us), (1500, 4000));
         assert!((result.requests_per_second() - 20_000.0).abs() < 1e-6);
         assert_eq!(parse("no summary"), None);
