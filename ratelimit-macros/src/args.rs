@@ -19,6 +19,7 @@ pub(crate) const KEYS: &[&str] = &[
     "fail",
     "shadow",
     "exempt",
+    "crate",
 ];
 pub(crate) const IDENTITY_PARTS: &[&str] =
     &["ip", "username", "user_id", "api_key", "header:<name>"];
@@ -113,6 +114,9 @@ pub(crate) struct Args {
     pub(crate) fail: Slot<FailMode>,
     pub(crate) shadow: Slot<bool>,
     pub(crate) exempt: Slot<String>,
+    /// The path the expansion reaches the runtime by (`crate = "my_facade::ratelimit"`), for
+    /// a crate that renames the dependency or reaches it through another crate.
+    pub(crate) runtime: Slot<syn::Path>,
 }
 
 impl Args {
@@ -128,11 +132,12 @@ impl Args {
             fail: Slot::Absent,
             shadow: Slot::Absent,
             exempt: Slot::Absent,
+            runtime: Slot::Absent,
         };
-        let metas = match Punctuated::<Meta, Token![,]>::parse_terminated.parse2(tokens) {
+        let metas = match Punctuated::<Meta, Token![,]>::parse_terminated.parse2(tokens.clone()) {
             Ok(metas) => metas,
             Err(error) => {
-                cx.push(error);
+                cx.push(syntax_hint(&tokens).unwrap_or(error));
                 // Keep going as if every key were present, so no "missing key" follows.
                 args.limit = Slot::Invalid;
                 args.window = Slot::Invalid;
@@ -240,6 +245,7 @@ impl Args {
             }
             "shadow" => self.shadow = parse_shadow(&value, cx),
             "exempt" => self.exempt = parse_exempt(&value, cx),
+            "crate" => self.runtime = parse_crate(&value, cx),
             _ => unreachable!("every key in KEYS has a setter"),
         }
     }
@@ -252,9 +258,47 @@ impl Args {
             "algorithm" => self.algorithm = Slot::Invalid,
             "fail" => self.fail = Slot::Invalid,
             "shadow" => self.shadow = Slot::Invalid,
+            "crate" => self.runtime = Slot::Invalid,
             _ => self.exempt = Slot::Invalid,
         }
     }
+}
+
+/// A clearer error than syn's for the two usual slips in the attribute's syntax: `limit: 10`
+/// (a colon for `=`) and `#[rate_limit(10, "1m")]` (values without keys).
+fn syntax_hint(tokens: &TokenStream) -> Option<syn::Error> {
+    use proc_macro2::{Spacing, TokenTree};
+    let trees: Vec<TokenTree> = tokens.clone().into_iter().collect();
+    let mut key_expected = true;
+    for (i, tree) in trees.iter().enumerate() {
+        match tree {
+            TokenTree::Punct(p) if p.as_char() == ',' => key_expected = true,
+            TokenTree::Literal(literal) if key_expected => {
+                return Some(syn::Error::new(
+                    literal.span(),
+                    format!(
+                        "`#[rate_limit]` takes `key = value` pairs, not a bare `{literal}`; e.g. `#[rate_limit(limit = 10, window = \"1m\")]`"
+                    ),
+                ));
+            }
+            TokenTree::Punct(p) if p.as_char() == ':' && p.spacing() == Spacing::Alone => {
+                if let Some(TokenTree::Ident(key)) = i.checked_sub(1).map(|j| &trees[j]) {
+                    let key = key.to_string();
+                    let example = if KEYS.contains(&key.as_str()) {
+                        example(&key)
+                    } else {
+                        "`limit = 10`"
+                    };
+                    return Some(syn::Error::new(
+                        p.span(),
+                        format!("write `{key} = ..` with `=`, not `:`; e.g. {example}"),
+                    ));
+                }
+            }
+            _ => key_expected = false,
+        }
+    }
+    None
 }
 
 fn example(key: &str) -> &'static str {
@@ -265,6 +309,7 @@ fn example(key: &str) -> &'static str {
         "algorithm" => "`algorithm = \"sliding_window\"`",
         "fail" => "`fail = \"closed\"`",
         "shadow" => "`shadow = true`",
+        "crate" => "`crate = \"my_facade::ratelimit\"`",
         _ => "`exempt = \"load balancer health check\"`",
     }
 }
@@ -450,15 +495,33 @@ fn calendar_unit(text: &str) -> Option<&str> {
         .find(|unit| matches!(*unit, "M" | "month" | "months" | "y" | "year" | "years"))
 }
 
+/// "did you mean" for a unit: its lower case where that is a unit (`H` → `h`; units are case
+/// sensitive), else a spelled-out unit close to a spelled-out misspelling. A unit of one or
+/// two letters is close to too many to guess from (`e` of `1e3ms` is no `sec`).
+fn unit_suggestion(unit: &str) -> String {
+    const SHORT_UNITS: &[&str] = &["ns", "us", "ms", "s", "m", "h", "hr", "d", "w"];
+    let lower = unit.to_ascii_lowercase();
+    if lower != unit && SHORT_UNITS.contains(&lower.as_str()) {
+        return format!("; did you mean `{lower}`? (units are lower case)");
+    }
+    if unit.chars().count() < 3 {
+        return String::new();
+    }
+    suggest::did_you_mean(unit, WINDOW_UNIT_WORDS)
+}
+
 fn window_parse_error(text: &str, error: humantime::DurationError) -> String {
     use humantime::DurationError;
     match error {
         DurationError::UnknownUnit { unit, value, .. } if unit.is_empty() => format!(
             "window `{text}` has no unit; write e.g. `{value}s`, `{value}m` or `{value}h`"
         ),
+        DurationError::UnknownUnit { unit, .. } if unit.starts_with("mo") => format!(
+            "window `{text}` counts in months, which are not a window unit (the longest window is 31 days); write e.g. `30d`, or `5m` for minutes"
+        ),
         DurationError::UnknownUnit { unit, .. } => format!(
             "unknown unit `{unit}` in window `{text}`; expected `ms`, `s`, `m`, `h` or `d`, as in {WINDOW_EXAMPLES}{}",
-            suggest::did_you_mean(&unit, WINDOW_UNIT_WORDS)
+            unit_suggestion(&unit)
         ),
         DurationError::NumberOverflow => format!(
             "window `{text}` is longer than the maximum of 31 days"
@@ -629,4 +692,24 @@ fn parse_exempt(value: &Expr, cx: &mut Ctxt) -> Slot<String> {
         return Slot::Invalid;
     }
     Slot::Valid(reason, lit.span())
+}
+
+fn parse_crate(value: &Expr, cx: &mut Ctxt) -> Slot<syn::Path> {
+    let Some(lit) = lit_str(value, "crate", cx) else {
+        return Slot::Invalid;
+    };
+    match lit.parse_with(syn::Path::parse_mod_style) {
+        Ok(path) => Slot::Valid(path, lit.span()),
+        Err(_) => {
+            cx.error(
+                lit.span(),
+                format!(
+                    "`crate = {}` is not a path; write the path this crate reaches `ratelimit_runtime` by, e.g. {}",
+                    lit.to_token_stream(),
+                    example("crate")
+                ),
+            );
+            Slot::Invalid
+        }
+    }
 }

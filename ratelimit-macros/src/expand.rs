@@ -109,6 +109,7 @@ fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Re
         _ => Vec::new(),
     };
     let policy = valid::validate(&stack, &methods, &mut cx);
+    let rt = runtime_path(&stack, &mut cx);
     cx.check()?;
     let (route, policy) = match (found, policy) {
         (Found::Route(route), Some(policy)) => (route, policy),
@@ -123,10 +124,10 @@ fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Re
     let marker_fn = format_ident!("__ratelimit_marker_{}_{:016x}", name, fingerprint);
     let declaration = format_ident!("__RATELIMIT_DECLARATION_{}", name);
     let marker_fn_text = marker_fn.to_string();
-    let guard = format!("::ratelimit_runtime::__private::RouteGuard::new(&{declaration})");
+    let guard = format!("{rt}::__private::RouteGuard::new(&{declaration})");
     let entry = route
         .has_own_middleware()
-        .then(|| format!("::ratelimit_runtime::__private::RouteEntry::new(&{declaration})"));
+        .then(|| format!("{rt}::__private::RouteEntry::new(&{declaration})"));
     let rewritten = route.rewrite(
         &function.attrs[route.index],
         &marker_fn_text,
@@ -137,20 +138,20 @@ fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Re
 
     let path = &route.path;
     let methods = &route.methods;
-    let policy = policy_tokens(&policy);
+    let policy = policy_tokens(&policy, &rt);
     Ok(quote! {
         #function
 
         #[doc(hidden)]
         #[allow(non_snake_case)]
-        fn #marker_fn(_: &::ratelimit_runtime::__private::actix_web::guard::GuardContext<'_>) -> ::core::primitive::bool {
+        fn #marker_fn(_: &#rt::__private::actix_web::guard::GuardContext<'_>) -> ::core::primitive::bool {
             true
         }
 
         #[doc(hidden)]
         #[allow(non_upper_case_globals)]
-        const #declaration: ::ratelimit_runtime::__private::RouteDeclaration =
-            ::ratelimit_runtime::__private::RouteDeclaration {
+        const #declaration: #rt::__private::RouteDeclaration =
+            #rt::__private::RouteDeclaration {
                 module: ::core::module_path!(),
                 function: #name_text,
                 methods: &[#(#methods),*],
@@ -160,12 +161,47 @@ fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Re
                 location: ::core::concat!(::core::file!(), ":", ::core::line!()),
             };
 
-        ::ratelimit_runtime::__private::inventory::submit! { #declaration }
+        #rt::__private::inventory::submit! { #declaration }
     })
 }
 
-fn policy_tokens(policy: &PolicyModel) -> TokenStream {
-    let p = quote!(::ratelimit_runtime::__private);
+/// The path the expansion names the runtime by: `crate = ".."` where the stack says it, else
+/// the name the compiled crate's `Cargo.toml` gives the `ratelimit-runtime` dependency (a
+/// renamed one too), else `::ratelimit_runtime`. A crate that reaches the runtime only
+/// through another crate's re-export has no such dependency: it says `crate = ".."`.
+fn runtime_path(stack: &[Args], cx: &mut Ctxt) -> TokenStream {
+    let mut said: Option<&syn::Path> = None;
+    for args in stack {
+        let Some((path, span)) = args.runtime.valid() else {
+            continue;
+        };
+        match said {
+            None => said = Some(path),
+            Some(first) if quote!(#first).to_string() != quote!(#path).to_string() => cx.error(
+                span,
+                format!(
+                    "`crate` differs between the stacked `#[rate_limit]`s (`{}` and `{}`); write it once",
+                    quote!(#first).to_string().replace(' ', ""),
+                    quote!(#path).to_string().replace(' ', "")
+                ),
+            ),
+            Some(_) => {}
+        }
+    }
+    if let Some(path) = said {
+        return quote!(#path);
+    }
+    match proc_macro_crate::crate_name("ratelimit-runtime") {
+        Ok(proc_macro_crate::FoundCrate::Name(name)) if name != "ratelimit_runtime" => {
+            let name = format_ident!("{}", name);
+            quote!(::#name)
+        }
+        _ => quote!(::ratelimit_runtime),
+    }
+}
+
+fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
+    let p = quote!(#rt::__private);
     match policy {
         PolicyModel::Exempt(reason) => quote!(#p::Policy::exempt(#reason)),
         PolicyModel::Limited {

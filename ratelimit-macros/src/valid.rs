@@ -35,7 +35,9 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     let mut ok = true;
     // `exempt` written, even if misspelled (`exemt`) or invalid: the route meant to be exempt.
     if let Some(exempt) = stack.iter().find(|a| !a.exempt.is_absent()) {
-        for key in exempt.keys.iter().filter(|k| k.name != "exempt") {
+        // `crate` says where the runtime is, not what the route's limit is.
+        let policy_keys = || exempt.keys.iter().filter(|k| k.name != "crate");
+        for key in policy_keys().filter(|k| k.name != "exempt") {
             let name = key.name;
             cx.error(
                 key.span,
@@ -50,7 +52,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
             }
         }
         return match &exempt.exempt {
-            Slot::Valid(reason, _) if exempt.keys.len() == 1 && stack.len() == 1 => {
+            Slot::Valid(reason, _) if policy_keys().count() == 1 && stack.len() == 1 => {
                 Some(PolicyModel::Exempt(reason.clone()))
             }
             _ => None,
