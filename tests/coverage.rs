@@ -235,6 +235,16 @@ async fn a_marker_without_a_registered_declaration_is_uncovered() {
         uncovered_patterns(&error),
         [("GET".into(), "/unlinked".into())]
     );
+    // Found by review: two versions of the runtime in one workspace (the handler's crate on
+    // one, the App's on the other) read as a missing `#[rate_limit]` on a declared handler.
+    // The check says what it is.
+    let text = error.to_string();
+    assert!(
+        text.contains("__ratelimit_marker_unlinked")
+            && text.contains("another version of ratelimit-runtime"),
+        "{text}"
+    );
+    assert!(!text.contains("add `#[rate_limit("), "{text}");
 }
 
 #[actix_web::test]

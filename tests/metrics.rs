@@ -14,7 +14,7 @@ use actix_web::{
     dev::{ServiceRequest, ServiceResponse},
     get, guard,
     middleware::Next,
-    post, test, App, Error, HttpResponse, Responder,
+    post, test, web, App, Error, HttpResponse, Responder,
 };
 use metrics_util::{
     debugging::{DebugValue, DebuggingRecorder, Snapshotter},
@@ -263,6 +263,60 @@ mod v2 {
     pub async fn list() -> impl Responder {
         HttpResponse::Ok().body("v2")
     }
+}
+
+mod tenant_a {
+    use super::*;
+
+    #[rate_limit(limit = 2, window = "1m", identity = "ip")]
+    #[get("/orders")]
+    pub async fn orders() -> impl Responder {
+        HttpResponse::Ok()
+    }
+}
+
+// Word for word `tenant_a::orders`: one marker name for both.
+mod tenant_b {
+    use super::*;
+
+    #[rate_limit(limit = 2, window = "1m", identity = "ip")]
+    #[get("/orders")]
+    pub async fn orders() -> impl Responder {
+        HttpResponse::Ok()
+    }
+}
+
+/// Found by review: two handlers identical word for word, in two modules, mounted at one
+/// path under scopes a guard tells apart, shared one budget (their keys were told apart by
+/// a hash of the marker, which is made from the handler's text); they count apart.
+#[actix_web::test]
+async fn identical_handlers_in_two_modules_on_one_path_count_apart() {
+    let tenant = |name: &'static str| guard::Header("x-tenant", name);
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(
+        App::new()
+            .service(
+                web::scope("/v")
+                    .guard(tenant("a"))
+                    .service(tenant_a::orders),
+            )
+            .service(
+                web::scope("/v")
+                    .guard(tenant("b"))
+                    .service(tenant_b::orders),
+            )
+            .wrap(limiter),
+    )
+    .await;
+    let mut statuses = Vec::new();
+    for name in ["a", "a", "b", "b", "a", "b"] {
+        let req = from("203.0.113.10")
+            .uri("/v/orders")
+            .insert_header(("x-tenant", name))
+            .to_request();
+        statuses.push(test::call_service(&app, req).await.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 429, 429]);
 }
 
 /// Found by review: two handlers of one name (in two modules) declaring one path count in

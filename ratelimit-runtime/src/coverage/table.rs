@@ -35,6 +35,10 @@ pub struct RouteRow {
     /// be told to reach the declared resource before routing: the default policy applies to
     /// the path as well.
     pub shared_path: bool,
+    /// An uncovered route's `#[rate_limit]` marker whose declaration is not in this program's
+    /// registry: its crate was built against another copy of ratelimit-runtime (two versions
+    /// in the dependency tree), or its registration was not linked.
+    pub unlinked_marker: Option<String>,
 }
 
 impl RouteRow {
@@ -48,6 +52,11 @@ impl RouteRow {
 
     /// What to add to cover this route.
     pub fn hint(&self) -> String {
+        if let Some(marker) = &self.unlinked_marker {
+            return format!(
+                "its handler carries a `#[rate_limit]` (`{marker}`), but that declaration is not in this program's registry: the handler's crate was built against another version of ratelimit-runtime than the App's (`cargo tree -d -i ratelimit-runtime` lists both; give every crate one version), or its registration was not linked"
+            );
+        }
         let attribute = if self.method == "*" {
             "route".to_owned()
         } else {
@@ -123,19 +132,24 @@ impl RouteTable {
     /// registered resource carries no declaration, and per declaration another one at the
     /// same method and path shadows.
     pub fn warnings(&self) -> Vec<String> {
-        self.unmounted
-            .iter()
-            .map(|d| {
-                format!(
-                    "`{}` declares a rate limit for `{}` ({}) but is not mounted in this App",
-                    d.handler(),
-                    d.route(),
-                    d.location
-                )
-            })
+        self.unmounted_notes()
             .chain(self.first_undeclared.iter().cloned())
             .chain(self.shadowed.iter().cloned())
             .collect()
+    }
+
+    /// One line per declaration that no route of this App mounts (a handlers crate shared by
+    /// several binaries declares the others' routes too): no route of this App goes unlimited
+    /// for it, so [`require_coverage`](super::require_coverage) logs these at `info`.
+    pub fn unmounted_notes(&self) -> impl Iterator<Item = String> + '_ {
+        self.unmounted.iter().map(|d| {
+            format!(
+                "`{}` declares a rate limit for `{}` ({}) but is not mounted in this App",
+                d.handler(),
+                d.route(),
+                d.location
+            )
+        })
     }
 
     /// The table as aligned text: method, pattern, handler, policy, identity, fail mode.
@@ -265,12 +279,24 @@ fn collect(
                 }
             }
             let status = first.map_or(RouteStatus::Uncovered, |d| RouteStatus::Declared(d));
+            // A marker the registry does not know: declared with another copy of the runtime
+            // (found by review: two versions in one workspace read as a missing declaration).
+            let unlinked_marker = (status == RouteStatus::Uncovered)
+                .then(|| {
+                    node.guards
+                        .iter()
+                        .filter_map(|g| marker_of(g))
+                        .find(|m| markers.get(m).is_none())
+                        .map(str::to_owned)
+                })
+                .flatten();
             found.rows.push(RouteRow {
                 method,
                 pattern: node.full_path.clone(),
                 resource: node.resource_name.clone(),
                 status,
                 shared_path,
+                unlinked_marker,
             });
         }
     }
@@ -286,7 +312,11 @@ fn row_cells(row: &RouteRow) -> [String; 7] {
             "-".to_owned(),
             "-".to_owned(),
             "-".to_owned(),
-            "UNCOVERED".to_owned(),
+            if row.unlinked_marker.is_some() {
+                "UNCOVERED (declared with another ratelimit-runtime)".to_owned()
+            } else {
+                "UNCOVERED".to_owned()
+            },
         ),
         Some(d) => match &d.policy {
             Policy::Exempt { reason } => (

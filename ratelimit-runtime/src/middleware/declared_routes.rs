@@ -78,12 +78,20 @@ impl DeclaredRoutes {
         if others.is_empty() {
             return None;
         }
+        // Same-named handlers (in two modules) by a hash of their module path and name,
+        // which editing a handler's body does not change (found by review: a hash of the
+        // marker, made from the handler's text, was one for two identical handlers, which
+        // then shared their keys, and changed with every edit of either). The marker only
+        // where that is one too (handlers defined in function bodies of one module).
+        let handler = declaration.handler();
         Some(
             if others
                 .iter()
                 .all(|other| other.function != declaration.function)
             {
                 format!("fn.{}", declaration.function)
+            } else if others.iter().all(|other| other.handler() != handler) {
+                format!("fn.{}", crate::key::short_hash(&handler))
             } else {
                 format!("fn.{}", crate::key::short_hash(declaration.marker_name()))
             },

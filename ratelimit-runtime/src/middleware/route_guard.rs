@@ -132,7 +132,7 @@ where
                     target: "ratelimit",
                     route = %route.label,
                     handler = %declaration.handler(),
-                    "declared route reached without the App-level `RateLimiter`: answering 500; wrap the App with `RateLimiter::new(store)`"
+                    "declared route reached without the App-level `RateLimiter`: answering 500; wrap the App with `RateLimiter::new(store)`, or, if it is wrapped, build the App's `RateLimiter` and this handler's `#[rate_limit]` with one version of ratelimit-runtime (`cargo tree -d -i ratelimit-runtime` lists two)"
                 );
                 let response = answer::limiter_not_installed(&route.label);
                 return Ok(req.into_response(response).map_into_right_body());
