@@ -875,6 +875,134 @@ async fn a_store_on_a_replica_for_good_does_not_churn_connections() {
     assert!(recovered.is_ok(), "{recovered:?} once a primary again");
 }
 
+/// One check of client `ip` against 1 per hour (GCRA) on the store's clock.
+async fn check_one_per_hour(store: &RedisStore, ip: &str) -> Result<Decision, StoreError> {
+    let key = RouteKey::new("rl", "GET", "/r", &[(IdentityPart::Ip, ip)]);
+    let limits = [Limit::new(1, Window::from_secs(3600), Algorithm::Gcra)];
+    store
+        .check(CheckRequest {
+            key: &key,
+            limits: &limits,
+            now_millis: None,
+        })
+        .await
+}
+
+/// The same with a route's real traffic: most clients are allowed (their checks write, and
+/// a replica answers `READONLY`), a few are over their limit (their checks only read, and a
+/// replica decides them). Those refusals say nothing about whether the connection can write:
+/// they do not reset the back-off (found by review: they did, and the store got a new
+/// connection every second again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_a_replica_decides_do_not_reset_the_back_off() {
+    let (replica, primary) =
+        tokio::task::spawn_blocking(|| (RedisServer::start(), RedisServer::start()))
+            .await
+            .unwrap();
+    // A client over its limit on the primary, replicated to the replica below.
+    let on_primary = RedisStore::builder(primary.url()).build().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while check_one_per_hour(&on_primary, "198.51.100.1")
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the primary's store never connected"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !check_one_per_hour(&on_primary, "198.51.100.1")
+            .await
+            .unwrap()
+            .allowed
+    );
+    let store = RedisStore::builder(replica.url()).build().await.unwrap();
+    until_connected(&store).await;
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary.port())
+        .query(&mut replica.connection())
+        .unwrap();
+    // Once the replica holds the primary's data, the over-limit client is refused there.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !matches!(check_one_per_hour(&store, "198.51.100.1").await, Ok(d) if !d.allowed) {
+        assert!(Instant::now() < deadline, "the replica never synced");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let before = connections_received(&replica);
+    let until = Instant::now() + Duration::from_secs(10);
+    let (mut read_only, mut refused, mut i) = (0, 0, 0u32);
+    while Instant::now() < until {
+        for _ in 0..4 {
+            i += 1;
+            let ip = format!("10.{}.{}.{}", (i >> 16) & 255, (i >> 8) & 255, i & 255);
+            let checked = check_one_per_hour(&store, &ip).await;
+            read_only +=
+                usize::from(matches!(&checked, Err(e) if e.to_string().contains("ReadOnly")));
+        }
+        let checked = check_one_per_hour(&store, "198.51.100.1").await;
+        refused += usize::from(matches!(checked, Ok(d) if !d.allowed));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(read_only > 100, "{read_only} checks answered READONLY");
+    assert!(refused > 20, "{refused} refusals decided by the replica");
+    // Less the one `connections_received` opens itself.
+    let opened = connections_received(&replica) - before - 1;
+    assert!(opened <= 4, "the store opened {opened} connections in 10 s");
+}
+
+/// A Redis busy with a long script answers every command `BUSY` at once, the probe's `PING`
+/// on the old connection too: that is a busy server, not a refused connection, and it is
+/// probed less and less often (found by review: the every-second probing meant for a
+/// refused password applied to it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_busy_with_a_script_is_not_sent_a_connection_a_second() {
+    let server = tokio::task::spawn_blocking(|| {
+        RedisServer::start_with_args(&["--busy-reply-threshold", "100"])
+    })
+    .await
+    .unwrap();
+    let store = RedisStore::builder(server.url()).build().await.unwrap();
+    until_connected(&store).await;
+    // A replacement waits at least a second after the connection was made.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let before = connections_received(&server);
+    let mut busy = server.connection();
+    let script = std::thread::spawn(move || {
+        let _ = redis::cmd("EVAL")
+            .arg("local t = redis.call('TIME')[1] + 0; while redis.call('TIME')[1] + 0 - t < 10 do end")
+            .arg(0)
+            .query::<redis::Value>(&mut busy);
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let until = Instant::now() + Duration::from_millis(9_000);
+    let mut busy_errors = 0;
+    while Instant::now() < until {
+        let checked = futures_util::future::join_all((0..8).map(|k| {
+            let store = &store;
+            async move { check_one_per_hour(store, &format!("198.51.100.{}", 10 + k)).await }
+        }))
+        .await;
+        busy_errors += checked
+            .iter()
+            .filter(|c| matches!(c, Err(e) if e.kind() != StoreErrorKind::Timeout))
+            .count();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    script.join().unwrap();
+    // Connection attempts queued in the listen backlog are accepted now.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(busy_errors > 100, "{busy_errors} checks refused BUSY");
+    // Less the two connections this test opened itself (the script's and the count's).
+    let opened = connections_received(&server) - before - 2;
+    assert!(
+        opened <= 4,
+        "{opened} connections opened while Redis ran a 10 s script"
+    );
+}
+
 /// A limit no test reaches.
 fn far_limit() -> [Limit; 1] {
     [Limit::new(

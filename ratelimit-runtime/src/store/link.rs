@@ -105,7 +105,10 @@ pub(crate) async fn check<S: Linked>(
         Err(e) if matches!(e.kind(), StoreErrorKind::Connection | StoreErrorKind::Redis) => {
             Health::Failed
         }
-        // Decided, or answered in a shape the store refuses: the connection works.
+        // Refused: decided without a write, which a replica does as well as a primary.
+        Ok(decision) if !decision.allowed => Health::AnsweredWithoutWrite,
+        // Allowed (the script wrote), or answered in a shape the store refuses: the
+        // connection works.
         Ok(_) | Err(_) => Health::Answered,
     };
     link.observe(generation, health, store);
@@ -116,6 +119,8 @@ pub(crate) async fn check<S: Linked>(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Health {
     Answered,
+    /// Decided without writing (a refusal): the connection works, but may reach a replica.
+    AnsweredWithoutWrite,
     TimedOut,
     /// Redis answered `READONLY`: the connection reaches a replica.
     ReadOnly,
@@ -133,8 +138,10 @@ pub(crate) struct Link<C> {
     generation: AtomicU64,
     /// Failed checks (timeouts, errors) counted towards a stall on the current connection.
     stalled: AtomicU32,
-    /// Whether a check on the current connection was answered `READONLY`: a new connection
-    /// that answers then replaces it even though it answers too.
+    /// Whether a check on the current connection was answered `READONLY` (or it replaced
+    /// one that was) and none has written since: a new connection that answers then
+    /// replaces it even though it answers too, and its refusals (decided without a write,
+    /// as a replica decides them) count for nothing.
     read_only: AtomicBool,
     /// Whether the probe's back-off has grown since a check on the current connection was
     /// last answered ([`StallRule::InARow`]): the next answer resets it.
@@ -203,7 +210,14 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
         if health == Health::ReadOnly {
             self.read_only.store(true, Ordering::Relaxed);
         }
-        if health == Health::Answered {
+        // A refusal on a connection that was answered `READONLY` tells nothing: a replica
+        // refuses as well as a primary (found by review: over-limit clients among the others
+        // reset the back-off, and a server made a replica for good got a new connection every
+        // second again).
+        if health == Health::AnsweredWithoutWrite && self.read_only.load(Ordering::Relaxed) {
+            return;
+        }
+        if matches!(health, Health::Answered | Health::AnsweredWithoutWrite) {
             self.read_only.store(false, Ordering::Relaxed);
             if matches!(self.rule, StallRule::InARow)
                 && (self.stalled.load(Ordering::Relaxed) != 0
@@ -253,9 +267,11 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
                 tokio::time::timeout(probe_timeout, opening),
                 tokio::time::timeout(probe_timeout, old_answers)
             );
-            // Refused at once rather than unanswered: the old connection answers an error (as
-            // redis-rs's connection manager does for ever once its reconnect was refused).
-            let old_refused = matches!(old_answers, Ok(Err(_)));
+            // Refused at once rather than unanswered: the old connection answers a connection
+            // or authentication error (as redis-rs's connection manager does for ever once its
+            // reconnect was refused). Not `BUSY` or `LOADING`: a busy Redis answers those at
+            // once too, and is probed less and less often (found by review).
+            let old_refused = matches!(&old_answers, Ok(Err(e)) if refused_at_once(e));
             let old_answers = matches!(old_answers, Ok(Ok(())));
             // A replica answers `PING` as well as the primary does.
             let old_read_only = link.read_only.load(Ordering::Relaxed);
@@ -276,7 +292,10 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
                     *connection = (connection.0 + 1, fresh);
                     link.generation.store(connection.0, Ordering::Relaxed);
                     link.stalled.store(0, Ordering::Relaxed);
-                    link.read_only.store(false, Ordering::Relaxed);
+                    // Replaced for reaching a replica: the new connection is not known to
+                    // be writable either until a check on it writes, so its refusals do not
+                    // reset the back-off.
+                    link.read_only.store(old_answers, Ordering::Relaxed);
                     match link.rule {
                         // The old connection answered, on a replica: the new one may reach the
                         // same replica (no failover proxy in front, nowhere else to go), and
@@ -318,6 +337,13 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
             }
         });
     }
+}
+
+/// An error that says Redis refused the connection itself, not that it is busy.
+fn refused_at_once(error: &::redis::RedisError) -> bool {
+    error.kind() == ::redis::ErrorKind::AuthenticationFailed
+        || error.is_connection_refusal()
+        || error.is_io_error()
 }
 
 /// Reports a check that was given up before it ended (dropped by a caller's timer) as a
