@@ -270,7 +270,11 @@ fn syntax_hint(tokens: &TokenStream) -> Option<syn::Error> {
     use proc_macro2::{Spacing, TokenTree};
     let trees: Vec<TokenTree> = tokens.clone().into_iter().collect();
     let mut key_expected = true;
+    // Whether the token before this one stood where a key goes (first, or after a comma):
+    // a colon inside a value (`identity = header:x`) is not a key's.
+    let mut after_key = false;
     for (i, tree) in trees.iter().enumerate() {
+        let at_key = key_expected;
         match tree {
             TokenTree::Punct(p) if p.as_char() == ',' => key_expected = true,
             TokenTree::Literal(literal) if key_expected => {
@@ -281,7 +285,9 @@ fn syntax_hint(tokens: &TokenStream) -> Option<syn::Error> {
                     ),
                 ));
             }
-            TokenTree::Punct(p) if p.as_char() == ':' && p.spacing() == Spacing::Alone => {
+            TokenTree::Punct(p)
+                if p.as_char() == ':' && p.spacing() == Spacing::Alone && after_key =>
+            {
                 if let Some(TokenTree::Ident(key)) = i.checked_sub(1).map(|j| &trees[j]) {
                     let key = key.to_string();
                     let example = if KEYS.contains(&key.as_str()) {
@@ -297,6 +303,7 @@ fn syntax_hint(tokens: &TokenStream) -> Option<syn::Error> {
             }
             _ => key_expected = false,
         }
+        after_key = at_key && matches!(tree, TokenTree::Ident(_));
     }
     None
 }
@@ -711,5 +718,25 @@ fn parse_crate(value: &Expr, cx: &mut Ctxt) -> Slot<syn::Path> {
             );
             Slot::Invalid
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::*;
+
+    #[test]
+    fn the_colon_hint_is_for_a_key_only() {
+        let hint = |tokens: TokenStream| syntax_hint(&tokens).map(|e| e.to_string());
+        let colon = hint(quote!(limit: 10, window = "5m")).expect("a hint");
+        assert!(colon.starts_with("write `limit = ..` with `=`"), "{colon}");
+        let later = hint(quote!(limit = 10, window: "5m")).expect("a hint");
+        assert!(later.starts_with("write `window = ..`"), "{later}");
+        // Found by review: a colon inside an unquoted value was read as a key's.
+        assert_eq!(hint(quote!(limit = 10, identity = header:x_api_key)), None);
+        let bare = hint(quote!(10, "5m")).expect("a hint");
+        assert!(bare.contains("not a bare `10`"), "{bare}");
     }
 }

@@ -9,7 +9,11 @@ use std::{
 use metrics::{Key, Label, Level, Metadata, SharedString};
 
 use super::route_info::RouteInfo;
-use crate::{identity::ClientIdentity, policy::Limit, store::StoreError};
+use crate::{
+    identity::ClientIdentity,
+    policy::Limit,
+    store::{StoreError, StoreErrorKind},
+};
 
 const DECISIONS: &str = "ratelimit_decisions_total";
 const STORE_ERRORS: &str = "ratelimit_store_errors_total";
@@ -31,10 +35,10 @@ pub(crate) struct RouteMetrics {
     decisions: [Key; Outcome::LABELS.len()],
     store_errors: Key,
     store_duration: Key,
-    /// When a store error of the route was last logged at `error` on this worker, and how
-    /// many have been logged at `debug` only since.
-    store_errors_logged: Cell<Option<Instant>>,
-    store_errors_unlogged: Cell<u64>,
+    /// Per error kind ([`kind_index`]): when a store error of the route was last logged at
+    /// `error` on this worker, and how many have been logged at `debug` only since.
+    store_errors_logged: [Cell<Option<Instant>>; 4],
+    store_errors_unlogged: [Cell<u64>; 4],
 }
 
 impl RouteMetrics {
@@ -59,25 +63,39 @@ impl RouteMetrics {
             }),
             store_errors: Key::from_parts(STORE_ERRORS, labels()),
             store_duration: Key::from_parts(STORE_DURATION, labels()),
-            store_errors_logged: Cell::new(None),
-            store_errors_unlogged: Cell::new(0),
+            store_errors_logged: Default::default(),
+            store_errors_unlogged: Default::default(),
         }
     }
 
-    /// Whether a store error met `now` is logged at `error`: the first, then one per
-    /// [`STORE_ERROR_LOG_EVERY`]; with how many were logged at `debug` only before it.
-    fn store_error_logged_at_error(&self, now: Instant) -> Option<u64> {
-        match self.store_errors_logged.get() {
+    /// Whether a store error of `kind` met `now` is logged at `error`: the first of its kind,
+    /// then one per [`STORE_ERROR_LOG_EVERY`] (each kind on its own pace, so a configuration
+    /// error is not hidden behind a timeout's); with how many of its kind were logged at
+    /// `debug` only before it.
+    fn store_error_logged_at_error(&self, now: Instant, kind: StoreErrorKind) -> Option<u64> {
+        let (logged, unlogged) = (
+            &self.store_errors_logged[kind_index(kind)],
+            &self.store_errors_unlogged[kind_index(kind)],
+        );
+        match logged.get() {
             Some(last) if now.saturating_duration_since(last) < STORE_ERROR_LOG_EVERY => {
-                self.store_errors_unlogged
-                    .set(self.store_errors_unlogged.get() + 1);
+                unlogged.set(unlogged.get() + 1);
                 None
             }
             _ => {
-                self.store_errors_logged.set(Some(now));
-                Some(self.store_errors_unlogged.replace(0))
+                logged.set(Some(now));
+                Some(unlogged.replace(0))
             }
         }
+    }
+}
+
+fn kind_index(kind: StoreErrorKind) -> usize {
+    match kind {
+        StoreErrorKind::Timeout => 0,
+        StoreErrorKind::Connection => 1,
+        StoreErrorKind::Redis => 2,
+        StoreErrorKind::Protocol => 3,
     }
 }
 
@@ -245,7 +263,10 @@ pub(crate) fn store_error(
     metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
     // An outage fails every request: one `error` line per route and worker every ten
     // seconds, saying how many it stands for, rather than one per request (found by review).
-    match route.metrics.store_error_logged_at_error(Instant::now()) {
+    match route
+        .metrics
+        .store_error_logged_at_error(Instant::now(), failure.error.kind())
+    {
         Some(not_logged_at_error) => tracing::error!(
             target: "ratelimit",
             route = %route.label,
@@ -265,7 +286,7 @@ pub(crate) fn store_error(
             limits = %route.limits_text,
             fail = %route.policy.fail(),
             error = %failure.error,
-            "rate-limit store error: request {request} (at error level at most every 10 s per route and worker)"
+            "rate-limit store error: request {request} (at error level once per 10 s per route, kind of error and worker)"
         ),
     }
 }
@@ -288,14 +309,22 @@ mod tests {
         let metrics = RouteMetrics::new("GET /x", "x");
         let t0 = Instant::now();
         let at = |secs: u64| t0 + Duration::from_secs(secs);
-        assert_eq!(metrics.store_error_logged_at_error(t0), Some(0));
-        assert_eq!(metrics.store_error_logged_at_error(at(1)), None);
-        assert_eq!(metrics.store_error_logged_at_error(at(9)), None);
+        let timeout = |now| metrics.store_error_logged_at_error(now, StoreErrorKind::Timeout);
+        assert_eq!(timeout(t0), Some(0));
+        assert_eq!(timeout(at(1)), None);
+        assert_eq!(timeout(at(9)), None);
         // Ten seconds on: the next is at error, with the two at debug since.
-        assert_eq!(metrics.store_error_logged_at_error(at(10)), Some(2));
-        assert_eq!(metrics.store_error_logged_at_error(at(11)), None);
-        assert_eq!(metrics.store_error_logged_at_error(at(25)), Some(1));
+        assert_eq!(timeout(at(10)), Some(2));
+        assert_eq!(timeout(at(11)), None);
+        assert_eq!(timeout(at(25)), Some(1));
         // An earlier instant (another task's) is within the pace, not a panic.
-        assert_eq!(metrics.store_error_logged_at_error(t0), None);
+        assert_eq!(timeout(t0), None);
+        // Another kind is at error at once (found by review: a configuration error after a
+        // timeout stayed at debug), each kind on its own pace.
+        let redis = |now| metrics.store_error_logged_at_error(now, StoreErrorKind::Redis);
+        assert_eq!(redis(at(26)), Some(0));
+        assert_eq!(redis(at(27)), None);
+        assert_eq!(timeout(at(28)), None);
+        assert_eq!(timeout(at(35)), Some(2));
     }
 }
