@@ -747,21 +747,8 @@ async fn a_reconnect_refused_while_redis_is_busy_does_not_break_the_store_for_go
     let store = RedisStore::builder(&url).build().await.unwrap();
     until_connected(&store).await;
     let mut admin = server.connection();
-    let _: () = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .arg("SKIPME")
-        .arg("yes")
-        .query(&mut admin)
-        .unwrap();
-    let mut busy = server.connection();
-    let script = std::thread::spawn(move || {
-        let _ = redis::cmd("EVAL")
-            .arg("while true do end")
-            .arg(0)
-            .query::<redis::Value>(&mut busy);
-    });
+    kill_other_clients(&mut admin);
+    let script = run_script(&server, "while true do end");
     // The script runs before the store reconnects.
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Checks while Redis is busy fail (the route's failure policy applies).
@@ -811,14 +798,7 @@ async fn a_store_refused_by_its_password_for_a_while_decides_again_soon_after_it
             .unwrap();
     };
     set_password(&mut admin, "after");
-    let _: () = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .arg("SKIPME")
-        .arg("yes")
-        .query(&mut admin)
-        .unwrap();
+    kill_other_clients(&mut admin);
     let refused_until = Instant::now() + Duration::from_secs(11);
     let mut refusals = 0;
     while Instant::now() < refused_until {
@@ -969,13 +949,10 @@ async fn a_redis_busy_with_a_script_is_not_sent_a_connection_a_second() {
     // A replacement waits at least a second after the connection was made.
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     let before = connections_received(&server);
-    let mut busy = server.connection();
-    let script = std::thread::spawn(move || {
-        let _ = redis::cmd("EVAL")
-            .arg("local t = redis.call('TIME')[1] + 0; while redis.call('TIME')[1] + 0 - t < 10 do end")
-            .arg(0)
-            .query::<redis::Value>(&mut busy);
-    });
+    let script = run_script(
+        &server,
+        "local t = redis.call('TIME')[1] + 0; while redis.call('TIME')[1] + 0 - t < 10 do end",
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     let until = Instant::now() + Duration::from_millis(9_000);
     let mut busy_errors = 0;
@@ -1001,6 +978,29 @@ async fn a_redis_busy_with_a_script_is_not_sent_a_connection_a_second() {
         opened <= 4,
         "{opened} connections opened while Redis ran a 10 s script"
     );
+}
+
+/// Closes every client connection of the server but `admin`'s own.
+fn kill_other_clients(admin: &mut redis::Connection) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(admin)
+        .unwrap();
+}
+
+/// Runs the Lua `source` on `server` on a thread of its own, until it ends or is killed.
+fn run_script(server: &RedisServer, source: &'static str) -> std::thread::JoinHandle<()> {
+    let mut busy = server.connection();
+    std::thread::spawn(move || {
+        let _ = redis::cmd("EVAL")
+            .arg(source)
+            .arg(0)
+            .query::<redis::Value>(&mut busy);
+    })
 }
 
 /// A limit no test reaches.
