@@ -5,7 +5,7 @@ use ratelimit_bench::{ProjectRoute, Variant};
 pub const USAGE: &str =
     "usage: bench_server --variant <none|limitation|governor|floor|floor-per-worker|answer-only|project> \
 --port <port, 0 for any free one> [--redis <url>] [--workers <n>] \
-[--route <fixed_window|sliding_window|sliding_log|gcra|stacked>]";
+[--route <fixed_window|sliding_window|sliding_log|gcra|stacked>] [--timeout-ms <n>]";
 
 /// What to serve, where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +17,8 @@ pub struct Options {
     pub workers: usize,
     /// This project only: serve just this route's handlers (default: all of them).
     pub route: Option<ProjectRoute>,
+    /// This project only: the store's timeout in ms (default: the store's own, 50 ms).
+    pub timeout_ms: Option<u64>,
 }
 
 impl Options {
@@ -26,6 +28,7 @@ impl Options {
         let mut redis = None;
         let mut workers = 1;
         let mut route = None;
+        let mut timeout_ms = None;
         while let Some(flag) = args.next() {
             let mut value = || args.next().ok_or_else(|| format!("`{flag}` needs a value"));
             match flag.as_str() {
@@ -54,6 +57,15 @@ impl Options {
                         format!("unknown route `{name}`; expected `fixed_window`, `sliding_window`, `sliding_log`, `gcra`, `stacked`")
                     })?);
                 }
+                "--timeout-ms" => {
+                    let text = value()?;
+                    timeout_ms = Some(
+                        text.parse()
+                            .ok()
+                            .filter(|ms| *ms > 0)
+                            .ok_or_else(|| format!("invalid timeout `{text}`"))?,
+                    );
+                }
                 other => return Err(format!("unknown argument `{other}`")),
             }
         }
@@ -61,6 +73,9 @@ impl Options {
         let port = port.ok_or("`--port` is required")?;
         if route.is_some() && variant != Variant::Project {
             return Err(format!("`--route` is for `project`, not `{variant}`"));
+        }
+        if timeout_ms.is_some() && variant != Variant::Project {
+            return Err(format!("`--timeout-ms` is for `project`, not `{variant}`"));
         }
         if variant.uses_redis() && redis.is_none() {
             return Err(format!(
@@ -73,6 +88,7 @@ impl Options {
             redis,
             workers,
             route,
+            timeout_ms,
         })
     }
 
@@ -121,5 +137,16 @@ mod tests {
         assert!(parse("--variant none --port 1 --route gcra")
             .unwrap_err()
             .contains("`--route`"));
+    }
+
+    #[test]
+    fn a_store_timeout_is_for_this_project_only() {
+        let options =
+            parse("--variant project --port 0 --redis redis://x --timeout-ms 1000").unwrap();
+        assert_eq!((options.port, options.timeout_ms), (0, Some(1000)));
+        assert!(parse("--variant project --port 0 --redis redis://x --timeout-ms 0").is_err());
+        assert!(parse("--variant none --port 0 --timeout-ms 10")
+            .unwrap_err()
+            .contains("`--timeout-ms`"));
     }
 }

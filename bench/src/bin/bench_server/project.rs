@@ -221,10 +221,11 @@ pub async fn serve(
     options: &Options,
     listener: std::net::TcpListener,
 ) -> std::io::Result<actix_web::dev::Server> {
-    let store = RedisStore::builder(options.redis_url())
-        .build()
-        .await
-        .map_err(std::io::Error::other)?;
+    let mut store = RedisStore::builder(options.redis_url());
+    if let Some(ms) = options.timeout_ms {
+        store = store.timeout(std::time::Duration::from_millis(ms));
+    }
+    let store = store.build().await.map_err(std::io::Error::other)?;
     let limiter = RateLimiter::new(store).trusted_proxies(TrustedProxies::hops(1));
     let only = options.route;
     Ok(HttpServer::new(move || {

@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use ratelimit_bench::Variant;
+
 use crate::{
     pinned_process::{PinnedProcess, Readiness},
     plan::Target,
@@ -20,6 +22,7 @@ impl Servers {
         cpus: &str,
         workers: usize,
         redis_url: &str,
+        project_timeout_ms: Option<u64>,
         work_dir: &Path,
     ) -> Result<Servers, String> {
         let mut running = Vec::new();
@@ -37,6 +40,9 @@ impl Servers {
                 args.extend(["--redis".to_owned(), redis_url.to_owned()]);
             }
             let mut name = variant.flag().to_owned();
+            if let (Variant::Project, Some(ms)) = (variant, project_timeout_ms) {
+                args.extend(["--timeout-ms".to_owned(), ms.to_string()]);
+            }
             if let Some(route) = target.route {
                 args.extend(["--route".to_owned(), route.name().to_owned()]);
                 name = format!("{name}-{route}");
