@@ -246,15 +246,24 @@ pub(crate) fn store_error(
     } else {
         "refused with 503 (fail closed)"
     };
+    // One event, at the level the caller names, with the fields every store-error line has.
+    macro_rules! store_error_event {
+        ($level:ident, $($rest:tt)+) => {
+            tracing::$level!(
+                target: "ratelimit",
+                route = %route.label,
+                identity = %client.kind(),
+                identity_fallback_from = %client.fallback(),
+                limits = %route.limits_text,
+                fail = %route.policy.fail(),
+                error = %failure.error,
+                $($rest)+
+            )
+        };
+    }
     if failure.repeated {
-        tracing::debug!(
-            target: "ratelimit",
-            route = %route.label,
-            identity = %client.kind(),
-            identity_fallback_from = %client.fallback(),
-            limits = %route.limits_text,
-            fail = %route.policy.fail(),
-            error = %failure.error,
+        store_error_event!(
+            debug,
             "rate-limit store error met again by another policy of the request: request {request}"
         );
         return;
@@ -267,25 +276,13 @@ pub(crate) fn store_error(
         .metrics
         .store_error_logged_at_error(Instant::now(), failure.error.kind())
     {
-        Some(not_logged_at_error) => tracing::error!(
-            target: "ratelimit",
-            route = %route.label,
-            identity = %client.kind(),
-            identity_fallback_from = %client.fallback(),
-            limits = %route.limits_text,
-            fail = %route.policy.fail(),
-            error = %failure.error,
+        Some(not_logged_at_error) => store_error_event!(
+            error,
             at_debug_since_last = not_logged_at_error,
             "rate-limit store error: request {request}"
         ),
-        None => tracing::debug!(
-            target: "ratelimit",
-            route = %route.label,
-            identity = %client.kind(),
-            identity_fallback_from = %client.fallback(),
-            limits = %route.limits_text,
-            fail = %route.policy.fail(),
-            error = %failure.error,
+        None => store_error_event!(
+            debug,
             "rate-limit store error: request {request} (at error level once per 10 s per route, kind of error and worker)"
         ),
     }

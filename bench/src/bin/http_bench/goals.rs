@@ -324,22 +324,7 @@ mod tests {
     use crate::results::Row;
 
     fn row(cell: Cell, target: Target, rps: &[f64], p50: &[f64]) -> Row {
-        Row {
-            cell,
-            target,
-            rps_by_round: rps.to_vec(),
-            p50_by_round: p50.to_vec(),
-            p99_by_round: Vec::new(),
-            requests_by_round: vec![1],
-            requests: 1,
-            error_statuses: 0,
-            socket_errors: 0,
-            script_calls: 0,
-            commands: 0,
-            connections: 0,
-            server_cpu_us: 0.0,
-            redis_cpu_us: 0.0,
-        }
+        Row::for_test(cell, target, rps, p50)
     }
 
     #[test]

@@ -310,28 +310,21 @@ mod tests {
     use crate::{exact_checks::ExactCheck, plan::Target, redis_stats::Counters, results::Row};
 
     fn row(scenario: Scenario, variant: Variant, requests: &[u64], error_statuses: u64) -> Row {
+        let cell = Cell {
+            scenario,
+            connections: 64,
+        };
+        let target = Target {
+            variant,
+            route: (variant == Variant::Project).then_some(ProjectRoute::Gcra),
+            replica: false,
+        };
+        let rps: Vec<f64> = requests.iter().map(|n| *n as f64).collect();
         Row {
-            cell: Cell {
-                scenario,
-                connections: 64,
-            },
-            target: Target {
-                variant,
-                route: (variant == Variant::Project).then_some(ProjectRoute::Gcra),
-                replica: false,
-            },
-            rps_by_round: requests.iter().map(|n| *n as f64).collect(),
-            p50_by_round: vec![1.0; requests.len()],
-            p99_by_round: vec![1.0; requests.len()],
             requests_by_round: requests.to_vec(),
             requests: requests.iter().sum(),
             error_statuses,
-            socket_errors: 0,
-            script_calls: 0,
-            commands: 0,
-            connections: 0,
-            server_cpu_us: 0.0,
-            redis_cpu_us: 0.0,
+            ..Row::for_test(cell, target, &rps, &vec![1.0; requests.len()])
         }
     }
 

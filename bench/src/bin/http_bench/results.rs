@@ -105,6 +105,30 @@ impl Row {
     }
 }
 
+#[cfg(test)]
+impl Row {
+    /// A row for tests: one round per `rps` figure (`p50` as given), one request each, no
+    /// error and no Redis or CPU work; fields a test needs are set over it.
+    pub fn for_test(cell: Cell, target: Target, rps: &[f64], p50: &[f64]) -> Row {
+        Row {
+            cell,
+            target,
+            rps_by_round: rps.to_vec(),
+            p50_by_round: p50.to_vec(),
+            p99_by_round: Vec::new(),
+            requests_by_round: vec![1; rps.len()],
+            requests: rps.len() as u64,
+            error_statuses: 0,
+            socket_errors: 0,
+            script_calls: 0,
+            commands: 0,
+            connections: 0,
+            server_cpu_us: 0.0,
+            redis_cpu_us: 0.0,
+        }
+    }
+}
+
 /// All rows, in plan order.
 pub struct Results {
     pub rows: Vec<Row>,
