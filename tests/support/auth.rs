@@ -15,7 +15,7 @@ fn authorised(req: &ServiceRequest) -> bool {
         .is_some_and(|v| v == "Basic right")
 }
 
-/// Refuses a wrong password with an answer of its own.
+/// Refuses a wrong password with an answer of its own, naming its scheme as auth layers do.
 pub async fn answers_401(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -24,7 +24,11 @@ pub async fn answers_401(
         return Ok(next.call(req).await?.map_into_left_body());
     }
     Ok(req
-        .into_response(HttpResponse::Unauthorized().body("who are you"))
+        .into_response(
+            HttpResponse::Unauthorized()
+                .insert_header(("www-authenticate", "Basic"))
+                .body("who are you"),
+        )
         .map_into_right_body())
 }
 

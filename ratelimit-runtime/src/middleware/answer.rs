@@ -99,6 +99,25 @@ pub(crate) fn limiter_unavailable(route: &RouteInfo, retry_secs: u64) -> HttpRes
     with_retry_after(StatusCode::SERVICE_UNAVAILABLE, body, seconds)
 }
 
+/// Copies onto `too_many` (the 429 replacing a refusal over the limit) the CORS headers that
+/// a CORS layer between the refusal and the limiter (on a scope) put on the refusal, since a
+/// request that passed the refusing layer and got its 429 from the route's guard carries
+/// them too: a right and a wrong password must get the same answer, and a browser must be
+/// let to read the 429. Only the CORS family: any other header of the refusal may be the
+/// refusing layer's own (`WWW-Authenticate`, an `X-Auth-Error`), which would tell the two
+/// apart the other way round.
+pub(crate) fn keep_outer_headers(too_many: &mut HeaderMap, refused: &HeaderMap) {
+    for name in refused.keys() {
+        let cors = name.as_str().starts_with("access-control-") || name == "vary";
+        if !cors || too_many.contains_key(name) {
+            continue;
+        }
+        for value in refused.get_all(name) {
+            too_many.append(name.clone(), value.clone());
+        }
+    }
+}
+
 /// 500: a declared route runs without the App-level `RateLimiter`.
 pub(crate) fn limiter_not_installed(route: &str) -> HttpResponse {
     let body = serde_json::json!({
@@ -117,8 +136,11 @@ fn with_retry_after(
     body: impl MessageBody + 'static,
     seconds: u64,
 ) -> HttpResponse {
+    // One client's refusal: a shared cache (a CDN) must not hand it to others, and a
+    // site-wide `DefaultHeaders` Cache-Control must not make it cacheable.
     let mut response = HttpResponse::build(status)
         .content_type(PROBLEM_JSON)
+        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
         .body(body);
     headers::retry_after(response.headers_mut(), seconds);
     response
@@ -254,7 +276,11 @@ impl RefusedOverLimit {
     /// `cause` answered with `answer` (the limiter's 429) instead.
     pub(crate) fn new(cause: Error, answer: HttpResponse) -> Self {
         let status = answer.status();
-        let headers = answer.headers().clone();
+        let mut headers = answer.headers().clone();
+        // What the cause answers, with what the middleware on its way out added (a CORS
+        // layer adds its headers to an error as a response mapper); asked once, here, since
+        // some errors give their answer once only.
+        keep_outer_headers(&mut headers, cause.error_response().headers());
         let body = answer
             .into_body()
             .try_into_bytes()
@@ -287,41 +313,5 @@ impl ResponseError for RefusedOverLimit {
         let mut response = HttpResponse::with_body(self.status, self.body.clone());
         *response.headers_mut() = self.headers.clone();
         response.map_into_boxed_body()
-    }
-}
-
-/// An error from further in (a scope's auth layer, the handler) on a request the limiter
-/// counted: it answers as the error itself does, plus the limit's headers, which every
-/// limited answer carries (found by review: an error lost them). Asks the cause for its
-/// answer once, when actix renders this error; the cause stays its source for logs.
-#[derive(Debug)]
-pub(crate) struct WithLimitHeaders {
-    cause: Error,
-    headers: HeaderMap,
-}
-
-impl WithLimitHeaders {
-    pub(crate) fn new(cause: Error, headers: HeaderMap) -> Self {
-        WithLimitHeaders { cause, headers }
-    }
-}
-
-impl fmt::Display for WithLimitHeaders {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.cause, f)
-    }
-}
-
-impl ResponseError for WithLimitHeaders {
-    fn status_code(&self) -> StatusCode {
-        self.cause.as_response_error().status_code()
-    }
-
-    fn error_response(&self) -> HttpResponse<BoxBody> {
-        let mut response = self.cause.error_response();
-        for (name, value) in &self.headers {
-            response.headers_mut().insert(name.clone(), value.clone());
-        }
-        response
     }
 }

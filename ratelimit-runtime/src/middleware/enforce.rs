@@ -114,10 +114,18 @@ impl Limiter {
             }
             (Ok(response), None) => Ok(response.map_into_left_body()),
             // An error (a scope's auth layer, the handler) answers with the headers too.
-            (Err(error), Some(binding)) => {
+            // Added as a response mapper, so the error keeps its own type for middleware
+            // further out that downcasts it (found by review: a wrapper hid it).
+            (Err(mut error), Some(binding)) => {
                 let mut limit_headers = HeaderMap::new();
                 headers::insert(&mut limit_headers, self.headers, route, binding);
-                Err(answer::WithLimitHeaders::new(error, limit_headers).into())
+                error.add_response_mapper(move |mut response| {
+                    for (name, value) in &limit_headers {
+                        response.headers_mut().insert(name.clone(), value.clone());
+                    }
+                    response
+                });
+                Err(error)
             }
             (Err(error), None) => Err(error),
         }
@@ -143,7 +151,8 @@ impl Limiter {
             // budget of its own).
             Ok(response) if is_refusal(response.status()) => {
                 match self.charge_refusal(client, route, handle).await {
-                    Some(too_many) => {
+                    Some(mut too_many) => {
+                        answer::keep_outer_headers(too_many.headers_mut(), response.headers());
                         let request = response.request().clone();
                         Ok(ServiceResponse::new(request, too_many).map_into_right_body())
                     }
