@@ -183,11 +183,13 @@ async fn cluster_slots(connection: &mut ClusterConnection) -> RedisResult<Value>
 }
 
 async fn ping(connection: &mut ClusterConnection, routing: RoutingInfo) -> RedisResult<()> {
-    connection
-        .route_command(::redis::cmd("PING"), routing)
-        .await?
-        .extract_error()
-        .map(drop)
+    link::answered(
+        connection
+            .route_command(::redis::cmd("PING"), routing)
+            .await
+            .and_then(|reply| reply.extract_error())
+            .map(drop),
+    )
 }
 
 fn no_masters() -> RedisError {
@@ -232,13 +234,25 @@ fn slot_masters(slots: &Value) -> Option<Vec<(u16, (String, u16))>> {
 }
 
 /// Configures a [`RedisClusterStore`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use]
 pub struct RedisClusterStoreBuilder {
     nodes: Vec<String>,
     timeout: Duration,
     connect_timeout: Duration,
     tls_root: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for RedisClusterStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nodes: Vec<String> = self.nodes.iter().map(|url| redact(url)).collect();
+        f.debug_struct("RedisClusterStoreBuilder")
+            .field("nodes", &nodes)
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("tls_root", &self.tls_root.as_ref().map(|_| "…"))
+            .finish()
+    }
 }
 
 impl RedisClusterStoreBuilder {

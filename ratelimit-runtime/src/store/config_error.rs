@@ -35,6 +35,30 @@ impl std::error::Error for StoreConfigError {}
 /// The user info ends at the last `@` (a host never contains one), so a password with `/`,
 /// `?`, `#` or `@` in it, as base64 passwords often have, is hidden whole.
 pub fn redact(url: &str) -> String {
+    redact_query(&redact_userinfo(url))
+}
+
+/// A `pass=` query parameter (how `redis+unix://` URLs carry a password) shown as `***`.
+fn redact_query(url: &str) -> String {
+    let Some(query_start) = url.find('?') else {
+        return url.to_owned();
+    };
+    let (head, query) = url.split_at(query_start + 1);
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _))
+                if name.eq_ignore_ascii_case("pass") || name.eq_ignore_ascii_case("password") =>
+            {
+                format!("{name}=***")
+            }
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{head}{}", pairs.join("&"))
+}
+
+fn redact_userinfo(url: &str) -> String {
     let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
         return url.to_owned();
     };

@@ -30,7 +30,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use ::redis::{aio::ConnectionLike, RedisResult};
+use ::redis::{aio::ConnectionLike, ErrorKind, RedisResult, ServerErrorKind};
 
 use super::{
     script_call::{self, ScriptConnection},
@@ -46,6 +46,17 @@ const PROBE_BACKOFF: Duration = Duration::from_secs(1);
 
 /// The longest wait between two probes while checks keep timing out.
 const PROBE_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// The result of a probe's `PING`, where a `NOPERM` refusal counts as an answer: only a live,
+/// authenticated connection is refused by the ACL, and a least-privilege user that may run
+/// the check scripts need not be let run `PING` (found by review: such a user's store never
+/// took a new connection, so it failed until a restart after a stall or a password change).
+pub(super) fn answered(ping: RedisResult<()>) -> RedisResult<()> {
+    match ping {
+        Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoPerm) => Ok(()),
+        other => other,
+    }
+}
 
 /// How long a probe of one server may take to connect and have its `PING` answered.
 pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(1);

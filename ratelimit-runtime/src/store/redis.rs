@@ -125,9 +125,11 @@ impl Linked for RedisStore {
 
     fn answers(mut connection: ConnectionManager) -> Opening<()> {
         Box::pin(async move {
-            ::redis::cmd("PING")
-                .query_async::<()>(&mut connection)
-                .await
+            link::answered(
+                ::redis::cmd("PING")
+                    .query_async::<()>(&mut connection)
+                    .await,
+            )
         })
     }
 }
@@ -147,13 +149,24 @@ fn connect(
 }
 
 /// Configures a [`RedisStore`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use]
 pub struct RedisStoreBuilder {
     url: String,
     timeout: Duration,
     connect_timeout: Duration,
     tls_root: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStoreBuilder")
+            .field("url", &redact(&self.url))
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("tls_root", &self.tls_root.as_ref().map(|_| "…"))
+            .finish()
+    }
 }
 
 impl RedisStoreBuilder {

@@ -1,0 +1,561 @@
+//! Redis as operators run it: least-privilege ACL users, RESP3, the URL forms redis-rs
+//! takes (a db number, a unix socket, percent-encoded passwords), renamed commands. Each
+//! against a redis-server the harness starts.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use ratelimit_runtime::{
+    key::RouteKey,
+    store::{
+        redact, CheckRequest, Decision, RedisClusterStore, RedisStore, Store, StoreError,
+        StoreErrorKind,
+    },
+    Algorithm, IdentityPart, Limit, Window,
+};
+use support::{RedisServer, T0, W};
+
+/// Every command the check scripts run, which the ACL checks inside a script too, and the
+/// two that call them (README, Redis permissions).
+const SCRIPT_COMMANDS: &[&str] = &[
+    "+evalsha",
+    "+eval",
+    "+time",
+    "+hincrby",
+    "+hget",
+    "+hmget",
+    "+hkeys",
+    "+hdel",
+    "+pttl",
+    "+pexpire",
+    "+zadd",
+    "+zcard",
+    "+zrange",
+    "+zremrangebyscore",
+    "+get",
+    "+set",
+];
+
+fn login(ip: &str) -> RouteKey {
+    RouteKey::new("rl", "POST", "/login", &[(IdentityPart::Ip, ip)])
+}
+
+fn limits() -> [Limit; 2] {
+    [
+        Limit::new(5, Window::from_millis(W), Algorithm::SlidingLog),
+        Limit::new(100, Window::from_millis(W), Algorithm::SlidingWindow),
+    ]
+}
+
+/// One check at `now` (`None`: the script reads Redis's `TIME`, as in production).
+async fn check(store: &dyn Store, ip: &str, now: Option<u64>) -> Result<Decision, StoreError> {
+    let (key, limits) = (login(ip), limits());
+    store
+        .check(CheckRequest {
+            key: &key,
+            limits: &limits,
+            now_millis: now,
+        })
+        .await
+}
+
+/// Checks on the server's clock every 50 ms until one is decided or `within` has passed:
+/// the decision, or the distinct errors seen.
+async fn until_decided(store: &dyn Store, within: Duration) -> Result<Decision, Vec<String>> {
+    let started = Instant::now();
+    let mut errors: Vec<String> = Vec::new();
+    while started.elapsed() < within {
+        match check(store, "203.0.113.7", None).await {
+            Ok(decision) => return Ok(decision),
+            Err(error) => {
+                let text = error.to_string();
+                if errors.last() != Some(&text) {
+                    errors.push(text);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(errors)
+}
+
+async fn start(args: &'static [&'static str]) -> RedisServer {
+    tokio::task::spawn_blocking(move || RedisServer::start_with_args(args))
+        .await
+        .unwrap()
+}
+
+/// Makes the user `rl` (password `pw`) with exactly `rules`.
+fn acl_user(server: &RedisServer, rules: &[&str]) {
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER")
+        .arg("rl")
+        .arg("reset")
+        .arg("on")
+        .arg(">pw");
+    for rule in rules {
+        cmd.arg(*rule);
+    }
+    let _: () = cmd.query(&mut server.connection()).unwrap();
+}
+
+fn least_privilege(extra: &[&'static str]) -> Vec<&'static str> {
+    let mut rules = vec!["~rl:*"];
+    rules.extend_from_slice(extra);
+    rules.extend_from_slice(SCRIPT_COMMANDS);
+    rules
+}
+
+fn user_url(port: u16) -> String {
+    format!("redis://rl:pw@127.0.0.1:{port}")
+}
+
+async fn store_at(url: &str, timeout: Duration) -> RedisStore {
+    RedisStore::builder(url)
+        .timeout(timeout)
+        .build()
+        .await
+        .unwrap()
+}
+
+/// The README's list of commands is enough, on Redis's own clock, for every algorithm
+/// alone and for a stack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_with_the_readmes_commands_and_keys_decides_every_algorithm() {
+    let server = start(&[]).await;
+    acl_user(&server, &least_privilege(&["+ping"]));
+    let store = store_at(&user_url(server.port()), Duration::from_secs(1)).await;
+    let decided = until_decided(&store, Duration::from_secs(3)).await;
+    assert!(decided.is_ok(), "{decided:?}");
+    for algorithm in [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+        Algorithm::Gcra,
+    ] {
+        let key = login("203.0.113.9");
+        let limits = [Limit::new(3, Window::from_millis(W), algorithm)];
+        let mut allowed = 0;
+        // Past the limit, then a new window or spacing: the commands of every branch.
+        for now in [None, None, None, None, Some(T0), Some(T0 + 2 * W)] {
+            let decision = store
+                .check(CheckRequest {
+                    key: &key,
+                    limits: &limits,
+                    now_millis: now,
+                })
+                .await
+                .unwrap_or_else(|e| panic!("{algorithm:?}: {e}"));
+            allowed += usize::from(decision.allowed);
+        }
+        assert!(allowed >= 3, "{algorithm:?}: {allowed}");
+    }
+}
+
+/// A user let run only `EVALSHA`, `EVAL` and `PING` (the commands one might read off "one
+/// script per request"): the scripts' own commands are refused by the ACL, every check is a
+/// store error of kind `Redis` at once, and the message says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_without_the_scripts_commands_gets_a_clear_error_at_once() {
+    let server = start(&[]).await;
+    acl_user(&server, &["~rl:*", "+evalsha", "+eval", "+ping"]);
+    let store = store_at(&user_url(server.port()), Duration::from_secs(1)).await;
+    let started = Instant::now();
+    let error = check(&store, "203.0.113.7", None).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(error.kind(), StoreErrorKind::Redis, "{error}");
+    assert!(
+        error.to_string().contains("can't run this command"),
+        "{error}"
+    );
+}
+
+/// Keys outside the user's pattern: a store error of kind `Redis` at once, not a hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_pattern_without_the_limiters_keys_is_a_store_error() {
+    let server = start(&[]).await;
+    let mut rules = vec!["~app:*", "+ping"];
+    rules.extend_from_slice(SCRIPT_COMMANDS);
+    acl_user(&server, &rules);
+    let store = store_at(&user_url(server.port()), Duration::from_secs(1)).await;
+    let started = Instant::now();
+    let error = check(&store, "203.0.113.7", None).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(error.kind(), StoreErrorKind::Redis, "{error}");
+    assert!(error.to_string().contains("permissions"), "{error}");
+}
+
+/// A user that may not `SELECT`, with a db number in the URL: every check says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_db_number_the_user_may_not_select_is_a_clear_error() {
+    let server = start(&[]).await;
+    acl_user(&server, &least_privilege(&["+ping"]));
+    let url = format!("{}/2", user_url(server.port()));
+    let store = store_at(&url, Duration::from_secs(1)).await;
+    let errors = until_decided(&store, Duration::from_millis(500))
+        .await
+        .unwrap_err();
+    assert!(errors.iter().any(|e| e.contains("select")), "{errors:?}");
+}
+
+/// A least-privilege user without `PING` decides; after the path to Redis goes silent the
+/// store's probe takes a new connection within seconds. The probe's `PING` was refused
+/// `NOPERM` and never counted as an answer, so checks timed out until the kernel gave up
+/// on the connection, about 15 minutes (found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_without_ping_recovers_from_a_silent_connection() {
+    let server = start(&[]).await;
+    acl_user(&server, &least_privilege(&[]));
+    let proxy = support::Proxy::start(server.port()).await;
+    let port = proxy.url().rsplit(':').next().unwrap().parse().unwrap();
+    let store = store_at(&user_url(port), Duration::from_millis(200)).await;
+    assert!(until_decided(&store, Duration::from_secs(3)).await.is_ok());
+    // The store's probes start one second after its last answered check at the earliest.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    proxy.freeze();
+    let started = Instant::now();
+    let recovered = until_decided(&store, Duration::from_secs(8)).await;
+    assert!(
+        recovered.is_ok(),
+        "still failing 8 s after the path went silent: {recovered:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// The same user after a password rotation gone wrong and put right: the failed store
+/// decides again within seconds (it failed until a restart: only a probe replaces a
+/// connection whose reconnects were refused, and its `PING` was refused too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_without_ping_recovers_after_its_password_is_restored() {
+    let server = start(&[]).await;
+    acl_user(&server, &least_privilege(&[]));
+    let store = store_at(&user_url(server.port()), Duration::from_millis(500)).await;
+    assert!(until_decided(&store, Duration::from_secs(3)).await.is_ok());
+    let mut admin = server.connection();
+    let set_password = |admin: &mut redis::Connection, password: &str| {
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("rl")
+            .arg("resetpass")
+            .arg(format!(">{password}"))
+            .query(admin)
+            .unwrap();
+    };
+    set_password(&mut admin, "other");
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("USER")
+        .arg("rl")
+        .query(&mut admin)
+        .unwrap();
+    let refused = until_decided(&store, Duration::from_secs(3)).await;
+    assert!(
+        refused.is_err(),
+        "decided with a wrong password: {refused:?}"
+    );
+    set_password(&mut admin, "pw");
+    let started = Instant::now();
+    let recovered = until_decided(&store, Duration::from_secs(8)).await;
+    assert!(
+        recovered.is_ok(),
+        "still failing 8 s after the password was restored: {recovered:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// RESP3 (`?protocol=resp3`), with an ACL user too: decisions, the limit, the `EVAL`
+/// fallback after `SCRIPT FLUSH`, a script error kept apart from a decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resp3_decides_falls_back_to_eval_and_reports_script_errors() {
+    let server = start(&[]).await;
+    acl_user(&server, &least_privilege(&["+ping"]));
+    let as_user = format!("{}?protocol=resp3", user_url(server.port()));
+    let decided = until_decided(
+        &store_at(&as_user, Duration::from_secs(1)).await,
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(decided.is_ok(), "{decided:?}");
+
+    let store = store_at(
+        &format!("{}?protocol=resp3", server.url()),
+        Duration::from_secs(1),
+    )
+    .await;
+    let mut allowed = 0;
+    for _ in 0..8 {
+        allowed += usize::from(
+            check(&store, "198.51.100.1", Some(T0))
+                .await
+                .unwrap()
+                .allowed,
+        );
+    }
+    assert_eq!(allowed, 5);
+    let mut admin = server.connection();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    assert!(
+        check(&store, "198.51.100.2", Some(T0))
+            .await
+            .unwrap()
+            .allowed
+    );
+    let log_key = login("198.51.100.3").limit_key(&limits()[0]);
+    let _: () = redis::cmd("SET")
+        .arg(&log_key)
+        .arg("x")
+        .query(&mut admin)
+        .unwrap();
+    let error = check(&store, "198.51.100.3", Some(T0)).await.unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Redis, "{error}");
+    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+}
+
+/// A silent path under RESP3: the probe's replies parse, the connection is replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resp3_a_silent_connection_is_replaced() {
+    let server = start(&[]).await;
+    let proxy = support::Proxy::start(server.port()).await;
+    let store = store_at(
+        &format!("{}?protocol=resp3", proxy.url()),
+        Duration::from_millis(200),
+    )
+    .await;
+    assert!(until_decided(&store, Duration::from_secs(3)).await.is_ok());
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    proxy.freeze();
+    let started = Instant::now();
+    let recovered = until_decided(&store, Duration::from_secs(8)).await;
+    assert!(recovered.is_ok(), "{recovered:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+fn dbsize(server: &RedisServer, db: i64) -> i64 {
+    let mut connection = server.connection();
+    let _: () = redis::cmd("SELECT").arg(db).query(&mut connection).unwrap();
+    redis::cmd("DBSIZE").query(&mut connection).unwrap()
+}
+
+/// `redis://host/3`: the keys are written to db 3, not db 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_land_in_the_db_the_url_names() {
+    let server = start(&[]).await;
+    let store = store_at(&format!("{}/3", server.url()), Duration::from_secs(1)).await;
+    assert!(
+        check(&store, "203.0.113.7", Some(T0))
+            .await
+            .unwrap()
+            .allowed
+    );
+    assert_eq!(dbsize(&server, 0), 0);
+    assert_eq!(dbsize(&server, 3), 2, "one key per limit");
+}
+
+/// `redis+unix://` and `unix://` with `?pass=…&db=…` decide, and the password is hidden in
+/// the store's `Debug` as in a TCP URL's (it was shown whole: found by review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unix_socket_url_decides_and_hides_its_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("redis.sock").to_str().unwrap().to_owned();
+    let args = [
+        "--unixsocket".to_owned(),
+        socket.clone(),
+        "--requirepass".to_owned(),
+        "s3cret".to_owned(),
+    ];
+    let server = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        RedisServer::start_with_args(&args)
+    })
+    .await
+    .unwrap();
+    for scheme in ["redis+unix", "unix"] {
+        let url = format!("{scheme}://{socket}?pass=s3cret&db=4");
+        let store = store_at(&url, Duration::from_secs(1)).await;
+        let decided = check(&store, &format!("198.51.100.{}", scheme.len()), Some(T0)).await;
+        assert!(decided.is_ok_and(|d| d.allowed), "{scheme}");
+        let debug = format!("{store:?}");
+        assert!(!debug.contains("s3cret"), "{debug}");
+    }
+    let mut connection =
+        redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}/4", server.port()))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+    let keys: i64 = redis::cmd("DBSIZE").query(&mut connection).unwrap();
+    assert_eq!(keys, 4, "two clients, two limits each, in db 4");
+}
+
+/// A malformed socket URL's error hides its `pass=`.
+#[tokio::test]
+async fn a_malformed_unix_url_hides_its_password_in_the_error() {
+    let error = RedisStore::builder("redis+unix:///run/redis.sock?pass=s3cret&db=x")
+        .build()
+        .await
+        .unwrap_err();
+    let text = error.to_string();
+    assert!(!text.contains("s3cret"), "{text}");
+    assert!(text.contains("pass=***"), "{text}");
+}
+
+#[test]
+fn redact_hides_query_passwords_and_keeps_the_rest() {
+    assert_eq!(
+        redact("redis+unix:///run/redis.sock?db=1&pass=s3cret"),
+        "redis+unix:///run/redis.sock?db=1&pass=***"
+    );
+    assert_eq!(
+        redact("unix:///run/redis.sock?PASSWORD=s3cret&db=2"),
+        "unix:///run/redis.sock?PASSWORD=***&db=2"
+    );
+    assert_eq!(
+        redact("redis://cache:6379/2?protocol=resp3"),
+        "redis://cache:6379/2?protocol=resp3"
+    );
+}
+
+/// The builders' `Debug` (logged by `tracing::debug!(?builder)`) printed the raw URL.
+#[test]
+fn the_builders_debug_hides_the_password() {
+    let standalone = format!("{:?}", RedisStore::builder("redis://app:s3cret@cache:6379"));
+    assert!(!standalone.contains("s3cret"), "{standalone}");
+    assert!(standalone.contains("cache:6379"), "{standalone}");
+    let cluster = format!(
+        "{:?}",
+        RedisClusterStore::builder(vec!["redis://app:s3cret@cache:7000".to_owned()])
+    );
+    assert!(!cluster.contains("s3cret"), "{cluster}");
+    assert!(cluster.contains("cache:7000"), "{cluster}");
+}
+
+/// A percent-encoded password (`@`, `/`, `:`, `#`, `?` in it) is decoded, and hidden.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_percent_encoded_password_is_decoded_and_hidden() {
+    let server = start(&["--requirepass", "p@ss/w:rd#?"]).await;
+    let url = format!("redis://:p%40ss%2Fw%3Ard%23%3F@127.0.0.1:{}", server.port());
+    let store = store_at(&url, Duration::from_secs(1)).await;
+    assert!(
+        check(&store, "203.0.113.7", Some(T0))
+            .await
+            .unwrap()
+            .allowed
+    );
+    let debug = format!("{store:?}");
+    assert!(!debug.contains("p%40ss"), "{debug}");
+}
+
+/// `rename-command EVAL ""` or `EVALSHA ""` (hardened configs): a clear error at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renamed_away_eval_or_evalsha_is_a_clear_error_at_once() {
+    for (args, command) in [
+        (&["--rename-command", "EVAL", ""][..], "EVAL"),
+        (&["--rename-command", "EVALSHA", ""][..], "EVALSHA"),
+    ] {
+        let server = tokio::task::spawn_blocking(move || RedisServer::start_with_args(args))
+            .await
+            .unwrap();
+        let store = store_at(&server.url(), Duration::from_secs(1)).await;
+        // With EVALSHA gone a check fails on it; with EVAL gone the first check (NOSCRIPT)
+        // fails on the fallback.
+        let started = Instant::now();
+        let error = check(&store, "203.0.113.7", Some(T0)).await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(error.kind(), StoreErrorKind::Redis, "{error}");
+        assert!(
+            error.to_string().contains(&format!("'{command}'"))
+                || error
+                    .to_string()
+                    .to_lowercase()
+                    .contains(&format!("'{}'", command.to_lowercase())),
+            "{command}: {error}"
+        );
+    }
+}
+
+/// Fills `server` with the app's own data (64 KiB values without a TTL) until it refuses.
+fn fill_with_app_data(server: &RedisServer) {
+    let mut admin = server.connection();
+    let value = "x".repeat(64 * 1024);
+    for i in 0..200 {
+        let set: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(format!("app:{i}"))
+            .arg(&value)
+            .query(&mut admin);
+        if set.is_err() {
+            break;
+        }
+    }
+}
+
+/// README, Failure modes: an evicting Redis drops the limiter's keys (they have a TTL, the
+/// app's data here does not) and a spent budget is whole again. If this starts failing,
+/// the README's warning is out of date.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicting_redis_hands_a_spent_budget_back_as_the_readme_warns() {
+    let server = start(&["--maxmemory", "4mb", "--maxmemory-policy", "volatile-ttl"]).await;
+    let store = store_at(&server.url(), Duration::from_secs(1)).await;
+    let mut allowed = 0;
+    for _ in 0..6 {
+        allowed += usize::from(check(&store, "192.0.2.50", Some(T0)).await.unwrap().allowed);
+    }
+    assert_eq!(allowed, 5);
+    fill_with_app_data(&server);
+    let after = check(&store, "192.0.2.50", Some(T0 + 1)).await.unwrap();
+    assert!(after.allowed, "the spent budget was kept: {after:?}");
+}
+
+/// README, Failure modes: under `noeviction` a full Redis refuses the window and GCRA
+/// checks (`OOM`, a store error), and lets a sliding-log check run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_noeviction_redis_refuses_all_but_the_sliding_log() {
+    let server = start(&["--maxmemory-policy", "noeviction"]).await;
+    let store = store_at(&server.url(), Duration::from_secs(1)).await;
+    fill_with_app_data(&server);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("1mb")
+        .query(&mut server.connection())
+        .unwrap();
+    for algorithm in [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+        Algorithm::Gcra,
+    ] {
+        let key = login("192.0.2.52");
+        let limits = [Limit::new(3, Window::from_millis(W), algorithm)];
+        let outcome = store
+            .check(CheckRequest {
+                key: &key,
+                limits: &limits,
+                now_millis: None,
+            })
+            .await;
+        match algorithm {
+            Algorithm::SlidingLog => assert!(outcome.is_ok_and(|d| d.allowed)),
+            _ => {
+                let error = outcome.unwrap_err();
+                assert_eq!(
+                    error.kind(),
+                    StoreErrorKind::Redis,
+                    "{algorithm:?}: {error}"
+                );
+                assert!(error.to_string().contains("OOM"), "{algorithm:?}: {error}");
+            }
+        }
+    }
+}
