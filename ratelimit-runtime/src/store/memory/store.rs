@@ -6,7 +6,7 @@ use std::{
         atomic::{AtomicU64, Ordering},
         Mutex, MutexGuard, PoisonError,
     },
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use super::{
@@ -41,11 +41,13 @@ const SHARDS: usize = 16;
 /// warning ([`evicted`](Self::evicted) counts them): the capacity is too small for the
 /// traffic. The capacity is split evenly across 16 shards.
 ///
-/// Time is the injected `now_millis`, else the system clock.
+/// Time is the injected `now_millis`, else a monotonic clock started at the system time
+/// when the store was built (a step of the system clock does not move it).
 pub struct MemoryStore {
     shards: Box<[Mutex<Table>]>,
     hasher: RandomState,
     evicted: AtomicU64,
+    clock: MonotonicMillis,
 }
 
 impl MemoryStore {
@@ -105,7 +107,7 @@ impl MemoryStore {
     }
 
     fn decide(&self, request: &CheckRequest<'_>) -> Decision {
-        let now = request.now_millis.unwrap_or_else(system_millis);
+        let now = request.now_millis.unwrap_or_else(|| self.clock.now());
         let mut table = self.lock(request.key.hash_tag());
         let peeks: Vec<Peek> = request
             .limits
@@ -206,7 +208,16 @@ pub struct MemoryStoreBuilder {
 
 impl MemoryStoreBuilder {
     /// The most keys the store holds (default [`DEFAULT_CAPACITY`]); at least one per shard.
+    ///
+    /// # Panics
+    ///
+    /// When `keys` is 0: a store holding nothing (or one key per shard, as it would build)
+    /// would evict a live client for every new one; there is no unbounded store.
     pub fn capacity(mut self, keys: usize) -> Self {
+        assert!(
+            keys > 0,
+            "`MemoryStore::builder().capacity(0)`: a memory store holds at least one key (default {DEFAULT_CAPACITY}); there is no unbounded store"
+        );
         self.capacity = keys;
         self
     }
@@ -222,6 +233,7 @@ impl MemoryStoreBuilder {
                 .collect(),
             hasher: RandomState::new(),
             evicted: AtomicU64::new(0),
+            clock: MonotonicMillis::new(),
         }
     }
 }
@@ -237,10 +249,30 @@ fn hash_tag(key: &str) -> &str {
         .unwrap_or(key)
 }
 
-fn system_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+/// The store's own clock: Unix milliseconds read once, when the store is built, then
+/// advanced by a monotonic clock. The store only compares its own readings, so a step of
+/// the system clock (an NTP correction, a VM resumed) must neither lock clients out for the
+/// length of a step back nor hand every budget back on a step forward.
+struct MonotonicMillis {
+    start: Instant,
+    start_millis: u64,
+}
+
+impl MonotonicMillis {
+    fn new() -> Self {
+        let start_millis = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        MonotonicMillis {
+            start: Instant::now(),
+            start_millis,
+        }
+    }
+
+    fn now(&self) -> u64 {
+        let elapsed = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.start_millis.saturating_add(elapsed)
+    }
 }
 
 #[cfg(test)]
