@@ -36,23 +36,6 @@ async fn login() -> impl Responder {
     HttpResponse::Ok().body("welcome")
 }
 
-mod scoped {
-    use actix_web::{post, HttpResponse, Responder};
-    use ratelimit_runtime::rate_limit;
-
-    #[rate_limit(
-        limit = 2,
-        window = "5m",
-        identity = "ip",
-        algorithm = "sliding_log",
-        fail = "closed"
-    )]
-    #[post("/login")]
-    pub async fn api_login() -> impl Responder {
-        HttpResponse::Ok().body("welcome")
-    }
-}
-
 const ORIGIN: &str = "https://app.example";
 
 fn limiter(clock: &ManualClock) -> RateLimiter {
@@ -69,6 +52,13 @@ fn post_login() -> TestRequest {
 
 fn header(headers: &header::HeaderMap, name: header::HeaderName) -> Option<String> {
     headers.get(name).map(|v| v.to_str().unwrap().to_owned())
+}
+
+fn assert_no_store(headers: &header::HeaderMap) {
+    assert_eq!(
+        header(headers, header::CACHE_CONTROL).as_deref(),
+        Some("no-store")
+    );
 }
 
 fn cors() -> Cors {
@@ -121,10 +111,7 @@ async fn a_429_is_never_made_cacheable_by_a_site_wide_cache_control() {
     for _ in 0..2 {
         let res = test::call_service(&app, post_login().to_request()).await;
         assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(
-            header(res.headers(), header::CACHE_CONTROL).as_deref(),
-            Some("no-store")
-        );
+        assert_no_store(res.headers());
     }
 }
 
@@ -140,10 +127,7 @@ async fn a_503_while_the_store_is_down_is_not_cacheable() {
     let app = test::init_service(App::new().service(login).wrap(RateLimiter::new(store))).await;
     let res = test::call_service(&app, post_login().to_request()).await;
     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(
-        header(res.headers(), header::CACHE_CONTROL).as_deref(),
-        Some("no-store")
-    );
+    assert_no_store(res.headers());
 }
 
 /// `Cors` outside the limiter (`.wrap(limiter).wrap(cors)`, as the README says): preflights
@@ -203,7 +187,7 @@ async fn over_the_limit_a_right_and_a_wrong_password_look_alike(by_error: bool) 
         App::new()
             .service(
                 web::scope("/api")
-                    .service(scoped::api_login)
+                    .service(login)
                     .wrap(Condition::new(
                         !by_error,
                         from_fn(support::auth::answers_401),
