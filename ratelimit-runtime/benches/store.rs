@@ -105,6 +105,56 @@ async fn incr_floor(url: &str, checks: usize) -> (f64, Vec<Duration>) {
     (checks as f64 / started.elapsed().as_secs_f64(), latencies)
 }
 
+/// A memory store held near its capacity by new clients arriving as fast as old ones
+/// expire (one a millisecond, each key living `capacity − 128` ms, so about 8 free keys a
+/// shard): every few inserts find a shard full and sweep it, which must cost what expired,
+/// not the shard's size.
+async fn near_capacity(capacity: usize, checks: usize) {
+    let store = MemoryStore::builder().capacity(capacity).build();
+    let limits = [Limit::new(
+        10,
+        Window::from_millis(capacity as u64 - 128),
+        Algorithm::SlidingLog,
+    )];
+    let key = |i: usize| {
+        RouteKey::new(
+            "rl",
+            "GET",
+            "/bench",
+            &[(IdentityPart::UserId, &i.to_string())],
+        )
+    };
+    let check = |i: usize| {
+        let key = key(i);
+        let store = &store;
+        async move {
+            let request = CheckRequest {
+                key: &key,
+                limits: &limits,
+                now_millis: Some(T0 + i as u64),
+            };
+            store.check(request).await.expect("store answers");
+        }
+    };
+    for i in 0..capacity {
+        check(i).await;
+    }
+    let mut latencies = Vec::with_capacity(checks);
+    let started = Instant::now();
+    for i in capacity..capacity + checks {
+        let t = Instant::now();
+        check(i).await;
+        latencies.push(t.elapsed());
+    }
+    let rate = checks as f64 / started.elapsed().as_secs_f64();
+    println!(
+        "memory   near capacity {capacity:>8} keys {rate:>10.0} checks/s   p50 {:>9.1?}   p99 {:>9.1?}   ({} live keys evicted)",
+        percentile(&mut latencies, 0.50),
+        percentile(&mut latencies, 0.99),
+        store.evicted(),
+    );
+}
+
 /// Nanoseconds per `RouteKey::new` (ip + username, the login key) and per `limit_key`.
 fn key_building(iterations: usize) {
     let usernames: Vec<String> = (0..1_000).map(|i| format!("User{i}@example.com")).collect();
@@ -223,6 +273,7 @@ fn main() {
     runtime.block_on(async {
         let memory = MemoryStore::new();
         report("memory", &memory, 200_000 / scale, None).await;
+        near_capacity(1_600_000 / scale, 400_000 / scale).await;
 
         let Some((_server, port)) = start_redis() else {
             println!("redis    skipped: redis-server not found on PATH (`apt-get install redis-server`)");

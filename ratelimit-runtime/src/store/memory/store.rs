@@ -74,7 +74,7 @@ impl MemoryStore {
         let mut all = Vec::new();
         for shard in self.shards.iter() {
             let shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
-            all.extend(shard.entries().map(|(k, e)| (k.clone(), e.clone())));
+            all.extend(shard.entries().map(|(k, e)| (k.to_owned(), e.clone())));
         }
         all
     }
