@@ -14,7 +14,7 @@ use ratelimit_runtime::{
     },
     Algorithm, IdentityPart, Limit, Window,
 };
-use support::{RedisServer, T0, W};
+use support::{key_slot, RedisCluster, RedisServer, T0, W};
 
 /// Every command the check scripts run, which the ACL checks inside a script too, and the
 /// two that call them (README, Redis permissions).
@@ -547,4 +547,133 @@ async fn a_full_noeviction_redis_refuses_all_but_the_sliding_log() {
             }
         }
     }
+}
+
+/// Makes the user `rl` (password `pw`) with the README's rules and `extra` on every node.
+fn acl_user_on_every_node(cluster: &RedisCluster, extra: &[&'static str]) {
+    for node in cluster.nodes() {
+        acl_user(node, &least_privilege(extra));
+    }
+}
+
+/// The README's Cluster rules (`+cluster|slots +asking` beside the scripts' commands, no
+/// `+ping`) decide, and keep deciding a key whose slot is being migrated: every check sends
+/// `ASKING` before its script. Without `+asking` (the README's list before review) checks of
+/// a moved key timed out with no word of the cause until the slot had moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_cluster_user_decides_through_a_slot_migration() {
+    let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3))
+        .await
+        .unwrap();
+    acl_user_on_every_node(&cluster, &["+cluster|slots", "+asking"]);
+    let urls: Vec<String> = cluster
+        .masters()
+        .iter()
+        .map(|m| user_url(m.port()))
+        .collect();
+    let store = RedisClusterStore::builder(urls)
+        .timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .unwrap();
+    let key = login("203.0.113.7");
+    let limits = [Limit::new(
+        1_000,
+        Window::from_millis(W),
+        Algorithm::FixedWindow,
+    )];
+    let check = || async {
+        store
+            .check(CheckRequest {
+                key: &key,
+                limits: &limits,
+                now_millis: None,
+            })
+            .await
+            .map(|decision| decision.limits[0].remaining)
+    };
+    let started = Instant::now();
+    let first = loop {
+        match check().await {
+            Ok(remaining) => break remaining,
+            Err(error) if started.elapsed() < Duration::from_secs(5) => {
+                let _ = error;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(error) => panic!("the README's user does not decide: {error}"),
+        }
+    };
+    assert_eq!(first, 999);
+    let slot = key_slot(&key.limit_key(&limits[0]));
+    tokio::task::block_in_place(|| {
+        let nodes = cluster.begin_migration(slot);
+        cluster.move_keys(slot, nodes);
+    });
+    assert_eq!(
+        check().await.unwrap(),
+        998,
+        "a moved key, while its slot migrates"
+    );
+}
+
+/// Seed URLs naming different users or passwords are a configuration error whichever comes
+/// first: redis-rs compared them with the first seed's only when the first had some, so a
+/// list whose first URL had none built a client that sent no password to any node.
+#[tokio::test]
+async fn cluster_seeds_with_different_credentials_are_refused_whichever_comes_first() {
+    for seeds in [
+        ["redis://:s3cret@127.0.0.1:7000", "redis://127.0.0.1:7001"],
+        ["redis://127.0.0.1:7001", "redis://:s3cret@127.0.0.1:7000"],
+        [
+            "redis://127.0.0.1:7001",
+            "redis://app:s3cret@127.0.0.1:7000",
+        ],
+    ] {
+        let built = RedisClusterStore::builder(seeds).build().await;
+        let error = built.err().unwrap_or_else(|| panic!("{seeds:?} built"));
+        assert!(!error.to_string().contains("s3cret"), "{error}");
+    }
+    let same = RedisClusterStore::builder([
+        "redis://:s3cret@127.0.0.1:7000",
+        "redis://:s3cret@127.0.0.1:7001",
+    ])
+    .build()
+    .await;
+    assert!(same.is_ok(), "{:?}", same.err());
+}
+
+/// A timeout of 0 (a configuration value of "0") is refused when the store is built, on
+/// either builder, instead of failing checks at random at run time.
+#[tokio::test]
+async fn a_zero_timeout_is_a_configuration_error() {
+    let url = "redis://127.0.0.1:7000";
+    for (name, built) in [
+        (
+            "timeout",
+            RedisStore::builder(url)
+                .timeout(Duration::ZERO)
+                .build()
+                .await
+                .err(),
+        ),
+        (
+            "connect_timeout",
+            RedisStore::builder(url)
+                .connect_timeout(Duration::ZERO)
+                .build()
+                .await
+                .err(),
+        ),
+    ] {
+        let error = built.unwrap_or_else(|| panic!("{name} of 0 built a store"));
+        assert!(error.to_string().contains(name), "{error}");
+    }
+    let cluster = RedisClusterStore::builder([url])
+        .timeout(Duration::ZERO)
+        .build()
+        .await;
+    assert!(
+        cluster.is_err(),
+        "a cluster store with a timeout of 0 built"
+    );
 }

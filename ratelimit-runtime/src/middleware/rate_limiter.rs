@@ -283,7 +283,15 @@ impl RateLimiter {
     /// connection stops waiting for the reply). By default the store's own timeout applies
     /// (50 ms for the Redis stores, configured on their builders); a store without one is
     /// given 50 ms.
+    ///
+    /// # Panics
+    ///
+    /// When `timeout` is zero: every store check would time out.
     pub fn timeout(self, timeout: Duration) -> Self {
+        assert!(
+            !timeout.is_zero(),
+            "a rate-limit timeout of 0 would fail every store check"
+        );
         self.with(|s| s.timeout = Some(timeout))
     }
 

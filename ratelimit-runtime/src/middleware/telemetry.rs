@@ -39,6 +39,9 @@ pub(crate) struct RouteMetrics {
     /// `error` on this worker, and how many have been logged at `debug` only since.
     store_errors_logged: [Cell<Option<Instant>>; 4],
     store_errors_unlogged: [Cell<u64>; 4],
+    /// The `policy` label, for log lines too (the default policy and a declaration may
+    /// apply to one path with the same limits).
+    pub(crate) policy: String,
 }
 
 impl RouteMetrics {
@@ -47,6 +50,7 @@ impl RouteMetrics {
     /// default policy applies besides a declaration is counted by both, and two declarations
     /// of one path count apart, so the label tells their figures apart.
     pub(crate) fn new(route: &str, policy: &str) -> Self {
+        let policy_text = policy.to_owned();
         let route = SharedString::from(route.to_owned());
         let policy = SharedString::from(policy.to_owned());
         let labels = || {
@@ -65,6 +69,7 @@ impl RouteMetrics {
             store_duration: Key::from_parts(STORE_DURATION, labels()),
             store_errors_logged: Default::default(),
             store_errors_unlogged: Default::default(),
+            policy: policy_text,
         }
     }
 
@@ -180,6 +185,7 @@ pub(crate) fn decision(
         Outcome::Rejected => tracing::warn!(
             target: "ratelimit",
             route = %route.label,
+            policy = %route.metrics.policy,
             identity = %client.kind(),
             identity_fallback_from = %client.fallback(),
             limit = %self::applied(applied),
@@ -192,6 +198,7 @@ pub(crate) fn decision(
         Outcome::Shielded => tracing::debug!(
             target: "ratelimit",
             route = %route.label,
+            policy = %route.metrics.policy,
             identity = %client.kind(),
             identity_fallback_from = %client.fallback(),
             limit = %self::applied(applied),
@@ -202,6 +209,7 @@ pub(crate) fn decision(
         Outcome::ServedOverLimit => tracing::info!(
             target: "ratelimit",
             route = %route.label,
+            policy = %route.metrics.policy,
             identity = %client.kind(),
             identity_fallback_from = %client.fallback(),
             limit = %self::applied(applied),
@@ -211,6 +219,7 @@ pub(crate) fn decision(
         Outcome::ShadowRejected => tracing::info!(
             target: "ratelimit",
             route = %route.label,
+            policy = %route.metrics.policy,
             identity = %client.kind(),
             identity_fallback_from = %client.fallback(),
             limit = %self::applied(applied),
@@ -252,6 +261,7 @@ pub(crate) fn store_error(
             tracing::$level!(
                 target: "ratelimit",
                 route = %route.label,
+                policy = %route.metrics.policy,
                 identity = %client.kind(),
                 identity_fallback_from = %client.fallback(),
                 limits = %route.limits_text,

@@ -283,12 +283,39 @@ impl RedisClusterStoreBuilder {
     ///
     /// # Errors
     ///
-    /// When there is no node, a URL is malformed, or the nodes' credentials differ.
+    /// When there is no node, a URL is malformed, the nodes' credentials differ, or a
+    /// timeout is zero.
     pub async fn build(self) -> Result<RedisClusterStore, StoreConfigError> {
         if self.nodes.is_empty() {
             return Err(StoreConfigError::new(
                 "a redis cluster store needs at least one node url",
             ));
+        }
+        StoreConfigError::check_timeouts(self.timeout, self.connect_timeout)?;
+        // redis-rs compares the seeds' credentials with the first seed's only when the first
+        // has them: a list whose first URL has no password (or user) built a client that sent
+        // none to any node (found by review). Every seed must name the same ones.
+        let mut credentials = None;
+        for url in &self.nodes {
+            let Ok(info) = ::redis::IntoConnectionInfo::into_connection_info(url.as_str()) else {
+                continue; // Malformed: reported below, with redis-rs's reason.
+            };
+            let these = (
+                info.redis_settings().username().map(str::to_owned),
+                info.redis_settings().password().map(str::to_owned),
+            );
+            match &credentials {
+                None => credentials = Some(these),
+                Some(first) if *first != these => {
+                    let nodes: Vec<String> = self.nodes.iter().map(|url| redact(url)).collect();
+                    return Err(StoreConfigError::new(format!(
+                        "the redis cluster node urls `{}` name different users or passwords: \
+                         every node url must name the same ones",
+                        nodes.join(",")
+                    )));
+                }
+                Some(_) => {}
+            }
         }
         super::tls::ensure_crypto_provider();
         let mut builder = ClusterClient::builder(self.nodes.iter().map(String::as_str))

@@ -16,6 +16,23 @@ impl StoreConfigError {
         }
     }
 
+    /// Refuses a zero `timeout` or `connect_timeout` (a configuration value of "0"): every
+    /// check, or every connection, would time out against a healthy Redis (found by review:
+    /// it was accepted, and checks failed at random at run time).
+    pub(crate) fn check_timeouts(
+        timeout: std::time::Duration,
+        connect_timeout: std::time::Duration,
+    ) -> Result<(), Self> {
+        for (name, value) in [("timeout", timeout), ("connect_timeout", connect_timeout)] {
+            if value.is_zero() {
+                return Err(StoreConfigError::new(format!(
+                    "`{name}` of 0 would fail every check: give it at least 1 ms"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// An error about `url`, shown without its password.
     pub(crate) fn for_url(url: &str, reason: impl fmt::Display) -> Self {
         StoreConfigError::new(format!("invalid redis url `{}`: {reason}", redact(url)))

@@ -199,8 +199,9 @@ impl RedisStoreBuilder {
     ///
     /// # Errors
     ///
-    /// When the URL is malformed.
+    /// When the URL is malformed, or a timeout is zero.
     pub async fn build(self) -> Result<RedisStore, StoreConfigError> {
+        StoreConfigError::check_timeouts(self.timeout, self.connect_timeout)?;
         super::tls::ensure_crypto_provider();
         let client = match &self.tls_root {
             None => Client::open(self.url.as_str()),
