@@ -677,3 +677,47 @@ async fn a_zero_timeout_is_a_configuration_error() {
         "a cluster store with a timeout of 0 built"
     );
 }
+
+/// `redis://user@host` (a `nopass` ACL user): redis-rs sends no `AUTH` without a password,
+/// so the connection ran as `default` instead of as the user named (found by review); it is
+/// a configuration error now, on either builder, and a password (any, for `nopass`) works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_name_without_a_password_is_refused_and_with_one_is_used() {
+    let server = start(&[]).await;
+    let port = server.port();
+    let standalone = RedisStore::builder(format!("redis://rl@127.0.0.1:{port}"))
+        .build()
+        .await;
+    let error = standalone.expect_err("a user without a password built a store");
+    assert!(error.to_string().contains("without a password"), "{error}");
+    let cluster = RedisClusterStore::builder([format!("redis://rl@127.0.0.1:{port}")])
+        .build()
+        .await;
+    assert!(
+        cluster.is_err(),
+        "a cluster store with a user without a password built"
+    );
+
+    let mut rules = vec!["nopass"];
+    rules.extend(least_privilege(&["+ping"]));
+    acl_user(&server, &rules);
+    let store = store_at(
+        &format!("redis://rl:anything@127.0.0.1:{port}"),
+        Duration::from_secs(1),
+    )
+    .await;
+    assert!(
+        check(&store, "203.0.113.7", Some(T0))
+            .await
+            .unwrap()
+            .allowed
+    );
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut server.connection())
+        .unwrap();
+    assert!(
+        clients.lines().any(|line| line.contains(" user=rl ")),
+        "the store's connection runs as another user: {clients}"
+    );
+}

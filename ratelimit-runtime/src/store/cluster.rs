@@ -283,8 +283,8 @@ impl RedisClusterStoreBuilder {
     ///
     /// # Errors
     ///
-    /// When there is no node, a URL is malformed, the nodes' credentials differ, or a
-    /// timeout is zero.
+    /// When there is no node, a URL is malformed or names a user without a password, the
+    /// nodes' credentials differ, or a timeout is zero.
     pub async fn build(self) -> Result<RedisClusterStore, StoreConfigError> {
         if self.nodes.is_empty() {
             return Err(StoreConfigError::new(
@@ -300,6 +300,7 @@ impl RedisClusterStoreBuilder {
             let Ok(info) = ::redis::IntoConnectionInfo::into_connection_info(url.as_str()) else {
                 continue; // Malformed: reported below, with redis-rs's reason.
             };
+            StoreConfigError::check_user_has_password(url, &info)?;
             let these = (
                 info.redis_settings().username().map(str::to_owned),
                 info.redis_settings().password().map(str::to_owned),

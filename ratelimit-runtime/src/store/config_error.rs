@@ -33,6 +33,26 @@ impl StoreConfigError {
         Ok(())
     }
 
+    /// Refuses a URL that names a user without a password (`redis://user@host`): redis-rs
+    /// sends `AUTH` only with a password, so the connection would run as `default` (or be
+    /// refused `NOAUTH` where `default` is off) instead of as the user named (found by
+    /// review).
+    pub(crate) fn check_user_has_password(
+        url: &str,
+        info: &::redis::ConnectionInfo,
+    ) -> Result<(), Self> {
+        let settings = info.redis_settings();
+        if settings.username().is_some() && settings.password().is_none() {
+            return Err(StoreConfigError::for_url(
+                url,
+                "it names a user without a password, which redis-rs would not send (the \
+                 connection would run as `default`); give the user a password (any password \
+                 does for a `nopass` user)",
+            ));
+        }
+        Ok(())
+    }
+
     /// An error about `url`, shown without its password.
     pub(crate) fn for_url(url: &str, reason: impl fmt::Display) -> Self {
         StoreConfigError::new(format!("invalid redis url `{}`: {reason}", redact(url)))

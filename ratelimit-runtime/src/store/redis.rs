@@ -199,7 +199,7 @@ impl RedisStoreBuilder {
     ///
     /// # Errors
     ///
-    /// When the URL is malformed, or a timeout is zero.
+    /// When the URL is malformed or names a user without a password, or a timeout is zero.
     pub async fn build(self) -> Result<RedisStore, StoreConfigError> {
         StoreConfigError::check_timeouts(self.timeout, self.connect_timeout)?;
         super::tls::ensure_crypto_provider();
@@ -208,6 +208,7 @@ impl RedisStoreBuilder {
             Some(pem) => Client::build_with_tls(self.url.as_str(), super::tls::private_ca(pem)),
         }
         .map_err(|err| StoreConfigError::for_url(&self.url, err))?;
+        StoreConfigError::check_user_has_password(&self.url, client.get_connection_info())?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(None)
