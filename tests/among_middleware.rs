@@ -220,6 +220,12 @@ async fn over_the_limit_a_right_and_a_wrong_password_look_alike(by_error: bool) 
     assert_eq!(wrong.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(right.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(names(&wrong), names(&right), "by error: {by_error}");
+    // The auth layer's own `Vary: Authorization` stays off too (found by review: every
+    // `Vary` token of the refusal was kept, CORS's and the auth layer's alike).
+    assert_eq!(
+        header(wrong.headers(), header::VARY),
+        header(right.headers(), header::VARY)
+    );
     for res in [&wrong, &right] {
         assert_eq!(
             header(res.headers(), header::ACCESS_CONTROL_ALLOW_ORIGIN).as_deref(),

@@ -633,9 +633,10 @@ async fn cluster_seeds_with_different_credentials_are_refused_whichever_comes_fi
         let error = built.err().unwrap_or_else(|| panic!("{seeds:?} built"));
         assert!(!error.to_string().contains("s3cret"), "{error}");
     }
+    // No user and `default` are one user.
     let same = RedisClusterStore::builder([
         "redis://:s3cret@127.0.0.1:7000",
-        "redis://:s3cret@127.0.0.1:7001",
+        "redis://default:s3cret@127.0.0.1:7001",
     ])
     .build()
     .await;
@@ -676,6 +677,19 @@ async fn a_zero_timeout_is_a_configuration_error() {
         cluster.is_err(),
         "a cluster store with a timeout of 0 built"
     );
+    let under_a_millisecond = RedisStore::builder(url)
+        .timeout(Duration::from_micros(500))
+        .build()
+        .await;
+    assert!(
+        under_a_millisecond.is_err(),
+        "a timeout of 500 µs built a store"
+    );
+    let one = RedisStore::builder(url)
+        .timeout(Duration::from_millis(1))
+        .build()
+        .await;
+    assert!(one.is_ok(), "{:?}", one.err());
 }
 
 /// `redis://user@host` (a `nopass` ACL user): redis-rs sends no `AUTH` without a password,

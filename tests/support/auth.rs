@@ -27,6 +27,8 @@ pub async fn answers_401(
         .into_response(
             HttpResponse::Unauthorized()
                 .insert_header(("www-authenticate", "Basic"))
+                // What a caching-aware auth layer says its refusal varied by.
+                .insert_header(("vary", "Authorization"))
                 .body("who are you"),
         )
         .map_into_right_body())

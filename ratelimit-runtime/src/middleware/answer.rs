@@ -6,7 +6,7 @@ use std::fmt;
 use actix_web::{
     body::{BoxBody, MessageBody},
     http::{
-        header::{HeaderMap, HeaderName, HeaderValue},
+        header::{self, HeaderMap, HeaderName, HeaderValue},
         StatusCode,
     },
     web::Bytes,
@@ -103,17 +103,34 @@ pub(crate) fn limiter_unavailable(route: &RouteInfo, retry_secs: u64) -> HttpRes
 /// a CORS layer between the refusal and the limiter (on a scope) put on the refusal, since a
 /// request that passed the refusing layer and got its 429 from the route's guard carries
 /// them too: a right and a wrong password must get the same answer, and a browser must be
-/// let to read the 429. Only the CORS family: any other header of the refusal may be the
-/// refusing layer's own (`WWW-Authenticate`, an `X-Auth-Error`), which would tell the two
-/// apart the other way round.
+/// let to read the 429. Only the CORS family, and of `Vary` only the tokens a CORS layer
+/// adds: any other header or token of the refusal may be the refusing layer's own
+/// (`WWW-Authenticate`, `Vary: Authorization`), which would tell the two apart the other way
+/// round (found by review).
 pub(crate) fn keep_outer_headers(too_many: &mut HeaderMap, refused: &HeaderMap) {
     for name in refused.keys() {
-        let cors = name.as_str().starts_with("access-control-") || name == "vary";
-        if !cors || too_many.contains_key(name) {
+        if !name.as_str().starts_with("access-control-") || too_many.contains_key(name) {
             continue;
         }
         for value in refused.get_all(name) {
             too_many.append(name.clone(), value.clone());
+        }
+    }
+    let cors_tokens: Vec<&str> = refused
+        .get_all(header::VARY)
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(str::trim)
+        .filter(|token| {
+            token.eq_ignore_ascii_case("origin")
+                || token
+                    .get(..15)
+                    .is_some_and(|head| head.eq_ignore_ascii_case("access-control-"))
+        })
+        .collect();
+    if !cors_tokens.is_empty() && !too_many.contains_key(header::VARY) {
+        if let Ok(value) = HeaderValue::from_str(&cors_tokens.join(", ")) {
+            too_many.insert(header::VARY, value);
         }
     }
 }

@@ -286,11 +286,12 @@ impl RateLimiter {
     ///
     /// # Panics
     ///
-    /// When `timeout` is zero: every store check would time out.
+    /// When `timeout` is under 1 ms (a configuration value of "0"): tokio's timers count
+    /// whole milliseconds, so store checks would time out at random.
     pub fn timeout(self, timeout: Duration) -> Self {
         assert!(
-            !timeout.is_zero(),
-            "a rate-limit timeout of 0 would fail every store check"
+            timeout >= Duration::from_millis(1),
+            "`RateLimiter::timeout({timeout:?})`: a rate-limit timeout under 1 ms would fail store checks at random; give it at least 1 ms"
         );
         self.with(|s| s.timeout = Some(timeout))
     }

@@ -301,8 +301,12 @@ impl RedisClusterStoreBuilder {
                 continue; // Malformed: reported below, with redis-rs's reason.
             };
             StoreConfigError::check_user_has_password(url, &info)?;
+            // No user is the `default` user.
             let these = (
-                info.redis_settings().username().map(str::to_owned),
+                info.redis_settings()
+                    .username()
+                    .filter(|user| *user != "default")
+                    .map(str::to_owned),
                 info.redis_settings().password().map(str::to_owned),
             );
             match &credentials {
