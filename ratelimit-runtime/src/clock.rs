@@ -76,10 +76,23 @@ impl ManualClock {
     }
 
     /// Moves the clock forward.
+    ///
+    /// # Panics
+    ///
+    /// When that would pass [`MAX_INJECTED_MILLIS`]; the clock then stays where it was
+    /// (found by review: it moved, wrapping on `Duration::MAX`, before the check).
     pub fn advance(&self, by: Duration) {
         let by = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
-        let before = self.millis.fetch_add(by, Ordering::SeqCst);
-        in_range(before.saturating_add(by));
+        let moved = self
+            .millis
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |before| {
+                before
+                    .checked_add(by)
+                    .filter(|after| *after <= MAX_INJECTED_MILLIS)
+            });
+        if let Err(before) = moved {
+            in_range(before.saturating_add(by));
+        }
     }
 }
 

@@ -39,7 +39,8 @@ impl RouteKey {
     ///
     /// # Panics
     ///
-    /// When `prefix` contains `{` or `}` (see [`valid_prefix`]).
+    /// When `prefix` is empty or holds braces, white space, control or non-ASCII characters
+    /// (see [`valid_prefix`]).
     pub fn new(
         prefix: &str,
         method: &str,
@@ -53,7 +54,8 @@ impl RouteKey {
     ///
     /// # Panics
     ///
-    /// When `prefix` contains `{` or `}` (see [`valid_prefix`]).
+    /// When `prefix` is empty or holds braces, white space, control or non-ASCII characters
+    /// (see [`valid_prefix`]).
     pub fn for_client(
         prefix: &str,
         method: &str,
@@ -77,11 +79,12 @@ impl RouteKey {
     ///
     /// # Panics
     ///
-    /// When `prefix` contains `{` or `}` (see [`valid_prefix`]).
+    /// When `prefix` is empty or holds braces, white space, control or non-ASCII characters
+    /// (see [`valid_prefix`]).
     pub(crate) fn route_stem(prefix: &str, method: &str, pattern: &str) -> String {
         assert!(
             valid_prefix(prefix),
-            "a key prefix must not contain `{{` or `}}`"
+            "invalid key prefix `{prefix}`: use printable ASCII without `{{` or `}}`"
         );
         let mut stem = String::with_capacity(prefix.len() + pattern.len() + 16);
         stem.push_str(prefix);

@@ -8,6 +8,11 @@ use super::{probe, AppFactory, CoverageError, RouteTable};
 /// listing every uncovered route.
 ///
 /// Needs an actix runtime (inside `#[actix_web::test]` or `#[actix_web::main]`).
+///
+/// # Errors
+///
+/// When a route has neither a declaration nor an exemption, or the App has no route at
+/// all (an empty registry is never "all fine"): the error lists every uncovered route.
 pub async fn check<T: AppFactory>(app: App<T>) -> Result<RouteTable, CoverageError> {
     let table = route_table(app).await;
     if table.uncovered().next().is_some() || table.routes.is_empty() {
@@ -24,6 +29,10 @@ pub async fn route_table<T: AppFactory>(app: App<T>) -> RouteTable {
 }
 
 /// The one-line test assertion: panics with the list of uncovered routes.
+///
+/// # Panics
+///
+/// When [`check`] returns an error: every uncovered route is in the message.
 ///
 /// ```ignore
 /// #[actix_web::test]

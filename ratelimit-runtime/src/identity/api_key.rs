@@ -40,7 +40,16 @@ impl fmt::Debug for ApiKeySource {
 
 impl ApiKeySource {
     /// Reads the key from `header` (and from `Authorization: Bearer` when `bearer`).
+    ///
+    /// # Panics
+    ///
+    /// When `header` cannot be a header's name (empty, or with a space): it would never be
+    /// found, and every request would count by its IP.
     pub fn new(header: &str, bearer: bool) -> Self {
+        assert!(
+            crate::policy::is_header_name(header),
+            "`ApiKeySource::new({header:?}, ..)`: not a header name (letters, digits and !#$%&'*+-.^_`|~; no space)"
+        );
         ApiKeySource {
             header: header.to_ascii_lowercase(),
             bearer,

@@ -60,9 +60,12 @@ impl TrustedProxies {
     ///
     /// # Panics
     ///
-    /// When `bits` is above 128.
+    /// When `bits` is 0 (every IPv6 client in one bucket, `::/0`) or above 128.
     pub fn ipv6_prefix(mut self, bits: u8) -> Self {
-        assert!(bits <= 128, "an IPv6 prefix is at most 128 bits");
+        assert!(
+            (1..=128).contains(&bits),
+            "`ipv6_prefix({bits})`: an IPv6 prefix is 1 to 128 bits (0 would count every IPv6 client in one bucket)"
+        );
         self.ipv6_prefix = bits;
         self
     }

@@ -11,7 +11,7 @@ mod user_id;
 
 pub use api_key::ApiKeySource;
 pub(crate) use body::Submitted;
-pub use body::UsernameField;
+pub use body::{UsernameField, DEFAULT_BODY_LIMIT};
 pub use client_ip::{ForwardedHeader, TrustedProxies};
 pub(crate) use sources::reads_body;
 pub use sources::{ClientIdentity, IdentitySources};

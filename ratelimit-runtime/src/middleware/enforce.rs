@@ -29,7 +29,7 @@ use crate::{
     identity::{ClientIdentity, IdentitySources, Submitted},
     key::RouteKey,
     policy::{FailMode, RoutePolicy},
-    store::{CheckRequest, Decision, LimitState, Store, StoreError},
+    store::{CheckRequest, Decision, LimitState, Store, StoreError, StoreErrorKind},
 };
 
 /// The state a shielded rejection reports in its headers: the remembered limit is exhausted
@@ -266,7 +266,7 @@ impl Limiter {
         let waited = started.elapsed();
         handle.add_store_wait(waited);
         telemetry::store_latency(route, waited);
-        checked
+        checked.and_then(|decision| well_formed(decision, route.policy.limits().len()))
     }
 
     /// identity → key → the flood shield, else one store call → the verdict. `submitted`:
@@ -426,4 +426,23 @@ enum Decided {
     /// On to the handler; the store's decision, for the headers (none when the store failed
     /// and the route fails open).
     Proceed(Option<Decision>),
+}
+
+/// A store's decision as the request path reads it: one state per limit, `allowed` when
+/// every one allowed. A store of the user's own that answers otherwise is an unexpected
+/// reply, so the route's failure policy applies (found by review: a state too many panicked
+/// the request when its headers were built).
+fn well_formed(decision: Decision, limits: usize) -> Result<Decision, StoreError> {
+    let every_limit_allowed = decision.limits.iter().all(|state| state.allowed);
+    if decision.limits.len() != limits || decision.allowed != every_limit_allowed {
+        return Err(StoreError::new(
+            StoreErrorKind::Protocol,
+            format!(
+                "the store answered {} limit states (allowed: {}) for {limits} limits; a decision needs one state per limit, in order, and `allowed` when every one allowed",
+                decision.limits.len(),
+                decision.allowed,
+            ),
+        ));
+    }
+    Ok(decision)
 }

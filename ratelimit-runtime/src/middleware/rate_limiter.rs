@@ -5,6 +5,7 @@
 use std::{
     cell::{Cell, OnceCell, RefCell},
     collections::HashMap,
+    fmt,
     future::{ready, Ready},
     net::IpAddr,
     rc::Rc,
@@ -67,6 +68,22 @@ pub struct RateLimiter {
     default_fail: Option<FailMode>,
     /// The flood shield every worker of this limiter shares, made by the first.
     shield: Arc<OnceLock<Arc<FloodShield>>>,
+}
+
+impl fmt::Debug for RateLimiter {
+    /// What it was configured with (the store by its kind; no identity or closure shown),
+    /// so an app state holding a limiter can derive `Debug`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimiter")
+            .field("store", &self.store.kind())
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("headers", &self.headers)
+            .field("default_limits", &self.default_limits)
+            .field("default_identity", &self.default_identity)
+            .field("default_fail", &self.default_fail)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Internal handle in request extensions: the worker's limiter, for the route guards;
@@ -333,7 +350,13 @@ impl RateLimiter {
     }
 
     /// The identity of routes with no declaration (default user id, else IP).
+    ///
+    /// # Panics
+    ///
+    /// When `identity` has no part, names one twice or names a header that cannot exist
+    /// (as [`RoutePolicy::new`]).
     pub fn default_identity(self, identity: Identity) -> Self {
+        identity.assert_valid();
         self.with(|s| s.default_identity = identity)
     }
 

@@ -47,7 +47,105 @@ pub enum Identity {
     Parts(&'static [IdentityPart]),
 }
 
+/// Whether `name` can be an HTTP header's name (RFC 9110 token characters, at least one):
+/// a name with a space or nothing in it is never found, and every request would count by
+/// its IP.
+pub(crate) const fn is_header_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() {
+        return false;
+    }
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let token = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        if !token {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Header names compared without case (a `const` `eq_ignore_ascii_case`, which the MSRV
+/// does not have).
+const fn same_header_name(x: &str, y: &str) -> bool {
+    let (x, y) = (x.as_bytes(), y.as_bytes());
+    if x.len() != y.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < x.len() {
+        if !x[i].eq_ignore_ascii_case(&y[i]) {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Two parts that read the same thing (header names compared without case).
+const fn same_part(a: IdentityPart, b: IdentityPart) -> bool {
+    match (a, b) {
+        (IdentityPart::Header(x), IdentityPart::Header(y)) => same_header_name(x, y),
+        (IdentityPart::Ip, IdentityPart::Ip)
+        | (IdentityPart::Username, IdentityPart::Username)
+        | (IdentityPart::UserId, IdentityPart::UserId)
+        | (IdentityPart::ApiKey, IdentityPart::ApiKey) => true,
+        _ => false,
+    }
+}
+
 impl Identity {
+    /// Panics unless the identity is one the attribute could have written: at least one
+    /// part, none twice, header names that can exist (found by review: `Parts(&[])` put
+    /// every client of a route in one key, and a header name with a space counted every
+    /// request by its IP).
+    pub(crate) const fn assert_valid(self) {
+        let Identity::Parts(parts) = self else {
+            return;
+        };
+        assert!(
+            !parts.is_empty(),
+            "an identity needs at least one part: `Identity::Parts(&[])` would count every client in one key"
+        );
+        let mut i = 0;
+        while i < parts.len() {
+            if let IdentityPart::Header(name) = parts[i] {
+                assert!(
+                    is_header_name(name),
+                    "`IdentityPart::Header` needs a header name (letters, digits and !#$%&'*+-.^_`|~; no space), or the header is never found"
+                );
+            }
+            let mut j = i + 1;
+            while j < parts.len() {
+                assert!(
+                    !same_part(parts[i], parts[j]),
+                    "an identity names one part twice"
+                );
+                j += 1;
+            }
+            i += 1;
+        }
+    }
+
     /// The parts of an explicit identity (empty for the default).
     pub fn parts(&self) -> &'static [IdentityPart] {
         match self {

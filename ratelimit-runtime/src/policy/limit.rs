@@ -37,6 +37,10 @@ impl Window {
     }
 
     /// A window of whole seconds.
+    ///
+    /// # Panics
+    ///
+    /// As [`from_millis`](Self::from_millis): when `secs` is zero or more than 31 days.
     pub const fn from_secs(secs: u64) -> Self {
         // Saturating: a number of seconds past u64's milliseconds must be refused as too
         // long, not wrap to a short window in a release build.
@@ -99,9 +103,10 @@ impl Limit {
     /// # Panics
     ///
     /// When `max` is zero, when a sliding log would hold more than
-    /// [`MAX_SLIDING_LOG_LIMIT`] entries, or when a GCRA limit's rate would change by more
-    /// than 1 % with requests spaced a whole number of microseconds apart (in a `const`, a
-    /// compile error).
+    /// [`MAX_SLIDING_LOG_LIMIT`] entries, when a sliding window's `max` × window in
+    /// milliseconds reaches [`MAX_EXACT_SLIDING_PRODUCT`] (its weighted count would no longer
+    /// be exact), or when a GCRA limit's rate would change by more than 1 % with requests
+    /// spaced a whole number of microseconds apart (in a `const`, a compile error).
     pub const fn new(max: u32, window: Window, algorithm: Algorithm) -> Self {
         let max = match NonZeroU32::new(max) {
             Some(max) => max,

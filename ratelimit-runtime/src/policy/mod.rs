@@ -13,6 +13,7 @@ mod route_policy;
 
 pub use algorithm::Algorithm;
 pub use fail_mode::FailMode;
+pub(crate) use identity::is_header_name;
 pub use identity::{Identity, IdentityPart};
 pub use limit::{
     Limit, Window, MAX_EXACT_SLIDING_PRODUCT, MAX_SLIDING_LOG_LIMIT, MAX_WINDOW_MILLIS,

@@ -60,7 +60,9 @@ impl RoutePolicy {
     /// # Panics
     ///
     /// When `limits` is empty or longer than 8, or two of them share an algorithm and a
-    /// window.
+    /// window; when `identity` has no part, names one twice or names a header that cannot
+    /// exist; when `shadow` goes with `FailMode::Closed` (a shadow limit never rejects, so it
+    /// fails open, as the attribute says).
     pub const fn new(
         limits: &'static [Limit],
         identity: Identity,
@@ -72,6 +74,11 @@ impl RoutePolicy {
             "a limited route needs at least one limit"
         );
         assert!(limits.len() <= 8, "a route may stack at most 8 limits");
+        identity.assert_valid();
+        assert!(
+            !(shadow && matches!(fail, FailMode::Closed)),
+            "a shadow limit fails open: `FailMode::Closed` cannot go with `shadow = true`"
+        );
         // Two limits with one algorithm and window would count in one Redis key.
         let mut i = 0;
         while i < limits.len() {
