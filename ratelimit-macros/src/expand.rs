@@ -35,7 +35,9 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
             // the code. A missing `async` is already reported: the handler is emitted as the
             // `async fn` it has to be, or actix-web's `.to(handler)` adds a trait error.
             function.attrs.retain(|a| !route::is_rate_limit(a));
-            if function.sig.asyncness.is_none() {
+            // Only a handler with a route attribute: a plain helper marked by mistake keeps
+            // its signature, or each of its callers adds a type error.
+            if function.sig.asyncness.is_none() && route::has_route_attribute(&function.attrs) {
                 function.sig.asyncness = Some(Token![async](function.sig.fn_token.span));
             }
             with_error(quote!(#function), error)
@@ -103,7 +105,17 @@ fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Re
             "`#[rate_limit]` needs an `async fn` handler; add `async`",
         );
     }
-    let found = route::find(&function.attrs, &mut cx);
+    // A method (`&self`) is in an impl block or a trait, where neither actix-web's route
+    // attributes nor our registration can go: say so, rather than ask for a route attribute.
+    let found = if let Some(receiver) = function.sig.receiver() {
+        cx.error_spanned(
+            receiver,
+            "`#[rate_limit]` goes on a free `async fn` route handler, not on a method: actix-web's route attributes do not work inside an `impl` block or a trait; move the handler to module level",
+        );
+        Found::Missing
+    } else {
+        route::find(&function.attrs, &mut cx)
+    };
     let methods = match &found {
         Found::Route(route) => route.methods.clone(),
         _ => Vec::new(),
@@ -121,7 +133,14 @@ fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Re
     // The marker is found by name in actix's route introspection, where a handler defined
     // inside a function body has a path `module_path!()` does not show: the name alone must
     // identify the declaration, so it carries a fingerprint of the attribute and the item.
-    let marker_fn = format_ident!("__ratelimit_marker_{}_{:016x}", name, fingerprint);
+    // Lower case (and unraw), so that the marker is snake case whatever the handler's name
+    // and needs no `#[allow(non_snake_case)]`, which a crate that forbids the lint refuses.
+    let marker_fn = format_ident!(
+        "__ratelimit_marker_{}_{:016x}",
+        syn::ext::IdentExt::unraw(name).to_string().to_lowercase(),
+        fingerprint,
+        span = name.span()
+    );
     let declaration = format_ident!("__RATELIMIT_DECLARATION_{}", name);
     let marker_fn_text = marker_fn.to_string();
     let guard = format!("{rt}::__private::RouteGuard::new(&{declaration})");
@@ -143,7 +162,6 @@ fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Re
         #function
 
         #[doc(hidden)]
-        #[allow(non_snake_case)]
         fn #marker_fn(_: &#rt::__private::actix_web::guard::GuardContext<'_>) -> ::core::primitive::bool {
             true
         }

@@ -52,6 +52,11 @@ fn route_kind(attr: &Attribute) -> Option<&'static str> {
         .map(|(name, _)| *name)
 }
 
+/// Whether any of `attrs` is named like a route attribute (`#[get]`, `#[route]`, ...).
+pub(crate) fn has_route_attribute(attrs: &[Attribute]) -> bool {
+    attrs.iter().any(|a| route_kind(a).is_some())
+}
+
 pub(crate) fn is_rate_limit(attr: &Attribute) -> bool {
     attr.path()
         .segments
