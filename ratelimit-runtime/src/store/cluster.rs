@@ -284,7 +284,7 @@ impl RedisClusterStoreBuilder {
     /// # Errors
     ///
     /// When there is no node, a URL is malformed or names a user without a password, the
-    /// nodes' credentials differ, or a timeout is zero.
+    /// nodes' credentials differ, or a timeout is under 1 ms.
     pub async fn build(self) -> Result<RedisClusterStore, StoreConfigError> {
         if self.nodes.is_empty() {
             return Err(StoreConfigError::new(

@@ -199,7 +199,8 @@ impl RedisStoreBuilder {
     ///
     /// # Errors
     ///
-    /// When the URL is malformed or names a user without a password, or a timeout is zero.
+    /// When the URL is malformed or names a user without a password, or a timeout is under
+    /// 1 ms.
     pub async fn build(self) -> Result<RedisStore, StoreConfigError> {
         StoreConfigError::check_timeouts(self.timeout, self.connect_timeout)?;
         super::tls::ensure_crypto_provider();
