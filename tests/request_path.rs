@@ -958,21 +958,6 @@ async fn per_worker() -> HttpResponse {
     HttpResponse::Ok().finish()
 }
 
-/// The last command of every client connection Redis holds, but the asking one.
-fn redis_clients(server: &RedisServer) -> Vec<String> {
-    let mut conn = server.connection();
-    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut conn).unwrap();
-    list.lines()
-        .filter(|line| !line.contains("cmd=client|list"))
-        .map(|line| {
-            line.split(' ')
-                .find_map(|field| field.strip_prefix("cmd="))
-                .unwrap_or("?")
-                .to_owned()
-        })
-        .collect()
-}
-
 /// Each actix worker checks over a Redis connection of its own (driven on that worker's
 /// thread, so a check never crosses threads), and every worker counts in the same budget.
 #[actix_web::test]
@@ -992,11 +977,11 @@ async fn every_worker_checks_over_its_own_connection_and_all_share_one_budget() 
 
     // The store's own connection and one per worker, each warmed up with a PING.
     let started = Instant::now();
-    while redis_clients(&server).len() < 3 {
+    while server.client_commands().len() < 3 {
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "expected 3 connections, Redis has {:?}",
-            redis_clients(&server)
+            server.client_commands()
         );
         actix_web::rt::time::sleep(Duration::from_millis(10)).await;
     }
@@ -1015,7 +1000,7 @@ async fn every_worker_checks_over_its_own_connection_and_all_share_one_budget() 
     }
     assert_eq!(statuses, [200, 200, 200, 200, 429, 429]);
 
-    let mut clients = redis_clients(&server);
+    let mut clients = server.client_commands();
     clients.sort();
     // Both workers ran the script (the first one there with EVAL, after NOSCRIPT); the
     // store's own connection only said PING; no connection was opened per request.

@@ -27,25 +27,10 @@ async fn boom() -> HttpResponse {
     panic!("handler panic (test)");
 }
 
-/// The client connections Redis holds, but the asking one: their last commands.
-fn redis_clients(server: &RedisServer) -> Vec<String> {
-    let mut conn = server.connection();
-    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut conn).unwrap();
-    list.lines()
-        .filter(|line| !line.contains("cmd=client|list"))
-        .map(|line| {
-            line.split(' ')
-                .find_map(|field| field.strip_prefix("cmd="))
-                .unwrap_or("?")
-                .to_owned()
-        })
-        .collect()
-}
-
 async fn wait_for_clients(server: &RedisServer, want: impl Fn(usize) -> bool, what: &str) {
     let started = Instant::now();
     loop {
-        let clients = redis_clients(server);
+        let clients = server.client_commands();
         if want(clients.len()) {
             return;
         }
@@ -128,7 +113,11 @@ async fn four_workers_on_redis_share_one_budget_and_hold_n_plus_one_connections(
         (20, 40),
         "{statuses:?}"
     );
-    assert_eq!(redis_clients(&server).len(), 5, "no connection per request");
+    assert_eq!(
+        server.client_commands().len(),
+        5,
+        "no connection per request"
+    );
 
     // A handler that panics: the connection drops, the worker stays, no connection leaks.
     let panicked = hammer(port, "/boom", 8).await;
@@ -136,10 +125,10 @@ async fn four_workers_on_redis_share_one_budget_and_hold_n_plus_one_connections(
     let after = hammer(port, "/shared", 8).await;
     assert_eq!(count(&after, 429), 8, "{after:?}");
     assert_eq!(
-        redis_clients(&server).len(),
+        server.client_commands().len(),
         5,
         "{:?}",
-        redis_clients(&server)
+        server.client_commands()
     );
 
     handle.stop(true).await;

@@ -85,6 +85,23 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("connect to test redis on {}: {e}", self.port))
     }
 
+    /// The last command of every client connection the server holds, but the asking one.
+    pub fn client_commands(&self) -> Vec<String> {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut self.connection())
+            .unwrap();
+        list.lines()
+            .filter(|line| !line.contains("cmd=client|list"))
+            .map(|line| {
+                line.split(' ')
+                    .find_map(|field| field.strip_prefix("cmd="))
+                    .unwrap_or("?")
+                    .to_owned()
+            })
+            .collect()
+    }
+
     /// An async connection for inspection from async tests.
     pub async fn async_connection(&self) -> redis::aio::MultiplexedConnection {
         redis::Client::open(self.url())
