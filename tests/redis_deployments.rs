@@ -63,21 +63,9 @@ async fn check(store: &dyn Store, ip: &str, now: Option<u64>) -> Result<Decision
 /// Checks on the server's clock every 50 ms until one is decided or `within` has passed:
 /// the decision, or the distinct errors seen.
 async fn until_decided(store: &dyn Store, within: Duration) -> Result<Decision, Vec<String>> {
-    let started = Instant::now();
-    let mut errors: Vec<String> = Vec::new();
-    while started.elapsed() < within {
-        match check(store, "203.0.113.7", None).await {
-            Ok(decision) => return Ok(decision),
-            Err(error) => {
-                let text = error.to_string();
-                if errors.last() != Some(&text) {
-                    errors.push(text);
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Err(errors)
+    support::until_ok(within, || check(store, "203.0.113.7", None))
+        .await
+        .map(|(decision, _)| decision)
 }
 
 /// Asserts that `store` decides again within 4 s (checks every 50 ms for up to 8 s) after

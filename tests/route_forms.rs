@@ -119,15 +119,7 @@ async fn cfg_off() -> impl Responder {
 }
 
 fn app(limiter: RateLimiter) -> App<impl AppFactory> {
-    App::new()
-        .app_data(web::Data::new(State(7)))
-        .service(api::items)
-        .service(api::create)
-        .service(multi)
-        .service(named)
-        .service(fallible)
-        .service(extract)
-        .wrap(limiter)
+    bare_app().wrap(limiter)
 }
 
 fn bare_app() -> App<impl AppFactory> {

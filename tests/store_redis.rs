@@ -681,21 +681,9 @@ async fn a_silent_connection_is_replaced_under_a_callers_shorter_timeout() {
 /// Checks `store` until one is decided, for at most `within`: how long it took, or the
 /// errors seen (each once, in order).
 async fn until_decided(store: &RedisStore, within: Duration) -> Result<Duration, Vec<String>> {
-    let started = Instant::now();
-    let mut errors: Vec<String> = Vec::new();
-    while started.elapsed() < within {
-        match check_login(store).await {
-            Ok(_) => return Ok(started.elapsed()),
-            Err(error) => {
-                let text = error.to_string();
-                if errors.last() != Some(&text) {
-                    errors.push(text);
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Err(errors)
+    support::until_ok(within, || check_login(store))
+        .await
+        .map(|(_, took)| took)
 }
 
 /// A failover that leaves the old primary up as a replica, behind a failover proxy (or a

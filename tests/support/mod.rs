@@ -18,3 +18,30 @@ pub use example::{example, free_port};
 pub use log_capture::CapturedLog;
 pub use proxy::Proxy;
 pub use server::{dir_prefix, ping, RedisServer};
+
+/// Calls `attempt` every 50 ms until it succeeds or `within` has passed: its value and how
+/// long that took, or the errors seen (each once, in order).
+pub async fn until_ok<T, E, F>(
+    within: std::time::Duration,
+    mut attempt: impl FnMut() -> F,
+) -> Result<(T, std::time::Duration), Vec<String>>
+where
+    E: std::fmt::Display,
+    F: std::future::Future<Output = Result<T, E>>,
+{
+    let started = std::time::Instant::now();
+    let mut errors: Vec<String> = Vec::new();
+    while started.elapsed() < within {
+        match attempt().await {
+            Ok(value) => return Ok((value, started.elapsed())),
+            Err(error) => {
+                let text = error.to_string();
+                if errors.last() != Some(&text) {
+                    errors.push(text);
+                }
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Err(errors)
+}

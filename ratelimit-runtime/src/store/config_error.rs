@@ -97,30 +97,11 @@ fn redact_query(url: &str) -> String {
 /// Whether a query parameter's name, percent-decoded as redis-rs decodes it
 /// (`query_pairs()`), is `pass` or `password`: `pa%73s=` is a password too (found by review).
 fn is_password_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|pair| std::str::from_utf8(pair).ok())
-            .and_then(|pair| u8::from_str_radix(pair, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(byte)) => {
-                decoded.push(byte);
-                i += 3;
-            }
-            (b'+', _) => {
-                decoded.push(b' ');
-                i += 1;
-            }
-            (byte, _) => {
-                decoded.push(byte);
-                i += 1;
-            }
-        }
-    }
-    decoded.eq_ignore_ascii_case(b"pass") || decoded.eq_ignore_ascii_case(b"password")
+    form_urlencoded::parse(name.as_bytes())
+        .next()
+        .is_some_and(|(decoded, _)| {
+            decoded.eq_ignore_ascii_case("pass") || decoded.eq_ignore_ascii_case("password")
+        })
 }
 
 fn redact_userinfo(url: &str) -> String {
