@@ -18,7 +18,7 @@ use futures_util::stream;
 use proptest::prelude::*;
 use ratelimit_runtime::{
     clock::ManualClock,
-    identity::{ForwardedHeader, TrustedProxies},
+    identity::{canonical_username, ForwardedHeader, TrustedProxies},
     key::RouteKey,
     rate_limit,
     store::MemoryStore,
@@ -74,13 +74,20 @@ proptest! {
     }
 
     #[test]
-    fn usernames_differing_only_in_case_and_outer_space_share_a_budget(
+    fn usernames_differing_only_in_case_outer_space_and_invisibles_share_a_budget(
         name in "[a-zA-Z0-9ÄÖÜäöüßÉéΣσ._-]{1,40}",
         left in "[ \t]{0,3}",
-        right in "[ \t]{0,3}",
+        right in "[ \t\u{200b}\u{2060}]{0,3}",
+        at in 0usize..40,
     ) {
-        let key = |u: &str| RouteKey::new("rl", "POST", "/login", &[(IdentityPart::Username, u)]);
-        let padded = format!("{left}{}{right}", name.to_uppercase());
+        let key = |u: &str| {
+            let canonical = canonical_username(u);
+            RouteKey::new("rl", "POST", "/login", &[(IdentityPart::Username, &canonical)])
+        };
+        let mut upper = name.to_uppercase();
+        let at = upper.char_indices().map(|(i, _)| i).nth(at).unwrap_or(upper.len());
+        upper.insert(at, '\u{200b}');
+        let padded = format!("{left}{upper}{right}");
         prop_assert_eq!(key(&name.to_lowercase()), key(&padded));
     }
 

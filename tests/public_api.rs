@@ -11,7 +11,7 @@ use std::{
 use actix_web::{test as web_test, web, App, HttpResponse};
 use ratelimit_runtime::{
     clock::ManualClock,
-    identity::{ApiKeySource, TrustedProxies, UsernameField, DEFAULT_BODY_LIMIT},
+    identity::{ApiKeySource, TrustedProxies, UsernameReader, DEFAULT_BODY_LIMIT},
     key::RouteKey,
     store::{
         CheckFuture, CheckRequest, Decision, LimitState, MemoryStore, RedisClusterStore,
@@ -247,5 +247,5 @@ fn shared_types_are_send_sync_clone_and_debug() {
         "{shown}"
     );
     // The default body limit is nameable, for a renamed username field that keeps it.
-    let _ = UsernameField::new("login", DEFAULT_BODY_LIMIT);
+    let _ = UsernameReader::field("login").body_limit(DEFAULT_BODY_LIMIT);
 }

@@ -361,24 +361,23 @@ async fn a_body_the_limiter_cannot_read_does_not_trade_the_username_budget_for_o
         "username=decoy&username=alice".to_owned(),
     );
     assert_eq!(status_of(&app, twice).await, 429);
-    // No body at all: no username, so the address counts.
+    // No body at all, a JSON array, a string, `null`, an object without the field: no
+    // username either, and the same one budget (this route keys by username alone, so one
+    // budget for the route).
     let empty = from("198.51.100.12")
         .method(actix_web::http::Method::POST)
         .uri("/reset");
-    assert_eq!(status_of(&app, empty).await, 200);
-    // Readable bodies keep their own budgets, and a body without the field falls back to
-    // the address.
+    assert_eq!(status_of(&app, empty).await, 429);
+    for shape in [r#"["alice"]"#, r#""alice""#, "null", r#"{"user": "alice"}"#] {
+        let req = send("198.51.100.13", "application/json", shape.to_owned());
+        assert_eq!(status_of(&app, req).await, 429, "{shape}");
+    }
+    // Readable bodies keep their own budgets.
     let plain = |user: &str| format!(r#"{{"username": "{user}"}}"#);
     assert_eq!(
         status_of(&app, send("198.51.100.1", "application/json", plain("bob"))).await,
         200
     );
-    let nameless = send(
-        "198.51.100.1",
-        "application/json",
-        r#"{"user": "x"}"#.to_owned(),
-    );
-    assert_eq!(status_of(&app, nameless).await, 200);
 }
 
 /// Bodies actix-web's extractors decode before the handler reads them (decompressed, a form

@@ -8,7 +8,8 @@
 //!
 //! Environment: `BIND` (default `127.0.0.1:8080`), `REDIS_URL` (`redis://` or `rediss://`) or
 //! `REDIS_CLUSTER_NODES` (comma-separated node URLs), `TRUSTED_PROXY_HOPS` (default 0),
-//! `RUST_LOG` (default `info`).
+//! `RATELIMIT_KEY_SECRET` (16 bytes or more, the same on every instance: usernames and other
+//! personal values in keys are hashed under it), `RUST_LOG` (default `info`).
 
 mod auth;
 mod routes;
@@ -19,7 +20,8 @@ use actix_web::{middleware::from_fn, web, App, HttpServer};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use ratelimit_runtime::{
     coverage::{self, AppFactory},
-    identity::{ApiKeySource, TrustedProxies},
+    identity::{ApiKeySource, TrustedProxies, UsernameReader},
+    key::KeySecret,
     store::{redact, MemoryStore, RedisClusterStore, RedisStore, Store},
     RateLimiter,
 };
@@ -52,11 +54,29 @@ fn limiter(store: Arc<dyn Store>) -> Result<RateLimiter, String> {
             .map_err(|_| format!("TRUSTED_PROXY_HOPS must be a whole number, got `{text}`"))?,
         Err(_) => 0,
     };
-    Ok(RateLimiter::from_arc(store)
+    let limiter = RateLimiter::from_arc(store)
         .trusted_proxies(TrustedProxies::hops(hops))
         // `Authorization: Bearer` carries the (stand-in) user here, so API keys come
         // from `X-API-Key` only.
-        .api_key(ApiKeySource::new("x-api-key", false)))
+        .api_key(ApiKeySource::new("x-api-key", false))
+        // The sign-in routes' usernames are read into the handlers' own types, so every
+        // body shape a handler accepts counts against the name it reads.
+        .route_username_reader(
+            "POST /login",
+            UsernameReader::json_or_form::<routes::Credentials>(|c| &c.username),
+        )
+        .route_username_reader(
+            "POST /password-reset",
+            UsernameReader::json_or_form::<routes::UsernameOnly>(|c| &c.username),
+        );
+    match env::var("RATELIMIT_KEY_SECRET") {
+        Ok(secret) => {
+            let secret =
+                KeySecret::new(secret).map_err(|e| format!("RATELIMIT_KEY_SECRET: {e}"))?;
+            Ok(limiter.key_secret(secret))
+        }
+        Err(_) => Ok(limiter),
+    }
 }
 
 #[actix_web::main]

@@ -18,7 +18,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 #[derive(Deserialize)]
 pub struct Credentials {
-    username: String,
+    pub username: String,
     #[allow(dead_code)]
     password: String,
 }
@@ -26,7 +26,7 @@ pub struct Credentials {
 /// JSON or form body: `{"username": "...", "password": "..."}`.
 #[derive(Deserialize)]
 pub struct UsernameOnly {
-    username: String,
+    pub username: String,
 }
 
 fn either<T>(json: Option<web::Json<T>>, form: Option<web::Form<T>>) -> Option<T> {

@@ -8,12 +8,16 @@
 //!
 //! Nothing inside the tag may contain `{` or `}` (Redis hashes up to the *first* `}`), so
 //! route parameters are rewritten (`/orders/{id}` → `/orders/:id`). Usernames, API keys
-//! and header values are hashed (SHA-256, truncated) so that no secret or personal data is
-//! ever stored in a key; any other value that could break the key (braces, control
-//! characters, white space, very long values) is hashed too.
+//! and header values are hashed so that no secret or personal data is ever stored in a key:
+//! with a [`KeySecret`], as keyed hashes (HMAC-SHA256, truncated) that no dictionary run
+//! over the key space reverses, user ids too (and client addresses when asked); without
+//! one, as plain SHA-256, which hides values from a casual reader but not from a dictionary.
+//! Any other value that could break the key (braces, control characters, white space, very
+//! long values) is hashed too.
 
 use std::fmt::{self, Write as _};
 
+use hmac::{Hmac, Mac as _};
 use sha2::{Digest, Sha256};
 
 use crate::{
@@ -65,13 +69,34 @@ impl RouteKey {
         Self::build(prefix, method, pattern, identity.value_parts())
     }
 
+    /// [`for_client`](Self::for_client) with personal values hashed under `secret`, as the
+    /// limiter keys them when it has one.
+    ///
+    /// # Panics
+    ///
+    /// When `prefix` is empty or holds braces, white space, control or non-ASCII characters
+    /// (see [`valid_prefix`]).
+    pub fn for_client_keyed(
+        prefix: &str,
+        method: &str,
+        pattern: &str,
+        identity: &ClientIdentity,
+        secret: &KeySecret,
+    ) -> Self {
+        Self::from_stem(
+            &Self::route_stem(prefix, method, pattern),
+            Some(secret),
+            identity.value_parts(),
+        )
+    }
+
     fn build<'v>(
         prefix: &str,
         method: &str,
         pattern: &str,
         identity: impl Iterator<Item = (IdentityPart, &'v str)>,
     ) -> Self {
-        Self::from_stem(&Self::route_stem(prefix, method, pattern), identity)
+        Self::from_stem(&Self::route_stem(prefix, method, pattern), None, identity)
     }
 
     /// What every key of one route starts with, `rl:{POST:/login`: the same for every
@@ -99,16 +124,21 @@ impl RouteKey {
         stem
     }
 
-    /// The key of a client on the route whose [`route_stem`](Self::route_stem) is `stem`.
+    /// The key of a client on the route whose [`route_stem`](Self::route_stem) is `stem`,
+    /// personal values hashed under `secret` when there is one.
     pub(crate) fn from_stem<'v>(
         stem: &str,
+        secret: Option<&KeySecret>,
         identity: impl Iterator<Item = (IdentityPart, &'v str)>,
     ) -> Self {
         let mut base = String::with_capacity(stem.len() + 48);
         base.push_str(stem);
         for (part, value) in identity {
             base.push('|');
-            push_identity(&mut base, part, value);
+            match secret {
+                Some(secret) => secret.push_identity(&mut base, part, value),
+                None => push_identity(&mut base, part, value),
+            }
         }
         base.push('}');
         RouteKey { base }
@@ -163,21 +193,126 @@ pub const fn algorithm_code(algorithm: Algorithm) -> &'static str {
     }
 }
 
-/// Normalises a username so `Alice` and ` alice ` share one budget: trimmed, and
-/// case-folded by upper- then lower-casing, so letters whose lower case has several forms
-/// fold together too (`ß`, `SS` and `ss`; `Σ`, `σ` and `ς`).
-pub fn normalize_username(raw: &str) -> String {
-    raw.trim().to_uppercase().to_lowercase()
+/// The deployment secret under which personal values in keys are hashed (HMAC-SHA256):
+/// usernames, user ids, API keys, header values, and client addresses when
+/// [`hashing_client_addresses`](Self::hashing_client_addresses) is set. Without the secret,
+/// nobody can tell from a key which name, id or address it counts, however good their
+/// dictionary.
+///
+/// Every instance of a fleet must be given the same secret, or each counts in keys of its
+/// own. Changing it starts every budget afresh (old keys expire with their windows).
+///
+/// ```
+/// use ratelimit_runtime::key::KeySecret;
+///
+/// let secret = KeySecret::new("a deployment secret of 16 bytes or more").unwrap();
+/// assert!(KeySecret::new("short").is_err());
+/// // Never printed.
+/// assert_eq!(format!("{secret:?}"), "KeySecret { client_addresses: false, .. }");
+/// ```
+#[derive(Clone)]
+pub struct KeySecret {
+    mac: Hmac<Sha256>,
+    client_addresses: bool,
 }
 
-/// First 16 hex digits (64 bits) of SHA-256.
-pub fn short_hash(value: &str) -> String {
-    let digest = Sha256::digest(value.as_bytes());
+impl fmt::Debug for KeySecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeySecret")
+            .field("client_addresses", &self.client_addresses)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A [`KeySecret`] shorter than [`KeySecret::MIN_LEN`] bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeySecretTooShort {
+    /// The length given.
+    pub len: usize,
+}
+
+impl fmt::Display for KeySecretTooShort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the key secret has {} bytes; use at least {} random bytes (e.g. `openssl rand -hex 32`)",
+            self.len,
+            KeySecret::MIN_LEN
+        )
+    }
+}
+
+impl std::error::Error for KeySecretTooShort {}
+
+impl KeySecret {
+    /// The fewest bytes a secret may have.
+    pub const MIN_LEN: usize = 16;
+
+    /// A secret from its bytes (a string from the environment, say).
+    ///
+    /// # Errors
+    ///
+    /// [`KeySecretTooShort`] when `secret` has fewer than [`MIN_LEN`](Self::MIN_LEN) bytes.
+    pub fn new(secret: impl AsRef<[u8]>) -> Result<Self, KeySecretTooShort> {
+        let secret = secret.as_ref();
+        if secret.len() < Self::MIN_LEN {
+            return Err(KeySecretTooShort { len: secret.len() });
+        }
+        let mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes keys of any length");
+        Ok(KeySecret {
+            mac,
+            client_addresses: false,
+        })
+    }
+
+    /// Hashes client addresses too (`ip:<hash>` rather than `ip:203.0.113.7`), for
+    /// deployments where addresses count as personal data in the store.
+    #[must_use]
+    pub fn hashing_client_addresses(mut self) -> Self {
+        self.client_addresses = true;
+        self
+    }
+
+    /// 16 hex digits (64 bits) of HMAC-SHA256 of `part` and `value`: the part is in the
+    /// input, so one value used as two parts gives two unrelated hashes.
+    fn hash(&self, part: &str, value: &str) -> String {
+        let mut mac = self.mac.clone();
+        mac.update(part.as_bytes());
+        mac.update(b"\0");
+        mac.update(value.as_bytes());
+        hex16(&mac.finalize().into_bytes())
+    }
+
+    fn push_identity(&self, out: &mut String, part: IdentityPart, value: &str) {
+        match part {
+            IdentityPart::Ip if !self.client_addresses => push_identity(out, part, value),
+            IdentityPart::Header(name) => {
+                out.push_str("header:");
+                push_plain_or_hashed(out, &name.to_ascii_lowercase());
+                out.push(':');
+                out.push_str(&self.hash(&format!("header:{name}"), value));
+            }
+            _ => {
+                let name = part.to_string();
+                out.push_str(&name);
+                out.push_str(":k.");
+                out.push_str(&self.hash(&name, value));
+            }
+        }
+    }
+}
+
+fn hex16(digest: &[u8]) -> String {
     let mut out = String::with_capacity(16);
     for byte in &digest[..8] {
         let _ = write!(out, "{byte:02x}");
     }
     out
+}
+
+/// First 16 hex digits (64 bits) of SHA-256.
+pub fn short_hash(value: &str) -> String {
+    hex16(&Sha256::digest(value.as_bytes()))
 }
 
 fn is_plain(value: &str) -> bool {
@@ -273,8 +408,9 @@ fn push_pattern(out: &mut String, pattern: &str) {
 fn push_identity(out: &mut String, part: IdentityPart, value: &str) {
     match part {
         IdentityPart::Username => {
+            // Canonical already: the limiter reads usernames through its canonicalizer.
             out.push_str("username:");
-            out.push_str(&short_hash(&normalize_username(value)));
+            out.push_str(&short_hash(value));
         }
         IdentityPart::ApiKey => {
             out.push_str("api_key:");
@@ -398,16 +534,41 @@ mod tests {
         assert!(!key.as_str().contains("alice"));
         assert!(!key.as_str().to_lowercase().contains("alice"));
         assert!(!key.as_str().contains("sk_live_secret"));
-        let same = RouteKey::new(
-            "rl",
-            "POST",
-            "/login",
-            &[
-                (IdentityPart::Username, "alice"),
-                (IdentityPart::ApiKey, "sk_live_secret"),
+    }
+
+    #[test]
+    fn with_a_secret_personal_values_are_keyed_hashes() {
+        let client = ClientIdentity {
+            parts: vec![
+                (IdentityPart::Ip, "203.0.113.7".to_owned()),
+                (IdentityPart::Username, "alice".to_owned()),
+                (IdentityPart::UserId, "42".to_owned()),
+                (IdentityPart::Header("X-Tenant"), "acme".to_owned()),
             ],
-        );
-        assert_eq!(key, same, "`Alice` and ` alice ` share a budget");
+            fell_back_from: None,
+        };
+        let keyed = |secret: &KeySecret| {
+            RouteKey::for_client_keyed("rl", "POST", "/login", &client, secret)
+                .as_str()
+                .to_owned()
+        };
+        let one = KeySecret::new("0123456789abcdef-one").unwrap();
+        let two = KeySecret::new("0123456789abcdef-two").unwrap();
+        let key = keyed(&one);
+        // Neither the plain hash (a dictionary's) nor the value shows.
+        assert!(!key.contains(&short_hash("alice")), "{key}");
+        assert!(!key.contains("user_id:42"), "{key}");
+        assert!(!key.contains("acme"), "{key}");
+        assert!(key.contains("|ip:203.0.113.7|username:k."), "{key}");
+        assert!(key.contains("|header:x-tenant:"), "{key}");
+        // Stable under one secret, different under another.
+        assert_eq!(key, keyed(&KeySecret::new("0123456789abcdef-one").unwrap()));
+        assert_ne!(key, keyed(&two));
+        // Addresses too, when asked.
+        let hashed_ip = keyed(&one.clone().hashing_client_addresses());
+        assert!(!hashed_ip.contains("203.0.113.7"), "{hashed_ip}");
+        assert!(hashed_ip.contains("|ip:k."), "{hashed_ip}");
+        assert!(KeySecret::new([7u8; 15]).is_err());
     }
 
     #[test]

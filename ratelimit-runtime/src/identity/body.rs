@@ -1,122 +1,296 @@
 //! The submitted username, read from a JSON or form body with a bounded buffer and put back
 //! so the handler receives the body byte for byte.
 
-use std::borrow::Cow;
+use std::{borrow::Cow, fmt, sync::Arc};
 
 use actix_web::{
     dev::{Payload, ServiceRequest},
     error::PayloadError,
     http::{
-        header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING, UPGRADE},
+        header::{CONTENT_ENCODING, CONTENT_LENGTH, TRANSFER_ENCODING, UPGRADE},
         Method, Version,
     },
     web::{Bytes, BytesMut},
     HttpMessage as _,
 };
 use encoding_rs::{Encoding, UTF_8};
+use serde::de::DeserializeOwned;
 use futures_util::{stream, StreamExt as _};
 
-/// The default body buffer: 64 KiB.
+/// The default body buffer of the field reader: 64 KiB.
 pub const DEFAULT_BODY_LIMIT: usize = 64 * 1024;
 
-/// Which body field holds the username, and how much body may be buffered to find it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsernameField {
-    field: String,
+/// The default body buffer of a typed reader: 2 MiB, the limit `web::Json` applies by
+/// default (`JsonConfig`), so every body such a handler accepts is read.
+pub const TYPED_BODY_LIMIT: usize = 2 * 1024 * 1024;
+
+/// How the limiter reads the username a request body submits, for routes whose identity
+/// has `username`. The body is always put back, byte for byte, for the handler.
+///
+/// - [`UsernameReader::json_or_form`] (what [`RateLimiter::username_from`] sets) reads the
+///   body into the handler's own type, as `web::Json<T>` and `web::Form<T>` with their
+///   default configuration do: JSON when the content type is JSON (`application/json`,
+///   `text/json`, `*/*+json`), a form when it is `application/x-www-form-urlencoded`,
+///   decoded in the charset it names. Every shape the handler accepts (an object, an array
+///   in field order, extra fields) yields the username the handler will see.
+/// - [`UsernameReader::field`] (the default, field `username`) finds a string field in a
+///   JSON object or a form without knowing the handler's type.
+///
+/// A request whose username cannot be read (no body, another content type, a body that does
+/// not parse or lacks the field, one over the buffer, a compressed one) counts in **one**
+/// budget per route and client address, whatever its shape: the policy's identity with the
+/// username replaced by one marker shared by all of them. [`refuse_unreadable`] answers such
+/// requests `400` with a `problem+json` body instead.
+///
+/// [`RateLimiter::username_from`]: crate::RateLimiter::username_from
+/// [`refuse_unreadable`]: UsernameReader::refuse_unreadable
+///
+/// ```
+/// use ratelimit_runtime::identity::UsernameReader;
+///
+/// #[derive(serde::Deserialize)]
+/// struct Login {
+///     username: String,
+///     password: String,
+/// }
+///
+/// let reader = UsernameReader::json_or_form::<Login>(|login| &login.username)
+///     .refuse_unreadable();
+/// # let _ = reader;
+/// ```
+#[derive(Clone)]
+pub struct UsernameReader {
+    source: Source,
     limit: usize,
+    refuse: bool,
 }
 
-impl Default for UsernameField {
+/// Parses a whole body into the route's type and returns its username.
+type Parse = Arc<dyn Fn(&[u8]) -> Option<String> + Send + Sync>;
+
+#[derive(Clone)]
+enum Source {
+    Field(String),
+    Typed {
+        type_name: &'static str,
+        json: Option<Parse>,
+        form: Option<Parse>,
+    },
+}
+
+impl fmt::Debug for UsernameReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = f.debug_struct("UsernameReader");
+        match &self.source {
+            Source::Field(field) => out.field("field", field),
+            Source::Typed {
+                type_name,
+                json,
+                form,
+            } => out
+                .field("type", type_name)
+                .field("json", &json.is_some())
+                .field("form", &form.is_some()),
+        };
+        out.field("limit", &self.limit)
+            .field("refuse_unreadable", &self.refuse)
+            .finish()
+    }
+}
+
+impl Default for UsernameReader {
     fn default() -> Self {
-        UsernameField {
-            field: "username".to_owned(),
-            limit: DEFAULT_BODY_LIMIT,
-        }
+        UsernameReader::field("username")
     }
 }
 
-impl UsernameField {
-    /// Reads the username from `field`, buffering at most `limit` bytes of body.
-    pub fn new(field: &str, limit: usize) -> Self {
-        UsernameField {
-            field: field.to_owned(),
-            limit,
+impl UsernameReader {
+    /// Reads the string field `field` of a JSON object or a form, buffering at most
+    /// [`DEFAULT_BODY_LIMIT`] bytes.
+    pub fn field(field: &str) -> Self {
+        UsernameReader {
+            source: Source::Field(field.to_owned()),
+            limit: DEFAULT_BODY_LIMIT,
+            refuse: false,
         }
     }
 
-    /// The username in the body, if any. The body is always put back.
+    /// Reads JSON bodies as `web::Json<T>` does, and takes the username `get` returns.
+    pub fn json<T: DeserializeOwned + 'static>(get: fn(&T) -> &str) -> Self {
+        Self::typed::<T>(Some(json_parser(get)), None)
+    }
+
+    /// Reads form bodies as `web::Form<T>` does, and takes the username `get` returns.
+    pub fn form<T: DeserializeOwned + 'static>(get: fn(&T) -> &str) -> Self {
+        Self::typed::<T>(None, Some(form_parser(get)))
+    }
+
+    /// Reads JSON bodies as `web::Json<T>` and form bodies as `web::Form<T>` do (the
+    /// content type decides, as it does for those extractors), and takes the username `get`
+    /// returns.
+    pub fn json_or_form<T: DeserializeOwned + 'static>(get: fn(&T) -> &str) -> Self {
+        Self::typed::<T>(Some(json_parser(get)), Some(form_parser(get)))
+    }
+
+    fn typed<T>(json: Option<Parse>, form: Option<Parse>) -> Self {
+        UsernameReader {
+            source: Source::Typed {
+                type_name: std::any::type_name::<T>(),
+                json,
+                form,
+            },
+            limit: TYPED_BODY_LIMIT,
+            refuse: false,
+        }
+    }
+
+    /// Buffers at most `bytes` of body to find the username; a larger body is unreadable.
+    /// Keep it at least the handler's own limit (`JsonConfig::limit`, `FormConfig::limit`),
+    /// or a body the handler accepts counts as unreadable.
+    ///
+    /// # Panics
+    ///
+    /// When `bytes` is 0.
+    #[must_use]
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        assert!(
+            bytes > 0,
+            "`UsernameReader::body_limit(0)`: no body would ever be read"
+        );
+        self.limit = bytes;
+        self
+    }
+
+    /// Answers a request whose username cannot be read `400 Bad Request` with a
+    /// `problem+json` body saying why, before any count, instead of counting it in the
+    /// route's one budget for unreadable bodies.
+    #[must_use]
+    pub fn refuse_unreadable(mut self) -> Self {
+        self.refuse = true;
+        self
+    }
+
+    /// Whether unreadable requests are refused rather than counted.
+    pub(crate) fn refuses_unreadable(&self) -> bool {
+        self.refuse
+    }
+
+    /// The username in the body, or why there is none. The body is always put back.
     pub(crate) async fn read(&self, req: &mut ServiceRequest) -> Submitted {
+        match self.read_body(req).await {
+            Ok(name) if name.trim().is_empty() => Submitted::Unreadable(Unreadable::Empty),
+            Ok(name) => Submitted::Username(name),
+            Err(why) => Submitted::Unreadable(why),
+        }
+    }
+
+    async fn read_body(&self, req: &mut ServiceRequest) -> Result<String, Unreadable> {
         if !declares_body(req) {
             // Nothing to read, and nothing to wait for: the payload of an upgrade (a
             // WebSocket handshake) is the connection itself.
-            return Submitted::Missing;
-        }
-        if !req.headers().contains_key(CONTENT_TYPE) {
-            // No declared format, but a handler reading raw bytes may still find a username
-            // in a body.
-            return match buffer_and_restore(req, self.limit).await {
-                Some(body) if body.is_empty() => Submitted::Missing,
-                _ => Submitted::Unreadable,
-            };
+            return Err(Unreadable::NoBody);
         }
         // actix-web's extractors decompress a body before the handler sees it; this reader
-        // does not, so such a body is not read here (found by review: a gzip form parsed as
-        // raw bytes had no username, and its requests counted per address).
+        // does not, so such a body is not read here.
         if is_compressed(req) {
-            return Submitted::Unreadable;
+            return Err(Unreadable::Compressed);
         }
-        let Some(kind) = BodyKind::of(req) else {
-            return Submitted::Unreadable;
+        let json = is_json(req);
+        let form = req.content_type().eq_ignore_ascii_case(FORM);
+        let readable = match &self.source {
+            Source::Field(_) => json || form,
+            Source::Typed {
+                json: json_parse,
+                form: form_parse,
+                ..
+            } => (json && json_parse.is_some()) || (form && form_parse.is_some()),
         };
-        // A form is decoded in the charset its content type names, found as `web::Form`
-        // finds it (the content type parsed as a MIME type: found by review, a decoy
-        // `charset=utf-8` inside a quoted parameter made a UTF-16 form read as UTF-8 here,
-        // with a username of the client's choosing, while the handler read another). None
-        // when actix cannot parse the content type or does not know the charset: then
-        // `web::Form` refuses the body. (`web::Json` reads raw bytes whatever the charset.)
-        let charset = req.encoding().ok();
+        if !readable {
+            return Err(Unreadable::ContentType);
+        }
         let declared_len = req
             .headers()
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
         if declared_len.is_some_and(|len| len > self.limit as u64) {
-            return Submitted::Unreadable;
+            return Err(Unreadable::TooLarge);
         }
-        let Some(body) = buffer_and_restore(req, self.limit).await else {
-            return Submitted::Unreadable;
-        };
-        let name = match kind {
-            BodyKind::Json => match json_field(&body, &self.field) {
-                Ok(name) => name,
-                Err(_) => return Submitted::Unreadable,
+        // A form is decoded in the charset its content type names, found as `web::Form`
+        // finds it (the content type parsed as a MIME type, so a decoy `charset=` inside a
+        // quoted parameter is not taken). None when actix cannot parse the content type or
+        // does not know the charset: then `web::Form` refuses the body. (`web::Json` reads
+        // raw bytes whatever the charset.)
+        let charset = req.encoding().ok();
+        let body = buffer_and_restore(req, self.limit)
+            .await
+            .ok_or(Unreadable::TooLarge)?;
+        match &self.source {
+            Source::Typed {
+                json: Some(parse), ..
+            } if json => parse(&body).ok_or(Unreadable::Malformed),
+            Source::Typed {
+                form: Some(parse), ..
+            } => {
+                let text = charset
+                    .and_then(|charset| decoded(charset, &body))
+                    .ok_or(Unreadable::Malformed)?;
+                parse(&text).ok_or(Unreadable::Malformed)
+            }
+            Source::Typed { .. } => Err(Unreadable::ContentType),
+            Source::Field(field) if json => match json_field(&body, field) {
+                Ok(Some(name)) => Ok(name),
+                Ok(None) => Err(Unreadable::NoField),
+                Err(_) => Err(Unreadable::Malformed),
             },
-            BodyKind::Form => {
+            Source::Field(field) => {
                 // Read as `web::Form` reads it (none if it cannot), and as JSON: a JSON body
                 // labelled as a form is read by a `web::Json` handler that does not insist on
-                // the content type (found by review: counted per address).
+                // the content type.
                 let as_form = charset
                     .and_then(|charset| decoded(charset, &body))
-                    .map(|text| form_field(&text, &self.field));
-                match (as_form, json_field(&body, &self.field)) {
-                    (Some(Err(Repeated)), _) => return Submitted::Unreadable,
+                    .map(|text| form_field(&text, field));
+                match (as_form, json_field(&body, field)) {
+                    (Some(Err(Repeated)), _) => Err(Unreadable::FieldTwice),
                     // Read one way by a form handler and another by a lenient JSON one (a
-                    // JSON string holding `&username=decoy&`, found by review): counting
-                    // either would let the other be guessed on a budget of its own.
+                    // JSON string holding `&username=decoy&`): counting either would let the
+                    // other be guessed on a budget of its own.
                     (Some(Ok(Some(form))), Ok(Some(json))) if form != json => {
-                        return Submitted::Unreadable
+                        Err(Unreadable::Ambiguous)
                     }
-                    (Some(Ok(Some(name))), _) | (_, Ok(Some(name))) => Some(name),
-                    (Some(Ok(None)), _) | (None, Ok(None)) => None,
-                    (None, Err(_)) => return Submitted::Unreadable,
+                    (Some(Ok(Some(name))), _) | (_, Ok(Some(name))) => Ok(name),
+                    (Some(Ok(None)), _) | (None, Ok(None)) => Err(Unreadable::NoField),
+                    (None, Err(_)) => Err(Unreadable::Malformed),
                 }
             }
-        };
-        match name.filter(|name| !name.trim().is_empty()) {
-            Some(name) => Submitted::Username(name),
-            None => Submitted::Missing,
         }
     }
+}
+
+const FORM: &str = "application/x-www-form-urlencoded";
+
+/// Whether `web::Json` (default configuration) reads the body: a content type that parses
+/// as a MIME type with the subtype `json` or the suffix `+json`.
+fn is_json(req: &ServiceRequest) -> bool {
+    matches!(req.mime_type(), Ok(Some(mime))
+        if mime.subtype().as_str().eq_ignore_ascii_case("json")
+            || mime.suffix().is_some_and(|s| s.as_str().eq_ignore_ascii_case("json")))
+}
+
+fn json_parser<T: DeserializeOwned + 'static>(get: fn(&T) -> &str) -> Parse {
+    Arc::new(move |body: &[u8]| {
+        serde_json::from_slice::<T>(body)
+            .ok()
+            .map(|value| get(&value).to_owned())
+    })
+}
+
+fn form_parser<T: DeserializeOwned + 'static>(get: fn(&T) -> &str) -> Parse {
+    Arc::new(move |body: &[u8]| {
+        serde_urlencoded::from_bytes::<T>(body)
+            .ok()
+            .map(|value| get(&value).to_owned())
+    })
 }
 
 /// The string `field` of a JSON body, if it has one; an error when the body is not JSON.
@@ -194,7 +368,7 @@ fn declares_body(req: &ServiceRequest) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use actix_web::test::TestRequest;
+    use actix_web::{http::header::CONTENT_TYPE, test::TestRequest};
 
     use super::*;
 
@@ -204,7 +378,7 @@ mod tests {
             .insert_header((CONTENT_LENGTH, body.len().to_string()))
             .set_payload(Bytes::from_static(body))
             .to_srv_request();
-        UsernameField::default().read(&mut req).await
+        UsernameReader::default().read(&mut req).await
     }
 
     /// The charset matters to `web::Form` only (found by review: a JSON body naming a
@@ -228,14 +402,77 @@ mod tests {
         // Neither a form `web::Form` can decode nor JSON: the shared budget.
         assert_eq!(
             read(utf16_form, b"username=alice ").await,
-            Submitted::Unreadable
+            Submitted::Unreadable(Unreadable::Malformed)
+        );
+        // `text/json` is JSON to `web::Json`, and so to the limiter.
+        assert_eq!(read("text/json", json).await, alice());
+        assert_eq!(read("application/problem+json", json).await, alice());
+        // Shapes without the field share the one budget, whatever the shape.
+        for body in [&br#"["alice","x"]"#[..], br#""alice""#, b"null", b"7", br#"{"user":"alice"}"#] {
+            assert_eq!(
+                read("application/json", body).await,
+                Submitted::Unreadable(Unreadable::NoField),
+                "{body:?}"
+            );
+        }
+        assert_eq!(
+            read("text/plain", json).await,
+            Submitted::Unreadable(Unreadable::ContentType)
         );
         // A form in a charset actix does not know, but JSON: `web::Json` reads it.
         let unknown = "application/x-www-form-urlencoded; charset=utf-32";
         assert_eq!(read(unknown, json).await, alice());
         assert_eq!(
             read(unknown, b"username=alice").await,
-            Submitted::Unreadable
+            Submitted::Unreadable(Unreadable::Malformed)
+        );
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Login {
+        username: String,
+        #[allow(dead_code)]
+        password: String,
+    }
+
+    async fn read_typed(content_type: &str, body: &'static [u8]) -> Submitted {
+        let mut req = TestRequest::post()
+            .insert_header((CONTENT_TYPE, content_type))
+            .insert_header((CONTENT_LENGTH, body.len().to_string()))
+            .set_payload(Bytes::from_static(body))
+            .to_srv_request();
+        UsernameReader::json_or_form::<Login>(|l| &l.username)
+            .read(&mut req)
+            .await
+    }
+
+    #[actix_web::test]
+    async fn a_typed_reader_reads_every_shape_serde_accepts() {
+        let alice = || Submitted::Username("alice".to_owned());
+        for body in [
+            &br#"{"username":"alice","password":"x"}"#[..],
+            br#"{"password":"x","extra":[1],"username":"alice"}"#,
+            br#"["alice","x"]"#,
+            br#"{"username":"\u0061lice","password":"x"}"#,
+        ] {
+            assert_eq!(read_typed("application/json", body).await, alice(), "{body:?}");
+        }
+        assert_eq!(read_typed("text/json", br#"["alice","x"]"#).await, alice());
+        assert_eq!(
+            read_typed(FORM, b"password=x&username=alice&more=1").await,
+            alice()
+        );
+        // What `web::Json<Login>` refuses, the reader cannot read either.
+        for body in [&br#"{"username":"alice"}"#[..], br#"["alice"]"#, b"null"] {
+            assert_eq!(
+                read_typed("application/json", body).await,
+                Submitted::Unreadable(Unreadable::Malformed),
+                "{body:?}"
+            );
+        }
+        assert_eq!(
+            read_typed("text/plain", br#"["alice","x"]"#).await,
+            Submitted::Unreadable(Unreadable::ContentType)
         );
     }
 
@@ -279,41 +516,48 @@ mod tests {
 /// What a body says about the username.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Submitted {
-    /// The username field's text.
+    /// The username as the body gives it (not yet canonical).
     Username(String),
-    /// No body, or a readable one without the field: the identity falls back to the IP.
-    Missing,
-    /// A body the limiter cannot read (larger than the buffer, compressed, a form in a charset
-    /// other than UTF-8, not JSON or a form, of no declared type, not parseable, a form with
-    /// the field twice) although the handler may well read a username from it. Such requests
-    /// share one budget per route ([`UNREADABLE_USERNAME`]), so that padding or encoding a
-    /// body cannot trade the username's budget for one per IP address.
-    Unreadable,
+    /// No username could be read: such requests share one budget per route and address
+    /// ([`UNREADABLE_USERNAME`]), whatever their shape, so that reshaping a body never opens
+    /// a budget of its own.
+    Unreadable(Unreadable),
 }
 
-/// The username every request with an unreadable body counts as. No JSON or form field
-/// normalises to it by accident (it starts with a NUL).
-pub(crate) const UNREADABLE_USERNAME: &str = "\0unreadable body";
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum BodyKind {
-    Json,
-    Form,
+/// Why no username could be read from a body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unreadable {
+    NoBody,
+    Compressed,
+    ContentType,
+    TooLarge,
+    Malformed,
+    NoField,
+    FieldTwice,
+    Ambiguous,
+    Empty,
 }
 
-impl BodyKind {
-    fn of(req: &ServiceRequest) -> Option<BodyKind> {
-        let content_type = req.headers().get(CONTENT_TYPE)?.to_str().ok()?;
-        let essence = content_type.split(';').next()?.trim().to_ascii_lowercase();
-        if essence == "application/json" || essence.ends_with("+json") {
-            Some(BodyKind::Json)
-        } else if essence == "application/x-www-form-urlencoded" {
-            Some(BodyKind::Form)
-        } else {
-            None
+impl Unreadable {
+    /// The reason, for the `400` of a route that refuses unreadable bodies.
+    pub(crate) fn reason(self) -> &'static str {
+        match self {
+            Unreadable::NoBody => "the request has no body",
+            Unreadable::Compressed => "the body is compressed",
+            Unreadable::ContentType => "the body's content type is not one this route reads",
+            Unreadable::TooLarge => "the body is larger than this route reads",
+            Unreadable::Malformed => "the body does not parse as this route's input",
+            Unreadable::NoField => "the body has no username",
+            Unreadable::FieldTwice => "the body names the username more than once",
+            Unreadable::Ambiguous => "the body names one username as a form and another as JSON",
+            Unreadable::Empty => "the username is empty",
         }
     }
 }
+
+/// The username every request without a readable one counts as. No canonical username is
+/// equal to it by accident (it starts with a NUL).
+pub(crate) const UNREADABLE_USERNAME: &str = "\0unreadable body";
 
 /// Reads up to `limit` bytes of the body and puts everything back: the buffered bytes
 /// followed by whatever the stream still holds (including an error it produced).

@@ -5,13 +5,15 @@
 
 mod api_key;
 mod body;
+mod canonical;
 mod client_ip;
 mod sources;
 mod user_id;
 
 pub use api_key::ApiKeySource;
-pub(crate) use body::Submitted;
-pub use body::{UsernameField, DEFAULT_BODY_LIMIT};
+pub(crate) use body::{Submitted, Unreadable};
+pub use body::{UsernameReader, DEFAULT_BODY_LIMIT, TYPED_BODY_LIMIT};
+pub use canonical::{canonical_username, Canonicalizer};
 pub use client_ip::{ForwardedHeader, TrustedProxies};
 pub(crate) use sources::reads_body;
 pub use sources::{ClientIdentity, IdentitySources};

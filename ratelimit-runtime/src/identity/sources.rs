@@ -1,22 +1,28 @@
 //! Reading a policy's identity parts off a request.
 
-use std::net::IpAddr;
+use std::{collections::HashMap, net::IpAddr};
 
 use actix_web::dev::ServiceRequest;
 
 use super::{
     body::{Submitted, UNREADABLE_USERNAME},
-    ApiKeySource, TrustedProxies, UserIdSource, UsernameField,
+    canonical::{canonical_username, Canonicalizer},
+    ApiKeySource, TrustedProxies, UserIdSource, UsernameReader,
 };
 use crate::policy::{Identity, IdentityPart};
 
 /// Where each identity part comes from; set on the limiter.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct IdentitySources {
     /// How to find the client address behind proxies.
     pub trusted_proxies: TrustedProxies,
-    /// Where the submitted username is in the body.
-    pub username: UsernameField,
+    /// How the submitted username is read from the body, on every route without a reader
+    /// of its own.
+    pub username: UsernameReader,
+    /// The username readers of single routes, by `METHOD /pattern` (`POST /login`).
+    pub route_usernames: HashMap<String, UsernameReader>,
+    /// How a submitted username becomes the name its budget is kept under.
+    pub canonical_username: Canonicalizer,
     /// Where the authenticated user id comes from.
     pub user_id: UserIdSource,
     /// Where the API key comes from.
@@ -49,21 +55,42 @@ impl ClientIdentity {
     }
 }
 
+impl Default for IdentitySources {
+    fn default() -> Self {
+        IdentitySources {
+            trusted_proxies: TrustedProxies::default(),
+            username: UsernameReader::default(),
+            route_usernames: HashMap::new(),
+            canonical_username,
+            user_id: UserIdSource::default(),
+            api_key: ApiKeySource::default(),
+        }
+    }
+}
+
 impl IdentitySources {
     /// Reads `identity` off the request. The body is read only when a part needs it, and
     /// is always put back byte for byte.
     pub async fn extract(&self, req: &mut ServiceRequest, identity: Identity) -> ClientIdentity {
-        self.extract_with(req, identity, None, None).await
+        self.extract_with(req, identity, None, None, &self.username)
+            .await
+    }
+
+    /// The username reader of the route labelled `route` (`POST /login`).
+    pub(crate) fn username_reader(&self, route: &str) -> &UsernameReader {
+        self.route_usernames.get(route).unwrap_or(&self.username)
     }
 
     /// [`IdentitySources::extract`], with the client address and the username the body
     /// submitted when they were read already (`client`, `submitted`): neither is read again.
+    /// Otherwise the body is read with `reader`.
     pub(crate) async fn extract_with(
         &self,
         req: &mut ServiceRequest,
         identity: Identity,
         client: Option<Option<IpAddr>>,
         submitted: Option<Submitted>,
+        reader: &UsernameReader,
     ) -> ClientIdentity {
         let ip = match client {
             Some(client) => self.trusted_proxies.text(client),
@@ -71,12 +98,12 @@ impl IdentitySources {
         };
         let mut submitted = match submitted {
             Some(submitted) => Some(submitted),
-            None if reads_body(identity) => Some(self.username.read(req).await),
+            None if reads_body(identity) => Some(reader.read(req).await),
             None => None,
         };
         assemble(ip, identity, |part| match part {
             IdentityPart::Ip => None,
-            IdentityPart::Username => submitted.take().and_then(username),
+            IdentityPart::Username => submitted.take().map(|s| self.username(s)),
             IdentityPart::UserId => self.user_id.read(req),
             IdentityPart::ApiKey => self.api_key.read(req),
             IdentityPart::Header(name) => req
@@ -105,7 +132,7 @@ impl IdentitySources {
             self.trusted_proxies.text(client),
             identity,
             |part| match part {
-                IdentityPart::Username => submitted.take().and_then(username),
+                IdentityPart::Username => submitted.take().map(|s| self.username(s)),
                 _ => None,
             },
         )
@@ -117,13 +144,22 @@ pub(crate) fn reads_body(identity: Identity) -> bool {
     identity.parts().contains(&IdentityPart::Username)
 }
 
-/// The username part's value: the submitted name, or the one every unreadable body shares;
-/// none when the body has no username (the identity falls back to the address).
-fn username(submitted: Submitted) -> Option<String> {
-    match submitted {
-        Submitted::Username(name) => Some(name),
-        Submitted::Unreadable => Some(UNREADABLE_USERNAME.to_owned()),
-        Submitted::Missing => None,
+impl IdentitySources {
+    /// The username part's value: the submitted name in its canonical form, else the one
+    /// every request without a readable username shares (a name that canonicalizes to
+    /// nothing included).
+    fn username(&self, submitted: Submitted) -> String {
+        match submitted {
+            Submitted::Username(name) => {
+                let name = (self.canonical_username)(&name);
+                if name.is_empty() {
+                    UNREADABLE_USERNAME.to_owned()
+                } else {
+                    name
+                }
+            }
+            Submitted::Unreadable(_) => UNREADABLE_USERNAME.to_owned(),
+        }
     }
 }
 
@@ -172,7 +208,7 @@ fn assemble(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::TrustedProxies;
+    use crate::identity::{body::Unreadable, TrustedProxies};
 
     fn ip_parts(ip: &str) -> Vec<(IdentityPart, String)> {
         vec![(IdentityPart::Ip, ip.to_owned())]
@@ -186,11 +222,11 @@ mod tests {
         };
         let client = Some("203.0.113.7".parse().unwrap());
         let refused = |parts: &'static [IdentityPart]| {
-            sources.refused(client, Identity::Parts(parts), Submitted::Unreadable)
+            sources.refused(client, Identity::Parts(parts), Submitted::Unreadable(Unreadable::Malformed))
         };
 
         assert_eq!(
-            sources.refused(client, Identity::UserIdElseIp, Submitted::Missing),
+            sources.refused(client, Identity::UserIdElseIp, Submitted::Unreadable(Unreadable::NoBody)),
             ClientIdentity {
                 parts: ip_parts("203.0.113.7"),
                 fell_back_from: None
@@ -208,10 +244,10 @@ mod tests {
                 fell_back_from: None
             }
         );
-        // A username read before the body was passed on counts as itself; a body without one
-        // counts by the address alone, as at the guard.
+        // A username read before the body was passed on counts as itself, canonical; a body
+        // without one counts in the one budget of unreadable bodies, as at the guard.
         let login = Identity::Parts(&[IdentityPart::Ip, IdentityPart::Username]);
-        let alice = Submitted::Username("alice".to_owned());
+        let alice = Submitted::Username(" Alice\u{200b}".to_owned());
         assert_eq!(
             sources.refused(client, login, alice).parts,
             [
@@ -219,9 +255,15 @@ mod tests {
                 (IdentityPart::Username, "alice".to_owned()),
             ]
         );
-        let missing = sources.refused(client, login, Submitted::Missing);
-        assert_eq!(missing.parts, ip_parts("203.0.113.7"));
-        assert_eq!(missing.fell_back_from, Some(IdentityPart::Username));
+        let missing = sources.refused(client, login, Submitted::Unreadable(Unreadable::NoBody));
+        assert_eq!(
+            missing.parts,
+            [
+                (IdentityPart::Ip, "203.0.113.7".to_owned()),
+                (IdentityPart::Username, UNREADABLE_USERNAME.to_owned()),
+            ]
+        );
+        assert_eq!(missing.fell_back_from, None);
         // Parts a client or an auth layer supplies are absent: the address alone.
         for parts in [
             &[IdentityPart::UserId][..],
@@ -240,12 +282,12 @@ mod tests {
         let v6 = sources.refused(
             Some("2001:db8::7".parse().unwrap()),
             Identity::UserIdElseIp,
-            Submitted::Missing,
+            Submitted::Unreadable(Unreadable::NoBody),
         );
         assert_eq!(v6.parts, ip_parts("2001:db8::/64"));
         assert_eq!(
             sources
-                .refused(None, Identity::UserIdElseIp, Submitted::Missing)
+                .refused(None, Identity::UserIdElseIp, Submitted::Unreadable(Unreadable::NoBody))
                 .parts,
             ip_parts("unknown")
         );

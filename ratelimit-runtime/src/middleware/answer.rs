@@ -148,6 +148,21 @@ pub(crate) fn limiter_not_installed(route: &str) -> HttpResponse {
         .body(body.to_string())
 }
 
+/// The `400` of a route that refuses requests whose username cannot be read
+/// ([`UsernameReader::refuse_unreadable`](crate::identity::UsernameReader::refuse_unreadable)).
+pub(crate) fn unreadable_username(route: &RouteInfo, reason: &str) -> HttpResponse {
+    let body = serde_json::json!({
+        "type": "about:blank",
+        "title": "Unreadable Username",
+        "status": 400,
+        "detail": format!("{}: {reason}; send the username in a JSON or form body this route reads", route.label),
+    });
+    HttpResponse::BadRequest()
+        .content_type(PROBLEM_JSON)
+        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
+        .body(body.to_string())
+}
+
 fn with_retry_after(
     status: StatusCode,
     body: impl MessageBody + 'static,

@@ -26,8 +26,8 @@ use super::{
 };
 use crate::{
     clock::Clock,
-    identity::{ClientIdentity, IdentitySources, Submitted},
-    key::RouteKey,
+    identity::{reads_body, ClientIdentity, IdentitySources, Submitted, Unreadable},
+    key::{KeySecret, RouteKey},
     policy::{FailMode, RoutePolicy},
     store::{CheckRequest, Decision, LimitState, Store, StoreError, StoreErrorKind},
 };
@@ -51,6 +51,8 @@ pub(crate) struct Limiter {
     pub(crate) clock: Clock,
     pub(crate) sources: IdentitySources,
     pub(crate) prefix: String,
+    /// The secret personal values in keys are hashed under, when one was given.
+    pub(crate) secret: Option<KeySecret>,
     /// The limiter's own cap on a store call, when set.
     pub(crate) timeout: Option<Duration>,
     pub(crate) headers: HeaderFamilies,
@@ -183,7 +185,9 @@ impl Limiter {
         handle: &LimiterHandle,
     ) {
         let mut counted = ServiceRequest::from_request(request);
-        let submitted = handle.take_username().unwrap_or(Submitted::Unreadable);
+        let submitted = handle
+            .take_username()
+            .unwrap_or(Submitted::Unreadable(Unreadable::NoBody));
         self.decide(
             &mut counted,
             route,
@@ -205,7 +209,9 @@ impl Limiter {
         route: &RouteInfo,
         handle: &LimiterHandle,
     ) -> Option<HttpResponse> {
-        let submitted = handle.take_username().unwrap_or(Submitted::Unreadable);
+        let submitted = handle
+            .take_username()
+            .unwrap_or(Submitted::Unreadable(Unreadable::NoBody));
         let identity = self
             .sources
             .refused(client, route.policy.identity(), submitted);
@@ -279,9 +285,26 @@ impl Limiter {
         handle: &LimiterHandle,
         counting: Counting,
     ) -> Decided {
+        let reader = self.sources.username_reader(&route.label);
+        let identity = route.policy.identity();
+        let submitted = match submitted {
+            None if reads_body(identity) => Some(reader.read(req).await),
+            submitted => submitted,
+        };
+        if let Some(Submitted::Unreadable(why)) = &submitted {
+            if reader.refuses_unreadable() && counting == Counting::Live {
+                tracing::debug!(
+                    target: "ratelimit",
+                    route = %route.label,
+                    reason = why.reason(),
+                    "refused: no readable username"
+                );
+                return Decided::Refuse(answer::unreadable_username(route, why.reason()));
+            }
+        }
         let identity = self
             .sources
-            .extract_with(req, route.policy.identity(), handle.client(), submitted)
+            .extract_with(req, identity, handle.client(), submitted, reader)
             .await;
         self.decide_for(&identity, route, handle, counting).await
     }
@@ -298,7 +321,7 @@ impl Limiter {
         counting: Counting,
     ) -> Decided {
         let policy = route.policy;
-        let key = route.key(&self.prefix, identity);
+        let key = route.key(&self.prefix, self.secret.as_ref(), identity);
         let client = Client { identity };
 
         let now = self.local_now();

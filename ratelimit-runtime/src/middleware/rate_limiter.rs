@@ -32,10 +32,10 @@ use super::{
 use crate::{
     clock::Clock,
     identity::{
-        reads_body, ApiKeySource, IdentitySources, Submitted, TrustedProxies, UserIdSource,
-        UsernameField,
+        reads_body, ApiKeySource, Canonicalizer, IdentitySources, Submitted, TrustedProxies,
+        UserIdSource, UsernameReader,
     },
-    key::{valid_prefix, DEFAULT_PREFIX},
+    key::{valid_prefix, KeySecret, DEFAULT_PREFIX},
     policy::{Algorithm, FailMode, Identity, Limit, Policy, RoutePolicy, Window},
     registry::RouteDeclaration,
     store::{Store, StoreError},
@@ -59,6 +59,7 @@ pub struct RateLimiter {
     clock: Clock,
     sources: IdentitySources,
     prefix: String,
+    secret: Option<KeySecret>,
     timeout: Option<Duration>,
     headers: HeaderFamilies,
     shield_capacity: usize,
@@ -77,6 +78,7 @@ impl fmt::Debug for RateLimiter {
         f.debug_struct("RateLimiter")
             .field("store", &self.store.kind())
             .field("prefix", &self.prefix)
+            .field("key_secret", &self.secret)
             .field("timeout", &self.timeout)
             .field("headers", &self.headers)
             .field("default_limits", &self.default_limits)
@@ -143,9 +145,10 @@ impl LimiterHandle {
 
     /// Reads the username `req`'s body submits (the body is put back) and keeps it for
     /// whichever of the route's limiters counts the request; once per request.
-    pub(crate) async fn read_username(&self, req: &mut ServiceRequest) {
+    pub(crate) async fn read_username(&self, req: &mut ServiceRequest, route: &str) {
         if self.0.submitted.borrow().is_none() {
-            let submitted = self.0.limiter.sources.username.read(req).await;
+            let reader = self.0.limiter.sources.username_reader(route);
+            let submitted = reader.read(req).await;
             *self.0.submitted.borrow_mut() = Some(submitted);
         }
     }
@@ -239,6 +242,7 @@ impl RateLimiter {
             clock: Clock::Store,
             sources: IdentitySources::default(),
             prefix: DEFAULT_PREFIX.to_owned(),
+            secret: None,
             timeout: None,
             headers: HeaderFamilies::default(),
             shield_capacity: 10_000,
@@ -266,9 +270,73 @@ impl RateLimiter {
         self.with(|s| s.sources.trusted_proxies = proxies)
     }
 
-    /// Where the username is in request bodies (default field `username`, 64 KiB buffer).
-    pub fn username_field(self, field: UsernameField) -> Self {
-        self.with(|s| s.sources.username = field)
+    /// How every route that counts usernames reads them from request bodies, unless it has
+    /// a reader of its own ([`route_username_reader`](Self::route_username_reader)). The
+    /// default is [`UsernameReader::field`]`("username")`.
+    pub fn username_reader(self, reader: UsernameReader) -> Self {
+        self.with(|s| s.sources.username = reader)
+    }
+
+    /// Reads usernames by deserializing request bodies into the handler's own type `T`, as
+    /// `web::Json<T>` and `web::Form<T>` do, and taking the name `get` returns: every shape
+    /// the handler accepts yields the username the handler sees. Shorthand for
+    /// [`username_reader`](Self::username_reader)`(UsernameReader::json_or_form::<T>(get))`.
+    ///
+    /// ```
+    /// use ratelimit_runtime::{store::MemoryStore, RateLimiter};
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Login {
+    ///     username: String,
+    ///     password: String,
+    /// }
+    ///
+    /// let limiter = RateLimiter::new(MemoryStore::new()).username_from::<Login>(|l| &l.username);
+    /// # let _ = limiter;
+    /// ```
+    pub fn username_from<T: serde::de::DeserializeOwned + 'static>(
+        self,
+        get: fn(&T) -> &str,
+    ) -> Self {
+        self.username_reader(UsernameReader::json_or_form::<T>(get))
+    }
+
+    /// How one route, `METHOD /pattern` as declared (`"POST /login"`), reads usernames, in
+    /// place of the limiter's [`username_reader`](Self::username_reader).
+    ///
+    /// # Panics
+    ///
+    /// When `route` is not a method, one space and a pattern starting with `/`.
+    pub fn route_username_reader(self, route: &str, reader: UsernameReader) -> Self {
+        let well_formed = route.split_once(' ').is_some_and(|(method, pattern)| {
+            !method.is_empty()
+                && method.bytes().all(|b| b.is_ascii_uppercase())
+                && pattern.starts_with('/')
+        });
+        assert!(
+            well_formed,
+            "`route_username_reader(\"{route}\", ..)`: name the route as `METHOD /pattern`, e.g. `POST /login`"
+        );
+        self.with(|s| {
+            s.sources.route_usernames.insert(route.to_owned(), reader);
+        })
+    }
+
+    /// How a submitted username becomes the name its budget is kept under (default
+    /// [`canonical_username`](crate::identity::canonical_username): NFKC, case folding,
+    /// invisible characters removed, trimmed). Give it the function your account store
+    /// compares names with, so every spelling of one account shares one budget.
+    pub fn canonical_username(self, canonicalizer: Canonicalizer) -> Self {
+        self.with(|s| s.sources.canonical_username = canonicalizer)
+    }
+
+    /// The deployment secret personal values in keys are hashed under (HMAC-SHA256):
+    /// usernames, user ids, API keys and header values, and client addresses when the
+    /// secret says so. Every instance of a fleet must share it; changing it starts every
+    /// budget afresh. Without one, those values are plain SHA-256 hashes, which a dictionary
+    /// reverses, and the limiter says so once at startup.
+    pub fn key_secret(self, secret: KeySecret) -> Self {
+        self.with(|s| s.secret = Some(secret))
     }
 
     /// Where the user id comes from (default the [`UserId`](crate::identity::UserId) extension).
@@ -377,9 +445,16 @@ impl RateLimiter {
     /// The limiter of one worker: the store's own for this worker (its own Redis connection,
     /// driven on this thread), the shield shared with every other worker.
     fn worker_limiter(&self) -> Rc<Limiter> {
-        let shield = self
-            .shield
-            .get_or_init(|| Arc::new(FloodShield::new(self.shield_capacity)));
+        let shield = self.shield.get_or_init(|| {
+            // Once per limiter: the first worker is built at startup.
+            if self.secret.is_none() {
+                tracing::warn!(
+                    target: "ratelimit",
+                    "no key secret: usernames, user ids, API keys and header values are keyed by plain SHA-256, which a dictionary run over the store's keys reverses; give the limiter `RateLimiter::key_secret` (the same on every instance)"
+                );
+            }
+            Arc::new(FloodShield::new(self.shield_capacity))
+        });
         Rc::new(Limiter {
             store: self
                 .store
@@ -388,6 +463,7 @@ impl RateLimiter {
             clock: self.clock.clone(),
             sources: self.sources.clone(),
             prefix: self.prefix.clone(),
+            secret: self.secret.clone(),
             timeout: self.timeout,
             headers: self.headers,
             shield: Arc::clone(shield),
@@ -565,6 +641,11 @@ where
             let client = handle.resolve_client(&req);
             let reads_body =
                 matches!(declaration.policy, Policy::Limited(p) if reads_body(p.identity()));
+            let route_label = if reads_body {
+                format!("{method} {pattern}")
+            } else {
+                String::new()
+            };
             // A request the declared route's guard never sees counts after the fact: against
             // the declaration, or under the default policy when the declaration is an
             // exemption (the request did not reach the exempt route either).
@@ -577,7 +658,7 @@ where
             let mut req = req;
             return Box::pin(async move {
                 if reads_body {
-                    handle.read_username(&mut req).await;
+                    handle.read_username(&mut req, &route_label).await;
                 }
                 let answer = service.call(req).await;
                 if handle.counted() {

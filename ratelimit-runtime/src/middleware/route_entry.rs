@@ -101,7 +101,7 @@ where
             // Read unless the App-level middleware did: the route's middleware may consume
             // the body, and a refusal must count against the username it submitted.
             if reads_body {
-                handle.read_username(&mut req).await;
+                handle.read_username(&mut req, &route.label).await;
             }
             let answer = service.call(req).await;
             if handle.guarded() {

@@ -10,7 +10,10 @@ use super::{
     telemetry::RouteMetrics,
 };
 use crate::{
-    identity::ClientIdentity, key::RouteKey, policy::RoutePolicy, registry::RouteDeclaration,
+    identity::ClientIdentity,
+    key::{KeySecret, RouteKey},
+    policy::RoutePolicy,
+    registry::RouteDeclaration,
 };
 
 /// A limited route, ready to answer for.
@@ -155,8 +158,14 @@ impl RouteInfo {
         self.default_policy
     }
 
-    /// The key of `identity` on this route, under `prefix`.
-    pub(crate) fn key(&self, prefix: &str, identity: &ClientIdentity) -> RouteKey {
+    /// The key of `identity` on this route, under `prefix`, personal values hashed under
+    /// `secret` when there is one.
+    pub(crate) fn key(
+        &self,
+        prefix: &str,
+        secret: Option<&KeySecret>,
+        identity: &ClientIdentity,
+    ) -> RouteKey {
         let mut cached = self.key_stem.borrow_mut();
         let stem = match &*cached {
             Some((cached_prefix, stem)) if cached_prefix == prefix => stem,
@@ -172,7 +181,7 @@ impl RouteInfo {
                 &cached.insert((prefix.to_owned(), stem)).1
             }
         };
-        RouteKey::from_stem(stem, identity.value_parts())
+        RouteKey::from_stem(stem, secret, identity.value_parts())
     }
 }
 
@@ -198,12 +207,12 @@ mod tests {
         ] {
             let identity = client(ip);
             assert_eq!(
-                route.key(prefix, &identity),
+                route.key(prefix, None, &identity),
                 RouteKey::for_client(prefix, "GET", "/orders/{id}", &identity)
             );
         }
         assert_eq!(
-            route.key("rl", &client("203.0.113.7")).as_str(),
+            route.key("rl", None, &client("203.0.113.7")).as_str(),
             "rl:{GET:/orders/:id|ip:203.0.113.7}"
         );
     }
@@ -222,12 +231,12 @@ mod tests {
             parts: vec![(IdentityPart::Ip, "203.0.113.7".to_owned())],
             fell_back_from: None,
         };
-        let default_key = default.key("rl", &identity);
+        let default_key = default.key("rl", None, &identity);
         assert_eq!(
             default_key.as_str(),
             "rl:{GET:/feed|default|ip:203.0.113.7}"
         );
-        assert_ne!(default_key, declared.key("rl", &identity));
+        assert_ne!(default_key, declared.key("rl", None, &identity));
         // Still one hash tag: every key of the check in one Cluster slot.
         assert_eq!(default_key.hash_tag(), "GET:/feed|default|ip:203.0.113.7");
     }
