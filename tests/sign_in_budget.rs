@@ -1,0 +1,609 @@
+//! The sign-in budget against real Redis: no body shape, look-alike spelling or dictionary
+//! gets around a username's limit.
+
+mod support;
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Mutex,
+    time::Duration,
+};
+
+use actix_web::{
+    dev::{Service, ServiceResponse},
+    post,
+    test::{self, TestRequest},
+    web, App, HttpResponse,
+};
+use proptest::{collection::vec, prelude::*, test_runner::TestRunner};
+use ratelimit_runtime::{
+    clock::ManualClock,
+    identity::{canonical_username, ClientIdentity, UsernameReader},
+    key::{short_hash, KeySecret, RouteKey},
+    rate_limit,
+    store::RedisStore,
+    IdentityPart, RateLimiter,
+};
+use serde::Deserialize;
+use support::{RedisServer, T0};
+
+#[derive(Deserialize)]
+struct Login {
+    username: String,
+    #[allow(dead_code)]
+    password: String,
+}
+
+/// Sign-ins the handler accepted, by the canonical name of the username it read.
+#[derive(Default)]
+struct Accepted(Mutex<HashMap<String, usize>>);
+
+impl Accepted {
+    fn of(&self, name: &str) -> usize {
+        self.0.lock().unwrap().get(name).copied().unwrap_or(0)
+    }
+}
+
+const LIMIT: usize = 3;
+
+/// A sign-in handler as apps write them: JSON or a form through actix-web's own extractors.
+#[rate_limit(
+    limit = 3,
+    window = "5m",
+    identity = "ip+username",
+    algorithm = "sliding_log",
+    fail = "closed"
+)]
+#[post("/login")]
+async fn login(
+    json: Option<web::Json<Login>>,
+    form: Option<web::Form<Login>>,
+    accepted: web::Data<Accepted>,
+) -> HttpResponse {
+    let Some(login) = json.map(web::Json::into_inner).or(form.map(web::Form::into_inner)) else {
+        return HttpResponse::BadRequest().finish();
+    };
+    let name = canonical_username(&login.username);
+    *accepted.0.lock().unwrap().entry(name).or_default() += 1;
+    HttpResponse::Ok().finish()
+}
+
+/// One username per client, for the dictionary test.
+#[rate_limit(limit = 1, window = "1h", identity = "username", fail = "closed")]
+#[post("/recover")]
+async fn recover(body: web::Bytes) -> HttpResponse {
+    HttpResponse::Ok().body(body)
+}
+
+async fn limiter(server: &RedisServer) -> RateLimiter {
+    let store = RedisStore::builder(server.url())
+        .timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .expect("store");
+    RateLimiter::new(store).clock(ManualClock::at(T0))
+}
+
+fn typed(limiter: RateLimiter) -> RateLimiter {
+    limiter.username_from::<Login>(|l| &l.username)
+}
+
+async fn status<S, B>(app: &S, req: TestRequest) -> u16
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+{
+    test::call_service(app, req.to_request())
+        .await
+        .status()
+        .as_u16()
+}
+
+fn post_from(ip: &str, path: &str) -> TestRequest {
+    TestRequest::post()
+        .uri(path)
+        .peer_addr(format!("{ip}:40000").parse().unwrap())
+}
+
+/// Spellings of one name that a normalising account store takes for the same account.
+#[derive(Debug, Clone, Copy)]
+enum Spelling {
+    Plain,
+    Upper,
+    Fullwidth,
+    ZeroWidth,
+    Padded,
+    Decomposed,
+    Kelvin,
+    SharpS,
+}
+
+impl Spelling {
+    const ALL: [Spelling; 8] = [
+        Spelling::Plain,
+        Spelling::Upper,
+        Spelling::Fullwidth,
+        Spelling::ZeroWidth,
+        Spelling::Padded,
+        Spelling::Decomposed,
+        Spelling::Kelvin,
+        Spelling::SharpS,
+    ];
+
+    /// `base` is `kärlss<n>`: a k, an umlaut and a double s to vary.
+    fn of(self, base: &str) -> String {
+        match self {
+            Spelling::Plain => base.to_owned(),
+            Spelling::Upper => base.to_uppercase(),
+            Spelling::Fullwidth => base
+                .chars()
+                .map(|c| match c {
+                    '!'..='~' => char::from_u32(c as u32 - 0x21 + 0xff01).unwrap(),
+                    c => c,
+                })
+                .collect(),
+            Spelling::ZeroWidth => {
+                let mut s = base.to_owned();
+                s.insert(1, '\u{200b}');
+                s.push('\u{2060}');
+                s
+            }
+            Spelling::Padded => format!(" {base}\t "),
+            Spelling::Decomposed => base.replace('ä', "a\u{308}"),
+            Spelling::Kelvin => base.replacen('k', "\u{212a}", 1),
+            Spelling::SharpS => base.replace("ss", "ß"),
+        }
+    }
+}
+
+/// Body shapes: those `web::Json<Login>` or `web::Form<Login>` accept, and some they refuse.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    Object,
+    ObjectReorderedTextJson,
+    Array,
+    ArrayVendorJson,
+    Escaped,
+    PaddedWithCharset,
+    Form,
+    FormReorderedWithCharset,
+    FormUtf16,
+    DuplicateField,
+    // Refused by the handler.
+    TextPlain,
+    NoContentType,
+    WithoutPassword,
+    Null,
+    FormTwice,
+}
+
+const SHAPES: [Shape; 15] = [
+    Shape::Object,
+    Shape::ObjectReorderedTextJson,
+    Shape::Array,
+    Shape::ArrayVendorJson,
+    Shape::Escaped,
+    Shape::PaddedWithCharset,
+    Shape::Form,
+    Shape::FormReorderedWithCharset,
+    Shape::FormUtf16,
+    Shape::DuplicateField,
+    Shape::TextPlain,
+    Shape::NoContentType,
+    Shape::WithoutPassword,
+    Shape::Null,
+    Shape::FormTwice,
+];
+
+fn percent(text: &str) -> String {
+    text.bytes().map(|b| format!("%{b:02X}")).collect()
+}
+
+fn escaped(text: &str) -> String {
+    let mut out = String::from("\"");
+    for unit in text.encode_utf16() {
+        out.push_str(&format!("\\u{unit:04x}"));
+    }
+    out.push('"');
+    out
+}
+
+impl Shape {
+    /// The content type (none for `None`) and the body submitting `name`.
+    fn body(self, name: &str) -> (Option<&'static str>, Vec<u8>) {
+        let json = |v: serde_json::Value| v.to_string().into_bytes();
+        let name_json = serde_json::Value::from(name);
+        let form = "application/x-www-form-urlencoded";
+        match self {
+            Shape::Object => (
+                Some("application/json"),
+                json(serde_json::json!({"username": name, "password": "x"})),
+            ),
+            Shape::ObjectReorderedTextJson => (
+                Some("text/json"),
+                format!(r#"{{"password":"x","extra":[1,{{"a":null}}],"username":{name_json}}}"#)
+                    .into_bytes(),
+            ),
+            Shape::Array => (
+                Some("application/json"),
+                json(serde_json::json!([name, "x"])),
+            ),
+            Shape::ArrayVendorJson => (
+                Some("application/vnd.example+json"),
+                json(serde_json::json!([name, "x"])),
+            ),
+            Shape::Escaped => (
+                Some("application/json"),
+                format!(r#"{{"username":{},"password":"x"}}"#, escaped(name)).into_bytes(),
+            ),
+            Shape::PaddedWithCharset => (
+                Some("application/json; charset=utf-8"),
+                format!(
+                    "{}{{\"username\":{name_json},\"password\":\"x\"}}{}",
+                    " ".repeat(500),
+                    "\n".repeat(500)
+                )
+                .into_bytes(),
+            ),
+            Shape::Form => (
+                Some(form),
+                format!("username={}&password=x", percent(name)).into_bytes(),
+            ),
+            Shape::FormReorderedWithCharset => (
+                Some("application/x-www-form-urlencoded; charset=utf-8"),
+                format!("password=x&more=1&username={}", percent(name)).into_bytes(),
+            ),
+            Shape::FormUtf16 => {
+                let text = format!("username={}&password=x", percent(name));
+                let bytes = text.encode_utf16().flat_map(u16::to_le_bytes).collect();
+                (
+                    Some("application/x-www-form-urlencoded; charset=utf-16le"),
+                    bytes,
+                )
+            }
+            Shape::DuplicateField => (
+                Some("application/json"),
+                format!(r#"{{"username":"decoy","username":{name_json},"password":"x"}}"#)
+                    .into_bytes(),
+            ),
+            Shape::TextPlain => (
+                Some("text/plain"),
+                json(serde_json::json!({"username": name, "password": "x"})),
+            ),
+            Shape::NoContentType => (None, json(serde_json::json!([name, "x"]))),
+            Shape::WithoutPassword => (
+                Some("application/json"),
+                json(serde_json::json!({ "username": name })),
+            ),
+            Shape::Null => (Some("application/json"), b"null".to_vec()),
+            Shape::FormTwice => (
+                Some(form),
+                format!("username=decoy&username={}&password=x", percent(name)).into_bytes(),
+            ),
+        }
+    }
+}
+
+fn attempt(ip: &str, shape: Shape, name: &str) -> TestRequest {
+    let (content_type, body) = shape.body(name);
+    let mut req = post_from(ip, "/login").set_payload(body);
+    if let Some(content_type) = content_type {
+        req = req.insert_header(("content-type", content_type));
+    }
+    req
+}
+
+/// Runs `cases` generated mixes of shapes and spellings of one name from one address, each
+/// against a fresh name, and returns the most sign-ins the handler accepted for one name,
+/// and the fewest.
+fn most_accepted_over_mixes(typed_reader: bool) -> (usize, usize) {
+    let server = RedisServer::start();
+    let system = actix_web::rt::System::new();
+    let mut runner = TestRunner::new(proptest::test_runner::Config {
+        cases: 24,
+        failure_persistence: None,
+        ..Default::default()
+    });
+    let strategy = vec(
+        (0..SHAPES.len(), 0..Spelling::ALL.len()),
+        LIMIT * 4..LIMIT * 12,
+    );
+    let case = std::cell::Cell::new(0u32);
+    let most = std::cell::Cell::new(0usize);
+    let fewest = std::cell::Cell::new(usize::MAX);
+    let result = runner.run(&strategy, |mix| {
+        case.set(case.get() + 1);
+        let base = format!("kärlss{}{}", u8::from(typed_reader), case.get());
+        let accepted = system.block_on(async {
+            let accepted = web::Data::new(Accepted::default());
+            let mut limiter = limiter(&server).await;
+            if typed_reader {
+                limiter = typed(limiter);
+            }
+            let app = test::init_service(
+                App::new()
+                    .app_data(accepted.clone())
+                    .service(login)
+                    .wrap(limiter),
+            )
+            .await;
+            // A plain sign-in first, so a name that is never accepted cannot pass as limited.
+            status(&app, attempt("203.0.113.9", Shape::Object, &base)).await;
+            for (shape, spelling) in mix {
+                let name = Spelling::ALL[spelling].of(&base);
+                status(&app, attempt("203.0.113.9", SHAPES[shape], &name)).await;
+            }
+            accepted.of(&canonical_username(&base))
+        });
+        most.set(most.get().max(accepted));
+        fewest.set(fewest.get().min(accepted));
+        let bound = if typed_reader { LIMIT } else { 2 * LIMIT };
+        prop_assert!(
+            accepted <= bound,
+            "{accepted} sign-ins accepted for one name, bound {bound}"
+        );
+        Ok(())
+    });
+    if let Err(failure) = result {
+        panic!("{failure}");
+    }
+    (most.get(), fewest.get())
+}
+
+/// With the handler's type, no mix of shapes and spellings passes more than the limit for
+/// one name.
+#[test]
+fn with_the_handlers_type_no_body_shape_passes_more_than_the_limit() {
+    let (most, fewest) = most_accepted_over_mixes(true);
+    assert_eq!(most, LIMIT, "some mix spends the whole budget");
+    assert!(fewest >= 1);
+}
+
+/// With the built-in field reader, shapes it cannot read (arrays, for one) share one budget
+/// per address: the limit plus that one budget at most.
+#[test]
+fn with_the_field_reader_unreadable_shapes_share_one_budget_per_address() {
+    let (most, fewest) = most_accepted_over_mixes(false);
+    assert!(most > LIMIT, "arrays pass on the unreadable budget: {most}");
+    assert!(most <= 2 * LIMIT, "{most}");
+    assert!(fewest >= 1);
+}
+
+/// The issue's attack, as requests: objects, then arrays, then `text/json`, one name and one
+/// address: ten accepted, not thirty.
+#[actix_web::test]
+async fn objects_arrays_and_text_json_share_the_names_budget() {
+    let server = RedisServer::start();
+    for typed_reader in [true, false] {
+        let accepted = web::Data::new(Accepted::default());
+        let mut limiter = limiter(&server).await.key_prefix(if typed_reader {
+            "typed"
+        } else {
+            "field"
+        });
+        if typed_reader {
+            limiter = typed(limiter);
+        }
+        let app = test::init_service(
+            App::new()
+                .app_data(accepted.clone())
+                .service(login)
+                .wrap(limiter),
+        )
+        .await;
+        let mut statuses = Vec::new();
+        for shape in [Shape::Object, Shape::Array, Shape::ObjectReorderedTextJson] {
+            for _ in 0..LIMIT + 1 {
+                statuses.push(status(&app, attempt("203.0.113.7", shape, "repro")).await);
+            }
+        }
+        let passed = accepted.of("repro");
+        if typed_reader {
+            assert_eq!(passed, LIMIT, "{statuses:?}");
+        } else {
+            // Arrays are not read by the field reader: they spend the address's one budget
+            // for unreadable bodies, and `text/json` objects the name's.
+            assert_eq!(passed, 2 * LIMIT, "{statuses:?}");
+        }
+    }
+}
+
+#[actix_web::test]
+async fn look_alike_spellings_share_one_budget() {
+    let server = RedisServer::start();
+    let accepted = web::Data::new(Accepted::default());
+    let app = test::init_service(
+        App::new()
+            .app_data(accepted.clone())
+            .service(login)
+            .wrap(typed(limiter(&server).await)),
+    )
+    .await;
+    let mut statuses = Vec::new();
+    for spelling in Spelling::ALL {
+        let name = spelling.of("kärlss");
+        statuses.push(status(&app, attempt("203.0.113.7", Shape::Object, &name)).await);
+    }
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 429, 429, 429, 429, 429],
+        "{:?}",
+        Spelling::ALL
+    );
+    assert_eq!(accepted.of("kärlss"), LIMIT);
+    // Another name keeps its own budget.
+    let other = attempt("203.0.113.7", Shape::Object, "karlss");
+    assert_eq!(status(&app, other).await, 200);
+}
+
+#[actix_web::test]
+async fn a_route_may_refuse_bodies_without_a_readable_username() {
+    use std::io::Write as _;
+
+    let server = RedisServer::start();
+    let accepted = web::Data::new(Accepted::default());
+    let reader = UsernameReader::json_or_form::<Login>(|l| &l.username).refuse_unreadable();
+    let limiter = limiter(&server)
+        .await
+        .route_username_reader("POST /login", reader);
+    let app = test::init_service(
+        App::new()
+            .app_data(accepted.clone())
+            .service(login)
+            .wrap(limiter),
+    )
+    .await;
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gzip.write_all(br#"{"username":"repro","password":"x"}"#)
+        .unwrap();
+    let compressed = post_from("203.0.113.7", "/login")
+        .insert_header(("content-type", "application/json"))
+        .insert_header(("content-encoding", "gzip"))
+        .set_payload(gzip.finish().unwrap());
+    for (req, reason) in [
+        (attempt("203.0.113.7", Shape::TextPlain, "repro"), "content type"),
+        (attempt("203.0.113.7", Shape::Null, "repro"), "does not parse"),
+        (post_from("203.0.113.7", "/login"), "no body"),
+        (compressed, "compressed"),
+    ] {
+        let res = test::call_service(&app, req.to_request()).await;
+        assert_eq!(res.status(), 400);
+        assert_eq!(
+            res.headers().get("content-type").unwrap(),
+            "application/problem+json"
+        );
+        let body: serde_json::Value = test::read_body_json(res).await;
+        let detail = body["detail"].as_str().unwrap();
+        assert!(detail.contains(reason), "{detail}");
+        assert!(detail.starts_with("POST /login"), "{detail}");
+    }
+    assert_eq!(accepted.0.lock().unwrap().len(), 0, "no handler ran");
+    // Readable sign-ins are counted as ever.
+    let mut statuses = Vec::new();
+    for _ in 0..=LIMIT {
+        statuses.push(status(&app, attempt("203.0.113.7", Shape::Array, "repro")).await);
+    }
+    assert_eq!(statuses, [200, 200, 200, 429]);
+}
+
+/// 10,000 usernames a dictionary would hold (first names, words, with common suffixes).
+fn dictionary() -> Vec<String> {
+    let stems = [
+        "admin", "root", "user", "test", "guest", "info", "support", "sales", "office", "mail",
+        "james", "mary", "john", "patricia", "robert", "jennifer", "michael", "linda", "david",
+        "elizabeth", "william", "barbara", "richard", "susan", "joseph", "jessica", "thomas",
+        "sarah", "charles", "karen", "chris", "nancy", "daniel", "lisa", "matthew", "betty",
+        "anthony", "margaret", "mark", "sandra", "donald", "ashley", "steven", "kimberly",
+        "paul", "emily", "andrew", "donna", "joshua", "michelle", "kenneth", "carol", "kevin",
+        "amanda", "brian", "dorothy", "george", "melissa", "timothy", "deborah", "ronald",
+        "stephanie", "edward", "rebecca", "jason", "sharon", "jeffrey", "laura", "ryan",
+        "cynthia", "jacob", "kathleen", "gary", "amy", "nicholas", "angela", "eric", "shirley",
+        "jonathan", "anna", "stephen", "brenda", "larry", "pamela", "justin", "emma", "scott",
+        "nicole", "brandon", "helen", "benjamin", "samantha", "samuel", "katherine", "gregory",
+        "christine", "alexander", "debra", "frank", "rachel", "dragon",
+    ];
+    let suffixes = [
+        "", "1", "12", "123", "1234", "01", "007", "69", "99", "2000", "2020", "2024", "_", "_1",
+        ".", ".dev", "_dev", "-ops", "x", "xx", "admin", "_admin", "2", "3", "7", "88", "11",
+        "22", "_test", "test", "!", "@work", ".work", "_jr", "sr", "_uk", "us", "de", "fr",
+        "_it", "qa", "ops", "dev", "pro", "123!", "321", "1990", "1985", "1975", "2010", "_01",
+        "_02", "_03", "a", "b", "c", "z", "_x", "_y", "_z", "9", "8", "6", "5", "4", "0", "00",
+        "000", "1111", "4321", "777", "42", "13", "_42", "_13", "_99", "_2000", "_1990", "me",
+        "_me", "home", "_home", "mail", "_mail", "web", "_web", "app", "_app", "one", "two",
+        "_one", "_two", "real", "_real", "new", "_new", "old", "_old", "main", "_main",
+    ];
+    let names: Vec<String> = stems
+        .iter()
+        .flat_map(|stem| suffixes.iter().map(move |suffix| format!("{stem}{suffix}")))
+        .take(10_000)
+        .collect();
+    assert_eq!(names.len(), 10_000);
+    names
+}
+
+/// The `username:` segments of every key the store holds.
+fn username_hashes(server: &RedisServer) -> Vec<String> {
+    let mut con = server.connection();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+    keys.iter()
+        .map(|key| {
+            let start = key.find("|username:").expect(key) + "|username:".len();
+            let end = key[start..].find('}').unwrap() + start;
+            key[start..end].to_owned()
+        })
+        .collect()
+}
+
+const SECRET: &str = "a test deployment secret, 38 bytes...";
+
+#[actix_web::test]
+async fn no_dictionary_reverses_the_keys_without_the_secret() {
+    let server = RedisServer::start();
+    let names = dictionary();
+    let secret = || KeySecret::new(SECRET).unwrap();
+    let app = test::init_service(
+        App::new()
+            .service(recover)
+            .wrap(limiter(&server).await.key_secret(secret())),
+    )
+    .await;
+    for (i, name) in names.iter().enumerate() {
+        let req = post_from(&format!("10.0.{}.{}", i / 250, i % 250), "/recover")
+            .insert_header(("content-type", "application/json"))
+            .set_payload(serde_json::json!({ "username": name }).to_string());
+        assert_eq!(status(&app, req).await, 200, "{name}");
+    }
+    let stored = username_hashes(&server);
+    assert_eq!(stored.len(), names.len(), "one key per name");
+    // Hashing the dictionary as a key without the secret would: nothing matches.
+    let dictionary_hashes: HashSet<String> = names
+        .iter()
+        .flat_map(|name| [short_hash(name), format!("k.{}", short_hash(name))])
+        .collect();
+    assert!(stored.iter().all(|hash| !dictionary_hashes.contains(hash)));
+    assert!(stored
+        .iter()
+        .all(|hash| hash.len() == 18 && hash.starts_with("k.")));
+    // With the secret, a restarted process (a new secret from the same bytes) names the
+    // same keys.
+    let stored: HashSet<String> = stored.into_iter().collect();
+    for name in &names {
+        let identity = ClientIdentity {
+            parts: vec![(IdentityPart::Username, canonical_username(name))],
+            fell_back_from: None,
+        };
+        let key = RouteKey::for_client_keyed("rl", "POST", "/recover", &identity, &secret());
+        let hash = key.as_str().rsplit("|username:").next().unwrap();
+        assert!(
+            stored.contains(hash.trim_end_matches('}')),
+            "{name}: {key}"
+        );
+    }
+    // And another instance with the same secret counts in the same budget.
+    let other = test::init_service(
+        App::new()
+            .service(recover)
+            .wrap(limiter(&server).await.key_secret(secret())),
+    )
+    .await;
+    let again = post_from("192.0.2.1", "/recover")
+        .insert_header(("content-type", "application/json"))
+        .set_payload(r#"{"username": "Admin"}"#);
+    assert_eq!(status(&other, again).await, 429);
+    // Without a secret the same name is in a plain hash, which the dictionary finds.
+    let plain = test::init_service(
+        App::new()
+            .service(recover)
+            .wrap(limiter(&server).await.key_prefix("plain")),
+    )
+    .await;
+    let req = post_from("192.0.2.1", "/recover")
+        .insert_header(("content-type", "application/json"))
+        .set_payload(r#"{"username": "admin"}"#);
+    assert_eq!(status(&plain, req).await, 200);
+    let mut con = server.connection();
+    let found: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("plain:*{}*", short_hash("admin")))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+}
