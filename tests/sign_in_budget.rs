@@ -21,11 +21,11 @@ use ratelimit_runtime::{
     identity::{canonical_username, ClientIdentity, UsernameReader},
     key::{short_hash, KeySecret, RouteKey},
     rate_limit,
-    store::RedisStore,
+    store::{MemoryStore, RedisStore},
     IdentityPart, RateLimiter,
 };
 use serde::Deserialize;
-use support::{RedisServer, T0};
+use support::{CapturedLog, RedisServer, T0};
 
 #[derive(Deserialize)]
 struct Login {
@@ -60,7 +60,10 @@ async fn login(
     form: Option<web::Form<Login>>,
     accepted: web::Data<Accepted>,
 ) -> HttpResponse {
-    let Some(login) = json.map(web::Json::into_inner).or(form.map(web::Form::into_inner)) else {
+    let Some(login) = json
+        .map(web::Json::into_inner)
+        .or(form.map(web::Form::into_inner))
+    else {
         return HttpResponse::BadRequest().finish();
     };
     let name = canonical_username(&login.username);
@@ -326,11 +329,13 @@ fn most_accepted_over_mixes(typed_reader: bool) -> (usize, usize) {
                     .wrap(limiter),
             )
             .await;
+            // One address per case: its one budget for unreadable bodies is fresh too.
+            let ip = format!("10.{}.{}.9", u8::from(typed_reader), case.get());
             // A plain sign-in first, so a name that is never accepted cannot pass as limited.
-            status(&app, attempt("203.0.113.9", Shape::Object, &base)).await;
+            status(&app, attempt(&ip, Shape::Object, &base)).await;
             for (shape, spelling) in mix {
                 let name = Spelling::ALL[spelling].of(&base);
-                status(&app, attempt("203.0.113.9", SHAPES[shape], &name)).await;
+                status(&app, attempt(&ip, SHAPES[shape], &name)).await;
             }
             accepted.of(&canonical_username(&base))
         });
@@ -375,11 +380,10 @@ async fn objects_arrays_and_text_json_share_the_names_budget() {
     let server = RedisServer::start();
     for typed_reader in [true, false] {
         let accepted = web::Data::new(Accepted::default());
-        let mut limiter = limiter(&server).await.key_prefix(if typed_reader {
-            "typed"
-        } else {
-            "field"
-        });
+        let mut limiter =
+            limiter(&server)
+                .await
+                .key_prefix(if typed_reader { "typed" } else { "field" });
         if typed_reader {
             limiter = typed(limiter);
         }
@@ -459,9 +463,15 @@ async fn a_route_may_refuse_bodies_without_a_readable_username() {
         .insert_header(("content-type", "application/json"))
         .insert_header(("content-encoding", "gzip"))
         .set_payload(gzip.finish().unwrap());
+    let text = post_from("203.0.113.7", "/login")
+        .insert_header(("content-type", "text/plain"))
+        .set_payload("username=repro&password=x");
     for (req, reason) in [
-        (attempt("203.0.113.7", Shape::TextPlain, "repro"), "content type"),
-        (attempt("203.0.113.7", Shape::Null, "repro"), "does not parse"),
+        (text, "content type"),
+        (
+            attempt("203.0.113.7", Shape::Null, "repro"),
+            "does not parse",
+        ),
         (post_from("203.0.113.7", "/login"), "no body"),
         (compressed, "compressed"),
     ] {
@@ -488,28 +498,117 @@ async fn a_route_may_refuse_bodies_without_a_readable_username() {
 /// 10,000 usernames a dictionary would hold (first names, words, with common suffixes).
 fn dictionary() -> Vec<String> {
     let stems = [
-        "admin", "root", "user", "test", "guest", "info", "support", "sales", "office", "mail",
-        "james", "mary", "john", "patricia", "robert", "jennifer", "michael", "linda", "david",
-        "elizabeth", "william", "barbara", "richard", "susan", "joseph", "jessica", "thomas",
-        "sarah", "charles", "karen", "chris", "nancy", "daniel", "lisa", "matthew", "betty",
-        "anthony", "margaret", "mark", "sandra", "donald", "ashley", "steven", "kimberly",
-        "paul", "emily", "andrew", "donna", "joshua", "michelle", "kenneth", "carol", "kevin",
-        "amanda", "brian", "dorothy", "george", "melissa", "timothy", "deborah", "ronald",
-        "stephanie", "edward", "rebecca", "jason", "sharon", "jeffrey", "laura", "ryan",
-        "cynthia", "jacob", "kathleen", "gary", "amy", "nicholas", "angela", "eric", "shirley",
-        "jonathan", "anna", "stephen", "brenda", "larry", "pamela", "justin", "emma", "scott",
-        "nicole", "brandon", "helen", "benjamin", "samantha", "samuel", "katherine", "gregory",
-        "christine", "alexander", "debra", "frank", "rachel", "dragon",
+        "admin",
+        "root",
+        "user",
+        "test",
+        "guest",
+        "info",
+        "support",
+        "sales",
+        "office",
+        "mail",
+        "james",
+        "mary",
+        "john",
+        "patricia",
+        "robert",
+        "jennifer",
+        "michael",
+        "linda",
+        "david",
+        "elizabeth",
+        "william",
+        "barbara",
+        "richard",
+        "susan",
+        "joseph",
+        "jessica",
+        "thomas",
+        "sarah",
+        "charles",
+        "karen",
+        "chris",
+        "nancy",
+        "daniel",
+        "lisa",
+        "matthew",
+        "betty",
+        "anthony",
+        "margaret",
+        "mark",
+        "sandra",
+        "donald",
+        "ashley",
+        "steven",
+        "kimberly",
+        "paul",
+        "emily",
+        "andrew",
+        "donna",
+        "joshua",
+        "michelle",
+        "kenneth",
+        "carol",
+        "kevin",
+        "amanda",
+        "brian",
+        "dorothy",
+        "george",
+        "melissa",
+        "timothy",
+        "deborah",
+        "ronald",
+        "stephanie",
+        "edward",
+        "rebecca",
+        "jason",
+        "sharon",
+        "jeffrey",
+        "laura",
+        "ryan",
+        "cynthia",
+        "jacob",
+        "kathleen",
+        "gary",
+        "amy",
+        "nicholas",
+        "angela",
+        "eric",
+        "shirley",
+        "jonathan",
+        "anna",
+        "stephen",
+        "brenda",
+        "larry",
+        "pamela",
+        "justin",
+        "emma",
+        "scott",
+        "nicole",
+        "brandon",
+        "helen",
+        "benjamin",
+        "samantha",
+        "samuel",
+        "katherine",
+        "gregory",
+        "christine",
+        "alexander",
+        "debra",
+        "frank",
+        "rachel",
+        "dragon",
     ];
     let suffixes = [
         "", "1", "12", "123", "1234", "01", "007", "69", "99", "2000", "2020", "2024", "_", "_1",
-        ".", ".dev", "_dev", "-ops", "x", "xx", "admin", "_admin", "2", "3", "7", "88", "11",
-        "22", "_test", "test", "!", "@work", ".work", "_jr", "sr", "_uk", "us", "de", "fr",
-        "_it", "qa", "ops", "dev", "pro", "123!", "321", "1990", "1985", "1975", "2010", "_01",
-        "_02", "_03", "a", "b", "c", "z", "_x", "_y", "_z", "9", "8", "6", "5", "4", "0", "00",
-        "000", "1111", "4321", "777", "42", "13", "_42", "_13", "_99", "_2000", "_1990", "me",
-        "_me", "home", "_home", "mail", "_mail", "web", "_web", "app", "_app", "one", "two",
-        "_one", "_two", "real", "_real", "new", "_new", "old", "_old", "main", "_main",
+        ".", ".dev", "_dev", "-ops", "x", "xx", "admin", "_admin", "2", "3", "7", "88", "11", "22",
+        "_test", "test", "!", "@work", ".work", "_jr", "sr", "_uk", "us", "de", "fr", "_it", "qa",
+        "ops", "dev", "pro", "123!", "321", "1990", "1985", "1975", "2010", "_01", "_02", "_03",
+        "a", "b", "c", "z", "_x", "_y", "_z", "9", "8", "6", "5", "4", "0", "00", "000", "1111",
+        "4321", "777", "42", "13", "_42", "_13", "_99", "_2000", "_1990", "me", "_me", "home",
+        "_home", "mail", "_mail", "web", "_web", "app", "_app", "one", "two", "_one", "_two",
+        "real", "_real", "new", "_new", "old", "_old", "main", "_main",
     ];
     let names: Vec<String> = stems
         .iter()
@@ -573,10 +672,7 @@ async fn no_dictionary_reverses_the_keys_without_the_secret() {
         };
         let key = RouteKey::for_client_keyed("rl", "POST", "/recover", &identity, &secret());
         let hash = key.as_str().rsplit("|username:").next().unwrap();
-        assert!(
-            stored.contains(hash.trim_end_matches('}')),
-            "{name}: {key}"
-        );
+        assert!(stored.contains(hash.trim_end_matches('}')), "{name}: {key}");
     }
     // And another instance with the same secret counts in the same budget.
     let other = test::init_service(
@@ -606,4 +702,34 @@ async fn no_dictionary_reverses_the_keys_without_the_secret() {
         .query(&mut con)
         .unwrap();
     assert_eq!(found.len(), 1, "{found:?}");
+}
+
+/// A reader given for a route the App does not declare (a scope's prefix left out, a typo)
+/// would leave the route to the default reader: the limiter says so in an error line.
+#[actix_web::test]
+async fn a_reader_for_a_route_that_is_not_declared_is_an_error_in_the_log() {
+    let captured = CapturedLog::start(tracing::Level::ERROR);
+    let limiter = RateLimiter::new(MemoryStore::new())
+        .clock(ManualClock::at(T0))
+        .route_username_reader("POST /login", UsernameReader::field("username"))
+        .route_username_reader("POST /api/login", UsernameReader::field("email"));
+    let accepted = web::Data::new(Accepted::default());
+    let app = test::init_service(
+        App::new()
+            .app_data(accepted)
+            .service(login)
+            .wrap(limiter),
+    )
+    .await;
+    assert_eq!(
+        status(&app, attempt("203.0.113.7", Shape::Object, "repro")).await,
+        200
+    );
+    let logs = captured.text();
+    let unmatched: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("names no declared route"))
+        .collect();
+    assert_eq!(unmatched.len(), 1, "{logs}");
+    assert!(unmatched[0].contains("route=POST /api/login"), "{logs}");
 }

@@ -60,19 +60,22 @@ fn limiter(store: Arc<dyn Store>) -> Result<RateLimiter, String> {
         // from `X-API-Key` only.
         .api_key(ApiKeySource::new("x-api-key", false))
         // The sign-in routes' usernames are read into the handlers' own types, so every
-        // body shape a handler accepts counts against the name it reads.
+        // body shape a handler accepts counts against the name it reads; a body with no
+        // readable username (a compressed one, which this App would decompress) is refused.
         .route_username_reader(
             "POST /login",
-            UsernameReader::json_or_form::<routes::Credentials>(|c| &c.username),
+            UsernameReader::json_or_form::<routes::Credentials>(|c| &c.username)
+                .refuse_unreadable(),
         )
         .route_username_reader(
             "POST /password-reset",
-            UsernameReader::json_or_form::<routes::UsernameOnly>(|c| &c.username),
+            UsernameReader::json_or_form::<routes::UsernameOnly>(|c| &c.username)
+                .refuse_unreadable(),
         );
     match env::var("RATELIMIT_KEY_SECRET") {
         Ok(secret) => {
-            let secret =
-                KeySecret::new(secret).map_err(|e| format!("RATELIMIT_KEY_SECRET: {e}"))?;
+            let secret = KeySecret::new(secret.trim())
+                .map_err(|e| format!("RATELIMIT_KEY_SECRET: {e}"))?;
             Ok(limiter.key_secret(secret))
         }
         Err(_) => Ok(limiter),

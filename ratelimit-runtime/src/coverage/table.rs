@@ -13,6 +13,7 @@ use crate::{
 
 /// Whether a route is covered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RouteStatus {
     /// A declaration (limits or an exemption) covers the route.
     Declared(&'static RouteDeclaration),

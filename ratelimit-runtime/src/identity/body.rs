@@ -7,22 +7,20 @@ use actix_web::{
     dev::{Payload, ServiceRequest},
     error::PayloadError,
     http::{
-        header::{CONTENT_ENCODING, CONTENT_LENGTH, TRANSFER_ENCODING, UPGRADE},
+        header::{ContentEncoding, CONTENT_ENCODING, CONTENT_LENGTH, TRANSFER_ENCODING, UPGRADE},
         Method, Version,
     },
     web::{Bytes, BytesMut},
     HttpMessage as _,
 };
 use encoding_rs::{Encoding, UTF_8};
-use serde::de::DeserializeOwned;
 use futures_util::{stream, StreamExt as _};
+use serde::de::DeserializeOwned;
 
-/// The default body buffer of the field reader: 64 KiB.
-pub const DEFAULT_BODY_LIMIT: usize = 64 * 1024;
-
-/// The default body buffer of a typed reader: 2 MiB, the limit `web::Json` applies by
-/// default (`JsonConfig`), so every body such a handler accepts is read.
-pub const TYPED_BODY_LIMIT: usize = 2 * 1024 * 1024;
+/// The default body buffer: 2 MiB, the limit `web::Json` applies by default (`JsonConfig`),
+/// so every body such a handler accepts is read. Raise it with
+/// [`UsernameReader::body_limit`] when the handler's limit is higher.
+pub const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
 
 /// How the limiter reads the username a request body submits, for routes whose identity
 /// has `username`. The body is always put back, byte for byte, for the handler.
@@ -139,7 +137,7 @@ impl UsernameReader {
                 json,
                 form,
             },
-            limit: TYPED_BODY_LIMIT,
+            limit: DEFAULT_BODY_LIMIT,
             refuse: false,
         }
     }
@@ -197,17 +195,6 @@ impl UsernameReader {
         }
         let json = is_json(req);
         let form = req.content_type().eq_ignore_ascii_case(FORM);
-        let readable = match &self.source {
-            Source::Field(_) => json || form,
-            Source::Typed {
-                json: json_parse,
-                form: form_parse,
-                ..
-            } => (json && json_parse.is_some()) || (form && form_parse.is_some()),
-        };
-        if !readable {
-            return Err(Unreadable::ContentType);
-        }
         let declared_len = req
             .headers()
             .get(CONTENT_LENGTH)
@@ -225,44 +212,43 @@ impl UsernameReader {
         let body = buffer_and_restore(req, self.limit)
             .await
             .ok_or(Unreadable::TooLarge)?;
-        match &self.source {
-            Source::Typed {
-                json: Some(parse), ..
-            } if json => parse(&body).ok_or(Unreadable::Malformed),
-            Source::Typed {
-                form: Some(parse), ..
-            } => {
-                let text = charset
-                    .and_then(|charset| decoded(charset, &body))
-                    .ok_or(Unreadable::Malformed)?;
-                parse(&text).ok_or(Unreadable::Malformed)
+        // The body as a form (only with the form content type, as `web::Form` insists) and
+        // as JSON (whatever its label: a handler whose `JsonConfig` does not insist on the
+        // content type, or one that parses raw bytes, reads JSON from any body). `None`: that
+        // reading has no username.
+        let as_form = || -> Result<Option<String>, Unreadable> {
+            if !form {
+                return Ok(None);
             }
-            Source::Typed { .. } => Err(Unreadable::ContentType),
-            Source::Field(field) if json => match json_field(&body, field) {
-                Ok(Some(name)) => Ok(name),
-                Ok(None) => Err(Unreadable::NoField),
-                Err(_) => Err(Unreadable::Malformed),
-            },
-            Source::Field(field) => {
-                // Read as `web::Form` reads it (none if it cannot), and as JSON: a JSON body
-                // labelled as a form is read by a `web::Json` handler that does not insist on
-                // the content type.
-                let as_form = charset
-                    .and_then(|charset| decoded(charset, &body))
-                    .map(|text| form_field(&text, field));
-                match (as_form, json_field(&body, field)) {
-                    (Some(Err(Repeated)), _) => Err(Unreadable::FieldTwice),
-                    // Read one way by a form handler and another by a lenient JSON one (a
-                    // JSON string holding `&username=decoy&`): counting either would let the
-                    // other be guessed on a budget of its own.
-                    (Some(Ok(Some(form))), Ok(Some(json))) if form != json => {
-                        Err(Unreadable::Ambiguous)
-                    }
-                    (Some(Ok(Some(name))), _) | (_, Ok(Some(name))) => Ok(name),
-                    (Some(Ok(None)), _) | (None, Ok(None)) => Err(Unreadable::NoField),
-                    (None, Err(_)) => Err(Unreadable::Malformed),
+            let text = charset.and_then(|charset| decoded(charset, &body));
+            match (&self.source, text) {
+                (_, None) => Ok(None),
+                (Source::Typed { form: Some(parse), .. }, Some(text)) => Ok(parse(&text)),
+                (Source::Typed { form: None, .. }, Some(_)) => Ok(None),
+                (Source::Field(field), Some(text)) => match form_field(&text, field) {
+                    Ok(name) => Ok(name),
+                    Err(Repeated) => Err(Unreadable::FieldTwice),
+                },
+            }
+        };
+        let as_json = || match &self.source {
+            Source::Typed { json: Some(parse), .. } => parse(&body),
+            Source::Typed { json: None, .. } => None,
+            Source::Field(field) => json_field(&body, field).ok().flatten(),
+        };
+        match (as_form()?, as_json()) {
+            // Read one way by a form handler and another by a lenient JSON one (a JSON
+            // string holding `&username=decoy&`): counting either would let the other be
+            // guessed on a budget of its own.
+            (Some(form), Some(json)) if form != json => Err(Unreadable::Ambiguous),
+            (Some(name), _) | (None, Some(name)) => Ok(name),
+            (None, None) if !(json || form) => Err(Unreadable::ContentType),
+            (None, None) => match &self.source {
+                Source::Field(_) if json && serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_ok() => {
+                    Err(Unreadable::NoField)
                 }
-            }
+                _ => Err(Unreadable::Malformed),
+            },
         }
     }
 }
@@ -329,15 +315,15 @@ fn decoded<'a>(charset: &'static Encoding, body: &'a [u8]) -> Option<Cow<'a, [u8
     Some(Cow::Owned(text.into_owned().into_bytes()))
 }
 
-/// Whether the body is compressed: a `Content-Encoding` other than `identity`.
+/// Whether actix-web may decompress the body before a handler reads it: the first
+/// `Content-Encoding` header names a coding actix knows other than `identity` (it reads that
+/// header only, and passes a body with any other value on as it came).
 fn is_compressed(req: &ServiceRequest) -> bool {
-    req.headers().get_all(CONTENT_ENCODING).any(|v| {
-        v.to_str().map_or(true, |v| {
-            v.split(',')
-                .map(str::trim)
-                .any(|coding| !coding.is_empty() && !coding.eq_ignore_ascii_case("identity"))
-        })
-    })
+    req.headers()
+        .get(CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<ContentEncoding>().ok())
+        .is_some_and(|coding| coding != ContentEncoding::Identity)
 }
 
 /// Whether the request carries a body, as actix's HTTP/1 decoder frames one: chunked, else
@@ -408,15 +394,24 @@ mod tests {
         assert_eq!(read("text/json", json).await, alice());
         assert_eq!(read("application/problem+json", json).await, alice());
         // Shapes without the field share the one budget, whatever the shape.
-        for body in [&br#"["alice","x"]"#[..], br#""alice""#, b"null", b"7", br#"{"user":"alice"}"#] {
+        for body in [
+            &br#"["alice","x"]"#[..],
+            br#""alice""#,
+            b"null",
+            b"7",
+            br#"{"user":"alice"}"#,
+        ] {
             assert_eq!(
                 read("application/json", body).await,
                 Submitted::Unreadable(Unreadable::NoField),
                 "{body:?}"
             );
         }
+        // JSON under any label is read, as a handler that does not insist on the content
+        // type reads it; anything else under another label is not.
+        assert_eq!(read("text/plain", json).await, alice());
         assert_eq!(
-            read("text/plain", json).await,
+            read("text/plain", b"username=alice").await,
             Submitted::Unreadable(Unreadable::ContentType)
         );
         // A form in a charset actix does not know, but JSON: `web::Json` reads it.
@@ -455,7 +450,11 @@ mod tests {
             br#"["alice","x"]"#,
             br#"{"username":"\u0061lice","password":"x"}"#,
         ] {
-            assert_eq!(read_typed("application/json", body).await, alice(), "{body:?}");
+            assert_eq!(
+                read_typed("application/json", body).await,
+                alice(),
+                "{body:?}"
+            );
         }
         assert_eq!(read_typed("text/json", br#"["alice","x"]"#).await, alice());
         assert_eq!(
@@ -470,9 +469,20 @@ mod tests {
                 "{body:?}"
             );
         }
+        assert_eq!(read_typed("text/plain", br#"["alice","x"]"#).await, alice());
         assert_eq!(
-            read_typed("text/plain", br#"["alice","x"]"#).await,
+            read_typed("text/plain", b"username=alice&password=x").await,
             Submitted::Unreadable(Unreadable::ContentType)
+        );
+        // A form whose bytes are also JSON naming someone else: a lenient JSON handler
+        // reads one name, a form handler another; neither is counted.
+        assert_eq!(
+            read_typed(
+                FORM,
+                br#"{"username":"victim","password":"x","z":"&username=decoy&password=x&"}"#
+            )
+            .await,
+            Submitted::Unreadable(Unreadable::Ambiguous)
         );
     }
 
@@ -555,8 +565,9 @@ impl Unreadable {
     }
 }
 
-/// The username every request without a readable one counts as. No canonical username is
-/// equal to it by accident (it starts with a NUL).
+/// The username every request without a readable one counts as. It starts with a NUL, so no
+/// ordinary name equals it; a client that submits it on purpose counts in that same budget,
+/// which gains it nothing.
 pub(crate) const UNREADABLE_USERNAME: &str = "\0unreadable body";
 
 /// Reads up to `limit` bytes of the body and puts everything back: the buffered bytes

@@ -37,7 +37,9 @@ pub fn canonical_username(raw: &str) -> String {
     let ignorable = CodePointSetData::new::<DefaultIgnorableCodePoint>();
     let visible: String = raw.chars().filter(|&c| !ignorable.contains(c)).collect();
     let nfkc = ComposingNormalizer::new_nfkc();
-    let folded = CaseMapper::new().fold_string(&nfkc.normalize(&visible)).into_owned();
+    let folded = CaseMapper::new()
+        .fold_string(&nfkc.normalize(&visible))
+        .into_owned();
     // Folding and normalising can bring ignorables back only through compatibility forms
     // that decompose to them; filter once more so the result is stable under this function.
     let normal: String = nfkc

@@ -13,6 +13,7 @@ use actix_web::{
 
 /// Which forwarding header the trusted proxies write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum ForwardedHeader {
     /// `X-Forwarded-For: client, proxy1, proxy2`.
     #[default]

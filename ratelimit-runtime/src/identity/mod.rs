@@ -12,7 +12,7 @@ mod user_id;
 
 pub use api_key::ApiKeySource;
 pub(crate) use body::{Submitted, Unreadable};
-pub use body::{UsernameReader, DEFAULT_BODY_LIMIT, TYPED_BODY_LIMIT};
+pub use body::{UsernameReader, DEFAULT_BODY_LIMIT};
 pub use canonical::{canonical_username, Canonicalizer};
 pub use client_ip::{ForwardedHeader, TrustedProxies};
 pub(crate) use sources::reads_body;

@@ -35,7 +35,8 @@ pub struct ClientIdentity {
     /// Each part with its raw value (hashing happens in the key builder,
     /// `RouteKey::for_client`).
     pub parts: Vec<(IdentityPart, String)>,
-    /// The part that was missing when the identity fell back to the client IP.
+    /// The part that was missing: the identity fell back to the client IP, or, for a
+    /// username that could not be read, to the one budget such requests share.
     pub fell_back_from: Option<IdentityPart>,
 }
 
@@ -199,9 +200,18 @@ fn assemble(
             }
         }
     }
+    let unreadable = values
+        .iter()
+        .any(|(part, value)| *part == IdentityPart::Username && value == UNREADABLE_USERNAME);
+    // The one budget of requests without a readable username is per address, also where
+    // the policy does not count addresses: one client's unreadable bodies never spend
+    // another's.
+    if unreadable && !values.iter().any(|(part, _)| *part == IdentityPart::Ip) {
+        values.insert(0, (IdentityPart::Ip, ip));
+    }
     ClientIdentity {
         parts: values,
-        fell_back_from: None,
+        fell_back_from: unreadable.then_some(IdentityPart::Username),
     }
 }
 
@@ -222,11 +232,19 @@ mod tests {
         };
         let client = Some("203.0.113.7".parse().unwrap());
         let refused = |parts: &'static [IdentityPart]| {
-            sources.refused(client, Identity::Parts(parts), Submitted::Unreadable(Unreadable::Malformed))
+            sources.refused(
+                client,
+                Identity::Parts(parts),
+                Submitted::Unreadable(Unreadable::Malformed),
+            )
         };
 
         assert_eq!(
-            sources.refused(client, Identity::UserIdElseIp, Submitted::Unreadable(Unreadable::NoBody)),
+            sources.refused(
+                client,
+                Identity::UserIdElseIp,
+                Submitted::Unreadable(Unreadable::NoBody)
+            ),
             ClientIdentity {
                 parts: ip_parts("203.0.113.7"),
                 fell_back_from: None
@@ -241,7 +259,7 @@ mod tests {
                     (IdentityPart::Ip, "203.0.113.7".to_owned()),
                     (IdentityPart::Username, UNREADABLE_USERNAME.to_owned()),
                 ],
-                fell_back_from: None
+                fell_back_from: Some(IdentityPart::Username)
             }
         );
         // A username read before the body was passed on counts as itself, canonical; a body
@@ -263,7 +281,7 @@ mod tests {
                 (IdentityPart::Username, UNREADABLE_USERNAME.to_owned()),
             ]
         );
-        assert_eq!(missing.fell_back_from, None);
+        assert_eq!(missing.fell_back_from, Some(IdentityPart::Username));
         // Parts a client or an auth layer supplies are absent: the address alone.
         for parts in [
             &[IdentityPart::UserId][..],
@@ -287,7 +305,11 @@ mod tests {
         assert_eq!(v6.parts, ip_parts("2001:db8::/64"));
         assert_eq!(
             sources
-                .refused(None, Identity::UserIdElseIp, Submitted::Unreadable(Unreadable::NoBody))
+                .refused(
+                    None,
+                    Identity::UserIdElseIp,
+                    Submitted::Unreadable(Unreadable::NoBody)
+                )
                 .parts,
             ip_parts("unknown")
         );

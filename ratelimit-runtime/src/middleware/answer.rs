@@ -6,7 +6,7 @@ use std::fmt;
 use actix_web::{
     body::{BoxBody, MessageBody},
     http::{
-        header::{self, HeaderMap, HeaderName, HeaderValue},
+        header::{self, HeaderMap, HeaderValue},
         StatusCode,
     },
     web::Bytes,
@@ -15,31 +15,11 @@ use actix_web::{
 
 use super::{
     headers::{self, HeaderFamilies},
-    route_info::RouteInfo,
+    route_info::{Rejection, RejectionFigures, RouteInfo},
 };
 use crate::store::LimitState;
 
 const PROBLEM_JSON: &str = "application/problem+json";
-
-/// Everything a 429 of one route is made of: equal figures, byte-identical answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct RejectionFigures {
-    retry_secs: u64,
-    /// The binding limit's index, remaining count and reset in seconds.
-    binding: Option<(usize, u32, u64)>,
-    families: HeaderFamilies,
-}
-
-/// The last 429 a route answered, answered again while its figures hold: a flood repeats
-/// the same answer for a second at a time, and building it (a formatted body, five
-/// formatted headers) costs more than copying it. The headers are kept as a list and
-/// inserted one by one, since a response's header map comes from actix's pool and a cloned
-/// map would replace it with a new allocation.
-pub(crate) struct Rejection {
-    figures: RejectionFigures,
-    headers: Vec<(HeaderName, HeaderValue)>,
-    body: Bytes,
-}
 
 /// 429 Too Many Requests, retry after `retry_ms`, with the rate-limit headers of `binding`
 /// (the binding limit's index into the route's limits, and its state).

@@ -2,9 +2,8 @@
 //! handler, 429, or 503.
 
 use std::{
-    cell::OnceCell,
     net::IpAddr,
-    sync::{Arc, LazyLock},
+    sync::LazyLock,
     time::{Duration, Instant},
 };
 
@@ -17,19 +16,17 @@ use actix_web::{
 
 use super::{
     answer,
-    declared_routes::DeclaredRoutes,
-    flood_shield::{Blocked, FloodShield},
-    headers::{self, HeaderFamilies},
-    rate_limiter::LimiterHandle,
+    flood_shield::Blocked,
+    headers,
+    limiter::{Limiter, LimiterHandle},
     route_info::RouteInfo,
     telemetry::{self, Client, Outcome, StoreFailure},
 };
 use crate::{
-    clock::Clock,
-    identity::{reads_body, ClientIdentity, IdentitySources, Submitted, Unreadable},
-    key::{KeySecret, RouteKey},
+    identity::{reads_body, ClientIdentity, Submitted, Unreadable},
+    key::RouteKey,
     policy::{FailMode, RoutePolicy},
-    store::{CheckRequest, Decision, LimitState, Store, StoreError, StoreErrorKind},
+    store::{CheckRequest, Decision, LimitState, StoreError, StoreErrorKind},
 };
 
 /// The state a shielded rejection reports in its headers: the remembered limit is exhausted
@@ -43,24 +40,6 @@ fn shielded_state(policy: &RoutePolicy, blocked: Blocked, now: u64) -> Option<Li
         retry_after: Duration::from_millis(blocked.until.saturating_sub(now)),
         reset_after: Duration::from_millis(blocked.reset_at.saturating_sub(now)),
     })
-}
-
-/// Everything a request needs from the limiter; one per worker.
-pub(crate) struct Limiter {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) clock: Clock,
-    pub(crate) sources: IdentitySources,
-    pub(crate) prefix: String,
-    /// The secret personal values in keys are hashed under, when one was given.
-    pub(crate) secret: Option<KeySecret>,
-    /// The limiter's own cap on a store call, when set.
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) headers: HeaderFamilies,
-    /// Shared by every worker.
-    pub(crate) shield: Arc<FloodShield>,
-    pub(crate) unavailable_retry_secs: u64,
-    /// The App's declared routes, read off its route introspection on the first request.
-    pub(crate) declared: OnceCell<DeclaredRoutes>,
 }
 
 impl Limiter {
@@ -271,7 +250,7 @@ impl Limiter {
         };
         let waited = started.elapsed();
         handle.add_store_wait(waited);
-        telemetry::store_latency(route, waited);
+        telemetry::store_latency(&route.metrics, waited);
         checked.and_then(|decision| well_formed(decision, route.policy.limits().len()))
     }
 
@@ -333,7 +312,7 @@ impl Limiter {
                     Counting::Served => Outcome::ServedOverLimit,
                     Counting::Live | Counting::Refused => Outcome::Shielded,
                 };
-                telemetry::decision(route, &client, outcome, retry_ms, applied);
+                telemetry::decision(&route.metrics, &client, outcome, retry_ms, applied);
                 let state = shielded_state(&policy, blocked, now);
                 let binding = state.as_ref().map(|state| (blocked.limit_index, state));
                 return Decided::Refuse(answer::too_many_requests(
@@ -375,10 +354,15 @@ impl Limiter {
                 };
                 // Already answered: it passed uncounted, whatever the route's policy.
                 return if answered || fail == FailMode::Open {
-                    telemetry::store_error(route, &client, Outcome::FailedOpen, &failure);
+                    telemetry::store_error(&route.metrics, &client, Outcome::FailedOpen, &failure);
                     Decided::Proceed(None)
                 } else {
-                    telemetry::store_error(route, &client, Outcome::FailedClosed, &failure);
+                    telemetry::store_error(
+                        &route.metrics,
+                        &client,
+                        Outcome::FailedClosed,
+                        &failure,
+                    );
                     Decided::Refuse(answer::limiter_unavailable(
                         route,
                         self.unavailable_retry_secs,
@@ -394,7 +378,7 @@ impl Limiter {
                 Counting::Served => Outcome::ServedOverLimit,
                 Counting::Live | Counting::Refused => Outcome::Rejected,
             };
-            telemetry::decision(route, &client, outcome, retry_ms, applied);
+            telemetry::decision(&route.metrics, &client, outcome, retry_ms, applied);
             if let Some((index, binding)) = decision.binding() {
                 self.shield.block(
                     key.as_str(),
@@ -417,7 +401,7 @@ impl Limiter {
         } else {
             Outcome::ShadowRejected
         };
-        telemetry::decision(route, &client, outcome, retry_ms, applied);
+        telemetry::decision(&route.metrics, &client, outcome, retry_ms, applied);
         Decided::Proceed(Some(decision))
     }
 }

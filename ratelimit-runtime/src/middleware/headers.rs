@@ -3,26 +3,9 @@
 
 use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
+pub use super::header_families::HeaderFamilies;
 use super::route_info::RouteInfo;
 use crate::store::LimitState;
-
-/// Which header families limited responses carry. Both are on by default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HeaderFamilies {
-    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (seconds).
-    pub x_ratelimit: bool,
-    /// `RateLimit-Policy: "name";q=10;w=300` and `RateLimit: "name";r=3;t=120`.
-    pub ietf_draft: bool,
-}
-
-impl Default for HeaderFamilies {
-    fn default() -> Self {
-        HeaderFamilies {
-            x_ratelimit: true,
-            ietf_draft: true,
-        }
-    }
-}
 
 const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
@@ -33,26 +16,6 @@ const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// Whole seconds, rounded up (a client that waits this long is allowed again).
 pub(crate) fn ceil_secs(millis: u64) -> u64 {
     millis.div_ceil(1000)
-}
-
-/// The draft policy name of limit `index` of a route named `name` (stacked limits get a
-/// suffix); characters that would break the quoted string become `_`.
-pub(crate) fn policy_name(name: &str, index: usize, stacked: bool) -> String {
-    let clean: String = name
-        .chars()
-        .map(|c| {
-            if c == '"' || c == '\\' || !c.is_ascii_graphic() {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect();
-    if stacked {
-        format!("{clean}.{index}")
-    } else {
-        clean
-    }
 }
 
 /// Sets the headers of a limited response: every stacked limit in `RateLimit-Policy`, and

@@ -3,11 +3,10 @@
 //! silently unlimited.
 
 use std::{
-    cell::{Cell, OnceCell, RefCell},
+    cell::{OnceCell, RefCell},
     collections::HashMap,
     fmt,
     future::{ready, Ready},
-    net::IpAddr,
     rc::Rc,
     sync::{Arc, OnceLock},
     time::Duration,
@@ -24,21 +23,22 @@ use futures_util::future::LocalBoxFuture;
 
 use super::{
     declared_routes::DeclaredRoutes,
-    enforce::{is_refusal, Limiter},
+    enforce::is_refusal,
     flood_shield::FloodShield,
     headers::HeaderFamilies,
+    limiter::{Limiter, LimiterHandle},
     route_info::{method_label, RouteInfo},
 };
 use crate::{
     clock::Clock,
     identity::{
-        reads_body, ApiKeySource, Canonicalizer, IdentitySources, Submitted, TrustedProxies,
-        UserIdSource, UsernameReader,
+        reads_body, ApiKeySource, Canonicalizer, IdentitySources, TrustedProxies, UserIdSource,
+        UsernameReader,
     },
     key::{valid_prefix, KeySecret, DEFAULT_PREFIX},
     policy::{Algorithm, FailMode, Identity, Limit, Policy, RoutePolicy, Window},
     registry::RouteDeclaration,
-    store::{Store, StoreError},
+    store::Store,
 };
 
 /// The default policy for undeclared routes: 120 per minute, sliding window.
@@ -85,147 +85,6 @@ impl fmt::Debug for RateLimiter {
             .field("default_identity", &self.default_identity)
             .field("default_fail", &self.default_fail)
             .finish_non_exhaustive()
-    }
-}
-
-/// Internal handle in request extensions: the worker's limiter, for the route guards;
-/// whether a limiter has counted the request (a declared route's guard or entry, or a
-/// `RateLimiter` applying the default policy or counting after the fact); and the username
-/// the body submitted, when it was read before anything in front of the route could consume
-/// the body. The App-level middleware keeps a copy, so it can tell that a request predicted
-/// to reach a declared route was counted there even when the request comes back as an
-/// error, without the request. With `RateLimiter`s nested (App and scope) the handles form
-/// a chain, and a request counted by one counts for all.
-#[derive(Clone)]
-pub(crate) struct LimiterHandle(Rc<Passage>);
-
-struct Passage {
-    limiter: Rc<Limiter>,
-    /// Counted by any limiter.
-    counted: Cell<bool>,
-    /// Counted by a declared route's own limiter (its guard, or its entry).
-    guarded: Cell<bool>,
-    submitted: RefCell<Option<Submitted>>,
-    /// How the store failed this request: a second check of the request (the default
-    /// policy and a declaration both apply to its path) answers with it instead of waiting
-    /// for the store again.
-    store_error: RefCell<Option<StoreError>>,
-    /// The client address this limiter resolved before calling in, for its route guard
-    /// (the headers as they reached the App; resolved once).
-    client: Cell<Option<Option<IpAddr>>>,
-    /// How long the request has waited for the store so far, once it has: a second call
-    /// waits only for what is left of the timeout.
-    store_waited: Cell<Option<Duration>>,
-    /// The handle of a `RateLimiter` further out (one on the App, another on a scope).
-    outer: Option<LimiterHandle>,
-}
-
-impl Passage {
-    /// This passage and those of the limiters further out.
-    fn chain(&self) -> impl Iterator<Item = &Passage> {
-        std::iter::successors(Some(self), |passage| {
-            passage.outer.as_ref().map(|outer| &*outer.0)
-        })
-    }
-}
-
-impl LimiterHandle {
-    fn new(limiter: &Rc<Limiter>, outer: Option<LimiterHandle>) -> Self {
-        LimiterHandle(Rc::new(Passage {
-            limiter: Rc::clone(limiter),
-            counted: Cell::new(false),
-            guarded: Cell::new(false),
-            submitted: RefCell::default(),
-            store_error: RefCell::default(),
-            store_waited: Cell::new(None),
-            client: Cell::new(None),
-            outer,
-        }))
-    }
-
-    /// Reads the username `req`'s body submits (the body is put back) and keeps it for
-    /// whichever of the route's limiters counts the request; once per request.
-    pub(crate) async fn read_username(&self, req: &mut ServiceRequest, route: &str) {
-        if self.0.submitted.borrow().is_none() {
-            let reader = self.0.limiter.sources.username_reader(route);
-            let submitted = reader.read(req).await;
-            *self.0.submitted.borrow_mut() = Some(submitted);
-        }
-    }
-
-    /// The username read by [`LimiterHandle::read_username`], for the limiter that counts
-    /// the request.
-    pub(crate) fn take_username(&self) -> Option<Submitted> {
-        self.0.submitted.borrow_mut().take()
-    }
-
-    /// The client address resolved for this request, if it was.
-    pub(crate) fn client(&self) -> Option<Option<IpAddr>> {
-        self.0.client.get()
-    }
-
-    /// Resolves the client address of `req` (once per request and limiter).
-    pub(crate) fn resolve_client(&self, req: &ServiceRequest) -> Option<IpAddr> {
-        if let Some(client) = self.0.client.get() {
-            return client;
-        }
-        let client = self.0.limiter.sources.trusted_proxies.resolve_request(req);
-        self.0.client.set(Some(client));
-        client
-    }
-
-    /// How the store failed this request, if it did (for any limiter of the chain).
-    pub(crate) fn store_error(&self) -> Option<StoreError> {
-        self.0
-            .chain()
-            .find_map(|passage| passage.store_error.borrow().clone())
-    }
-
-    /// How long the request has waited for the store (any limiter of the chain), if it
-    /// has called it.
-    pub(crate) fn store_waited(&self) -> Option<Duration> {
-        self.0
-            .chain()
-            .find_map(|passage| passage.store_waited.get())
-    }
-
-    /// Adds `waited` to the request's wait for the store.
-    pub(crate) fn add_store_wait(&self, waited: Duration) {
-        let total = self.store_waited().unwrap_or_default() + waited;
-        self.0.store_waited.set(Some(total));
-    }
-
-    pub(crate) fn record_store_error(&self, error: &StoreError) {
-        *self.0.store_error.borrow_mut() = Some(error.clone());
-    }
-
-    pub(crate) fn limiter(&self) -> &Rc<Limiter> {
-        &self.0.limiter
-    }
-
-    /// Whether a limiter of the chain has counted the request.
-    pub(crate) fn counted(&self) -> bool {
-        self.0.chain().any(|passage| passage.counted.get())
-    }
-
-    /// Records that a `RateLimiter` counts the request (its default policy, or after the
-    /// fact): no other `RateLimiter` of the chain may. A declared route's own limiter still
-    /// counts it (where the default policy and a declaration both apply).
-    pub(crate) fn mark_counted(&self) {
-        self.0.chain().for_each(|passage| passage.counted.set(true));
-    }
-
-    /// Whether a declared route's own limiter (its guard or entry) has counted the request.
-    pub(crate) fn guarded(&self) -> bool {
-        self.0.chain().any(|passage| passage.guarded.get())
-    }
-
-    /// Records that a declared route's own limiter counts the request: nothing else may.
-    pub(crate) fn mark_guarded(&self) {
-        self.0.chain().for_each(|passage| {
-            passage.guarded.set(true);
-            passage.counted.set(true);
-        });
     }
 }
 
@@ -511,6 +370,27 @@ pub struct RateLimiterService<S> {
     counted_routes: Rc<CountedRoutes>,
 }
 
+/// Logs an error for every route a username reader was given for
+/// ([`RateLimiter::route_username_reader`]) that is not a declared route of this App whose
+/// identity counts usernames: its requests would be read by the limiter's default reader.
+fn unmatched_username_readers(sources: &IdentitySources, declared: &DeclaredRoutes) {
+    for route in sources.route_usernames.keys() {
+        let found = route.split_once(' ').and_then(|(method, pattern)| {
+            let method = Method::from_bytes(method.as_bytes()).ok()?;
+            declared.declaration(&method, pattern)
+        });
+        let counts_usernames =
+            matches!(found.map(|d| d.policy), Some(Policy::Limited(p)) if reads_body(p.identity()));
+        if !counts_usernames {
+            tracing::error!(
+                target: "ratelimit",
+                route = %route,
+                "`route_username_reader` names no declared route of this App that counts usernames: name it as `METHOD /full/pattern`, with its scope's prefix (`POST /api/login`); its requests are read by the default username reader meanwhile"
+            );
+        }
+    }
+}
+
 /// Declared routes by full pattern and method (bounded: only patterns with a declaration).
 type CountedRoutes = RefCell<HashMap<(String, Method), Rc<RouteInfo>>>;
 
@@ -590,9 +470,12 @@ where
         let declared = self.limiter.declared.get_or_init(|| {
             // Without the introspection tree no route counts as declared: every request
             // then also gets the default policy (fail safe, never unlimited).
-            req.app_data::<web::Data<IntrospectionTree>>()
+            let declared = req
+                .app_data::<web::Data<IntrospectionTree>>()
                 .map(|tree| DeclaredRoutes::from_tree(tree))
-                .unwrap_or_default()
+                .unwrap_or_default();
+            unmatched_username_readers(&self.limiter.sources, &declared);
+            declared
         });
         if handle.counted() {
             // A limiter further out has counted the request (its default policy): once is

@@ -23,7 +23,7 @@ use actix_web::{
 };
 use futures_util::future::LocalBoxFuture;
 
-use super::{rate_limiter::LimiterHandle, route_guard::RoutesByMethod};
+use super::{limiter::LimiterHandle, route_guard::RoutesByMethod};
 use crate::{identity::reads_body, policy::Policy, registry::RouteDeclaration};
 
 /// Counts what a declared route's own middleware refuses. Emitted by `#[rate_limit]` on

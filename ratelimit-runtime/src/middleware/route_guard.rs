@@ -16,7 +16,7 @@ use actix_web::{
 use futures_util::future::LocalBoxFuture;
 
 use super::{
-    answer, declared_routes::DeclaredRoutes, rate_limiter::LimiterHandle, route_info::RouteInfo,
+    answer, declared_routes::DeclaredRoutes, limiter::LimiterHandle, route_info::RouteInfo,
 };
 use crate::{
     policy::{Policy, RoutePolicy},

@@ -3,11 +3,16 @@
 
 use std::cell::RefCell;
 
-use actix_web::http::{header::HeaderValue, Method};
+use actix_web::{
+    http::{
+        header::{HeaderName, HeaderValue},
+        Method,
+    },
+    web::Bytes,
+};
 
 use super::{
-    answer::Rejection, declared_routes::DeclaredRoutes, headers::policy_name,
-    telemetry::RouteMetrics,
+    declared_routes::DeclaredRoutes, header_families::HeaderFamilies, telemetry::RouteMetrics,
 };
 use crate::{
     identity::ClientIdentity,
@@ -48,6 +53,46 @@ pub(crate) struct RouteInfo {
     /// The key prefix and the key stem of this route under it (`rl:{GET:/orders/:id`),
     /// built on first use.
     key_stem: RefCell<Option<(String, String)>>,
+}
+
+/// Everything a 429 of one route is made of: equal figures, byte-identical answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RejectionFigures {
+    pub(crate) retry_secs: u64,
+    /// The binding limit's index, remaining count and reset in seconds.
+    pub(crate) binding: Option<(usize, u32, u64)>,
+    pub(crate) families: HeaderFamilies,
+}
+
+/// The last 429 a route answered, answered again while its figures hold: a flood repeats
+/// the same answer for a second at a time, and building it (a formatted body, five
+/// formatted headers) costs more than copying it. The headers are kept as a list and
+/// inserted one by one, since a response's header map comes from actix's pool and a cloned
+/// map would replace it with a new allocation.
+pub(crate) struct Rejection {
+    pub(crate) figures: RejectionFigures,
+    pub(crate) headers: Vec<(HeaderName, HeaderValue)>,
+    pub(crate) body: Bytes,
+}
+
+/// The draft policy name of limit `index` of a route named `name` (stacked limits get a
+/// suffix); characters that would break the quoted string become `_`.
+pub(crate) fn policy_name(name: &str, index: usize, stacked: bool) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| {
+            if c == '"' || c == '\\' || !c.is_ascii_graphic() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    if stacked {
+        format!("{clean}.{index}")
+    } else {
+        clean
+    }
 }
 
 /// What the default policy's keys carry after the route (`rl:{GET:/feed|default|ip:…}`):
@@ -94,18 +139,19 @@ impl RouteInfo {
             .map(|(l, n)| format!("{n};q={};w={}", l.max(), l.window().as_secs_ceil()))
             .collect::<Vec<_>>()
             .join(", ");
+        let limits_text = limits
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" + ");
         RouteInfo {
             method: method.to_owned(),
-            metrics: RouteMetrics::new(&label, name),
+            metrics: RouteMetrics::new(&label, name, limits_text.clone(), policy.fail()),
             label_json,
             label,
             pattern,
             policy,
-            limits_text: limits
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(" + "),
+            limits_text,
             policy_header: HeaderValue::from_str(&policy_header).ok(),
             policy_names,
             limit_headers: limits.iter().map(|l| HeaderValue::from(l.max())).collect(),
@@ -139,7 +185,12 @@ impl RouteInfo {
             .filter(|d| *d != declaration.function)
         {
             let policy_label = format!("{}.{hash}", declaration.function);
-            route.metrics = RouteMetrics::new(&route.label, &policy_label);
+            route.metrics = RouteMetrics::new(
+                &route.label,
+                &policy_label,
+                route.limits_text.clone(),
+                route.policy.fail(),
+            );
         }
         route.discriminator = discriminator;
         route

@@ -8,10 +8,9 @@ use std::{
 
 use metrics::{Key, Label, Level, Metadata, SharedString};
 
-use super::route_info::RouteInfo;
 use crate::{
     identity::ClientIdentity,
-    policy::Limit,
+    policy::{FailMode, Limit},
     store::{StoreError, StoreErrorKind},
 };
 
@@ -42,6 +41,12 @@ pub(crate) struct RouteMetrics {
     /// The `policy` label, for log lines too (the default policy and a declaration may
     /// apply to one path with the same limits).
     pub(crate) policy: String,
+    /// `METHOD /pattern`, for log lines.
+    label: String,
+    /// The route's limits as log lines show them (`10 per 5m (sliding_log) + ...`).
+    limits_text: String,
+    /// The route's failure policy, for store-error log lines.
+    fail: FailMode,
 }
 
 impl RouteMetrics {
@@ -49,8 +54,9 @@ impl RouteMetrics {
     /// `policy` (the declaring handler's name, or `default`): a request on a path where the
     /// default policy applies besides a declaration is counted by both, and two declarations
     /// of one path count apart, so the label tells their figures apart.
-    pub(crate) fn new(route: &str, policy: &str) -> Self {
+    pub(crate) fn new(route: &str, policy: &str, limits_text: String, fail: FailMode) -> Self {
         let policy_text = policy.to_owned();
+        let label = route.to_owned();
         let route = SharedString::from(route.to_owned());
         let policy = SharedString::from(policy.to_owned());
         let labels = || {
@@ -70,6 +76,9 @@ impl RouteMetrics {
             store_errors_logged: Default::default(),
             store_errors_unlogged: Default::default(),
             policy: policy_text,
+            label,
+            limits_text,
+            fail,
         }
     }
 
@@ -160,8 +169,8 @@ impl Client<'_> {
     }
 }
 
-fn count(route: &RouteInfo, outcome: Outcome) {
-    let key = &route.metrics.decisions[outcome.index()];
+fn count(route: &RouteMetrics, outcome: Outcome) {
+    let key = &route.decisions[outcome.index()];
     metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
 }
 
@@ -173,7 +182,7 @@ fn applied(limit: Option<&Limit>) -> String {
 /// One decision; `applied` is the limit that decided it (the one whose budget comes back
 /// last), when one did.
 pub(crate) fn decision(
-    route: &RouteInfo,
+    route: &RouteMetrics,
     client: &Client<'_>,
     outcome: Outcome,
     retry_ms: u64,
@@ -185,7 +194,7 @@ pub(crate) fn decision(
         Outcome::Rejected => tracing::warn!(
             target: "ratelimit",
             route = %route.label,
-            policy = %route.metrics.policy,
+            policy = %route.policy,
             identity = %client.kind(),
             identity_fallback_from = %client.fallback(),
             limit = %self::applied(applied),
@@ -198,7 +207,7 @@ pub(crate) fn decision(
         Outcome::Shielded => tracing::debug!(
             target: "ratelimit",
             route = %route.label,
-            policy = %route.metrics.policy,
+            policy = %route.policy,
             identity = %client.kind(),
             identity_fallback_from = %client.fallback(),
             limit = %self::applied(applied),
@@ -209,7 +218,7 @@ pub(crate) fn decision(
         Outcome::ServedOverLimit => tracing::info!(
             target: "ratelimit",
             route = %route.label,
-            policy = %route.metrics.policy,
+            policy = %route.policy,
             identity = %client.kind(),
             identity_fallback_from = %client.fallback(),
             limit = %self::applied(applied),
@@ -219,7 +228,7 @@ pub(crate) fn decision(
         Outcome::ShadowRejected => tracing::info!(
             target: "ratelimit",
             route = %route.label,
-            policy = %route.metrics.policy,
+            policy = %route.policy,
             identity = %client.kind(),
             identity_fallback_from = %client.fallback(),
             limit = %self::applied(applied),
@@ -242,7 +251,7 @@ pub(crate) struct StoreFailure<'a> {
 }
 
 pub(crate) fn store_error(
-    route: &RouteInfo,
+    route: &RouteMetrics,
     client: &Client<'_>,
     outcome: Outcome,
     failure: &StoreFailure<'_>,
@@ -261,11 +270,11 @@ pub(crate) fn store_error(
             tracing::$level!(
                 target: "ratelimit",
                 route = %route.label,
-                policy = %route.metrics.policy,
+                policy = %route.policy,
                 identity = %client.kind(),
                 identity_fallback_from = %client.fallback(),
                 limits = %route.limits_text,
-                fail = %route.policy.fail(),
+                fail = %route.fail,
                 error = %failure.error,
                 $($rest)+
             )
@@ -278,13 +287,11 @@ pub(crate) fn store_error(
         );
         return;
     }
-    let key = &route.metrics.store_errors;
+    let key = &route.store_errors;
     metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
     // An outage fails every request: one `error` line per route and worker every ten
-    // seconds, saying how many it stands for, rather than one per request (found by review).
-    match route
-        .metrics
-        .store_error_logged_at_error(Instant::now(), failure.error.kind())
+    // seconds, saying how many it stands for, rather than one per request.
+    match route.store_error_logged_at_error(Instant::now(), failure.error.kind())
     {
         Some(not_logged_at_error) => store_error_event!(
             error,
@@ -298,8 +305,8 @@ pub(crate) fn store_error(
     }
 }
 
-pub(crate) fn store_latency(route: &RouteInfo, elapsed: Duration) {
-    let key = &route.metrics.store_duration;
+pub(crate) fn store_latency(route: &RouteMetrics, elapsed: Duration) {
+    let key = &route.store_duration;
     metrics::with_recorder(|recorder| {
         recorder
             .register_histogram(key, &METADATA)
@@ -313,7 +320,7 @@ mod tests {
 
     #[test]
     fn a_routes_store_errors_reach_error_level_once_per_ten_seconds() {
-        let metrics = RouteMetrics::new("GET /x", "x");
+        let metrics = RouteMetrics::new("GET /x", "x", String::new(), FailMode::Open);
         let t0 = Instant::now();
         let at = |secs: u64| t0 + Duration::from_secs(secs);
         let timeout = |now| metrics.store_error_logged_at_error(now, StoreErrorKind::Timeout);

@@ -2,6 +2,7 @@ use std::fmt;
 
 /// How a limit counts requests. See the README's "Choosing an algorithm".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Algorithm {
     /// One counter per window; up to twice the limit can pass across a window boundary.
     FixedWindow,

@@ -2,6 +2,7 @@ use std::fmt;
 
 /// What a route does when the store cannot answer in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FailMode {
     /// Let the request through (logged and counted): for reads, unthrottled beats unavailable.
     Open,

@@ -2,6 +2,7 @@ use std::fmt;
 
 /// One part of a client identity; parts are joined with `+` in the attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum IdentityPart {
     /// The client address (peer address, or the trusted-proxy entry of `X-Forwarded-For`).
     Ip,

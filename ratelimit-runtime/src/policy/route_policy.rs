@@ -4,6 +4,7 @@ use super::{FailMode, Identity, Limit};
 
 /// What a route declared: limits, or an exemption with its reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Policy {
     /// One or more stacked limits; a request must pass all of them.
     Limited(RoutePolicy),

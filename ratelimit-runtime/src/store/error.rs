@@ -2,6 +2,7 @@ use std::{fmt, time::Duration};
 
 /// Why the store could not decide. Never a limit decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StoreErrorKind {
     /// No answer within the configured timeout.
     Timeout,

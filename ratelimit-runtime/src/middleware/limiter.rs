@@ -1,0 +1,182 @@
+//! The per-worker limiter and the per-request state: what the App-level middleware, the
+//! route guards and the request path share. The request path itself (`impl Limiter`) is in
+//! `enforce.rs`; the builder and the App-level middleware in `rate_limiter.rs`.
+
+use std::{
+    cell::{Cell, OnceCell, RefCell},
+    net::IpAddr,
+    rc::Rc,
+    sync::Arc,
+    time::Duration,
+};
+
+use actix_web::dev::ServiceRequest;
+
+use super::{
+    declared_routes::DeclaredRoutes, flood_shield::FloodShield, header_families::HeaderFamilies,
+};
+use crate::{
+    clock::Clock,
+    identity::{IdentitySources, Submitted},
+    key::KeySecret,
+    store::{Store, StoreError},
+};
+
+/// Everything a request needs from the limiter; one per worker.
+pub(crate) struct Limiter {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Clock,
+    pub(crate) sources: IdentitySources,
+    pub(crate) prefix: String,
+    /// The secret personal values in keys are hashed under, when one was given.
+    pub(crate) secret: Option<KeySecret>,
+    /// The limiter's own cap on a store call, when set.
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) headers: HeaderFamilies,
+    /// Shared by every worker.
+    pub(crate) shield: Arc<FloodShield>,
+    pub(crate) unavailable_retry_secs: u64,
+    /// The App's declared routes, read off its route introspection on the first request.
+    pub(crate) declared: OnceCell<DeclaredRoutes>,
+}
+
+/// Internal handle in request extensions: the worker's limiter, for the route guards;
+/// whether a limiter has counted the request (a declared route's guard or entry, or a
+/// `RateLimiter` applying the default policy or counting after the fact); and the username
+/// the body submitted, when it was read before anything in front of the route could consume
+/// the body. The App-level middleware keeps a copy, so it can tell that a request predicted
+/// to reach a declared route was counted there even when the request comes back as an
+/// error, without the request. With `RateLimiter`s nested (App and scope) the handles form
+/// a chain, and a request counted by one counts for all.
+#[derive(Clone)]
+pub(crate) struct LimiterHandle(Rc<Passage>);
+
+struct Passage {
+    limiter: Rc<Limiter>,
+    /// Counted by any limiter.
+    counted: Cell<bool>,
+    /// Counted by a declared route's own limiter (its guard, or its entry).
+    guarded: Cell<bool>,
+    submitted: RefCell<Option<Submitted>>,
+    /// How the store failed this request: a second check of the request (the default
+    /// policy and a declaration both apply to its path) answers with it instead of waiting
+    /// for the store again.
+    store_error: RefCell<Option<StoreError>>,
+    /// The client address this limiter resolved before calling in, for its route guard
+    /// (the headers as they reached the App; resolved once).
+    client: Cell<Option<Option<IpAddr>>>,
+    /// How long the request has waited for the store so far, once it has: a second call
+    /// waits only for what is left of the timeout.
+    store_waited: Cell<Option<Duration>>,
+    /// The handle of a `RateLimiter` further out (one on the App, another on a scope).
+    outer: Option<LimiterHandle>,
+}
+
+impl Passage {
+    /// This passage and those of the limiters further out.
+    fn chain(&self) -> impl Iterator<Item = &Passage> {
+        std::iter::successors(Some(self), |passage| {
+            passage.outer.as_ref().map(|outer| &*outer.0)
+        })
+    }
+}
+
+impl LimiterHandle {
+    pub(crate) fn new(limiter: &Rc<Limiter>, outer: Option<LimiterHandle>) -> Self {
+        LimiterHandle(Rc::new(Passage {
+            limiter: Rc::clone(limiter),
+            counted: Cell::new(false),
+            guarded: Cell::new(false),
+            submitted: RefCell::default(),
+            store_error: RefCell::default(),
+            store_waited: Cell::new(None),
+            client: Cell::new(None),
+            outer,
+        }))
+    }
+
+    /// Reads the username `req`'s body submits (the body is put back) and keeps it for
+    /// whichever of the route's limiters counts the request; once per request.
+    pub(crate) async fn read_username(&self, req: &mut ServiceRequest, route: &str) {
+        if self.0.submitted.borrow().is_none() {
+            let reader = self.0.limiter.sources.username_reader(route);
+            let submitted = reader.read(req).await;
+            *self.0.submitted.borrow_mut() = Some(submitted);
+        }
+    }
+
+    /// The username read by [`LimiterHandle::read_username`], for the limiter that counts
+    /// the request.
+    pub(crate) fn take_username(&self) -> Option<Submitted> {
+        self.0.submitted.borrow_mut().take()
+    }
+
+    /// The client address resolved for this request, if it was.
+    pub(crate) fn client(&self) -> Option<Option<IpAddr>> {
+        self.0.client.get()
+    }
+
+    /// Resolves the client address of `req` (once per request and limiter).
+    pub(crate) fn resolve_client(&self, req: &ServiceRequest) -> Option<IpAddr> {
+        if let Some(client) = self.0.client.get() {
+            return client;
+        }
+        let client = self.0.limiter.sources.trusted_proxies.resolve_request(req);
+        self.0.client.set(Some(client));
+        client
+    }
+
+    /// How the store failed this request, if it did (for any limiter of the chain).
+    pub(crate) fn store_error(&self) -> Option<StoreError> {
+        self.0
+            .chain()
+            .find_map(|passage| passage.store_error.borrow().clone())
+    }
+
+    /// How long the request has waited for the store (any limiter of the chain), if it
+    /// has called it.
+    pub(crate) fn store_waited(&self) -> Option<Duration> {
+        self.0
+            .chain()
+            .find_map(|passage| passage.store_waited.get())
+    }
+
+    /// Adds `waited` to the request's wait for the store.
+    pub(crate) fn add_store_wait(&self, waited: Duration) {
+        let total = self.store_waited().unwrap_or_default() + waited;
+        self.0.store_waited.set(Some(total));
+    }
+
+    pub(crate) fn record_store_error(&self, error: &StoreError) {
+        *self.0.store_error.borrow_mut() = Some(error.clone());
+    }
+
+    pub(crate) fn limiter(&self) -> &Rc<Limiter> {
+        &self.0.limiter
+    }
+
+    /// Whether a limiter of the chain has counted the request.
+    pub(crate) fn counted(&self) -> bool {
+        self.0.chain().any(|passage| passage.counted.get())
+    }
+
+    /// Records that a `RateLimiter` counts the request (its default policy, or after the
+    /// fact): no other `RateLimiter` of the chain may. A declared route's own limiter still
+    /// counts it (where the default policy and a declaration both apply).
+    pub(crate) fn mark_counted(&self) {
+        self.0.chain().for_each(|passage| passage.counted.set(true));
+    }
+
+    /// Whether a declared route's own limiter (its guard or entry) has counted the request.
+    pub(crate) fn guarded(&self) -> bool {
+        self.0.chain().any(|passage| passage.guarded.get())
+    }
+
+    /// Records that a declared route's own limiter counts the request: nothing else may.
+    pub(crate) fn mark_guarded(&self) {
+        self.0.chain().for_each(|passage| {
+            passage.guarded.set(true);
+            passage.counted.set(true);
+        });
+    }
+}
