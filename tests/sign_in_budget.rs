@@ -714,13 +714,7 @@ async fn a_reader_for_a_route_that_is_not_declared_is_an_error_in_the_log() {
         .route_username_reader("POST /login", UsernameReader::field("username"))
         .route_username_reader("POST /api/login", UsernameReader::field("email"));
     let accepted = web::Data::new(Accepted::default());
-    let app = test::init_service(
-        App::new()
-            .app_data(accepted)
-            .service(login)
-            .wrap(limiter),
-    )
-    .await;
+    let app = test::init_service(App::new().app_data(accepted).service(login).wrap(limiter)).await;
     assert_eq!(
         status(&app, attempt("203.0.113.7", Shape::Object, "repro")).await,
         200

@@ -74,8 +74,8 @@ fn limiter(store: Arc<dyn Store>) -> Result<RateLimiter, String> {
         );
     match env::var("RATELIMIT_KEY_SECRET") {
         Ok(secret) => {
-            let secret = KeySecret::new(secret.trim())
-                .map_err(|e| format!("RATELIMIT_KEY_SECRET: {e}"))?;
+            let secret =
+                KeySecret::new(secret.trim()).map_err(|e| format!("RATELIMIT_KEY_SECRET: {e}"))?;
             Ok(limiter.key_secret(secret))
         }
         Err(_) => Ok(limiter),

@@ -3,38 +3,14 @@
 //! Every problem with a single value is reported here, on the smallest token that shows
 //! it; problems between keys (missing, mixed with `exempt`, ...) belong to `valid`.
 
-use std::time::Duration;
-
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use syn::{parse::Parser, punctuated::Punctuated, Expr, ExprLit, Lit, LitStr, Meta, Token, UnOp};
 
-use crate::{ctxt::Ctxt, suggest};
+use ratelimit_grammar::{suggest, Key as KeyName};
+pub(crate) use ratelimit_grammar::{Algorithm, FailMode, ParsedPart as IdentityPart};
 
-pub(crate) const KEYS: &[&str] = &[
-    "limit",
-    "window",
-    "identity",
-    "algorithm",
-    "fail",
-    "shadow",
-    "exempt",
-    "crate",
-];
-pub(crate) const IDENTITY_PARTS: &[&str] =
-    &["ip", "username", "user_id", "api_key", "header:<name>"];
-const IDENTITY_NAMES: &[&str] = &["ip", "username", "user_id", "api_key", "header"];
-pub(crate) const ALGORITHMS: &[&str] = &["fixed_window", "sliding_window", "sliding_log", "gcra"];
-const FAIL_MODES: &[&str] = &["open", "closed"];
-const WINDOW_EXAMPLES: &str = "`500ms`, `30s`, `5m`, `1h`, `1d`, `1h30m`";
-/// Spelled-out units humantime accepts, for "did you mean" on a misspelled unit; the
-/// one-letter units are too close to everything to suggest.
-const WINDOW_UNIT_WORDS: &[&str] = &[
-    "millis", "msec", "sec", "secs", "second", "seconds", "min", "mins", "minute", "minutes",
-    "hour", "hours", "day", "days", "week", "weeks",
-];
-/// 31 days, as `ratelimit_runtime::policy::MAX_WINDOW_MILLIS`.
-pub(crate) const MAX_WINDOW_MILLIS: u128 = 31 * 24 * 60 * 60 * 1000;
+use crate::ctxt::Ctxt;
 
 /// A value as the user wrote it: absent, present but invalid (already reported), or valid.
 pub(crate) enum Slot<T> {
@@ -56,29 +32,6 @@ impl<T> Slot<T> {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum IdentityPart {
-    Ip,
-    Username,
-    UserId,
-    ApiKey,
-    Header(String),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Algorithm {
-    FixedWindow,
-    SlidingWindow,
-    SlidingLog,
-    Gcra,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FailMode {
-    Open,
-    Closed,
-}
-
 /// Where to report a problem with a whole `#[rate_limit]`, such as a missing key.
 pub(crate) enum Site {
     /// The attribute being expanded: the macro's call site.
@@ -89,7 +42,7 @@ pub(crate) enum Site {
 
 /// A key as written: its name, the span of the name, and its value's tokens as text.
 pub(crate) struct Key {
-    pub(crate) name: &'static str,
+    pub(crate) name: KeyName,
     pub(crate) span: Span,
     /// `"ip+username"`, `10`, `true`: for messages that quote the user.
     pub(crate) value: String,
@@ -158,8 +111,8 @@ impl Args {
         }
     }
 
-    /// The key `name` as written, if it was.
-    pub(crate) fn key(&self, name: &str) -> Option<&Key> {
+    /// The key as written, if it was.
+    pub(crate) fn key(&self, name: KeyName) -> Option<&Key> {
         self.keys.iter().find(|k| k.name == name)
     }
 
@@ -171,33 +124,29 @@ impl Args {
                 format!(
                     "unknown key `{}`; expected one of {}",
                     quote::quote!(#path).to_string().replace(' ', ""),
-                    suggest::list(KEYS)
+                    suggest::list(&KeyName::NAMES)
                 ),
             );
             return;
         };
         let name = ident.to_string();
-        let Some(key) = KEYS.iter().copied().find(|k| *k == name) else {
-            cx.error(
-                ident.span(),
-                format!(
-                    "unknown key `{name}`; expected one of {}{}",
-                    suggest::list(KEYS),
-                    suggest::did_you_mean(&name, KEYS)
-                ),
-            );
+        let Some(key) = KeyName::from_name(&name) else {
+            cx.error(ident.span(), KeyName::unknown_message(&name));
             // A near miss stands for the key it misspells: no "missing `limit`" after `limt`.
-            if let Some(meant) = suggest::closest(&name, KEYS) {
+            if let Some(meant) = KeyName::closest(&name) {
                 if self.key(meant).is_none() {
                     self.mark_invalid(meant);
                 }
             }
             return;
         };
+        let written = key.name();
         if self.key(key).is_some() {
             cx.error(
                 ident.span(),
-                format!("`{key}` set more than once; each key may appear once per `#[rate_limit]`"),
+                format!(
+                    "`{written}` set more than once; each key may appear once per `#[rate_limit]`"
+                ),
             );
             return;
         }
@@ -206,7 +155,7 @@ impl Args {
             other => {
                 cx.error_spanned(
                     &other,
-                    format!("`{key}` needs a value, e.g. {}", example(key)),
+                    format!("`{written}` needs a value, e.g. {}", key.example()),
                 );
                 self.keys.push(Key {
                     name: key,
@@ -226,40 +175,29 @@ impl Args {
             value: value.to_token_stream().to_string(),
         });
         match key {
-            "limit" => self.limit = parse_limit(&value, cx),
-            "window" => self.window = parse_window(&value, cx),
-            "identity" => self.identity = parse_identity(&value, cx),
-            "algorithm" => {
-                self.algorithm = parse_choice(&value, key, ALGORITHMS, cx).map(|i| {
-                    [
-                        Algorithm::FixedWindow,
-                        Algorithm::SlidingWindow,
-                        Algorithm::SlidingLog,
-                        Algorithm::Gcra,
-                    ][i]
-                })
+            KeyName::Limit => self.limit = parse_limit(&value, cx),
+            KeyName::Window => self.window = parse_window(&value, cx),
+            KeyName::Identity => self.identity = parse_identity(&value, cx),
+            KeyName::Algorithm => {
+                self.algorithm = parse_text(&value, key, Algorithm::parse, cx);
             }
-            "fail" => {
-                self.fail = parse_choice(&value, key, FAIL_MODES, cx)
-                    .map(|i| [FailMode::Open, FailMode::Closed][i])
-            }
-            "shadow" => self.shadow = parse_shadow(&value, cx),
-            "exempt" => self.exempt = parse_exempt(&value, cx),
-            "crate" => self.runtime = parse_crate(&value, cx),
-            _ => unreachable!("every key in KEYS has a setter"),
+            KeyName::Fail => self.fail = parse_text(&value, key, FailMode::parse, cx),
+            KeyName::Shadow => self.shadow = parse_shadow(&value, cx),
+            KeyName::Exempt => self.exempt = parse_exempt(&value, cx),
+            KeyName::Crate => self.runtime = parse_crate(&value, cx),
         }
     }
 
-    fn mark_invalid(&mut self, key: &str) {
+    fn mark_invalid(&mut self, key: KeyName) {
         match key {
-            "limit" => self.limit = Slot::Invalid,
-            "window" => self.window = Slot::Invalid,
-            "identity" => self.identity = Slot::Invalid,
-            "algorithm" => self.algorithm = Slot::Invalid,
-            "fail" => self.fail = Slot::Invalid,
-            "shadow" => self.shadow = Slot::Invalid,
-            "crate" => self.runtime = Slot::Invalid,
-            _ => self.exempt = Slot::Invalid,
+            KeyName::Limit => self.limit = Slot::Invalid,
+            KeyName::Window => self.window = Slot::Invalid,
+            KeyName::Identity => self.identity = Slot::Invalid,
+            KeyName::Algorithm => self.algorithm = Slot::Invalid,
+            KeyName::Fail => self.fail = Slot::Invalid,
+            KeyName::Shadow => self.shadow = Slot::Invalid,
+            KeyName::Crate => self.runtime = Slot::Invalid,
+            KeyName::Exempt => self.exempt = Slot::Invalid,
         }
     }
 }
@@ -290,11 +228,7 @@ fn syntax_hint(tokens: &TokenStream) -> Option<syn::Error> {
             {
                 if let Some(TokenTree::Ident(key)) = i.checked_sub(1).map(|j| &trees[j]) {
                     let key = key.to_string();
-                    let example = if KEYS.contains(&key.as_str()) {
-                        example(&key)
-                    } else {
-                        "`limit = 10`"
-                    };
+                    let example = KeyName::from_name(&key).map_or("`limit = 10`", KeyName::example);
                     return Some(syn::Error::new(
                         p.span(),
                         format!("write `{key} = ..` with `=`, not `:`; e.g. {example}"),
@@ -308,30 +242,7 @@ fn syntax_hint(tokens: &TokenStream) -> Option<syn::Error> {
     None
 }
 
-fn example(key: &str) -> &'static str {
-    match key {
-        "limit" => "`limit = 10`",
-        "window" => "`window = \"5m\"`",
-        "identity" => "`identity = \"ip+username\"`",
-        "algorithm" => "`algorithm = \"sliding_window\"`",
-        "fail" => "`fail = \"closed\"`",
-        "shadow" => "`shadow = true`",
-        "crate" => "`crate = \"my_facade::ratelimit\"`",
-        _ => "`exempt = \"load balancer health check\"`",
-    }
-}
-
-impl<T> Slot<T> {
-    fn map<U>(self, f: impl FnOnce(T) -> U) -> Slot<U> {
-        match self {
-            Slot::Absent => Slot::Absent,
-            Slot::Invalid => Slot::Invalid,
-            Slot::Valid(value, span) => Slot::Valid(f(value), span),
-        }
-    }
-}
-
-fn lit_str<'a>(value: &'a Expr, key: &str, cx: &mut Ctxt) -> Option<&'a LitStr> {
+fn lit_str<'a>(value: &'a Expr, key: KeyName, cx: &mut Ctxt) -> Option<&'a LitStr> {
     match value {
         Expr::Lit(ExprLit {
             lit: Lit::Str(lit), ..
@@ -339,7 +250,7 @@ fn lit_str<'a>(value: &'a Expr, key: &str, cx: &mut Ctxt) -> Option<&'a LitStr> 
         other => {
             cx.error_spanned(
                 other,
-                format!("`{key}` takes a string, e.g. {}", example(key)),
+                format!("`{}` takes a string, e.g. {}", key.name(), key.example()),
             );
             None
         }
@@ -446,211 +357,48 @@ fn parse_window(value: &Expr, cx: &mut Ctxt) -> Slot<Window> {
         cx.error(int.span(), message);
         return Slot::Invalid;
     }
-    let Some(lit) = lit_str(value, "window", cx) else {
+    let Some(lit) = lit_str(value, KeyName::Window, cx) else {
         return Slot::Invalid;
     };
     let text = lit.value();
-    if let Some(unit) = calendar_unit(&text) {
-        cx.error(
-            lit.span(),
-            format!("window `{text}` counts in `{unit}`, which the parser takes as months or years of 30.44 or 365.25 days; `m` is minutes: write e.g. `5m`, `1h` or `30d`"),
-        );
-        return Slot::Invalid;
-    }
-    let duration: Duration = match humantime::parse_duration(text.trim()) {
-        Ok(duration) => duration,
-        Err(error) => {
-            cx.error(lit.span(), window_parse_error(&text, error));
-            return Slot::Invalid;
+    match ratelimit_grammar::parse_window(&text) {
+        Ok(millis) => Slot::Valid(Window { millis, text }, lit.span()),
+        Err(message) => {
+            cx.error(lit.span(), message);
+            Slot::Invalid
         }
-    };
-    if duration.is_zero() {
-        cx.error(
-            lit.span(),
-            format!("window `{text}` is zero; a window must be at least `1ms`"),
-        );
-        return Slot::Invalid;
-    }
-    if !duration.subsec_nanos().is_multiple_of(1_000_000) {
-        cx.error(
-            lit.span(),
-            format!("window `{text}` is not a whole number of milliseconds; windows are counted in milliseconds, e.g. {WINDOW_EXAMPLES}"),
-        );
-        return Slot::Invalid;
-    }
-    let millis = duration.as_millis();
-    if millis > MAX_WINDOW_MILLIS {
-        cx.error(
-            lit.span(),
-            format!("window `{text}` is longer than the maximum of 31 days; budgets that long are quotas, which belong in a billing or quota system"),
-        );
-        return Slot::Invalid;
-    }
-    Slot::Valid(
-        Window {
-            millis: millis as u64,
-            text,
-        },
-        lit.span(),
-    )
-}
-
-/// A month or year unit in a duration string (`1M`, `2 months`, `1y`): humantime takes `M`
-/// for months, so a capitalised minute would silently become a month.
-fn calendar_unit(text: &str) -> Option<&str> {
-    text.split(|c: char| !c.is_ascii_alphabetic())
-        .find(|unit| matches!(*unit, "M" | "month" | "months" | "y" | "year" | "years"))
-}
-
-/// "did you mean" for a unit: its lower case where that is a unit (`H` → `h`; units are case
-/// sensitive), else a spelled-out unit close to a spelled-out misspelling. A unit of one or
-/// two letters is close to too many to guess from (`e` of `1e3ms` is no `sec`).
-fn unit_suggestion(unit: &str) -> String {
-    const SHORT_UNITS: &[&str] = &["ns", "us", "ms", "s", "m", "h", "hr", "d", "w"];
-    let lower = unit.to_ascii_lowercase();
-    if lower != unit && SHORT_UNITS.contains(&lower.as_str()) {
-        return format!("; did you mean `{lower}`? (units are lower case)");
-    }
-    if unit.chars().count() < 3 {
-        return String::new();
-    }
-    suggest::did_you_mean(unit, WINDOW_UNIT_WORDS)
-}
-
-fn window_parse_error(text: &str, error: humantime::DurationError) -> String {
-    use humantime::DurationError;
-    match error {
-        DurationError::UnknownUnit { unit, value, .. } if unit.is_empty() => format!(
-            "window `{text}` has no unit; write e.g. `{value}s`, `{value}m` or `{value}h`"
-        ),
-        DurationError::UnknownUnit { unit, .. } if unit.starts_with("mo") => format!(
-            "window `{text}` counts in months, which are not a window unit (the longest window is 31 days); write e.g. `30d`, or `5m` for minutes"
-        ),
-        DurationError::UnknownUnit { unit, .. } => format!(
-            "unknown unit `{unit}` in window `{text}`; expected `ms`, `s`, `m`, `h` or `d`, as in {WINDOW_EXAMPLES}{}",
-            unit_suggestion(&unit)
-        ),
-        DurationError::NumberOverflow => format!(
-            "window `{text}` is longer than the maximum of 31 days"
-        ),
-        _ => format!(
-            "cannot read window `{text}` as a duration; expected a number and a unit, as in {WINDOW_EXAMPLES}"
-        ),
     }
 }
 
 fn parse_identity(value: &Expr, cx: &mut Ctxt) -> Slot<Vec<IdentityPart>> {
-    let Some(lit) = lit_str(value, "identity", cx) else {
+    let Some(lit) = lit_str(value, KeyName::Identity, cx) else {
         return Slot::Invalid;
     };
-    let text = lit.value();
-    let span = lit.span();
-    let mut parts = Vec::new();
-    let mut ok = true;
-    for raw in text.split('+') {
-        let part = raw.trim();
-        if part.is_empty() {
-            cx.error(
-                span,
-                format!(
-                    "empty identity part in `identity = \"{text}\"`; expected parts joined by `+` from {}",
-                    suggest::list(IDENTITY_PARTS)
-                ),
-            );
-            ok = false;
-            continue;
-        }
-        let parsed = match part {
-            "ip" => Some(IdentityPart::Ip),
-            "username" => Some(IdentityPart::Username),
-            "user_id" => Some(IdentityPart::UserId),
-            "api_key" => Some(IdentityPart::ApiKey),
-            "header" => parse_header_name("", &text, span, cx).map(IdentityPart::Header),
-            _ => match part.split_once(':') {
-                Some((prefix, name)) if prefix.trim() == "header" => {
-                    parse_header_name(name.trim(), &text, span, cx).map(IdentityPart::Header)
-                }
-                _ => {
-                    let head = part.split(':').next().unwrap_or(part);
-                    cx.error(
-                        span,
-                        format!(
-                            "unknown identity `{part}` in `identity = \"{text}\"`; expected {}{}",
-                            suggest::list(IDENTITY_PARTS),
-                            suggest::did_you_mean(head, IDENTITY_NAMES)
-                                .replace("`header`", "`header:<name>`")
-                        ),
-                    );
-                    None
-                }
-            },
-        };
-        match parsed {
-            Some(part) if parts.contains(&part) => {
-                cx.error(
-                    span,
-                    format!(
-                        "identity part `{}` appears more than once in `identity = \"{text}\"`",
-                        raw.trim()
-                    ),
-                );
-                ok = false;
+    match ratelimit_grammar::parse_identity(&lit.value()) {
+        Ok(parts) => Slot::Valid(parts, lit.span()),
+        Err(messages) => {
+            for message in messages {
+                cx.error(lit.span(), message);
             }
-            Some(part) => parts.push(part),
-            None => ok = false,
+            Slot::Invalid
         }
     }
-    if ok {
-        Slot::Valid(parts, span)
-    } else {
-        Slot::Invalid
-    }
 }
 
-/// A header name is an RFC 9110 token; it is stored lower-case.
-fn parse_header_name(name: &str, text: &str, span: Span, cx: &mut Ctxt) -> Option<String> {
-    if name.is_empty() {
-        cx.error(
-            span,
-            format!("`header` needs a header name in `identity = \"{text}\"`; write `header:<name>`, e.g. `header:X-Tenant-Id`"),
-        );
-        return None;
-    }
-    let is_tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
-    if let Some(bad) = name.chars().find(|c| !is_tchar(*c)) {
-        let bad = match bad {
-            ' ' => "a space".to_owned(),
-            '\t' => "a tab".to_owned(),
-            other => format!("`{other}`"),
-        };
-        cx.error(
-            span,
-            format!(
-                "invalid header name `{name}` in `identity = \"{text}\"`: a header name cannot contain {bad}; use letters, digits and `-`, e.g. `header:X-Tenant-Id`"
-            ),
-        );
-        return None;
-    }
-    Some(name.to_ascii_lowercase())
-}
-
-fn parse_choice(value: &Expr, key: &str, choices: &[&str], cx: &mut Ctxt) -> Slot<usize> {
+/// A string value the grammar parses (`algorithm`, `fail`), its message on the literal.
+fn parse_text<T>(
+    value: &Expr,
+    key: KeyName,
+    parse: fn(&str) -> Result<T, String>,
+    cx: &mut Ctxt,
+) -> Slot<T> {
     let Some(lit) = lit_str(value, key, cx) else {
         return Slot::Invalid;
     };
-    let text = lit.value();
-    match choices.iter().position(|c| *c == text) {
-        Some(index) => Slot::Valid(index, lit.span()),
-        None => {
-            let what = if key == "fail" { "fail mode" } else { key };
-            cx.error(
-                lit.span(),
-                format!(
-                    "unknown {what} `{text}`; expected one of {}{}",
-                    suggest::list(choices),
-                    suggest::did_you_mean(&text, choices)
-                ),
-            );
+    match parse(&lit.value()) {
+        Ok(parsed) => Slot::Valid(parsed, lit.span()),
+        Err(message) => {
+            cx.error(lit.span(), message);
             Slot::Invalid
         }
     }
@@ -687,7 +435,7 @@ fn parse_shadow(value: &Expr, cx: &mut Ctxt) -> Slot<bool> {
 }
 
 fn parse_exempt(value: &Expr, cx: &mut Ctxt) -> Slot<String> {
-    let Some(lit) = lit_str(value, "exempt", cx) else {
+    let Some(lit) = lit_str(value, KeyName::Exempt, cx) else {
         return Slot::Invalid;
     };
     let reason = lit.value();
@@ -702,7 +450,7 @@ fn parse_exempt(value: &Expr, cx: &mut Ctxt) -> Slot<String> {
 }
 
 fn parse_crate(value: &Expr, cx: &mut Ctxt) -> Slot<syn::Path> {
-    let Some(lit) = lit_str(value, "crate", cx) else {
+    let Some(lit) = lit_str(value, KeyName::Crate, cx) else {
         return Slot::Invalid;
     };
     match lit.parse_with(syn::Path::parse_mod_style) {
@@ -713,7 +461,7 @@ fn parse_crate(value: &Expr, cx: &mut Ctxt) -> Slot<syn::Path> {
                 format!(
                     "`crate = {}` is not a path; write the path this crate reaches `ratelimit_runtime` by, e.g. {}",
                     lit.to_token_stream(),
-                    example("crate")
+                    KeyName::Crate.example()
                 ),
             );
             Slot::Invalid
@@ -734,7 +482,7 @@ mod tests {
         assert!(colon.starts_with("write `limit = ..` with `=`"), "{colon}");
         let later = hint(quote!(limit = 10, window: "5m")).expect("a hint");
         assert!(later.starts_with("write `window = ..`"), "{later}");
-        // Found by review: a colon inside an unquoted value was read as a key's.
+        // A colon inside an unquoted value is not a key's.
         assert_eq!(hint(quote!(limit = 10, identity = header:x_api_key)), None);
         let bare = hint(quote!(10, "5m")).expect("a hint");
         assert!(bare.contains("not a bare `10`"), "{bare}");

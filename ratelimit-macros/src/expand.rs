@@ -6,7 +6,7 @@ use quote::{format_ident, quote};
 use syn::{spanned::Spanned, Item, ItemFn, Token};
 
 use crate::{
-    args::{Algorithm, Args, FailMode, IdentityPart, Site},
+    args::{Args, IdentityPart, Site},
     ctxt::Ctxt,
     route::{self, Found},
     valid::{self, PolicyModel},
@@ -231,12 +231,7 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
             let limits = limits.iter().map(|l| {
                 let max = l.max;
                 let window = l.window_millis;
-                let algorithm = match l.algorithm {
-                    Algorithm::FixedWindow => quote!(FixedWindow),
-                    Algorithm::SlidingWindow => quote!(SlidingWindow),
-                    Algorithm::SlidingLog => quote!(SlidingLog),
-                    Algorithm::Gcra => quote!(Gcra),
-                };
+                let algorithm = variant(l.algorithm.as_str());
                 quote!(#p::Limit::new(#max, #p::Window::from_millis(#window), #p::Algorithm::#algorithm))
             });
             let identity = match identity {
@@ -252,13 +247,26 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
                     quote!(#p::Identity::Parts(&[#(#parts),*]))
                 }
             };
-            let fail = match fail {
-                FailMode::Open => quote!(#p::FailMode::Open),
-                FailMode::Closed => quote!(#p::FailMode::Closed),
-            };
+            let fail = variant(fail.as_str());
+            let fail = quote!(#p::FailMode::#fail);
             quote! {
                 #p::Policy::Limited(#p::RoutePolicy::new(&[#(#limits),*], #identity, #fail, #shadow))
             }
         }
     }
+}
+
+/// The runtime's variant for a grammar name: `sliding_window` → `SlidingWindow` (the runtime
+/// re-exports the grammar's enums, whose variants are the names in camel case).
+fn variant(name: &str) -> syn::Ident {
+    let camel: String = name
+        .split('_')
+        .map(|word| {
+            let mut chars = word.chars();
+            chars.next().map_or_else(String::new, |first| {
+                first.to_ascii_uppercase().to_string() + chars.as_str()
+            })
+        })
+        .collect();
+    format_ident!("{camel}")
 }

@@ -9,7 +9,6 @@ mod args;
 mod ctxt;
 mod expand;
 mod route;
-mod suggest;
 mod valid;
 
 use proc_macro::TokenStream;

@@ -225,8 +225,8 @@ mod tests {
     }
 
     /// Another crate's attribute named like a method (`#[fastrace::trace]`) between ours and
-    /// actix-web's is not the route (found by review: it was, and the declaration was dropped
-    /// without an error).
+    /// actix-web's is not the route: taking it for one would drop the declaration without an
+    /// error.
     #[test]
     fn the_route_is_the_first_attribute_that_reads_as_one() {
         let attrs: Vec<Attribute> = vec![

@@ -1,17 +1,12 @@
 //! Validate stage: checks one handler's stack of `#[rate_limit]` attributes against each
 //! other and against its route, and builds the declaration to expand.
 
+use ratelimit_grammar::{check_limit, Key, LimitProblem, MAX_STACKED};
+
 use crate::{
     args::{Algorithm, Args, FailMode, IdentityPart, Slot},
     ctxt::Ctxt,
 };
-
-/// The most stacked limits on one route (the runtime's `RoutePolicy` allows as many).
-const MAX_STACKED: usize = 8;
-/// 2^53, as `ratelimit_runtime::policy::MAX_EXACT_SLIDING_PRODUCT`.
-const MAX_EXACT_SLIDING_PRODUCT: u128 = 1 << 53;
-/// The most requests a sliding log may hold (the runtime's `MAX_SLIDING_LOG_LIMIT`).
-const MAX_SLIDING_LOG_LIMIT: u32 = 1000;
 
 pub(crate) struct LimitModel {
     pub(crate) max: u32,
@@ -36,9 +31,9 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     // `exempt` written, even if misspelled (`exemt`) or invalid: the route meant to be exempt.
     if let Some(exempt) = stack.iter().find(|a| !a.exempt.is_absent()) {
         // `crate` says where the runtime is, not what the route's limit is.
-        let policy_keys = || exempt.keys.iter().filter(|k| k.name != "crate");
-        for key in policy_keys().filter(|k| k.name != "exempt") {
-            let name = key.name;
+        let policy_keys = || exempt.keys.iter().filter(|k| k.name != Key::Crate);
+        for key in policy_keys().filter(|k| k.name != Key::Exempt) {
+            let name = key.name.name();
             cx.error(
                 key.span,
                 format!("`exempt` stands alone: an exempt route has no `{name}`; remove `{name}` or remove `exempt`"),
@@ -46,7 +41,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         }
         if stack.len() > 1 {
             let message = "an exempt route cannot also stack `#[rate_limit]` declarations; keep either the exemption or the limits";
-            match exempt.key("exempt") {
+            match exempt.key(Key::Exempt) {
                 Some(key) => cx.error(key.span, message),
                 None => exempt.error(cx, message),
             }
@@ -93,11 +88,10 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
             Slot::Absent => Algorithm::SlidingWindow,
         };
         if let (Algorithm::SlidingLog, Some((&max, span))) = (algorithm, args.limit.valid()) {
-            if max > MAX_SLIDING_LOG_LIMIT {
-                cx.error(
-                    span,
-                    format!("`limit = {max}` is too high for `algorithm = \"sliding_log\"`, which allows at most {MAX_SLIDING_LOG_LIMIT}: a sliding log keeps one Redis sorted-set entry per request in the window, so its memory and Redis work grow with the limit; for high limits use `algorithm = \"sliding_window\"` or `algorithm = \"gcra\"`"),
-                );
+            if let Err(problem @ LimitProblem::SlidingLogTooHigh) =
+                check_limit(max, 1, Algorithm::SlidingLog)
+            {
+                cx.error(span, problem.message(max, 1, ""));
                 ok = false;
             }
         }
@@ -105,34 +99,13 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
             (args.limit.valid(), args.window.valid())
         {
             let window_millis = window.millis;
-            // The sliding-window script weighs counts in integers of limit × window ms, which
-            // Lua (doubles) holds exactly only below 2^53.
-            if algorithm == Algorithm::SlidingWindow
-                && u128::from(max) * u128::from(window_millis) >= MAX_EXACT_SLIDING_PRODUCT
-            {
-                cx.error(
-                    limit_span,
-                    format!("`limit = {max}` over `window = \"{}\"` is more than a sliding window counts exactly (the limit times the window in milliseconds must stay below 2^53); use a shorter window, a lower limit, or `algorithm = \"gcra\"`", window.text),
-                );
-                ok = false;
-            }
-            // The GCRA spaces requests a whole number of microseconds apart (floor(window /
-            // limit)): where that would change the rate by more than 1 %, or to nothing, the
-            // limit is refused rather than silently kept at another rate.
-            if algorithm == Algorithm::Gcra {
-                let window_us = u128::from(window_millis) * 1000;
-                let interval = window_us / u128::from(max);
-                if interval == 0 {
+            match check_limit(max, window_millis, algorithm) {
+                // Reported above, with or without a window.
+                Ok(()) | Err(LimitProblem::SlidingLogTooHigh) => {}
+                Err(problem) => {
                     cx.error(
                         limit_span,
-                        format!("`limit = {max}` over `window = \"{}\"` is more than one request per microsecond, which `algorithm = \"gcra\"` cannot space (it spaces requests a whole number of microseconds apart); use a lower limit or a longer window", window.text),
-                    );
-                    ok = false;
-                } else if window_us * 100 > interval * u128::from(max) * 101 {
-                    let exact = window_us as f64 / f64::from(max);
-                    cx.error(
-                        limit_span,
-                        format!("`limit = {max}` over `window = \"{}\"` spaces requests {exact:.2} µs apart, but `algorithm = \"gcra\"` spaces them a whole number of microseconds apart ({interval} µs here), which would change the rate by more than 1 %; use a limit that divides the window in microseconds, a lower limit or a longer window", window.text),
+                        problem.message(max, window_millis, &window.text),
                     );
                     ok = false;
                 }
@@ -146,8 +119,8 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
                     .valid()
                     .map_or_else(String::new, |(w, _)| w.text.clone());
                 let algorithm = match args.algorithm {
-                    Slot::Valid(..) => format!("`{}`", algorithm_name(algorithm)),
-                    _ => format!("the default `{}`", algorithm_name(algorithm)),
+                    Slot::Valid(..) => format!("`{}`", algorithm.as_str()),
+                    _ => format!("the default `{}`", algorithm.as_str()),
                 };
                 cx.error(
                     window_span,
@@ -175,7 +148,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     let identity = shared(
         stack,
         |a| &a.identity,
-        "identity",
+        Key::Identity,
         "every limit of a route counts the same client",
         cx,
         &mut ok,
@@ -184,7 +157,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     let fail = shared(
         stack,
         |a| &a.fail,
-        "fail",
+        Key::Fail,
         "a route either admits or refuses requests while Redis is unreachable",
         cx,
         &mut ok,
@@ -193,7 +166,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     let shadow = shared(
         stack,
         |a| &a.shadow,
-        "shadow",
+        Key::Shadow,
         "a route's limits are enforced or only logged together",
         cx,
         &mut ok,
@@ -217,7 +190,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     let fail = match (fail, shadow) {
         (Some(fail), _) => fail,
         (None, true) => FailMode::Open,
-        (None, false) => default_fail(methods),
+        (None, false) => FailMode::default_for_methods(methods.iter().map(String::as_str)),
     };
     Some(PolicyModel::Limited {
         limits: limits.into_iter().map(|(l, _)| l).collect(),
@@ -232,11 +205,12 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
 fn shared<'a, T: PartialEq + 'a>(
     stack: &'a [Args],
     slot: impl Fn(&'a Args) -> &'a Slot<T>,
-    key: &str,
+    key: Key,
     why: &str,
     cx: &mut Ctxt,
     ok: &mut bool,
 ) -> Option<&'a T> {
+    let name = key.name();
     let mut first: Option<(&'a T, &'a Args)> = None;
     for args in stack {
         match slot(args) {
@@ -247,7 +221,7 @@ fn shared<'a, T: PartialEq + 'a>(
                     cx.error(
                         *span,
                         format!(
-                            "`{key} = {}` differs from `{key} = {}` on an earlier `#[rate_limit]`; stacked limits share one `{key}` ({why}), so write `{key}` once",
+                            "`{name} = {}` differs from `{name} = {}` on an earlier `#[rate_limit]`; stacked limits share one `{name}` ({why}), so write `{name}` once",
                             written(args),
                             written(earlier),
                         ),
@@ -262,26 +236,4 @@ fn shared<'a, T: PartialEq + 'a>(
         }
     }
     first.map(|(value, _)| value)
-}
-
-fn algorithm_name(algorithm: Algorithm) -> &'static str {
-    match algorithm {
-        Algorithm::FixedWindow => "fixed_window",
-        Algorithm::SlidingWindow => "sliding_window",
-        Algorithm::SlidingLog => "sliding_log",
-        Algorithm::Gcra => "gcra",
-    }
-}
-
-/// `open` when every method is safe (`GET`, `HEAD`, `OPTIONS`, `QUERY`), `closed` otherwise.
-fn default_fail(methods: &[String]) -> FailMode {
-    if !methods.is_empty()
-        && methods
-            .iter()
-            .all(|m| matches!(m.as_str(), "GET" | "HEAD" | "OPTIONS" | "QUERY"))
-    {
-        FailMode::Open
-    } else {
-        FailMode::Closed
-    }
 }

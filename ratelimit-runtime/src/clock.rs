@@ -17,6 +17,7 @@ use crate::store::MAX_INJECTED_MILLIS;
 
 /// The time source passed to every check.
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub enum Clock {
     /// The store's own clock: Redis `TIME` for Redis, the system clock for the in-memory store.
     #[default]
@@ -79,8 +80,8 @@ impl ManualClock {
     ///
     /// # Panics
     ///
-    /// When that would pass [`MAX_INJECTED_MILLIS`]; the clock then stays where it was
-    /// (found by review: it moved, wrapping on `Duration::MAX`, before the check).
+    /// When that would pass [`MAX_INJECTED_MILLIS`]; the clock then stays where it was (the
+    /// check comes before the move, so even `Duration::MAX` does not wrap it).
     pub fn advance(&self, by: Duration) {
         let by = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
         let moved = self

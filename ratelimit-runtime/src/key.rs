@@ -185,12 +185,9 @@ pub fn valid_prefix(prefix: &str) -> bool {
 
 /// The two-letter code of an algorithm in keys.
 pub const fn algorithm_code(algorithm: Algorithm) -> &'static str {
-    match algorithm {
-        Algorithm::FixedWindow => "fw",
-        Algorithm::SlidingWindow => "sw",
-        Algorithm::SlidingLog => "sl",
-        Algorithm::Gcra => "gc",
-    }
+    /// In the order of [`Algorithm::ALL`].
+    const CODES: [&str; Algorithm::ALL.len()] = ["fw", "sw", "sl", "gc"];
+    CODES[algorithm.index()]
 }
 
 /// The deployment secret under which personal values in keys are hashed (HMAC-SHA256):

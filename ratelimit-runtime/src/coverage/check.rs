@@ -53,8 +53,7 @@ pub async fn require_coverage<T: AppFactory>(app: App<T>) -> RouteTable {
     match check(app).await {
         Ok(table) => {
             // A declaration mounted nowhere limits nothing and leaves nothing unlimited: a
-            // note, not a warning at every start of each binary sharing a handlers crate
-            // (found by review).
+            // note, not a warning at every start of each binary sharing a handlers crate.
             for note in table.unmounted_notes() {
                 tracing::info!(target: "ratelimit", "{note}");
             }

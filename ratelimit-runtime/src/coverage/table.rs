@@ -281,7 +281,7 @@ fn collect(
             }
             let status = first.map_or(RouteStatus::Uncovered, |d| RouteStatus::Declared(d));
             // A marker the registry does not know: declared with another copy of the runtime
-            // (found by review: two versions in one workspace read as a missing declaration).
+            // (two versions in one workspace), which must not read as a missing declaration.
             let unlinked_marker = (status == RouteStatus::Uncovered)
                 .then(|| {
                     node.guards

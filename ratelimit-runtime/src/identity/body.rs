@@ -223,7 +223,12 @@ impl UsernameReader {
             let text = charset.and_then(|charset| decoded(charset, &body));
             match (&self.source, text) {
                 (_, None) => Ok(None),
-                (Source::Typed { form: Some(parse), .. }, Some(text)) => Ok(parse(&text)),
+                (
+                    Source::Typed {
+                        form: Some(parse), ..
+                    },
+                    Some(text),
+                ) => Ok(parse(&text)),
                 (Source::Typed { form: None, .. }, Some(_)) => Ok(None),
                 (Source::Field(field), Some(text)) => match form_field(&text, field) {
                     Ok(name) => Ok(name),
@@ -232,7 +237,9 @@ impl UsernameReader {
             }
         };
         let as_json = || match &self.source {
-            Source::Typed { json: Some(parse), .. } => parse(&body),
+            Source::Typed {
+                json: Some(parse), ..
+            } => parse(&body),
             Source::Typed { json: None, .. } => None,
             Source::Field(field) => json_field(&body, field).ok().flatten(),
         };
@@ -244,7 +251,9 @@ impl UsernameReader {
             (Some(name), _) | (None, Some(name)) => Ok(name),
             (None, None) if !(json || form) => Err(Unreadable::ContentType),
             (None, None) => match &self.source {
-                Source::Field(_) if json && serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_ok() => {
+                Source::Field(_)
+                    if json && serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_ok() =>
+                {
                     Err(Unreadable::NoField)
                 }
                 _ => Err(Unreadable::Malformed),
@@ -367,9 +376,9 @@ mod tests {
         UsernameReader::default().read(&mut req).await
     }
 
-    /// The charset matters to `web::Form` only (found by review: a JSON body naming a
-    /// charset encoding_rs does not know, and a JSON object labelled as a UTF-16 form of odd
-    /// length, both read as alice by `web::Json`, counted as unreadable).
+    /// The charset matters to `web::Form` only: a JSON body naming a charset encoding_rs
+    /// does not know, and a JSON object labelled as a UTF-16 form of odd length, both read
+    /// as alice by `web::Json`, count as alice, not as unreadable.
     #[actix_web::test]
     async fn json_is_read_as_web_json_reads_it_whatever_the_charset() {
         let alice = || Submitted::Username("alice".to_owned());

@@ -86,7 +86,7 @@ pub(crate) fn limiter_unavailable(route: &RouteInfo, retry_secs: u64) -> HttpRes
 /// let to read the 429. Only the CORS family, and of `Vary` only the tokens a CORS layer
 /// adds: any other header or token of the refusal may be the refusing layer's own
 /// (`WWW-Authenticate`, `Vary: Authorization`), which would tell the two apart the other way
-/// round (found by review).
+/// round.
 pub(crate) fn keep_outer_headers(too_many: &mut HeaderMap, refused: &HeaderMap) {
     for name in refused.keys() {
         if !name.as_str().starts_with("access-control-") || too_many.contains_key(name) {

@@ -79,9 +79,9 @@ impl DeclaredRoutes {
             return None;
         }
         // Same-named handlers (in two modules) by a hash of their module path and name,
-        // which editing a handler's body does not change (found by review: a hash of the
-        // marker, made from the handler's text, was one for two identical handlers, which
-        // then shared their keys, and changed with every edit of either). The marker only
+        // which editing a handler's body does not change (a hash of the marker, made from
+        // the handler's text, would be one for two identical handlers, which would then
+        // share their keys, and would change with every edit of either). The marker only
         // where that is one too (handlers defined in function bodies of one module).
         let handler = declaration.handler();
         Some(
@@ -183,7 +183,7 @@ impl Markers {
     /// The declaration of the marker guard named `guard` (a marker path, [`marker_of`]).
     /// Identical declarations of handlers with one name in two modules share a marker name
     /// (it is made from the handler's name and text); the guard's path, which starts with
-    /// its module, tells them apart (found by review: one of them named both routes).
+    /// its module, tells them apart, so neither names the other's route.
     pub(crate) fn get(&self, guard: &str) -> Option<&'static RouteDeclaration> {
         let named = self.0.get(marker_name(guard))?;
         if let [only] = named.as_slice() {

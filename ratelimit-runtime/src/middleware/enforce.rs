@@ -96,7 +96,7 @@ impl Limiter {
             (Ok(response), None) => Ok(response.map_into_left_body()),
             // An error (a scope's auth layer, the handler) answers with the headers too.
             // Added as a response mapper, so the error keeps its own type for middleware
-            // further out that downcasts it (found by review: a wrapper hid it).
+            // further out that downcasts it (a wrapper type would hide it).
             (Err(mut error), Some(binding)) => {
                 let mut limit_headers = HeaderMap::new();
                 headers::insert(&mut limit_headers, self.headers, route, binding);
@@ -127,9 +127,9 @@ impl Limiter {
         handle: &LimiterHandle,
     ) -> Result<ServiceResponse<EitherBody<B>>, Error> {
         match answer {
-            // Counted like an error: the key, user id or header it refused may be made up
-            // (found by review: every guessed API key refused with a 401 answer had a
-            // budget of its own).
+            // Counted like an error: the key, user id or header it refused may be made up,
+            // and each guessed API key refused with a 401 would otherwise get a budget of
+            // its own.
             Ok(response) if is_refusal(response.status()) => {
                 match self.charge_refusal(client, route, handle).await {
                     Some(mut too_many) => {
@@ -413,8 +413,8 @@ pub(crate) fn is_refusal(status: StatusCode) -> bool {
 }
 
 /// When a request is counted: as its route's guard sees it, or after something else
-/// answered it (found by review: such requests were reported as refused with 503, or as
-/// rejected, although the client got the other answer).
+/// answered it, so that logs and metrics report what the client got (a request served by
+/// another resource is never reported as refused, nor one refused in front as rejected).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Counting {
     /// Before the handler: the limiter's verdict is the answer.
@@ -437,8 +437,8 @@ enum Decided {
 
 /// A store's decision as the request path reads it: one state per limit, `allowed` when
 /// every one allowed. A store of the user's own that answers otherwise is an unexpected
-/// reply, so the route's failure policy applies (found by review: a state too many panicked
-/// the request when its headers were built).
+/// reply, so the route's failure policy applies (a state too many would otherwise break the
+/// request when its headers are built).
 fn well_formed(decision: Decision, limits: usize) -> Result<Decision, StoreError> {
     let every_limit_allowed = decision.limits.iter().all(|state| state.allowed);
     if decision.limits.len() != limits || decision.allowed != every_limit_allowed {

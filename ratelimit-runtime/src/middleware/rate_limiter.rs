@@ -36,7 +36,7 @@ use crate::{
         UsernameReader,
     },
     key::{valid_prefix, KeySecret, DEFAULT_PREFIX},
-    policy::{Algorithm, FailMode, Identity, Limit, Policy, RoutePolicy, Window},
+    policy::{Algorithm, FailMode, Identity, Limit, Policy, RoutePolicy, Window, MAX_STACKED},
     registry::RouteDeclaration,
     store::Store,
 };
@@ -267,7 +267,7 @@ impl RateLimiter {
     /// undeclared request.
     pub fn default_limits(self, limits: Vec<Limit>) -> Self {
         assert!(
-            (1..=8).contains(&limits.len()),
+            (1..=MAX_STACKED).contains(&limits.len()),
             "the default policy needs 1 to 8 limits"
         );
         let limits: &'static [Limit] = Box::leak(limits.into_boxed_slice());

@@ -177,8 +177,8 @@ impl RouteInfo {
             declared.and_then(|routes| routes.discriminator(declaration, method, &pattern));
         let mut route = RouteInfo::new(declaration.function, method.as_str(), pattern, policy);
         // Same-named handlers declaring one path (one per module) count in keys told apart by
-        // a hash of their marker; their metrics are told apart the same way (found by
-        // review: they shared one `policy` label).
+        // a hash of their marker; their metrics are told apart the same way, by a `policy`
+        // label of their own.
         if let Some(hash) = discriminator
             .as_deref()
             .and_then(|d| d.strip_prefix("fn."))

@@ -333,8 +333,8 @@ mod tests {
         assert_eq!(timeout(at(25)), Some(1));
         // An earlier instant (another task's) is within the pace, not a panic.
         assert_eq!(timeout(t0), None);
-        // Another kind is at error at once (found by review: a configuration error after a
-        // timeout stayed at debug), each kind on its own pace.
+        // Another kind is at error at once (a configuration error is not hidden behind a
+        // timeout's pace), each kind on its own pace.
         let redis = |now| metrics.store_error_logged_at_error(now, StoreErrorKind::Redis);
         assert_eq!(redis(at(26)), Some(0));
         assert_eq!(redis(at(27)), None);

@@ -1,5 +1,7 @@
 use std::fmt;
 
+use ratelimit_grammar::is_header_name;
+
 /// One part of a client identity; parts are joined with `+` in the attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -40,49 +42,13 @@ impl fmt::Display for IdentityPart {
 
 /// Who a limit counts: the declared parts, or the default (`user_id`, else `ip`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Identity {
     /// No `identity` key: the authenticated user id when there is one, else the client IP.
     #[default]
     UserIdElseIp,
     /// The declared parts, all of which make up the identity.
     Parts(&'static [IdentityPart]),
-}
-
-/// Whether `name` can be an HTTP header's name (RFC 9110 token characters, at least one):
-/// a name with a space or nothing in it is never found, and every request would count by
-/// its IP.
-pub(crate) const fn is_header_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    if bytes.is_empty() {
-        return false;
-    }
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        let token = b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'!' | b'#'
-                    | b'$'
-                    | b'%'
-                    | b'&'
-                    | b'\''
-                    | b'*'
-                    | b'+'
-                    | b'-'
-                    | b'.'
-                    | b'^'
-                    | b'_'
-                    | b'`'
-                    | b'|'
-                    | b'~'
-            );
-        if !token {
-            return false;
-        }
-        i += 1;
-    }
-    true
 }
 
 /// Header names compared without case (a `const` `eq_ignore_ascii_case`, which the MSRV
@@ -116,9 +82,9 @@ const fn same_part(a: IdentityPart, b: IdentityPart) -> bool {
 
 impl Identity {
     /// Panics unless the identity is one the attribute could have written: at least one
-    /// part, none twice, header names that can exist (found by review: `Parts(&[])` put
-    /// every client of a route in one key, and a header name with a space counted every
-    /// request by its IP).
+    /// part (`Parts(&[])` would count every client of a route in one key), none twice,
+    /// header names that can exist (a name with a space is never found, and every request
+    /// would count by its IP).
     pub(crate) const fn assert_valid(self) {
         let Identity::Parts(parts) = self else {
             return;

@@ -1,19 +1,10 @@
 use std::{fmt, num::NonZeroU32, time::Duration};
 
+use ratelimit_grammar::{check_limit, check_window};
+
 use super::Algorithm;
 
-/// The longest window a limit may have: 31 days. Longer budgets are quotas, which belong in
-/// a billing system rather than in a request-path limiter.
-pub const MAX_WINDOW_MILLIS: u64 = 31 * 24 * 60 * 60 * 1000;
-
-/// The highest limit a sliding log may have: its memory and Redis work grow with the limit
-/// (one sorted-set member per request in the window).
-pub const MAX_SLIDING_LOG_LIMIT: u32 = 1000;
-
-/// The sliding-window script weighs counts in integers of limit × window (ms); Lua's
-/// doubles hold them exactly only below 2^53, so a sliding window's limit × window must stay
-/// below this.
-pub const MAX_EXACT_SLIDING_PRODUCT: u128 = 1 << 53;
+pub use ratelimit_grammar::{MAX_EXACT_SLIDING_PRODUCT, MAX_SLIDING_LOG_LIMIT, MAX_WINDOW_MILLIS};
 
 /// A window length: at least one millisecond, at most [`MAX_WINDOW_MILLIS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -28,12 +19,10 @@ impl Window {
     ///
     /// When `millis` is zero or above [`MAX_WINDOW_MILLIS`] (in a `const`, a compile error).
     pub const fn from_millis(millis: u64) -> Self {
-        assert!(millis > 0, "a rate-limit window must be at least 1ms");
-        assert!(
-            millis <= MAX_WINDOW_MILLIS,
-            "a rate-limit window must be at most 31 days"
-        );
-        Window { millis }
+        match check_window(millis) {
+            Ok(()) => Window { millis },
+            Err(problem) => panic!("{}", problem.summary()),
+        }
     }
 
     /// A window of whole seconds.
@@ -108,35 +97,12 @@ impl Limit {
     /// be exact), or when a GCRA limit's rate would change by more than 1 % with requests
     /// spaced a whole number of microseconds apart (in a `const`, a compile error).
     pub const fn new(max: u32, window: Window, algorithm: Algorithm) -> Self {
-        let max = match NonZeroU32::new(max) {
-            Some(max) => max,
-            None => panic!("a rate limit must allow at least one request"),
+        if let Err(problem) = check_limit(max, window.as_millis(), algorithm) {
+            panic!("{}", problem.summary());
+        }
+        let Some(max) = NonZeroU32::new(max) else {
+            panic!("a rate limit must allow at least one request");
         };
-        if matches!(algorithm, Algorithm::SlidingWindow) {
-            assert!(
-                (max.get() as u128) * (window.as_millis() as u128) < MAX_EXACT_SLIDING_PRODUCT,
-                "a sliding window counts exactly only while limit x window (ms) < 2^53; use a shorter window or gcra"
-            );
-        }
-        if matches!(algorithm, Algorithm::SlidingLog) {
-            assert!(
-                max.get() <= MAX_SLIDING_LOG_LIMIT,
-                "a sliding log allows at most 1000 requests per window; use sliding_window or gcra"
-            );
-        }
-        if matches!(algorithm, Algorithm::Gcra) {
-            // The GCRA spaces requests a whole number of microseconds apart (floor(window /
-            // limit), its arrival times are whole microseconds): where that rounding would
-            // change the rate by more than 1 % (or to nothing), the limit is refused rather
-            // than silently kept at another rate.
-            let window_us = window.as_millis() as u128 * 1000;
-            let max = max.get() as u128;
-            let interval = window_us / max;
-            assert!(
-                interval >= 1 && window_us * 100 <= interval * max * 101,
-                "a GCRA limit must keep its rate within 1 % when requests are spaced a whole number of microseconds apart; use a limit that divides the window in microseconds, a lower limit or a longer window"
-            );
-        }
         Limit {
             max,
             window,
@@ -184,8 +150,7 @@ mod tests {
         let _ = Window::from_millis(0);
     }
 
-    /// Found by review: `secs * 1000` wrapped in a release build, to a window of a few
-    /// hundred milliseconds.
+    /// Seconds whose milliseconds overflow are too long, never wrapped to a short window.
     #[test]
     #[should_panic(expected = "at most 31 days")]
     fn seconds_past_u64_milliseconds_are_too_long_not_short() {
@@ -205,8 +170,7 @@ mod tests {
     }
 
     /// GCRA spaces requests a whole number of microseconds apart: 5,000 per millisecond would
-    /// silently be 1,000, 1,500 per 2 ms 2,000 (found by review), 600,000 per second
-    /// 1,000,000.
+    /// silently be 1,000, 1,500 per 2 ms 2,000, 600,000 per second 1,000,000.
     #[test]
     fn a_gcra_whose_rate_rounding_would_change_cannot_be_built() {
         for (max, window) in [
@@ -218,7 +182,11 @@ mod tests {
             let built = std::panic::catch_unwind(|| Limit::new(max, window, Algorithm::Gcra));
             let message = built
                 .err()
-                .and_then(|e| e.downcast_ref::<&str>().map(|m| m.to_string()))
+                .and_then(|e| {
+                    e.downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| e.downcast_ref::<&str>().map(|m| m.to_string()))
+                })
                 .unwrap_or_else(|| panic!("{max} per {window} was built"));
             assert!(message.contains("within 1 %"), "{message}");
         }

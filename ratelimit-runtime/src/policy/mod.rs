@@ -5,17 +5,14 @@
 //! zero window does not compile when built in a `const`, and panics with a clear message
 //! when built at run time.
 
-mod algorithm;
-mod fail_mode;
 mod identity;
 mod limit;
 mod route_policy;
 
-pub use algorithm::Algorithm;
-pub use fail_mode::FailMode;
-pub(crate) use identity::is_header_name;
 pub use identity::{Identity, IdentityPart};
 pub use limit::{
     Limit, Window, MAX_EXACT_SLIDING_PRODUCT, MAX_SLIDING_LOG_LIMIT, MAX_WINDOW_MILLIS,
 };
+pub(crate) use ratelimit_grammar::is_header_name;
+pub use ratelimit_grammar::{Algorithm, FailMode, MAX_STACKED};
 pub use route_policy::{Policy, RoutePolicy};

@@ -1,6 +1,6 @@
 use std::fmt;
 
-use super::{FailMode, Identity, Limit};
+use super::{FailMode, Identity, Limit, MAX_STACKED};
 
 /// What a route declared: limits, or an exemption with its reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +74,10 @@ impl RoutePolicy {
             !limits.is_empty(),
             "a limited route needs at least one limit"
         );
-        assert!(limits.len() <= 8, "a route may stack at most 8 limits");
+        assert!(
+            limits.len() <= MAX_STACKED,
+            "a route may stack at most 8 limits"
+        );
         identity.assert_valid();
         assert!(
             !(shadow && matches!(fail, FailMode::Closed)),

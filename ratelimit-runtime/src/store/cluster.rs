@@ -293,8 +293,8 @@ impl RedisClusterStoreBuilder {
         }
         StoreConfigError::check_timeouts(self.timeout, self.connect_timeout)?;
         // redis-rs compares the seeds' credentials with the first seed's only when the first
-        // has them: a list whose first URL has no password (or user) built a client that sent
-        // none to any node (found by review). Every seed must name the same ones.
+        // has them: a list whose first URL has no password (or user) builds a client that
+        // sends none to any node. Every seed must name the same ones.
         let mut credentials = None;
         for url in &self.nodes {
             let Ok(info) = ::redis::IntoConnectionInfo::into_connection_info(url.as_str()) else {
@@ -336,7 +336,7 @@ impl RedisClusterStoreBuilder {
         // ends at the longer of the connect timeout and its own timeout, always before the
         // response timeout: redis-rs drops a request whose caller gave up, but queues one
         // that timed out on its side and sends it again with the next request, which would
-        // count it twice (found by review).
+        // count it twice.
         let check_limit = self.connect_timeout.max(self.timeout);
         let response_timeout = check_limit.saturating_add(check_limit / 4);
         let config = ClusterConfig::new()

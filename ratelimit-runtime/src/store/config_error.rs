@@ -18,8 +18,8 @@ impl StoreConfigError {
 
     /// Refuses a `timeout` or `connect_timeout` under 1 ms (a configuration value of "0"):
     /// tokio's timers count whole milliseconds, so every check, or every connection, would
-    /// time out against a healthy Redis, or not, at random (found by review: it was
-    /// accepted, and checks failed at random at run time).
+    /// time out against a healthy Redis, or not, at random: refused here, the mistake shows
+    /// at start rather than as checks failing at random at run time.
     pub(crate) fn check_timeouts(
         timeout: std::time::Duration,
         connect_timeout: std::time::Duration,
@@ -36,8 +36,7 @@ impl StoreConfigError {
 
     /// Refuses a URL that names a user without a password (`redis://user@host`): redis-rs
     /// sends `AUTH` only with a password, so the connection would run as `default` (or be
-    /// refused `NOAUTH` where `default` is off) instead of as the user named (found by
-    /// review).
+    /// refused `NOAUTH` where `default` is off) instead of as the user named.
     pub(crate) fn check_user_has_password(
         url: &str,
         info: &::redis::ConnectionInfo,
@@ -95,7 +94,7 @@ fn redact_query(url: &str) -> String {
 }
 
 /// Whether a query parameter's name, percent-decoded as redis-rs decodes it
-/// (`query_pairs()`), is `pass` or `password`: `pa%73s=` is a password too (found by review).
+/// (`query_pairs()`), is `pass` or `password`: `pa%73s=` is a password too.
 fn is_password_name(name: &str) -> bool {
     form_urlencoded::parse(name.as_bytes())
         .next()
@@ -110,7 +109,7 @@ fn redact_userinfo(url: &str) -> String {
     };
     let rest = &url[scheme_end..];
     // No authority (`redis+unix:///run/redis.sock?pass=…`): no user info, and an `@` is the
-    // query's (a password with one in it: found by review).
+    // query's (a password may contain one).
     if rest.starts_with('/') {
         return url.to_owned();
     }

@@ -39,9 +39,9 @@ impl Decision {
 
     /// The limit to report in headers, with its index: a rejecting one with the longest
     /// wait, else the one with the fewest requests left, and of those the one whose budget
-    /// comes back last (found by review: with a per-second and a per-minute limit both
-    /// spent, the per-second one's reset was reported, and a client that waited it out was
-    /// refused).
+    /// comes back last (with a per-second and a per-minute limit both spent, the per-minute
+    /// one's reset is the one to report: a client that waits out only the per-second one's
+    /// is still refused).
     pub fn binding(&self) -> Option<(usize, &LimitState)> {
         let states = self.limits.iter().enumerate();
         if self.allowed {

@@ -49,8 +49,9 @@ const PROBE_BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 /// The result of a probe's `PING`, where a `NOPERM` refusal counts as an answer: only a live,
 /// authenticated connection is refused by the ACL, and a least-privilege user that may run
-/// the check scripts need not be let run `PING` (found by review: such a user's store never
-/// took a new connection, so it failed until a restart after a stall or a password change).
+/// the check scripts need not be let run `PING` (were the refusal a failure, such a user's
+/// store would never take a new connection, and would fail until a restart after a stall or
+/// a password change).
 pub(super) fn answered(ping: RedisResult<()>) -> RedisResult<()> {
     match ping {
         Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoPerm) => Ok(()),
@@ -222,9 +223,9 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
             self.read_only.store(true, Ordering::Relaxed);
         }
         // A refusal on a connection that was answered `READONLY` tells nothing: a replica
-        // refuses as well as a primary (found by review: over-limit clients among the others
-        // reset the back-off, and a server made a replica for good got a new connection every
-        // second again).
+        // refuses as well as a primary (otherwise over-limit clients among the others would
+        // reset the back-off, and a server made a replica for good would get a new connection
+        // every second again).
         if health == Health::AnsweredWithoutWrite && self.read_only.load(Ordering::Relaxed) {
             return;
         }
@@ -281,7 +282,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
             // Refused at once rather than unanswered: the old connection answers a connection
             // or authentication error (as redis-rs's connection manager does for ever once its
             // reconnect was refused). Not `BUSY` or `LOADING`: a busy Redis answers those at
-            // once too, and is probed less and less often (found by review).
+            // once too, and is probed less and less often.
             let old_refused = matches!(&old_answers, Ok(Err(e)) if refused_at_once(e));
             let old_answers = matches!(old_answers, Ok(Ok(())));
             // A replica answers `PING` as well as the primary does.
@@ -311,7 +312,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
                         // The old connection answered, on a replica: the new one may reach the
                         // same replica (no failover proxy in front, nowhere else to go), and
                         // replacing it every second would not help. Until a check on the new
-                        // one is answered, the wait grows (found by review).
+                        // one is answered, the wait grows.
                         StallRule::InARow if old_answers => {
                             probe.not_before = Instant::now() + probe.backoff;
                             probe.backoff = (probe.backoff * 2).min(PROBE_BACKOFF_MAX);
@@ -332,8 +333,8 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
                 // The old connection answers only an error and Redis refused the new one at
                 // once too (a password changed, `maxclients` reached, nothing listening): the
                 // old one is broken and Redis answers, so the next probe comes a second later,
-                // to take over as soon as Redis accepts again (found by review: a back-off
-                // grown to 16 s kept a store failing long after the password was restored).
+                // to take over as soon as Redis accepts again (a back-off grown to 16 s would
+                // keep a store failing long after the password is restored).
                 Ok(Err(_)) if old_refused => {
                     probe.not_before = Instant::now() + PROBE_BACKOFF;
                 }

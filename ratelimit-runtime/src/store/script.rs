@@ -62,7 +62,7 @@ pub const CHECK_SCRIPT: &str = script!("check.lua");
 
 /// Every script, in the order of [`script_index`]: each algorithm's own, then the general
 /// one.
-const SOURCES: [&str; 5] = [
+const SOURCES: [&str; Algorithm::ALL.len() + 1] = [
     script!("fixed_window.lua"),
     script!("sliding_window.lua"),
     script!("sliding_log.lua"),
@@ -73,17 +73,13 @@ const SOURCES: [&str; 5] = [
 /// The position in [`SOURCES`] of the script that checks `limits`.
 fn script_index(limits: &[Limit]) -> usize {
     match limits {
-        [limit] => match limit.algorithm() {
-            Algorithm::FixedWindow => 0,
-            Algorithm::SlidingWindow => 1,
-            Algorithm::SlidingLog => 2,
-            Algorithm::Gcra => 3,
-        },
-        _ => 4,
+        // One script per algorithm, in the order of `Algorithm::ALL`, then the stack's.
+        [limit] => limit.algorithm().index(),
+        _ => Algorithm::ALL.len(),
     }
 }
 
-static SHA1S: LazyLock<[String; 5]> =
+static SHA1S: LazyLock<[String; Algorithm::ALL.len() + 1]> =
     LazyLock::new(|| SOURCES.map(|source| sha1_smol::Sha1::from(source).digest().to_string()));
 
 /// One check script: its source, sent with `EVAL`, and the SHA-1 digest Redis knows it by
@@ -118,7 +114,7 @@ pub fn check_script(limits: &[Limit]) -> CheckScript {
 
 /// The SHA-1 digest of the general [`CHECK_SCRIPT`] in hex.
 pub fn check_script_sha1() -> &'static str {
-    &SHA1S[4]
+    &SHA1S[Algorithm::ALL.len()]
 }
 
 /// Random per process, so members from different instances never collide.

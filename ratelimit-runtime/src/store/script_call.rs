@@ -43,8 +43,7 @@ pub(crate) async fn check<C: ScriptConnection>(
             // connection, still inside the timeout. (A reply lost with the old connection
             // may already have counted the request: the error is on the strict side.) Not
             // after the client's own response timeout: the call is most likely still queued
-            // on a busy server, and a second one would count the request twice (found by
-            // review).
+            // on a busy server, and a second one would count the request twice.
             Err(err) if is_connection_loss(&err) && !err.is_timeout() => conn.run(&call).await,
             other => other,
         }
@@ -90,14 +89,14 @@ impl ScriptConnection for ConnectionManager {
 /// slot: when the slot is migrating and the key has moved, the node that has it runs the
 /// script only right after an `ASKING` on the same connection. redis-rs follows an `ASK` by
 /// sending `ASKING` as a request of its own on that node's connection, which every check to
-/// the node shares, so concurrent checks spent one another's `ASKING`, were sent back with
-/// `MOVED`, and checks of a migrating slot timed out (found by review). In the pipeline the
+/// the node shares, so concurrent checks would spend one another's `ASKING`, be sent back
+/// with `MOVED`, and checks of a migrating slot would time out. In the pipeline the
 /// call's own `ASKING` comes right before it whatever else is in flight, and redis-rs still
 /// routes it, follows `ASK` and `MOVED` (connecting to a node it did not know, such as a
 /// master just added), and retries as configured. On a node that serves the slot `ASKING`
 /// changes nothing. (Following redirects here instead, to send `ASKING` only where an `ASK`
-/// pointed, failed every check of keys moving to a master added after the store connected:
-/// redis-rs connects to a new node only on its own redirects. The price, documented: while
+/// pointed, would fail every check of keys moving to a master added after the store
+/// connected: redis-rs connects to a new node only on its own redirects. The price, documented: while
 /// the slot's master is unreachable mid-migration, redis-rs may send a check to another
 /// node, and the importing one then decides it on a key it does not hold.)
 impl ScriptConnection for ClusterConnection {

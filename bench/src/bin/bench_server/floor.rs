@@ -28,8 +28,8 @@ struct FloorLimit {
     connection: Option<MultiplexedConnection>,
     sha: String,
     /// What this server's keys of the scope start with: the scope, after the process id, so
-    /// (d), (f) and (d′) never count in one another's keys (found by review: whichever ran
-    /// first paid for creating the keys in the exact checks).
+    /// (d), (f) and (d′) never count in one another's keys (with shared keys, whichever ran
+    /// first would pay for creating the keys in the exact checks).
     key_stem: String,
     limit: u64,
     window_ms: u64,

@@ -177,9 +177,9 @@ async fn memory_gcra() -> &'static str {
 }
 
 // The GCRA's key lives as long as its theoretical arrival time runs ahead of the clock: 100
-// per 10 minutes keeps it through the fill (6 s per request), where 100 per second let it
-// expire 10 ms after each request and the table counted the sliding window's key alone
-// (found by review).
+// per 10 minutes keeps it through the fill (6 s per request), where 100 per second would let
+// it expire 10 ms after each request and the table would count the sliding window's key
+// alone.
 #[rate_limit(limit = 1000, window = "1h", identity = "ip", fail = "closed")]
 #[rate_limit(limit = 100, window = "10m", algorithm = "gcra")]
 #[get("/memory/stacked")]

@@ -434,8 +434,8 @@ mod tests {
         assert_eq!(verdicts[1].status, Status::NotMet);
     }
 
-    /// Found by review: a goal read "met" with only some of the project's routes measured,
-    /// and a baseline round with no request (a ratio of infinity) could make a median "met".
+    /// A goal is not "met" with only some of the project's routes measured, and a baseline
+    /// round with no request (a ratio of infinity) does not make a median "met".
     #[test]
     fn a_goal_needs_every_route_and_finite_ratios() {
         let cell = Cell {

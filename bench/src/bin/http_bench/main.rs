@@ -233,7 +233,7 @@ fn problems(
     elapsed: Duration,
 ) -> Vec<String> {
     // The flood limits allow one request an hour, a fixed or sliding window one more each
-    // time the clock passes a full hour (found by review: a run across HH:00 was unsound).
+    // time the clock passes a full hour: a run across HH:00 is not unsound for its extra pass.
     let flood_passes = 1 + elapsed.as_secs().div_ceil(3600);
     let mut problems = Vec::new();
     for row in &results.rows {
@@ -340,8 +340,8 @@ mod tests {
         }
     }
 
-    /// Found by review: a round with no request, a limiter passing its flood, and refusals
-    /// in the allowed sequential checks all made a sound run.
+    /// A round with no request, a limiter passing its flood, and refusals in the allowed
+    /// sequential checks each make a run unsound.
     #[test]
     fn runs_whose_figures_mean_nothing_are_not_sound() {
         let minutes = |m: u64| Duration::from_secs(60 * m);
@@ -363,8 +363,8 @@ mod tests {
         assert_eq!(problems(stalled, &[]).len(), 1);
         let passed_flood = vec![row(Scenario::Flood, Variant::Project, &[100, 120], 200)];
         assert_eq!(problems(passed_flood, &[]).len(), 1);
-        // A run across a full hour: a fixed window lets one more request through after it
-        // (found by review), so two passes in a row are fine, three are not.
+        // A run across a full hour: a fixed window lets one more request through after it,
+        // so two passes in a row are fine, three are not.
         let across_the_hour = vec![row(Scenario::Flood, Variant::Project, &[100, 120], 218)];
         assert_eq!(problems(across_the_hour, &[]), Vec::<String>::new());
         let three = vec![row(Scenario::Flood, Variant::Project, &[100, 120], 217)];

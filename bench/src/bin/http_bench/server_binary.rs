@@ -18,8 +18,8 @@ pub fn locate() -> Result<PathBuf, String> {
         let mut build = Command::new(cargo);
         build.args(["build", "-p", "ratelimit-bench", "--bin", "bench_server"]);
         // Without what `cargo run` set for this binary: build scripts that watch their
-        // environment (ring's, through cc) saw another one, rebuilt, and the next `cargo run`
-        // rebuilt them back, two minutes each time (found by review).
+        // environment (ring's, through cc) would see another one and rebuild, and the next
+        // `cargo run` would rebuild them back, two minutes each time.
         for (name, _) in env::vars_os() {
             let name = name.to_string_lossy();
             if is_set_by_cargo_run(&name) {

@@ -122,6 +122,9 @@ impl MemoryStore {
                     }
                     Algorithm::SlidingLog => sliding_log::peek(&mut table, &stem, max, window, now),
                     Algorithm::Gcra => gcra::peek(&table, &stem, max, window, now),
+                    // `Algorithm` is non-exhaustive for users; the assertion below this
+                    // function fails to compile when one is added without a peek here.
+                    _ => unreachable!("an algorithm without a memory-store peek"),
                 }
             })
             .collect();
@@ -170,6 +173,10 @@ impl MemoryStore {
             .sum()
     }
 }
+
+// Every algorithm has a peek in `MemoryStore::check`: this fails to compile when one is
+// added to the grammar, until the match there has its arm.
+const _: () = assert!(Algorithm::ALL.len() == 4);
 
 impl Default for MemoryStore {
     fn default() -> Self {
@@ -348,11 +355,11 @@ mod tests {
             .allowed
     }
 
-    /// Found by review (three times): eviction by expiry alone took the oldest key, a login
-    /// budget spent first, and a flood of made-up usernames from the same address (each a
-    /// new key, each allowed) gave all ten guesses back minutes early; ranking by the share
-    /// of the budget first let one request per made-up user on a 1-per-hour route evict a
-    /// budget spent to 9 of 10 (share 900 against the flood's 1000).
+    /// A flood of made-up usernames from the same address (each a new key, each allowed)
+    /// must not give back a login budget spent first: eviction by expiry alone would take
+    /// the oldest key, that budget, and give all ten guesses back minutes early; ranking by
+    /// the share of the budget first would let one request per made-up user on a 1-per-hour
+    /// route evict a budget spent to 9 of 10 (share 900 against the flood's 1000).
     #[test]
     fn a_flood_of_new_keys_does_not_give_back_a_spent_budget() {
         let t0 = 1_700_000_040_000;
@@ -411,9 +418,9 @@ mod tests {
         }
     }
 
-    /// Found by review: with a window counter per key, a full store evicted the previous
-    /// window's counters first (they expire first) and a sliding window forgot them; like
-    /// the script's hash, one entry now holds both.
+    /// Like the script's hash, one entry holds a sliding window's current and previous
+    /// counters: with a window counter per key, a full store would evict the previous
+    /// window's counters first (they expire first) and the sliding window would forget them.
     #[test]
     fn a_full_store_keeps_the_previous_window_of_a_sliding_window() {
         let store = MemoryStore::builder().capacity(1_600).build();

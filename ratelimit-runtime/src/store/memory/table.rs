@@ -6,8 +6,9 @@
 //! its expiry (like `PEXPIRE`). The table never holds more than its capacity: expired
 //! entries are swept every [`SWEEP_EVERY`] inserts and whenever it is full, found through an
 //! index ordered by expiry, so a sweep costs what has expired since the last one and not the
-//! table's size (found by review: a table kept just below its capacity scanned every entry on
-//! nearly every insert, 110 µs a request at 100,000 keys a shard, under the shard's lock);
+//! table's size (a table kept just below its capacity sweeps on nearly every insert, and a
+//! scan of every entry would cost 110 µs a request at 100,000 keys a shard, under the
+//! shard's lock);
 //! the index files each entry under an expiry at or before its own and is corrected when a
 //! sweep reaches it, so the writes that only lengthen a key's life (all but a GCRA `SET`
 //! after a clock stepped back) never touch it; when it is full
@@ -96,7 +97,7 @@ impl Write {
 pub(super) struct Rank {
     /// The requests spent, what a flood must spend per key to evict the entry: one request
     /// per made-up key, even on a 1-per-hour route, must not evict a login budget spent to
-    /// 9 of 10 (found by review: ranking by share first let it).
+    /// 9 of 10 (ranking by share first would let it).
     pub(super) requests: u32,
     /// The share of the limit spent, in thousandths: of two entries that spent as many
     /// requests, the one nearer its limit stays.
@@ -504,9 +505,9 @@ mod tests {
     }
 
     /// New clients arriving as fast as old ones expire keep the table just below its
-    /// capacity: every few inserts find it full and sweep. A sweep scanned every entry, so
-    /// each insert cost about capacity ÷ 5 entries looked at (found by review: 110 µs a
-    /// request at 100,000 keys a shard); through the expiry index it costs what expired.
+    /// capacity: every few inserts find it full and sweep. A sweep that scanned every entry
+    /// would cost each insert about capacity ÷ 5 entries looked at (110 µs a request at
+    /// 100,000 keys a shard); through the expiry index it costs what expired.
     #[test]
     fn a_table_kept_just_below_capacity_sweeps_only_what_expired() {
         const CAPACITY: u64 = 10_000;
@@ -606,8 +607,8 @@ mod tests {
     }
 
     /// Random writes of every kind at times that go back and forth, keys of mixed
-    /// kinds, pruned logs and tiny capacities: the index stays exact and a sweep leaves no
-    /// expired entry behind (as the old full scan did) and drops no live one.
+    /// kinds, pruned logs and tiny capacities: the index stays exact and a sweep, like a scan
+    /// of every entry, leaves no expired entry behind and drops no live one.
     #[test]
     fn random_writes_keep_the_index_exact() {
         let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;

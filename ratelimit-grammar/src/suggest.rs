@@ -1,7 +1,7 @@
 //! "did you mean" suggestions for near-miss spellings.
 
 /// The closest candidate to `input`, when it is close enough to be a likely typo.
-pub(crate) fn closest<'a>(input: &str, candidates: &[&'a str]) -> Option<&'a str> {
+pub fn closest<'a>(input: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let input = input.to_ascii_lowercase();
     candidates
         .iter()
@@ -12,7 +12,7 @@ pub(crate) fn closest<'a>(input: &str, candidates: &[&'a str]) -> Option<&'a str
 }
 
 /// `; did you mean `x`?` or nothing.
-pub(crate) fn did_you_mean(input: &str, candidates: &[&str]) -> String {
+pub fn did_you_mean(input: &str, candidates: &[&str]) -> String {
     match closest(input, candidates) {
         Some(candidate) => format!("; did you mean `{candidate}`?"),
         None => String::new(),
@@ -20,7 +20,7 @@ pub(crate) fn did_you_mean(input: &str, candidates: &[&str]) -> String {
 }
 
 /// `` `a`, `b`, `c` ``.
-pub(crate) fn list(candidates: &[&str]) -> String {
+pub fn list(candidates: &[&str]) -> String {
     candidates
         .iter()
         .map(|c| format!("`{c}`"))

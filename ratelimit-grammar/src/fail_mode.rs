@@ -1,4 +1,12 @@
+//! What a route does when the store cannot answer, and the default for its methods.
+
 use std::fmt;
+
+use crate::suggest;
+
+/// The methods that cannot change state (RFC 9110 safe methods, and the draft `QUERY`): a
+/// route that takes only these fails open by default.
+pub const SAFE_METHODS: [&str; 4] = ["GET", "HEAD", "OPTIONS", "QUERY"];
 
 /// What a route does when the store cannot answer in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -12,14 +20,17 @@ pub enum FailMode {
 }
 
 impl FailMode {
+    /// Every fail mode's name.
+    pub const NAMES: [&'static str; 2] = ["open", "closed"];
+
     /// The default for a route with these methods: `open` when every method is safe
-    /// (`GET`, `HEAD`, `OPTIONS`, `QUERY`), `closed` otherwise (also when the list is empty,
-    /// which means "any method"). The attribute applies the same rule at compile time.
+    /// ([`SAFE_METHODS`]), `closed` otherwise (also when the list is empty, which means
+    /// "any method").
     pub fn default_for_methods<'a>(methods: impl IntoIterator<Item = &'a str>) -> Self {
         let mut any = false;
         for method in methods {
             any = true;
-            if !matches!(method, "GET" | "HEAD" | "OPTIONS" | "QUERY") {
+            if !SAFE_METHODS.contains(&method) {
                 return FailMode::Closed;
             }
         }
@@ -35,6 +46,23 @@ impl FailMode {
         match self {
             FailMode::Open => "open",
             FailMode::Closed => "closed",
+        }
+    }
+
+    /// Parses `fail = "<text>"`.
+    ///
+    /// # Errors
+    ///
+    /// The message for a name that is no fail mode, with the likely one.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "open" => Ok(FailMode::Open),
+            "closed" => Ok(FailMode::Closed),
+            _ => Err(format!(
+                "unknown fail mode `{text}`; expected one of {}{}",
+                suggest::list(&Self::NAMES),
+                suggest::did_you_mean(text, &Self::NAMES)
+            )),
         }
     }
 }
@@ -53,7 +81,7 @@ mod tests {
     fn safe_methods_fail_open_and_the_rest_fail_closed() {
         assert_eq!(FailMode::default_for_methods(["GET"]), FailMode::Open);
         assert_eq!(
-            FailMode::default_for_methods(["GET", "HEAD"]),
+            FailMode::default_for_methods(["GET", "HEAD", "OPTIONS", "QUERY"]),
             FailMode::Open
         );
         assert_eq!(FailMode::default_for_methods(["POST"]), FailMode::Closed);
@@ -62,5 +90,8 @@ mod tests {
             FailMode::Closed
         );
         assert_eq!(FailMode::default_for_methods([]), FailMode::Closed);
+        assert!(FailMode::parse("closd")
+            .unwrap_err()
+            .ends_with("did you mean `closed`?"));
     }
 }

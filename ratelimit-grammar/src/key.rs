@@ -1,0 +1,114 @@
+//! The keys of `#[rate_limit(...)]`.
+
+use crate::suggest;
+
+/// One key of the attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Key {
+    /// `limit = 10`: requests per window.
+    Limit,
+    /// `window = "5m"`: the duration the limit counts over.
+    Window,
+    /// `identity = "ip+username"`: who the limit counts.
+    Identity,
+    /// `algorithm = "sliding_log"`: how it counts.
+    Algorithm,
+    /// `fail = "closed"`: what the route does when the store cannot answer.
+    Fail,
+    /// `shadow = true`: log and count, never refuse.
+    Shadow,
+    /// `exempt = "<reason>"`: no limit, and why.
+    Exempt,
+    /// `crate = "path"`: how the expansion reaches the runtime.
+    Crate,
+}
+
+impl Key {
+    /// Every key, in the order messages list them.
+    pub const ALL: [Key; 8] = [
+        Key::Limit,
+        Key::Window,
+        Key::Identity,
+        Key::Algorithm,
+        Key::Fail,
+        Key::Shadow,
+        Key::Exempt,
+        Key::Crate,
+    ];
+
+    /// Every key's name, in the order messages list them.
+    pub const NAMES: [&'static str; 8] = [
+        "limit",
+        "window",
+        "identity",
+        "algorithm",
+        "fail",
+        "shadow",
+        "exempt",
+        "crate",
+    ];
+
+    /// The key as written.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Key::Limit => "limit",
+            Key::Window => "window",
+            Key::Identity => "identity",
+            Key::Algorithm => "algorithm",
+            Key::Fail => "fail",
+            Key::Shadow => "shadow",
+            Key::Exempt => "exempt",
+            Key::Crate => "crate",
+        }
+    }
+
+    /// The key named `name`, exactly as written.
+    pub fn from_name(name: &str) -> Option<Key> {
+        Key::ALL.into_iter().find(|key| key.name() == name)
+    }
+
+    /// The key a near miss (`limt`) most likely stands for.
+    pub fn closest(name: &str) -> Option<Key> {
+        suggest::closest(name, &Key::NAMES).and_then(Key::from_name)
+    }
+
+    /// The message for a name that is no key: the keys, and the likely one.
+    pub fn unknown_message(name: &str) -> String {
+        format!(
+            "unknown key `{name}`; expected one of {}{}",
+            suggest::list(&Key::NAMES),
+            suggest::did_you_mean(name, &Key::NAMES)
+        )
+    }
+
+    /// An example of the key with a value, for messages: `` `limit = 10` ``.
+    pub const fn example(self) -> &'static str {
+        match self {
+            Key::Limit => "`limit = 10`",
+            Key::Window => "`window = \"5m\"`",
+            Key::Identity => "`identity = \"ip+username\"`",
+            Key::Algorithm => "`algorithm = \"sliding_window\"`",
+            Key::Fail => "`fail = \"closed\"`",
+            Key::Shadow => "`shadow = true`",
+            Key::Crate => "`crate = \"my_facade::ratelimit\"`",
+            Key::Exempt => "`exempt = \"load balancer health check\"`",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_near_misses_find_their_key() {
+        for key in Key::ALL {
+            assert_eq!(Key::from_name(key.name()), Some(key));
+        }
+        assert_eq!(Key::NAMES.map(Key::from_name).map(Option::unwrap), Key::ALL);
+        assert_eq!(Key::closest("limt"), Some(Key::Limit));
+        assert_eq!(Key::closest("exemt"), Some(Key::Exempt));
+        assert_eq!(Key::closest("zzzzzz"), None);
+        assert!(Key::unknown_message("limt").ends_with("did you mean `limit`?"));
+    }
+}

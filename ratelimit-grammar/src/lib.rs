@@ -1,0 +1,33 @@
+//! The `#[rate_limit]` policy grammar, stated once: the attribute's keys, windows, limits and
+//! their bounds, algorithms, identity parts, fail modes and the safe methods. The attribute
+//! (ratelimit-macros) parses with it and adds spans and suggestions; the runtime's
+//! constructors check with it; a reader of policies at run time gets the same rules and the
+//! same messages.
+//!
+//! Users depend on `ratelimit-runtime`, which re-exports what they name.
+//!
+//! ```
+//! use ratelimit_grammar::{check_limit, parse_window, Algorithm, LimitProblem};
+//!
+//! assert_eq!(parse_window("5m"), Ok(300_000));
+//! assert_eq!(
+//!     check_limit(1001, 60_000, Algorithm::SlidingLog),
+//!     Err(LimitProblem::SlidingLogTooHigh)
+//! );
+//! ```
+
+mod algorithm;
+mod fail_mode;
+mod identity;
+mod key;
+mod limit;
+pub mod suggest;
+
+pub use algorithm::Algorithm;
+pub use fail_mode::{FailMode, SAFE_METHODS};
+pub use identity::{is_header_name, parse_identity, ParsedPart, IDENTITY_PARTS};
+pub use key::Key;
+pub use limit::{
+    check_limit, check_window, parse_window, LimitProblem, WindowProblem,
+    MAX_EXACT_SLIDING_PRODUCT, MAX_SLIDING_LOG_LIMIT, MAX_STACKED, MAX_WINDOW_MILLIS,
+};
