@@ -136,11 +136,22 @@ async fn main() -> std::process::ExitCode {
         }
     };
     // Refuses to start (exit status 1, uncovered routes on stderr) on a gap.
-    let table = coverage::require_coverage(app(limiter.clone(), metrics.clone(), uncovered)).await;
+    let table =
+        match coverage::require_coverage(app(limiter.clone(), metrics.clone(), uncovered)).await {
+            Ok(table) => table,
+            Err(error) => {
+                eprintln!("{error}");
+                eprintln!("refusing to start: every route needs a rate limit or an exemption");
+                return std::process::ExitCode::FAILURE;
+            }
+        };
     tracing::info!(
         routes = table.routes.len(),
         "every route has a rate limit or an exemption"
     );
+    // Which store counts, and whether it answered (the demo starts either way: its routes
+    // then fail open or closed, as declared).
+    let _ = limiter.check_store().await;
 
     let bind = env::var("BIND").unwrap_or_else(|_| "127.0.0.1:8080".to_owned());
     let server = match HttpServer::new(move || app(limiter.clone(), metrics.clone(), uncovered))

@@ -125,7 +125,11 @@ async fn run() -> Result<(), String> {
             .map_err(|_| format!("FLEET_NOW_MS must be Unix milliseconds, got `{text}`"))?;
         limiter = limiter.clock(ManualClock::at(now));
     }
-    coverage::require_coverage(app(limiter.clone())).await;
+    coverage::require_coverage(app(limiter.clone()))
+        .await
+        .map_err(|e| {
+            format!("{e}\nrefusing to start: every route needs a rate limit or an exemption")
+        })?;
 
     HttpServer::new(move || app(limiter.clone()))
         .workers(workers)

@@ -1,8 +1,10 @@
 //! Declarative per-route rate limits for actix-web, shared across every instance through Redis.
 //!
-//! A handler declares its limit above its route attribute; the App is wrapped once with a
-//! [`RateLimiter`] over a store ([`store::RedisStore`] for a fleet, [`store::MemoryStore`]
-//! for one process and tests); [`coverage`] refuses to start an App with an undeclared route.
+//! A handler declares its limit with [`rate_limit`] above its route attribute; the App is
+//! wrapped once with a [`RateLimiter`] over a store ([`store::RedisStore`] or
+//! [`store::RedisClusterStore`] for a fleet, [`store::MemoryStore`] for one process and
+//! tests); [`coverage`] refuses to start an App with an undeclared route. In Redis, one atomic
+//! Lua script in one round trip decides every limit of a request's route.
 //!
 //! ```
 //! use actix_web::{post, test, web, App, HttpResponse, Responder};
@@ -44,11 +46,26 @@
 //! # });
 //! ```
 //!
-//! The README is the guide: the attribute's keys, choosing an algorithm, identity and
-//! trusted proxies, failure modes, headers, Redis Cluster, observability.
+//! # Where to read on
+//!
+//! - [`rate_limit`]: the attribute reference (every key, stacking, placement above the
+//!   route attribute, what each compile error means).
+//! - [`guide`]: the chapters.
+//!   - [`guide::getting_started`]: a limited app in five minutes.
+//!   - [`guide::algorithms`]: choosing an algorithm.
+//!   - [`guide::identity`]: who a limit counts; trusted proxies; the key secret.
+//!   - [`guide::middleware_order`]: the limiter among auth, CORS and path normalisation.
+//!   - [`guide::failure_modes`]: timeouts, fail open or closed, recovery.
+//!   - [`guide::headers`]: rate-limit headers, the 429 and the 503.
+//!   - [`guide::tls`]: TLS, passwords and the Redis ACL user.
+//!   - [`guide::deployments`]: Redis Cluster, keys, connections per worker.
+//!   - [`guide::observability`]: log events and metrics.
+//!   - [`guide::testing`]: testing your routes with the injected clock.
+//!   - [`guide::limitations`]: what the limiter does not do.
 
 pub mod clock;
 pub mod coverage;
+pub mod guide;
 pub mod identity;
 pub mod key;
 pub mod middleware;
@@ -62,5 +79,9 @@ pub mod __private;
 
 pub use middleware::{HeaderFamilies, RateLimiter};
 pub use policy::{Algorithm, FailMode, Identity, IdentityPart, Limit, Policy, RoutePolicy, Window};
+/// Declares a handler's rate limit, written directly above its actix-web route attribute:
+/// the attribute reference.
+#[doc(inline)]
+#[doc = include_str!("guide/rate_limit.md")]
 pub use ratelimit_macros::rate_limit;
 pub use registry::RouteDeclaration;

@@ -47,25 +47,34 @@ pub async fn assert_covered<T: AppFactory>(app: App<T>) -> RouteTable {
     }
 }
 
-/// The startup form: returns the route table when every route is covered; otherwise prints
-/// the uncovered routes and the table to standard error and exits with status 1.
-pub async fn require_coverage<T: AppFactory>(app: App<T>) -> RouteTable {
-    match check(app).await {
-        Ok(table) => {
-            // A declaration mounted nowhere limits nothing and leaves nothing unlimited: a
-            // note, not a warning at every start of each binary sharing a handlers crate.
-            for note in table.unmounted_notes() {
-                tracing::info!(target: "ratelimit", "{note}");
-            }
-            for warning in table.first_undeclared.iter().chain(&table.shadowed) {
-                tracing::warn!(target: "ratelimit", "{warning}");
-            }
-            table
-        }
-        Err(error) => {
-            eprintln!("{error}");
-            eprintln!("refusing to start: every route needs a rate limit or an exemption");
-            std::process::exit(1);
-        }
+/// The startup form: the route table when every route is covered, with the notes and
+/// warnings it holds logged; otherwise the error, for `main` to print and exit on.
+///
+/// ```no_run
+/// # use actix_web::App;
+/// # fn app() -> App<impl ratelimit_runtime::coverage::AppFactory> { App::new() }
+/// # async fn run() -> std::process::ExitCode {
+/// if let Err(error) = ratelimit_runtime::coverage::require_coverage(app()).await {
+///     eprintln!("{error}");
+///     eprintln!("refusing to start: every route needs a rate limit or an exemption");
+///     return std::process::ExitCode::FAILURE;
+/// }
+/// # std::process::ExitCode::SUCCESS
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// As [`check`]: the error lists every uncovered route.
+pub async fn require_coverage<T: AppFactory>(app: App<T>) -> Result<RouteTable, CoverageError> {
+    let table = check(app).await?;
+    // A declaration mounted nowhere limits nothing and leaves nothing unlimited: a note, not
+    // a warning at every start of each binary sharing a handlers crate.
+    for note in table.unmounted_notes() {
+        tracing::info!(target: "ratelimit", "{note}");
     }
+    for warning in table.first_undeclared.iter().chain(&table.shadowed) {
+        tracing::warn!(target: "ratelimit", "{warning}");
+    }
+    Ok(table)
 }

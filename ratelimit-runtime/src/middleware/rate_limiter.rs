@@ -35,10 +35,10 @@ use crate::{
         reads_body, ApiKeySource, Canonicalizer, IdentitySources, TrustedProxies, UserIdSource,
         UsernameReader,
     },
-    key::{valid_prefix, KeySecret, DEFAULT_PREFIX},
+    key::{valid_prefix, KeySecret, RouteKey, DEFAULT_PREFIX},
     policy::{Algorithm, FailMode, Identity, Limit, Policy, RoutePolicy, Window, MAX_STACKED},
     registry::RouteDeclaration,
-    store::Store,
+    store::{CheckRequest, Store, StoreError},
 };
 
 /// The default policy for undeclared routes: 120 per minute, sliding window.
@@ -291,6 +291,73 @@ impl RateLimiter {
     /// `OPTIONS` and `QUERY`, closed otherwise, as for declared routes).
     pub fn default_fail(self, fail: FailMode) -> Self {
         self.with(|s| s.default_fail = Some(fail))
+    }
+
+    /// Asks the store once, as a startup check, and logs which store the limiter counts in
+    /// and whether it answered: `info` with the time it took, or `warn` with the error (the
+    /// app may still start: routes then fail open or closed, as declared, until the store
+    /// answers). One check of a key of its own (`<prefix>:{GET:/__ratelimit_startup}`, 1
+    /// per millisecond, so it expires at once), bounded by the limiter's timeout.
+    ///
+    /// ```
+    /// # actix_web::rt::System::new().block_on(async {
+    /// use ratelimit_runtime::{store::MemoryStore, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::new(MemoryStore::new());
+    /// assert!(limiter.check_store().await.is_ok());
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The store's error when it did not answer within the timeout.
+    pub async fn check_store(&self) -> Result<Duration, StoreError> {
+        const PROBE: &[Limit] = &[Limit::new(
+            1,
+            Window::from_millis(1),
+            Algorithm::FixedWindow,
+        )];
+        let key = RouteKey::new(&self.prefix, "GET", "/__ratelimit_startup", &[]);
+        let request = CheckRequest {
+            key: &key,
+            limits: PROBE,
+            now_millis: self.clock.now_millis(),
+        };
+        let timeout = self
+            .timeout
+            .or_else(|| self.store.timeout())
+            .unwrap_or(crate::store::DEFAULT_TIMEOUT);
+        let started = std::time::Instant::now();
+        let answered = tokio::time::timeout(timeout, self.store.check_within(request, timeout))
+            .await
+            .unwrap_or_else(|_| Err(StoreError::timeout(timeout)));
+        let kind = self.store.kind();
+        match answered {
+            Ok(_) => {
+                let took = started.elapsed();
+                tracing::info!(
+                    target: "ratelimit",
+                    store = kind,
+                    answered_in_ms = took.as_secs_f64() * 1000.0,
+                    "rate limiter ready: counting in {kind}{}",
+                    if kind == "memory" {
+                        " (limits are per process, not shared by a fleet)"
+                    } else {
+                        ""
+                    }
+                );
+                Ok(took)
+            }
+            Err(error) => {
+                tracing::warn!(
+                    target: "ratelimit",
+                    store = kind,
+                    %error,
+                    "rate limiter store did not answer at startup: routes that fail closed answer 503, routes that fail open pass uncounted, until it does"
+                );
+                Err(error)
+            }
+        }
     }
 
     /// The policy applied to an undeclared request with `method`.
