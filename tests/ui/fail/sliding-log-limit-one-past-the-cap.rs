@@ -1,0 +1,12 @@
+use actix_web::{get, HttpResponse, Responder};
+use ratelimit_runtime::rate_limit;
+
+#[rate_limit(limit = 1001, window = "1m", algorithm = "sliding_log")]
+#[get("/x")]
+async fn handler() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+fn main() {
+    let _app = actix_web::App::new().service(handler);
+}
