@@ -87,7 +87,7 @@ where
 
 /// A shared cache (a CDN) must never store one client's 429 and hand it to others:
 /// `DefaultHeaders` adds only the headers a response lacks, so a site-wide
-/// `Cache-Control: public` landed on the limiter's answers (found by review).
+/// `Cache-Control: public` would land on the limiter's answers if they lacked one.
 #[actix_web::test]
 async fn a_429_is_never_made_cacheable_by_a_site_wide_cache_control() {
     let clock = ManualClock::at(T0);
@@ -177,10 +177,10 @@ async fn cors_outside_the_limiter_answers_preflights_uncounted_and_marks_the_429
 }
 
 /// CORS on an API scope with auth inside it: over the limit, a wrong password's refusal
-/// became a fresh 429 without the CORS headers the scope had put on it, while the right
-/// password's 429 came from the route's guard inside the scope and had them: any request
-/// with an `Origin` told a right password from a wrong one after the budget was spent
-/// (found by review), and a browser saw a CORS failure instead of the 429.
+/// turned 429 keeps the CORS headers the scope put on it, as the right password's 429 (from
+/// the route's guard inside the scope) has them. Else any request with an `Origin` would
+/// tell a right password from a wrong one after the budget was spent, and a browser would
+/// see a CORS failure instead of the 429.
 async fn over_the_limit_a_right_and_a_wrong_password_look_alike(by_error: bool) {
     let clock = ManualClock::at(T0);
     let app = test::init_service(
@@ -220,8 +220,8 @@ async fn over_the_limit_a_right_and_a_wrong_password_look_alike(by_error: bool) 
     assert_eq!(wrong.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(right.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(names(&wrong), names(&right), "by error: {by_error}");
-    // The auth layer's own `Vary: Authorization` stays off too (found by review: every
-    // `Vary` token of the refusal was kept, CORS's and the auth layer's alike).
+    // The auth layer's own `Vary: Authorization` stays off too: of the refusal's `Vary`
+    // tokens, CORS's are kept and the auth layer's are not.
     assert_eq!(
         header(wrong.headers(), header::VARY),
         header(right.headers(), header::VARY)
@@ -250,7 +250,7 @@ async fn a_scope_cors_layer_marks_a_refusal_error_turned_429_like_the_guards_429
 
 /// An error from further in passes the limiter as itself, with the limit's headers on its
 /// answer: middleware further out that downcasts it (`Error::as_error::<T>()`, an error
-/// reporter) found the limiter's private wrapper instead (found by review).
+/// reporter) finds the error itself, not a private wrapper of the limiter's.
 #[actix_web::test]
 async fn an_error_passing_the_limiter_keeps_its_type_and_gets_the_headers() {
     async fn undeclared() -> HttpResponse {

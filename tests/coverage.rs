@@ -199,7 +199,7 @@ async fn nested_scopes_and_configure_functions_are_seen_with_their_prefixes() {
         .iter()
         .find(|r| r.pattern == "/api/v1/orders/{id}")
         .expect("the declared route is listed with its full pattern");
-    assert!(matches!(order.status, RouteStatus::Declared(d) if d.function == "get_order"));
+    assert!(matches!(order.status, RouteStatus::Declared(d) if d.function() == "get_order"));
 }
 
 #[actix_web::test]
@@ -235,9 +235,9 @@ async fn a_marker_without_a_registered_declaration_is_uncovered() {
         uncovered_patterns(&error),
         [("GET".into(), "/unlinked".into())]
     );
-    // Found by review: two versions of the runtime in one workspace (the handler's crate on
-    // one, the App's on the other) read as a missing `#[rate_limit]` on a declared handler.
-    // The check says what it is.
+    // Two versions of the runtime in one workspace (the handler's crate on one, the App's on
+    // the other) do not read as a missing `#[rate_limit]` on a declared handler: the check
+    // says what it is.
     let text = error.to_string();
     assert!(
         text.contains("__ratelimit_marker_unlinked")
@@ -270,7 +270,7 @@ async fn a_handler_defined_inside_a_function_is_matched_to_its_declaration() {
         .await
         .expect("covered");
     assert!(
-        matches!(table.routes[0].status, RouteStatus::Declared(d) if d.function == "inner"),
+        matches!(table.routes[0].status, RouteStatus::Declared(d) if d.function() == "inner"),
         "{table}"
     );
 }
@@ -282,7 +282,7 @@ async fn old_login() -> impl Responder {
 }
 
 /// actix-web pools what introspection reports per full path, so an undeclared resource with
-/// the same pattern and method as a declared one is not a row of its own (found by review).
+/// the same pattern and method as a declared one is not a row of its own.
 /// What can be told: the first named resource registered there (the name introspection
 /// keeps) is not a declared handler. The check says so; it cannot refuse, since a declared
 /// handler renamed with `name = ".."` looks the same. (An unnamed builder route registered
@@ -325,8 +325,8 @@ async fn report_loose() -> impl Responder {
 }
 
 /// Two declarations of one method and path: actix-web sends every request to the first
-/// registered, so the other's limit never applies. The check says so, naming both (found by
-/// review: its only sign was a false "not mounted" warning for the second).
+/// registered, so the other's limit never applies. The check says so, naming both, rather
+/// than warning falsely that the second is not mounted.
 #[actix_web::test]
 async fn a_declaration_shadowed_by_another_of_the_same_route_is_a_warning() {
     let table = coverage::check(App::new().service(report_strict).service(report_loose))
@@ -345,7 +345,7 @@ async fn a_declaration_shadowed_by_another_of_the_same_route_is_a_warning() {
         "{warnings:?}"
     );
     assert!(
-        matches!(table.routes[0].status, RouteStatus::Declared(d) if d.function == "report_strict"),
+        matches!(table.routes[0].status, RouteStatus::Declared(d) if d.function() == "report_strict"),
         "{table}"
     );
 }
@@ -375,8 +375,8 @@ mod v2 {
 }
 
 /// Copied handlers in two modules (same name, same attribute, same body) share a marker
-/// name; the marker guard's module path tells them apart (found by review: one of them
-/// named both routes, and the other was reported as not mounted).
+/// name; the marker guard's module path tells them apart: neither names both routes, and
+/// neither is reported as not mounted.
 #[actix_web::test]
 async fn identical_declarations_in_two_modules_are_told_apart() {
     let app = App::new()
@@ -388,7 +388,7 @@ async fn identical_declarations_in_two_modules_are_told_apart() {
         .iter()
         .map(|r| {
             let d = r.declaration().expect("declared");
-            (r.pattern.as_str(), d.module)
+            (r.pattern.as_str(), d.module())
         })
         .collect();
     assert_eq!(

@@ -216,8 +216,8 @@ async fn every_route_of_the_demo_follows_its_policy() {
         ),
         "{text}"
     );
-    // A histogram, which a fleet's instances can be summed over (found by review: the
-    // exporter wrote a per-instance summary).
+    // A histogram, which a fleet's instances can be summed over (a per-instance summary
+    // cannot be).
     assert!(
         text.contains("# TYPE ratelimit_store_duration_seconds histogram"),
         "{text}"

@@ -35,7 +35,7 @@ impl Fleet {
                 .env("REDIS_URL", redis_url)
                 .env("BIND", format!("127.0.0.1:{port}"))
                 .env("WORKERS", "2")
-                // This test is about counting; latency under faults is tests/faults.rs'.
+                // This test is about counting; latency under faults is tests/faults/' business.
                 .env("STORE_TIMEOUT_MS", "5000")
                 // Mid-window, so the burst never straddles a window boundary (a fixed
                 // window would then rightly allow a second 100).

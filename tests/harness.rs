@@ -17,9 +17,9 @@ use support::{ping, RedisServer};
 const RUN_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/run");
 const STOP_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/stop-servers");
 
-/// Found by review: a server that could not bind its port (another one took it between the
-/// probe and the bind) was taken for started because the other one answered `PING`, and the
-/// test then used, flushed or killed another test's server.
+/// A server that could not bind its port (another one took it between the probe and the
+/// bind) is not taken for started because the other one answers `PING`: a test must not use,
+/// flush or kill another test's server.
 #[test]
 fn a_server_is_not_taken_for_started_when_another_holds_its_port() {
     let other = RedisServer::start();
@@ -46,10 +46,10 @@ fn child_starts_servers_and_aborts() {
     std::process::abort();
 }
 
-/// Found by review: the servers of a test process that aborts (or that a timeout kills)
-/// outlived it. `tests/run` names its run in `RATELIMIT_TEST_RUN` and stops that run's
-/// servers when it exits, with `tests/stop-servers`: a stopped one too (found by review), and
-/// their directories go with them.
+/// The servers of a test process that aborts (or that a timeout kills) do not outlive the
+/// run: `tests/run` names its run in `RATELIMIT_TEST_RUN` and stops that run's servers when
+/// it exits, with `tests/stop-servers`: a stopped one too, and their directories go with
+/// them.
 #[test]
 fn the_servers_of_an_aborted_test_process_are_stopped_after_the_run() {
     let run = format!("harness{}", std::process::id());
@@ -96,7 +96,7 @@ fn the_servers_of_an_aborted_test_process_are_stopped_after_the_run() {
     }
 }
 
-/// Found by review: the harness needs Redis 7.0 (`CLUSTER ADDSLOTSRANGE`,
+/// The harness needs Redis 7.0 (`CLUSTER ADDSLOTSRANGE`,
 /// `--enable-debug-command`, `--busy-reply-threshold`), and Debian 11 or Ubuntu 22.04
 /// install 6.0: `tests/run` refuses an older server up front and says which it needs. (A
 /// stand-in `redis-server` reporting 6.0.16, and a stand-in `cargo` that records it ran.)

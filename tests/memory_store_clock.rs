@@ -31,10 +31,9 @@ fn libfaketime() -> PathBuf {
     })
 }
 
-/// The store decided on the system clock: a step back of an hour refused for the whole hour
-/// (Retry-After ≈ 3,599 s) a GCRA client that had made one request of its 10 per second,
-/// and a step forward handed a spent login budget back (found by review). It follows the
-/// time that really passed now.
+/// The store follows the time that really passed, not the system clock: a step back of an
+/// hour must not refuse for the whole hour (Retry-After ≈ 3,599 s) a GCRA client that made
+/// one request of its 10 per second, nor a step forward hand a spent login budget back.
 #[test]
 fn a_step_of_the_system_clock_neither_locks_clients_out_nor_hands_budgets_back() {
     let dir = tempfile::tempdir().unwrap();

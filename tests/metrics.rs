@@ -23,12 +23,10 @@ use metrics_util::{
 use ratelimit_runtime::{
     clock::ManualClock,
     rate_limit,
-    store::{
-        CheckFuture, CheckRequest, MemoryStore, RedisStore, Store, StoreError, StoreErrorKind,
-    },
+    store::{MemoryStore, RedisStore},
     RateLimiter,
 };
-use support::{auth::answers_401, CapturedLog, RedisServer, T0};
+use support::{auth::answers_401, CapturedLog, Down, RedisServer, T0};
 
 #[rate_limit(limit = 1, window = "1m", identity = "ip", fail = "open")]
 #[get("/open")]
@@ -208,24 +206,6 @@ fn from(ip: &str) -> test::TestRequest {
     test::TestRequest::default().peer_addr(format!("{ip}:40000").parse().unwrap())
 }
 
-/// A store whose every check fails, as a Redis that is down.
-struct DownStore;
-
-impl Store for DownStore {
-    fn check<'a>(&'a self, _: CheckRequest<'a>) -> CheckFuture<'a> {
-        Box::pin(async {
-            Err(StoreError::new(
-                StoreErrorKind::Connection,
-                "connection refused (test)",
-            ))
-        })
-    }
-
-    fn kind(&self) -> &'static str {
-        "down"
-    }
-}
-
 fn is_v2(ctx: &guard::GuardContext<'_>) -> bool {
     ctx.head()
         .headers()
@@ -286,9 +266,9 @@ mod tenant_b {
     }
 }
 
-/// Found by review: two handlers identical word for word, in two modules, mounted at one
-/// path under scopes a guard tells apart, shared one budget (their keys were told apart by
-/// a hash of the marker, which is made from the handler's text); they count apart.
+/// Two handlers identical word for word, in two modules, mounted at one path under scopes a
+/// guard tells apart, count apart, not in one budget (a hash of the marker, which is made
+/// from the handler's text, is the same for both).
 #[actix_web::test]
 async fn identical_handlers_in_two_modules_on_one_path_count_apart() {
     let tenant = |name: &'static str| guard::Header("x-tenant", name);
@@ -319,8 +299,8 @@ async fn identical_handlers_in_two_modules_on_one_path_count_apart() {
     assert_eq!(statuses, [200, 200, 200, 200, 429, 429]);
 }
 
-/// Found by review: two handlers of one name (in two modules) declaring one path count in
-/// keys told apart by a hash, but shared one `policy` label; each now has its own.
+/// Two handlers of one name (in two modules) declaring one path count in keys told apart by
+/// a hash, and each has a `policy` label of its own.
 #[actix_web::test]
 async fn same_named_declarations_of_one_path_count_apart() {
     snapshotter();
@@ -362,11 +342,11 @@ async fn same_named_declarations_of_one_path_count_apart() {
     assert_ne!(policies[0], policies[1]);
 }
 
-/// Found by review: where a custom guard decides between two declarations of a path, the
-/// default policy counts the request besides the declaration (README, limitations), and both
-/// were counted under one `route` label, as were the two declarations: an allowed request
-/// read as two. The `policy` label tells them apart; one failed store call is one store
-/// error and one error line, the second policy meeting it again logs at debug.
+/// Where a custom guard decides between two declarations of a path, the default policy
+/// counts the request besides the declaration (README, limitations). Under one `route`
+/// label, as are the two declarations, an allowed request would read as two: the `policy`
+/// label tells them apart. One failed store call is one store error and one error line, the
+/// second policy meeting it again logs at debug.
 #[actix_web::test]
 async fn policies_on_one_path_count_apart_and_one_store_failure_counts_once() {
     snapshotter();
@@ -397,7 +377,7 @@ async fn policies_on_one_path_count_apart_and_one_store_failure_counts_once() {
         App::new()
             .service(items_v2)
             .service(items_v1)
-            .wrap(RateLimiter::new(DownStore)),
+            .wrap(RateLimiter::new(Down::default())),
     )
     .await;
     let req = from("203.0.113.8").uri("/items").to_request();
@@ -422,14 +402,19 @@ async fn admin() -> impl Responder {
     HttpResponse::Ok()
 }
 
-/// Found by review: a refusal counted after the fact (a route's own middleware answered 401)
-/// that met a store error was reported as `failed_closed`, "refused with 503", although the
-/// client got the 401: it passed uncounted.
+/// A refusal counted after the fact (a route's own middleware answered 401) that meets a
+/// store error is not reported as `failed_closed`, "refused with 503": the client got the
+/// 401, and it passed uncounted.
 #[actix_web::test]
 async fn a_request_answered_before_the_limiter_is_not_reported_as_a_503() {
     snapshotter();
     let captured = CapturedLog::start(tracing::Level::ERROR);
-    let app = test::init_service(App::new().service(admin).wrap(RateLimiter::new(DownStore))).await;
+    let app = test::init_service(
+        App::new()
+            .service(admin)
+            .wrap(RateLimiter::new(Down::default())),
+    )
+    .await;
     let req = from("203.0.113.7")
         .method(actix_web::http::Method::POST)
         .uri("/admin")
@@ -463,9 +448,9 @@ async fn login() -> impl Responder {
     HttpResponse::Ok()
 }
 
-/// Found by review: a rejection's line listed every stacked limit, not the one that applied
-/// (the specification asks for it); a store error's line left out the identity part that
-/// was missing, which the rejection's line gives.
+/// A rejection's line names the limit that applied, not every stacked limit (the
+/// specification asks for it); a store error's line names the identity part that was
+/// missing, as the rejection's line does.
 #[actix_web::test]
 async fn log_lines_name_the_limit_that_applied_and_the_missing_identity_part() {
     let captured = CapturedLog::start(tracing::Level::WARN);
@@ -482,7 +467,12 @@ async fn log_lines_name_the_limit_that_applied_and_the_missing_identity_part() {
     assert!(line.contains("limit=1 per 1s (gcra)"), "{line}");
 
     let captured = CapturedLog::start(tracing::Level::ERROR);
-    let app = test::init_service(App::new().service(login).wrap(RateLimiter::new(DownStore))).await;
+    let app = test::init_service(
+        App::new()
+            .service(login)
+            .wrap(RateLimiter::new(Down::default())),
+    )
+    .await;
     let req = from("203.0.113.7")
         .method(actix_web::http::Method::POST)
         .uri("/login")
@@ -511,9 +501,9 @@ async fn cached() -> impl Responder {
     HttpResponse::Ok().body("fresh")
 }
 
-/// Found by review: a success answered in front of the route's guard (here its own cache)
-/// is counted after the fact and kept; over the limit, it was reported as `rejected` with a
-/// warning, although the client got its 200. It counts as allowed, logged at info.
+/// A success answered in front of the route's guard (here its own cache) is counted after
+/// the fact and kept; over the limit, it is not reported as `rejected` with a warning, since
+/// the client got its 200: it counts as allowed, logged at info.
 #[actix_web::test]
 async fn a_served_request_counted_after_the_fact_is_not_reported_as_rejected() {
     snapshotter();
@@ -563,9 +553,9 @@ async fn outage() -> impl Responder {
     HttpResponse::Ok()
 }
 
-/// Found by review: while Redis was down every request logged an error line (200 requests,
-/// 200 lines). One line per route and worker every ten seconds now, the others at debug;
-/// the counter still counts each.
+/// While Redis is down, not every request logs an error line (200 requests, 200 lines): one
+/// line per route and worker every ten seconds, the others at debug; the counter still
+/// counts each.
 #[actix_web::test]
 async fn an_outage_is_one_error_line_and_a_store_error_counted_per_request() {
     snapshotter();
@@ -575,8 +565,12 @@ async fn an_outage_is_one_error_line_and_a_store_error_counted_per_request() {
         &[("route", "GET /outage")],
     );
     let at_error = CapturedLog::start(tracing::Level::DEBUG);
-    let app =
-        test::init_service(App::new().service(outage).wrap(RateLimiter::new(DownStore))).await;
+    let app = test::init_service(
+        App::new()
+            .service(outage)
+            .wrap(RateLimiter::new(Down::default())),
+    )
+    .await;
     for i in 0..200 {
         let req = from(&format!("203.0.113.{}", i % 250)).uri("/outage");
         assert_eq!(

@@ -1,7 +1,6 @@
 //! What a user of `ratelimit-runtime` can build through its public API: values the
 //! attribute would refuse are refused here too, a store of the user's own cannot break the
-//! request path, and the types users keep in app state behave (found by a review of the
-//! public API; each test failed before its fix).
+//! request path, and the types users keep in app state behave.
 
 use std::{
     panic::{catch_unwind, AssertUnwindSafe},

@@ -204,9 +204,9 @@ async fn a_db_number_the_user_may_not_select_is_a_clear_error() {
 }
 
 /// A least-privilege user without `PING` decides; after the path to Redis goes silent the
-/// store's probe takes a new connection within seconds. The probe's `PING` was refused
-/// `NOPERM` and never counted as an answer, so checks timed out until the kernel gave up
-/// on the connection, about 15 minutes (found by review).
+/// store's probe takes a new connection within seconds. The probe's `PING` is refused
+/// `NOPERM`, which still counts as an answer: else checks would time out until the kernel
+/// gave up on the connection, about 15 minutes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_without_ping_recovers_from_a_silent_connection() {
     let server = start(&[]).await;
@@ -342,7 +342,7 @@ async fn keys_land_in_the_db_the_url_names() {
 }
 
 /// `redis+unix://` and `unix://` with `?pass=…&db=…` decide, and the password is hidden in
-/// the store's `Debug` as in a TCP URL's (it was shown whole: found by review).
+/// the store's `Debug` as in a TCP URL's, not shown whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_unix_socket_url_decides_and_hides_its_password() {
     let dir = tempfile::tempdir().unwrap();
@@ -546,8 +546,8 @@ fn acl_user_on_every_node(cluster: &RedisCluster, extra: &[&'static str]) {
 
 /// The README's Cluster rules (`+cluster|slots +asking` beside the scripts' commands, no
 /// `+ping`) decide, and keep deciding a key whose slot is being migrated: every check sends
-/// `ASKING` before its script. Without `+asking` (the README's list before review) checks of
-/// a moved key timed out with no word of the cause until the slot had moved.
+/// `ASKING` before its script. Without `+asking` checks of a moved key would time out, with
+/// no word of the cause, until the slot had moved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readmes_cluster_user_decides_through_a_slot_migration() {
     let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3))
@@ -681,8 +681,8 @@ async fn a_zero_timeout_is_a_configuration_error() {
 }
 
 /// `redis://user@host` (a `nopass` ACL user): redis-rs sends no `AUTH` without a password,
-/// so the connection ran as `default` instead of as the user named (found by review); it is
-/// a configuration error now, on either builder, and a password (any, for `nopass`) works.
+/// so the connection would run as `default` instead of as the user named; it is a
+/// configuration error, on either builder, and a password (any, for `nopass`) works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_name_without_a_password_is_refused_and_with_one_is_used() {
     let server = start(&[]).await;

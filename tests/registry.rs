@@ -85,8 +85,8 @@ mod nested {
 }
 
 // Path, limit and window passed through `macro_rules!` arrive in invisible groups, which
-// actix-web reads; so must `#[rate_limit]` (found by review: the declaration was dropped
-// without an error, and the limit refused with a false message).
+// actix-web reads; so must `#[rate_limit]`, neither dropping the declaration without an
+// error nor refusing the limit with a false message.
 macro_rules! limited_get {
     ($name:ident, $path:literal, $limit:literal, $window:literal) => {
         #[rate_limit(limit = $limit, window = $window)]
@@ -111,19 +111,19 @@ limited_route!(route_through_macro, "/route-through-macro", "PATCH");
 
 fn find(function: &str) -> &'static RouteDeclaration {
     let found: Vec<_> = registry::declarations()
-        .filter(|d| d.function == function)
+        .filter(|d| d.function() == function)
         .collect();
     assert_eq!(found.len(), 1, "exactly one record for `{function}`");
     found[0]
 }
 
 fn limited(d: &RouteDeclaration) -> ratelimit_runtime::RoutePolicy {
-    *d.policy.limited().expect("a limited route")
+    *d.policy().limited().expect("a limited route")
 }
 
 #[test]
 fn the_registry_holds_exactly_the_declared_records() {
-    let mut names: Vec<_> = registry::declarations().map(|d| d.function).collect();
+    let mut names: Vec<_> = registry::declarations().map(|d| d.function()).collect();
     names.sort_unstable();
     assert_eq!(
         names,
@@ -150,7 +150,7 @@ fn declarations_written_through_macros_register() {
         ("route_through_macro", "/route-through-macro", "PATCH", 8),
     ] {
         let d = find(function);
-        assert_eq!((d.path, d.methods), (path, &[method][..]), "{function}");
+        assert_eq!((d.path(), d.methods()), (path, &[method][..]), "{function}");
         let limits = limited(d).limits().to_vec();
         assert_eq!(limits.len(), 1, "{function}");
         assert_eq!(limits[0].max(), max, "{function}");
@@ -161,14 +161,15 @@ fn declarations_written_through_macros_register() {
 #[test]
 fn a_login_declaration_carries_its_typed_policy() {
     let d = find("login");
-    assert_eq!(d.methods, ["POST"]);
-    assert_eq!(d.path, "/login");
-    assert_eq!(d.module, "registry");
+    assert_eq!(d.methods(), ["POST"]);
+    assert_eq!(d.path(), "/login");
+    assert_eq!(d.module(), "registry");
     assert_eq!(d.handler(), "registry::login");
     assert!(
-        d.marker.starts_with("registry::__ratelimit_marker_login_"),
+        d.marker()
+            .starts_with("registry::__ratelimit_marker_login_"),
         "{}",
-        d.marker
+        d.marker()
     );
     let p = limited(d);
     assert_eq!(p.limits().len(), 1);
@@ -205,7 +206,7 @@ fn stacked_limits_register_once_in_declaration_order() {
 #[test]
 fn exemptions_keep_their_reason() {
     assert_eq!(
-        find("health").policy,
+        find("health").policy(),
         Policy::Exempt {
             reason: "load balancer health check"
         }
@@ -215,7 +216,7 @@ fn exemptions_keep_their_reason() {
 #[test]
 fn route_with_several_methods_and_a_header_identity() {
     let d = find("tenants");
-    assert_eq!(d.methods, ["GET", "POST"]);
+    assert_eq!(d.methods(), ["GET", "POST"]);
     let p = limited(d);
     assert_eq!(
         p.identity(),
@@ -232,10 +233,10 @@ fn route_with_several_methods_and_a_header_identity() {
 
 #[test]
 fn every_method_attribute_is_read() {
-    assert_eq!(find("put_it").methods, ["PUT"]);
-    assert_eq!(find("delete_it").methods, ["DELETE"]);
-    assert_eq!(find("patch_it").methods, ["PATCH"]);
-    assert_eq!(find("head_it").methods, ["HEAD"]);
+    assert_eq!(find("put_it").methods(), ["PUT"]);
+    assert_eq!(find("delete_it").methods(), ["DELETE"]);
+    assert_eq!(find("patch_it").methods(), ["PATCH"]);
+    assert_eq!(find("head_it").methods(), ["HEAD"]);
     assert_eq!(
         limited(find("delete_it")).fail(),
         FailMode::Open,
@@ -252,8 +253,8 @@ fn every_method_attribute_is_read() {
 #[test]
 fn handlers_in_nested_modules_record_their_module() {
     let d = find("nested_handler");
-    assert_eq!(d.module, "registry::nested::deeper");
-    assert_eq!(d.path, "/nested");
+    assert_eq!(d.module(), "registry::nested::deeper");
+    assert_eq!(d.path(), "/nested");
 }
 
 /// The handlers are used as services so the generated code is exercised by the compiler.

@@ -157,15 +157,15 @@ where
 #[test]
 fn declarations_carry_the_scope_prefix_and_every_method() {
     let items = registry::declarations()
-        .find(|d| d.function == "items")
+        .find(|d| d.function() == "items")
         .expect("items registered");
-    assert_eq!(items.path, "/api/items/{id}");
-    assert_eq!(items.methods, ["GET"]);
+    assert_eq!(items.path(), "/api/items/{id}");
+    assert_eq!(items.methods(), ["GET"]);
     let multi_d = registry::declarations()
-        .find(|d| d.function == "multi")
+        .find(|d| d.function() == "multi")
         .expect("multi registered");
-    assert_eq!(multi_d.methods, ["GET", "POST"]);
-    assert!(registry::declarations().all(|d| d.function != "cfg_off"));
+    assert_eq!(multi_d.methods(), ["GET", "POST"]);
+    assert!(registry::declarations().all(|d| d.function() != "cfg_off"));
 }
 
 #[actix_web::test]

@@ -6,10 +6,7 @@
 
 mod support;
 
-use std::sync::{
-    atomic::{AtomicUsize, Ordering},
-    Arc,
-};
+use std::sync::Arc;
 
 use actix_web::{
     body::MessageBody,
@@ -21,10 +18,10 @@ use actix_web::{
 use ratelimit_runtime::{
     clock::ManualClock,
     coverage, rate_limit,
-    store::{CheckFuture, CheckRequest, MemoryStore, Store},
+    store::{MemoryStore, Store},
     Algorithm, Limit, RateLimiter, Window,
 };
-use support::{auth, T0};
+use support::{auth, Hung, T0};
 
 fn from(ip: &str) -> TestRequest {
     TestRequest::default().peer_addr(format!("{ip}:40000").parse().unwrap())
@@ -139,21 +136,6 @@ async fn nested_limiters_count_a_request_once() {
     assert_eq!(statuses_of(&app, 4, wrong).await, [401, 401, 401, 429]);
 }
 
-/// A store that never answers (a hung Redis): every call runs into the timeout.
-#[derive(Clone, Default)]
-struct Hung(Arc<AtomicUsize>);
-
-impl Store for Hung {
-    fn check<'a>(&'a self, _: CheckRequest<'a>) -> CheckFuture<'a> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Box::pin(std::future::pending())
-    }
-
-    fn kind(&self) -> &'static str {
-        "hung"
-    }
-}
-
 #[actix_web::test]
 async fn nested_limiters_wait_for_a_hung_store_once() {
     let store = Hung::default();
@@ -161,7 +143,7 @@ async fn nested_limiters_wait_for_a_hung_store_once() {
     let app = nested_app!(limiter, anyone);
     let status = status_of(&app, from("203.0.113.7").uri("/admin/legacy")).await;
     assert_eq!(status, 200, "a GET fails open");
-    assert_eq!(store.0.load(Ordering::SeqCst), 1, "one store call");
+    assert_eq!(store.calls(), 1, "one store call");
 }
 
 #[actix_web::test]
@@ -381,8 +363,8 @@ async fn two_declared_routes_on_one_path_count_apart_under_a_scopes_limiter() {
 
 /// README (Limitations): middleware that rewrites the path must run before the limiter, which
 /// predicts the route from the path the router will see. `NormalizePath` wrapped outside the
-/// limiter: `/probe/` reaches the exempt route and is never limited; wrapped inside it (found
-/// by review), the limiter predicted an unmatched path and applied the default policy.
+/// limiter: `/probe/` reaches the exempt route and is never limited; wrapped inside it, the
+/// limiter predicts an unmatched path and applies the default policy.
 #[actix_web::test]
 async fn normalize_path_outside_the_limiter_keeps_a_trailing_slash_on_its_route() {
     use actix_web::middleware::{NormalizePath, TrailingSlash};

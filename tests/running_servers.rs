@@ -159,7 +159,7 @@ async fn four_workers_on_the_memory_store_share_one_budget() {
 
 /// actix-web builds one App per worker and listening socket (IPv4 and IPv6, plain and TLS,
 /// or `bind("localhost:8080")` where localhost resolves to both), so a server on L sockets
-/// holds N × L + 1 connections, as the README says (it said N + 1: found by review).
+/// holds N × L + 1 connections (not N + 1), as the README says.
 #[actix_web::test]
 async fn two_listeners_hold_n_times_l_plus_one_connections() {
     let server = RedisServer::start();
@@ -211,8 +211,8 @@ async fn feed_v1() -> impl Responder {
 }
 
 /// Where the default policy applies beside a declaration (a custom guard on the path), the
-/// metrics tell the two apart by `policy`, and so do the log lines now (found by review:
-/// both read `route=GET /feed`, and with equal limits nothing told which had refused).
+/// metrics tell the two apart by `policy`, and so do the log lines: `route=GET /feed`
+/// alone, with equal limits, would not tell which had refused.
 #[actix_web::test]
 async fn a_rejection_line_names_the_policy_that_rejected() {
     let captured = CapturedLog::start(tracing::Level::WARN);

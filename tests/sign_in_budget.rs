@@ -17,9 +17,10 @@ use actix_web::{
 };
 use proptest::{collection::vec, prelude::*, test_runner::TestRunner};
 use ratelimit_runtime::{
+    __private::short_hash,
     clock::ManualClock,
     identity::{canonical_username, ClientIdentity, UsernameReader},
-    key::{short_hash, KeySecret, RouteKey},
+    key::{KeySecret, RouteKey},
     rate_limit,
     store::{MemoryStore, RedisStore},
     IdentityPart, RateLimiter,

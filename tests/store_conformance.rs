@@ -496,8 +496,8 @@ async fn concurrent_gcra_checks_allow_exactly_the_limit(backend: &Backend) {
 }
 
 /// The sliding log's side of a clock that steps back: a request logged at `later` counts
-/// until `later + W`, whatever is logged meanwhile at an earlier time (found by review: the
-/// memory store let the earlier entry's expiry replace the later one's).
+/// until `later + W`, whatever is logged meanwhile at an earlier time: the earlier entry's
+/// expiry does not replace the later one's.
 async fn a_clock_that_steps_back_keeps_later_log_entries(backend: &Backend) {
     let limits = [limit(2, Algorithm::SlidingLog)];
     let key = client("/login-clock-back", "203.0.113.7");
@@ -537,9 +537,8 @@ async fn a_clock_that_steps_back_does_not_reset_a_later_window(backend: &Backend
 }
 
 /// Injected times are whole milliseconds the scripts turn into microseconds, exact up to
-/// 2^53: past that every store refuses the check with the same error (found by review: the
-/// memory store's GCRA overflowed and panicked, Redis answered with wrapped figures), and at
-/// the latest accepted time every algorithm still decides.
+/// 2^53: past that every store refuses the check with the same error (no overflow, panic or
+/// wrapped figures), and at the latest accepted time every algorithm still decides.
 async fn an_injected_time_past_the_latest_is_refused_by_every_store(backend: &Backend) {
     let store = backend.store();
     for algorithm in Algorithm::ALL {

@@ -169,15 +169,15 @@ fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Re
         #[doc(hidden)]
         #[allow(non_upper_case_globals)]
         const #declaration: #rt::__private::RouteDeclaration =
-            #rt::__private::RouteDeclaration {
-                module: ::core::module_path!(),
-                function: #name_text,
-                methods: &[#(#methods),*],
-                path: #path,
-                policy: #policy,
-                marker: ::core::concat!(::core::module_path!(), "::", #marker_fn_text),
-                location: ::core::concat!(::core::file!(), ":", ::core::line!()),
-            };
+            #rt::__private::RouteDeclaration::__new(
+                ::core::module_path!(),
+                #name_text,
+                &[#(#methods),*],
+                #path,
+                #policy,
+                ::core::concat!(::core::module_path!(), "::", #marker_fn_text),
+                ::core::concat!(::core::file!(), ":", ::core::line!()),
+            );
 
         #rt::__private::inventory::submit! { #declaration }
     })

@@ -176,7 +176,7 @@ impl fmt::Display for RouteKey {
 }
 
 /// Whether `prefix` can start a key: no braces, no white space or control characters.
-pub fn valid_prefix(prefix: &str) -> bool {
+pub(crate) fn valid_prefix(prefix: &str) -> bool {
     !prefix.is_empty()
         && prefix
             .chars()
@@ -184,7 +184,7 @@ pub fn valid_prefix(prefix: &str) -> bool {
 }
 
 /// The two-letter code of an algorithm in keys.
-pub const fn algorithm_code(algorithm: Algorithm) -> &'static str {
+pub(crate) const fn algorithm_code(algorithm: Algorithm) -> &'static str {
     /// In the order of [`Algorithm::ALL`].
     const CODES: [&str; Algorithm::ALL.len()] = ["fw", "sw", "sl", "gc"];
     CODES[algorithm.index()]
@@ -308,7 +308,7 @@ fn hex16(digest: &[u8]) -> String {
 }
 
 /// First 16 hex digits (64 bits) of SHA-256.
-pub fn short_hash(value: &str) -> String {
+pub(crate) fn short_hash(value: &str) -> String {
     hex16(&Sha256::digest(value.as_bytes()))
 }
 

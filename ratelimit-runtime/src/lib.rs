@@ -68,7 +68,7 @@ pub mod coverage;
 pub mod guide;
 pub mod identity;
 pub mod key;
-pub mod middleware;
+mod middleware;
 pub mod policy;
 pub mod registry;
 pub mod store;

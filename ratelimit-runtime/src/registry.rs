@@ -8,23 +8,83 @@ use crate::policy::{FailMode, Policy};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RouteDeclaration {
     /// `module_path!()` of the handler.
-    pub module: &'static str,
+    pub(crate) module: &'static str,
     /// The handler function's name (also its actix resource name).
-    pub function: &'static str,
+    pub(crate) function: &'static str,
     /// Methods of the route attribute, upper-case (`GET`, `POST`, ...).
-    pub methods: &'static [&'static str],
+    pub(crate) methods: &'static [&'static str],
     /// The path as written in the route attribute (relative to any enclosing scope).
-    pub path: &'static str,
+    pub(crate) path: &'static str,
     /// The declared policy.
-    pub policy: Policy,
+    pub(crate) policy: Policy,
     /// The name of the marker guard the attribute adds to the route, as actix's route
     /// introspection reports it; the coverage check matches routes to declarations by it.
-    pub marker: &'static str,
+    pub(crate) marker: &'static str,
     /// Where the declaration is written (`file:line`).
-    pub location: &'static str,
+    pub(crate) location: &'static str,
 }
 
 impl RouteDeclaration {
+    /// The declaration the attribute writes; not public API (its fields change as the
+    /// attribute grows).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub const fn __new(
+        module: &'static str,
+        function: &'static str,
+        methods: &'static [&'static str],
+        path: &'static str,
+        policy: Policy,
+        marker: &'static str,
+        location: &'static str,
+    ) -> Self {
+        RouteDeclaration {
+            module,
+            function,
+            methods,
+            path,
+            policy,
+            marker,
+            location,
+        }
+    }
+
+    /// `module_path!()` of the handler.
+    pub const fn module(&self) -> &'static str {
+        self.module
+    }
+
+    /// The handler function's name (also its actix resource name).
+    pub const fn function(&self) -> &'static str {
+        self.function
+    }
+
+    /// Methods of the route attribute, upper-case (`GET`, `POST`, ...).
+    pub const fn methods(&self) -> &'static [&'static str] {
+        self.methods
+    }
+
+    /// The path as written in the route attribute (relative to any enclosing scope).
+    pub const fn path(&self) -> &'static str {
+        self.path
+    }
+
+    /// The declared policy.
+    pub const fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// The path of the marker guard the attribute adds to the route, as actix's route
+    /// introspection reports it; the coverage check matches routes to declarations by it.
+    pub const fn marker(&self) -> &'static str {
+        self.marker
+    }
+
+    /// Where the declaration is written (`file:line`).
+    pub const fn location(&self) -> &'static str {
+        self.location
+    }
+
     /// `module::function`.
     pub fn handler(&self) -> String {
         format!("{}::{}", self.module, self.function)
@@ -65,10 +125,4 @@ inventory::collect!(RouteDeclaration);
 /// (dtolnay/inventory#50); the coverage check treats its routes as undeclared.
 pub fn declarations() -> impl Iterator<Item = &'static RouteDeclaration> {
     inventory::iter::<RouteDeclaration>.into_iter()
-}
-
-/// The declaration whose marker guard is named `marker` (a full path or the bare name).
-pub fn by_marker(marker: &str) -> Option<&'static RouteDeclaration> {
-    let name = marker.rsplit("::").next().unwrap_or(marker);
-    declarations().find(|d| d.marker_name() == name)
 }

@@ -191,7 +191,7 @@ impl RedisServer {
         loop {
             // Ready by its own log, not only by a `PING` on the port: if another process
             // took the port between `free_port` and the bind, this one exits while that one
-            // answers (found by review: a test then shared another test's server).
+            // answers, and a test must not share another test's server.
             if self.ready() && ping(self.port) {
                 return Ok(());
             }

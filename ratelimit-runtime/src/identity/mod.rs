@@ -16,5 +16,6 @@ pub use body::{UsernameReader, DEFAULT_BODY_LIMIT};
 pub use canonical::{canonical_username, Canonicalizer};
 pub use client_ip::{ForwardedHeader, TrustedProxies};
 pub(crate) use sources::reads_body;
-pub use sources::{ClientIdentity, IdentitySources};
+pub use sources::ClientIdentity;
+pub(crate) use sources::IdentitySources;
 pub use user_id::{UserId, UserIdSource};

@@ -13,20 +13,20 @@ use crate::policy::{Identity, IdentityPart};
 
 /// Where each identity part comes from; set on the limiter.
 #[derive(Clone, Debug)]
-pub struct IdentitySources {
+pub(crate) struct IdentitySources {
     /// How to find the client address behind proxies.
-    pub trusted_proxies: TrustedProxies,
+    pub(crate) trusted_proxies: TrustedProxies,
     /// How the submitted username is read from the body, on every route without a reader
     /// of its own.
-    pub username: UsernameReader,
+    pub(crate) username: UsernameReader,
     /// The username readers of single routes, by `METHOD /pattern` (`POST /login`).
-    pub route_usernames: HashMap<String, UsernameReader>,
+    pub(crate) route_usernames: HashMap<String, UsernameReader>,
     /// How a submitted username becomes the name its budget is kept under.
-    pub canonical_username: Canonicalizer,
+    pub(crate) canonical_username: Canonicalizer,
     /// Where the authenticated user id comes from.
-    pub user_id: UserIdSource,
+    pub(crate) user_id: UserIdSource,
     /// Where the API key comes from.
-    pub api_key: ApiKeySource,
+    pub(crate) api_key: ApiKeySource,
 }
 
 /// The identity of one request, ready for the key builder.
@@ -70,21 +70,15 @@ impl Default for IdentitySources {
 }
 
 impl IdentitySources {
-    /// Reads `identity` off the request. The body is read only when a part needs it, and
-    /// is always put back byte for byte.
-    pub async fn extract(&self, req: &mut ServiceRequest, identity: Identity) -> ClientIdentity {
-        self.extract_with(req, identity, None, None, &self.username)
-            .await
-    }
-
     /// The username reader of the route labelled `route` (`POST /login`).
     pub(crate) fn username_reader(&self, route: &str) -> &UsernameReader {
         self.route_usernames.get(route).unwrap_or(&self.username)
     }
 
-    /// [`IdentitySources::extract`], with the client address and the username the body
+    /// Reads `identity` off the request, with the client address and the username the body
     /// submitted when they were read already (`client`, `submitted`): neither is read again.
-    /// Otherwise the body is read with `reader`.
+    /// Otherwise the body is read with `reader` (only when a part needs it), and is always
+    /// put back byte for byte.
     pub(crate) async fn extract_with(
         &self,
         req: &mut ServiceRequest,

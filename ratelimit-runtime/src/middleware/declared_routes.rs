@@ -124,11 +124,6 @@ impl DeclaredRoutes {
             .find_map(|(_, pattern)| Some((pattern.as_str(), self.declaration(method, pattern)?)))
     }
 
-    /// Whether a request with `method` matching `pattern` reaches a declared route.
-    pub fn covers(&self, method: &Method, pattern: &str) -> bool {
-        self.declaration(method, pattern).is_some()
-    }
-
     /// The declaration that covers `method` on `pattern`.
     pub fn declaration(&self, method: &Method, pattern: &str) -> Option<&'static RouteDeclaration> {
         self.by_path
@@ -136,16 +131,6 @@ impl DeclaredRoutes {
             .iter()
             .copied()
             .find(|d| d.methods.is_empty() || d.methods.iter().any(|m| *m == method.as_str()))
-    }
-
-    /// How many declarations were found mounted.
-    pub fn len(&self) -> usize {
-        self.by_path.values().map(Vec::len).sum()
-    }
-
-    /// Whether no declaration was found mounted.
-    pub fn is_empty(&self) -> bool {
-        self.by_path.is_empty()
     }
 }
 

@@ -15,8 +15,7 @@ mod route_guard;
 mod route_info;
 mod telemetry;
 
-pub use declared_routes::DeclaredRoutes;
 pub use headers::HeaderFamilies;
-pub use rate_limiter::{RateLimiter, RateLimiterService};
-pub use route_entry::{RouteEntry, RouteEntryService};
-pub use route_guard::{RouteGuard, RouteGuardService};
+pub use rate_limiter::RateLimiter;
+pub use route_entry::RouteEntry;
+pub use route_guard::RouteGuard;

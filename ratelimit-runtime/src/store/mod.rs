@@ -8,7 +8,7 @@ mod error;
 mod link;
 mod memory;
 mod redis;
-mod script;
+pub(crate) mod script;
 mod script_call;
 mod tls;
 
@@ -19,4 +19,3 @@ pub use decision::{Decision, LimitState};
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::{MemoryStore, MemoryStoreBuilder, StoredEntry, StoredValue, DEFAULT_CAPACITY};
 pub use redis::{RedisStore, RedisStoreBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
-pub use script::{check_script, check_script_sha1, CheckScript, CHECK_SCRIPT};

@@ -26,8 +26,8 @@ async fn health() -> impl Responder {
 fn main() {
     let limits = |name: &str| {
         platform::ratelimit::registry::declarations()
-            .find(|d| d.function == name)
-            .map(|d| d.policy.limited().map(|p| p.limits().len()))
+            .find(|d| d.function() == name)
+            .map(|d| d.policy().limited().map(|p| p.limits().len()))
     };
     assert_eq!(limits("orders"), Some(Some(2)));
     assert_eq!(limits("health"), Some(None));

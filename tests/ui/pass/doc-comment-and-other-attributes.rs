@@ -17,9 +17,9 @@ pub async fn login(body: web::Bytes) -> impl Responder {
 
 fn main() {
     let d = registry::declarations()
-        .find(|d| d.function == "login")
+        .find(|d| d.function() == "login")
         .expect("`login` is registered");
-    assert_eq!(d.path, "/login");
+    assert_eq!(d.path(), "/login");
 
     let _app = App::new().service(login);
 }

@@ -42,8 +42,8 @@ fn main() {
         .service(eight_stacked);
     let limits = |function: &str| {
         registry::declarations()
-            .find(|d| d.function == function)
-            .and_then(|d| d.policy.limited())
+            .find(|d| d.function() == function)
+            .and_then(|d| d.policy().limited())
             .map(|p| p.limits().len())
     };
     assert_eq!(limits("largest_sliding_log"), Some(1));

@@ -53,7 +53,7 @@ async fn health() -> impl Responder {
 
 fn policy(function: &str) -> &'static Policy {
     &registry::declarations()
-        .find(|d| d.function == function)
+        .find(|d| d.function() == function)
         .unwrap_or_else(|| panic!("`{function}` is registered"))
         .policy
 }

@@ -21,6 +21,6 @@ async fn r#health() -> impl Responder {
 }
 
 fn main() {
-    assert!(registry::declarations().any(|d| d.function == "get_it"));
+    assert!(registry::declarations().any(|d| d.function() == "get_it"));
     let _app = App::new().service(get_it).service(r#health);
 }

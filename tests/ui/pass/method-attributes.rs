@@ -60,12 +60,12 @@ fn main() {
         ("query_it", "QUERY", "/query", FailMode::Open),
     ] {
         let d = registry::declarations()
-            .find(|d| d.function == function)
+            .find(|d| d.function() == function)
             .unwrap_or_else(|| panic!("`{function}` is registered"));
-        assert_eq!(d.methods, [method]);
-        assert_eq!(d.path, path);
+        assert_eq!(d.methods(), [method]);
+        assert_eq!(d.path(), path);
         assert_eq!(
-            d.policy.limited().map(|p| p.fail()),
+            d.policy().limited().map(|p| p.fail()),
             Some(fail),
             "{function}"
         );

@@ -33,20 +33,20 @@ mod api {
 
 fn main() {
     let mut handlers: Vec<_> = registry::declarations()
-        .filter(|d| d.function == "users")
+        .filter(|d| d.function() == "users")
         .map(|d| {
             (
                 d.handler(),
                 // The marker's path up to its unique name (which ends in a fingerprint).
-                d.marker.rsplit_once("_").map(|(stem, _)| stem.to_owned()).unwrap_or_default(),
-                d.policy.limited().map(|p| p.limits()[0].max()),
+                d.marker().rsplit_once("_").map(|(stem, _)| stem.to_owned()).unwrap_or_default(),
+                d.policy().limited().map(|p| p.limits()[0].max()),
             )
         })
         .collect();
     handlers.sort();
     // Each declaration has its own marker name.
     let names: std::collections::HashSet<_> = registry::declarations()
-        .filter(|d| d.function == "users")
+        .filter(|d| d.function() == "users")
         .map(|d| d.marker_name())
         .collect();
     assert_eq!(names.len(), 2);

@@ -12,11 +12,11 @@ async fn get_order() -> impl actix_web::Responder {
 
 fn main() {
     let d = ratelimit_runtime::registry::declarations()
-        .find(|d| d.function == "get_order")
+        .find(|d| d.function() == "get_order")
         .expect("`get_order` is registered");
-    assert_eq!(d.methods, ["GET"]);
-    assert_eq!(d.path, "/orders/{id}");
-    assert_eq!(d.policy.limited().map(|p| p.limits().len()), Some(2));
+    assert_eq!(d.methods(), ["GET"]);
+    assert_eq!(d.path(), "/orders/{id}");
+    assert_eq!(d.policy().limited().map(|p| p.limits().len()), Some(2));
 
     let _app = actix_web::App::new().service(get_order);
 }

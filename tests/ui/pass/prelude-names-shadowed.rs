@@ -24,7 +24,7 @@ mod handlers {
 
 fn main() {
     let declared = ratelimit_runtime::registry::declarations()
-        .filter(|d| d.function == "shadowed")
+        .filter(|d| d.function() == "shadowed")
         .count();
     assert_eq!(declared, 1);
     let _app = actix_web::App::new().service(handlers::shadowed);

@@ -21,19 +21,19 @@ async fn several_methods() -> impl Responder {
 fn main() {
     let find = |function: &str| {
         registry::declarations()
-            .find(|d| d.function == function)
+            .find(|d| d.function() == function)
             .unwrap_or_else(|| panic!("`{function}` is registered"))
     };
     let one = find("one_method");
-    assert_eq!(one.methods, ["GET"]);
-    assert_eq!(one.path, "/one");
-    assert_eq!(one.policy.limited().map(|p| p.fail()), Some(FailMode::Open));
+    assert_eq!(one.methods(), ["GET"]);
+    assert_eq!(one.path(), "/one");
+    assert_eq!(one.policy().limited().map(|p| p.fail()), Some(FailMode::Open));
 
     let several = find("several_methods");
-    assert_eq!(several.methods, ["GET", "HEAD", "POST"]);
-    assert_eq!(several.path, "/several");
+    assert_eq!(several.methods(), ["GET", "HEAD", "POST"]);
+    assert_eq!(several.path(), "/several");
     assert_eq!(
-        several.policy.limited().map(|p| p.fail()),
+        several.policy().limited().map(|p| p.fail()),
         Some(FailMode::Closed),
         "a POST among the methods fails closed"
     );

@@ -22,7 +22,7 @@ async fn search() -> impl Responder {
 
 fn main() {
     let declarations: Vec<_> = registry::declarations()
-        .filter(|d| d.function == "search")
+        .filter(|d| d.function() == "search")
         .collect();
     assert_eq!(
         declarations.len(),

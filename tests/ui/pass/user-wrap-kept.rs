@@ -28,7 +28,7 @@ async fn limited() -> impl Responder {
 }
 
 fn main() {
-    assert!(registry::declarations().any(|d| d.function == "limited"));
+    assert!(registry::declarations().any(|d| d.function() == "limited"));
 
     actix_web::rt::System::new().block_on(async {
         let app = test::init_service(App::new().service(status).service(limited)).await;

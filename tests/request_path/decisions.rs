@@ -1,0 +1,296 @@
+//! Decisions on the shared App's routes over Redis: budgets per route pattern and client,
+//! the headers and the 429, stacked and shadow limits, the default policy, the flood shield,
+//! and one budget across actix's workers.
+
+use std::time::{Duration, Instant};
+
+use actix_web::{get, test, web, App, HttpResponse};
+use ratelimit_runtime::{clock::ManualClock, rate_limit, store::MemoryStore, RateLimiter};
+
+use crate::{
+    app, from, header, redis_limiter, status_of,
+    support::{RedisServer, T0},
+};
+
+#[actix_web::test]
+async fn a_route_pattern_shares_one_budget_and_the_next_request_gets_an_exact_429() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+
+    for (i, id) in [1, 2, 1].into_iter().enumerate() {
+        let res = test::call_service(
+            &app,
+            from("203.0.113.7")
+                .uri(&format!("/orders/{id}"))
+                .to_request(),
+        )
+        .await;
+        assert_eq!(res.status(), 200, "request {i}");
+        assert_eq!(header(&res, "x-ratelimit-limit"), "3");
+        assert_eq!(header(&res, "x-ratelimit-remaining"), (2 - i).to_string());
+        assert_eq!(header(&res, "ratelimit-policy"), "\"get_order\";q=3;w=60");
+    }
+    // Two more seconds into the window: a sliding window needs the whole minute to pass.
+    clock.advance(Duration::from_secs(2));
+    let res = test::call_service(&app, from("203.0.113.7").uri("/orders/9").to_request()).await;
+    assert_eq!(res.status(), 429);
+    assert_eq!(header(&res, "x-ratelimit-remaining"), "0");
+    assert_eq!(header(&res, "x-ratelimit-limit"), "3");
+    let retry: u64 = header(&res, "retry-after").parse().unwrap();
+    assert!((1..=120).contains(&retry), "retry-after {retry}");
+    assert_eq!(
+        header(&res, "ratelimit"),
+        format!("\"get_order\";r=0;t={}", header(&res, "x-ratelimit-reset"))
+    );
+    assert_eq!(header(&res, "content-type"), "application/problem+json");
+    let body: serde_json::Value = serde_json::from_slice(&test::read_body(res).await).unwrap();
+    assert_eq!(body["status"], 429);
+    assert_eq!(body["retry_after"], retry);
+    assert!(body["detail"]
+        .as_str()
+        .unwrap()
+        .contains("GET /orders/{id}"));
+
+    // Another route has its own budget, and so has another client.
+    assert_eq!(
+        status_of(&app, from("203.0.113.7").uri("/invoices/1")).await,
+        200
+    );
+    assert_eq!(
+        status_of(&app, from("198.51.100.1").uri("/orders/1")).await,
+        200
+    );
+}
+
+#[actix_web::test]
+async fn the_retry_after_of_a_fixed_window_is_the_time_to_the_window_end() {
+    let server = RedisServer::start();
+    // 59.5 s into a minute window.
+    let clock = ManualClock::at(T0 + 59_500);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+    for _ in 0..3 {
+        assert_eq!(
+            status_of(&app, from("203.0.113.7").uri("/invoices/1")).await,
+            200
+        );
+    }
+    let res = test::call_service(&app, from("203.0.113.7").uri("/invoices/1").to_request()).await;
+    assert_eq!(res.status(), 429);
+    assert_eq!(
+        header(&res, "retry-after"),
+        "1",
+        "500 ms rounds up to one second"
+    );
+    clock.advance(Duration::from_millis(500));
+    assert_eq!(
+        status_of(&app, from("203.0.113.7").uri("/invoices/1")).await,
+        200
+    );
+}
+
+#[actix_web::test]
+async fn stacked_limits_must_all_pass() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+    assert_eq!(
+        status_of(&app, from("203.0.113.7").uri("/stacked")).await,
+        200
+    );
+    assert_eq!(
+        status_of(&app, from("203.0.113.7").uri("/stacked")).await,
+        200
+    );
+    // 2 per second is spent.
+    let res = test::call_service(&app, from("203.0.113.7").uri("/stacked").to_request()).await;
+    assert_eq!(res.status(), 429);
+    assert_eq!(
+        header(&res, "ratelimit-policy"),
+        "\"stacked.0\";q=2;w=1, \"stacked.1\";q=3;w=60"
+    );
+    assert!(header(&res, "ratelimit").starts_with("\"stacked.0\";r=0;"));
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(
+        status_of(&app, from("203.0.113.7").uri("/stacked")).await,
+        200
+    );
+    // Now 3 per minute is spent, although the per-second budget is back.
+    clock.advance(Duration::from_secs(2));
+    let res = test::call_service(&app, from("203.0.113.7").uri("/stacked").to_request()).await;
+    assert_eq!(res.status(), 429);
+    assert!(
+        header(&res, "ratelimit").starts_with("\"stacked.1\";r=0;"),
+        "{}",
+        header(&res, "ratelimit")
+    );
+}
+
+#[actix_web::test]
+async fn shadow_routes_never_reject() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+    for _ in 0..5 {
+        let res = test::call_service(&app, from("203.0.113.7").uri("/shadow").to_request()).await;
+        assert_eq!(res.status(), 200);
+    }
+    let res = test::call_service(&app, from("203.0.113.7").uri("/shadow").to_request()).await;
+    assert_eq!(res.status(), 200);
+    assert!(
+        res.headers().get("x-ratelimit-remaining").is_none()
+            && res.headers().get("ratelimit").is_none(),
+        "a shadow limit sends no headers that would make clients back off"
+    );
+}
+
+#[actix_web::test]
+async fn an_undeclared_route_gets_the_default_policy() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+    for _ in 0..120 {
+        assert_eq!(
+            status_of(&app, from("203.0.113.7").uri("/undeclared")).await,
+            200
+        );
+    }
+    let res = test::call_service(&app, from("203.0.113.7").uri("/undeclared").to_request()).await;
+    assert_eq!(res.status(), 429);
+    assert_eq!(header(&res, "ratelimit-policy"), "\"default\";q=120;w=60");
+    // Requests that match no route are limited too.
+    let res = test::call_service(&app, from("203.0.113.8").uri("/no/such/page").to_request()).await;
+    assert_eq!(res.status(), 404);
+    assert_eq!(header(&res, "x-ratelimit-limit"), "120");
+}
+
+async fn database_down() -> HttpResponse {
+    HttpResponse::ServiceUnavailable().body("database down")
+}
+
+#[actix_web::test]
+async fn an_undeclared_routes_own_503_keeps_the_default_policys_headers() {
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(
+        App::new()
+            .route("/down", web::get().to(database_down))
+            .wrap(limiter),
+    )
+    .await;
+    let res = test::call_service(&app, from("203.0.113.7").uri("/down").to_request()).await;
+    assert_eq!(res.status(), 503);
+    assert_eq!(header(&res, "x-ratelimit-remaining"), "119");
+}
+
+#[actix_web::test]
+async fn shielded_keys_are_answered_without_a_script_call() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+    for _ in 0..3 {
+        assert_eq!(
+            status_of(&app, from("203.0.113.7").uri("/orders/1")).await,
+            200
+        );
+    }
+    assert_eq!(
+        status_of(&app, from("203.0.113.7").uri("/orders/1")).await,
+        429
+    );
+    let mut con = server.connection();
+    let calls = |con: &mut redis::Connection| -> u64 {
+        let stats: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
+        stats
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    };
+    let before = calls(&mut con);
+    for _ in 0..50 {
+        let res = test::call_service(&app, from("203.0.113.7").uri("/orders/1").to_request()).await;
+        assert_eq!(res.status(), 429);
+        assert_eq!(header(&res, "x-ratelimit-remaining"), "0");
+    }
+    assert_eq!(calls(&mut con), before, "no script call for a shielded key");
+    // Other clients still reach Redis.
+    assert_eq!(
+        status_of(&app, from("203.0.113.8").uri("/orders/1")).await,
+        200
+    );
+    assert_eq!(calls(&mut con), before + 1);
+    // Once the retry time passes, the key is decided by Redis again.
+    clock.advance(Duration::from_secs(120));
+    assert_eq!(
+        status_of(&app, from("203.0.113.7").uri("/orders/1")).await,
+        200
+    );
+}
+
+#[rate_limit(limit = 4, window = "1m", identity = "ip", fail = "closed")]
+#[get("/per-worker")]
+async fn per_worker() -> HttpResponse {
+    HttpResponse::Ok().finish()
+}
+
+/// Each actix worker checks over a Redis connection of its own (driven on that worker's
+/// thread, so a check never crosses threads), and every worker counts in the same budget.
+#[actix_web::test]
+async fn every_worker_checks_over_its_own_connection_and_all_share_one_budget() {
+    let server = RedisServer::start();
+    let limiter = redis_limiter(&server, &ManualClock::at(T0)).await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let http =
+        actix_web::HttpServer::new(move || App::new().service(per_worker).wrap(limiter.clone()))
+            .workers(2)
+            .listen(listener)
+            .unwrap()
+            .run();
+    let handle = http.handle();
+    actix_web::rt::spawn(http);
+
+    // The store's own connection and one per worker, each warmed up with a PING.
+    let started = Instant::now();
+    while server.client_commands().len() < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "expected 3 connections, Redis has {:?}",
+            server.client_commands()
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // A new TCP connection per request: actix hands them to its workers in turn.
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        let client = awc::Client::new();
+        let response = client
+            .get(format!("http://127.0.0.1:{port}/per-worker"))
+            .insert_header(("connection", "close"))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 429, 429]);
+
+    let mut clients = server.client_commands();
+    clients.sort();
+    // Both workers ran the script (the first one there with EVAL, after NOSCRIPT); the
+    // store's own connection only said PING; no connection was opened per request.
+    assert_eq!(clients.len(), 3, "{clients:?}");
+    assert_eq!(clients[2], "ping", "{clients:?}");
+    assert!(
+        clients[..2].iter().all(|cmd| cmd == "evalsha"),
+        "{clients:?}"
+    );
+    handle.stop(true).await;
+}

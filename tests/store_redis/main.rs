@@ -1,0 +1,58 @@
+//! What only Redis can do to a store: forget the script, restart, be down at startup,
+//! stall, refuse a password, hold a key of the wrong type, migrate a slot, fail over. Each
+//! against a harness-started server (or cluster); none of these may turn into a decision or
+//! need an app restart.
+//!
+//! The key, limits and checks most tests share are in this file; the tests are in the
+//! modules below, by topic.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cluster;
+mod cluster_failover;
+mod exactness;
+mod lifecycle;
+mod reconnects;
+mod scripts;
+
+use ratelimit_runtime::{
+    key::RouteKey,
+    store::{CheckRequest, Decision, Store, StoreError},
+    Algorithm, IdentityPart, Limit, Window,
+};
+use support::{RedisServer, W};
+
+fn login() -> RouteKey {
+    RouteKey::new("rl", "POST", "/login", &[(IdentityPart::Ip, "203.0.113.7")])
+}
+
+fn limits() -> [Limit; 2] {
+    [
+        Limit::new(5, Window::from_millis(W), Algorithm::SlidingLog),
+        Limit::new(100, Window::from_millis(W), Algorithm::SlidingWindow),
+    ]
+}
+
+async fn check(store: &dyn Store, now: u64) -> Result<Decision, StoreError> {
+    let (key, limits) = (login(), limits());
+    store
+        .check(CheckRequest {
+            key: &key,
+            limits: &limits,
+            now_millis: Some(now),
+        })
+        .await
+}
+
+/// Redis's count of connections it accepted so far.
+fn connections_received(node: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query(&mut node.connection())
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("total_connections_received")
+}
