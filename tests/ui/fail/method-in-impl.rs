@@ -1,5 +1,5 @@
-// `#[rate_limit]` on a method: one error of ours naming the problem (found by review: it
-// asked for a route attribute, which actix-web cannot put on a method either).
+// `#[rate_limit]` on a method: one error of ours naming the problem, not a request for a
+// route attribute, which actix-web cannot put on a method either.
 use actix_web::{HttpResponse, Responder};
 use ratelimit_runtime::rate_limit;
 

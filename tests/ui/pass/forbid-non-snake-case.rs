@@ -1,6 +1,6 @@
 //! A crate that forbids `non_snake_case` (or `nonstandard_style` without
 //! `non_camel_case_types`/`non_upper_case_globals`, which actix-web and inventory allow):
-//! the expansion must not `allow` it (found by review: E0453 on every `#[rate_limit]`).
+//! the expansion must not `allow` it (that would be E0453 on every `#[rate_limit]`).
 
 #![forbid(non_snake_case)]
 #![deny(warnings)]

@@ -1,6 +1,6 @@
 //! A module that shadows prelude names (`bool`, `Option`, `Result`, `str`) still compiles
-//! the expansion: it names every type by its absolute path (found by review: a bare `bool`
-//! in the marker guard failed next to `type bool = u8;`).
+//! the expansion: it names every type by its absolute path (a bare `bool` in the marker
+//! guard would fail next to `type bool = u8;`).
 
 #![deny(warnings)]
 
