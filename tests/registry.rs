@@ -206,7 +206,7 @@ fn stacked_limits_register_once_in_declaration_order() {
 #[test]
 fn exemptions_keep_their_reason() {
     assert_eq!(
-        find("health").policy(),
+        *find("health").policy(),
         Policy::Exempt {
             reason: "load balancer health check"
         }

@@ -70,8 +70,8 @@ impl RouteDeclaration {
     }
 
     /// The declared policy.
-    pub const fn policy(&self) -> Policy {
-        self.policy
+    pub const fn policy(&self) -> &Policy {
+        &self.policy
     }
 
     /// The path of the marker guard the attribute adds to the route, as actix's route

@@ -52,10 +52,10 @@ async fn health() -> impl Responder {
 }
 
 fn policy(function: &str) -> &'static Policy {
-    &registry::declarations()
+    registry::declarations()
         .find(|d| d.function() == function)
         .unwrap_or_else(|| panic!("`{function}` is registered"))
-        .policy
+        .policy()
 }
 
 fn limited(function: &str) -> &'static RoutePolicy {

@@ -29,7 +29,7 @@ fn main() {
         1,
         "one registration for the whole stack"
     );
-    let policy = declarations[0].policy.limited().expect("a limited route");
+    let policy = declarations[0].policy().limited().expect("a limited route");
     let limits: Vec<_> = policy
         .limits()
         .iter()
