@@ -44,7 +44,7 @@ impl RouteKey {
     /// # Panics
     ///
     /// When `prefix` is empty or holds braces, white space, control or non-ASCII characters
-    /// (see [`valid_prefix`]).
+    /// (printable ASCII without `{` or `}`).
     pub fn new(
         prefix: &str,
         method: &str,
@@ -59,7 +59,7 @@ impl RouteKey {
     /// # Panics
     ///
     /// When `prefix` is empty or holds braces, white space, control or non-ASCII characters
-    /// (see [`valid_prefix`]).
+    /// (printable ASCII without `{` or `}`).
     pub fn for_client(
         prefix: &str,
         method: &str,
@@ -75,7 +75,7 @@ impl RouteKey {
     /// # Panics
     ///
     /// When `prefix` is empty or holds braces, white space, control or non-ASCII characters
-    /// (see [`valid_prefix`]).
+    /// (printable ASCII without `{` or `}`).
     pub fn for_client_keyed(
         prefix: &str,
         method: &str,
@@ -105,7 +105,7 @@ impl RouteKey {
     /// # Panics
     ///
     /// When `prefix` is empty or holds braces, white space, control or non-ASCII characters
-    /// (see [`valid_prefix`]).
+    /// (printable ASCII without `{` or `}`).
     pub(crate) fn route_stem(prefix: &str, method: &str, pattern: &str) -> String {
         assert!(
             valid_prefix(prefix),

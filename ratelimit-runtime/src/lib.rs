@@ -3,7 +3,8 @@
 //! A handler declares its limit with [`rate_limit`] above its route attribute; the App is
 //! wrapped once with a [`RateLimiter`] over a store ([`store::RedisStore`] or
 //! [`store::RedisClusterStore`] for a fleet, [`store::MemoryStore`] for one process and
-//! tests); [`coverage`] refuses to start an App with an undeclared route. In Redis, one atomic
+//! tests); [`coverage::require_coverage`] returns an error listing every undeclared route,
+//! for `main` to refuse to start on. In Redis, one atomic
 //! Lua script in one round trip decides every limit of a request's route.
 //!
 //! ```

@@ -1,6 +1,7 @@
-//! The startup coverage check: an App whose routes are not all covered by a `#[rate_limit]`
-//! declaration (or an explicit `exempt`) does not start, and the same check is one line in a
-//! test suite.
+//! The startup coverage check: for an App whose routes are not all covered by a
+//! `#[rate_limit]` declaration (or an explicit `exempt`), [`require_coverage`] returns an
+//! error listing every uncovered route, for `main` to print and exit on; the same check is
+//! one line in a test suite ([`assert_covered`]).
 //!
 //! It enumerates the App's real routes with actix-web's `experimental-introspection` feature
 //! (every method and full pattern after scopes and `configure` functions are applied) and

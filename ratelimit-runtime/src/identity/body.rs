@@ -26,16 +26,18 @@ pub const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
 /// has `username`. The body is always put back, byte for byte, for the handler.
 ///
 /// - [`UsernameReader::json_or_form`] (what [`RateLimiter::username_from`] sets) reads the
-///   body into the handler's own type, as `web::Json<T>` and `web::Form<T>` with their
-///   default configuration do: JSON when the content type is JSON (`application/json`,
-///   `text/json`, `*/*+json`), a form when it is `application/x-www-form-urlencoded`,
-///   decoded in the charset it names. Every shape the handler accepts (an object, an array
-///   in field order, extra fields) yields the username the handler will see.
+///   body into the handler's own type, as `web::Json<T>` and `web::Form<T>` do: JSON
+///   whatever the content type (a handler whose `JsonConfig` does not insist on one reads
+///   it too), a form only under `application/x-www-form-urlencoded`, decoded in the charset
+///   it names. Every shape the handler accepts (an object, an array in field order, extra
+///   fields) yields the username the handler will see; a body that reads as a form naming
+///   one user and as JSON naming another is not counted under either.
 /// - [`UsernameReader::field`] (the default, field `username`) finds a string field in a
 ///   JSON object or a form without knowing the handler's type.
 ///
-/// A request whose username cannot be read (no body, another content type, a body that does
-/// not parse or lacks the field, one over the buffer, a compressed one) counts in **one**
+/// A request whose username cannot be read (no body, a body that is neither JSON nor a form
+/// sent with the form content type, one that does not parse or lacks the field, one over the
+/// buffer, one whose first `Content-Encoding` actix-web decodes) counts in **one**
 /// budget per route and client address, whatever its shape: the policy's identity with the
 /// username replaced by one marker shared by all of them. [`refuse_unreadable`] answers such
 /// requests `400` with a `problem+json` body instead.
@@ -123,8 +125,8 @@ impl UsernameReader {
         Self::typed::<T>(None, Some(form_parser(get)))
     }
 
-    /// Reads JSON bodies as `web::Json<T>` and form bodies as `web::Form<T>` do (the
-    /// content type decides, as it does for those extractors), and takes the username `get`
+    /// Reads JSON bodies (under any content type) as `web::Json<T>` does and form bodies
+    /// (under the form content type) as `web::Form<T>` does, and takes the username `get`
     /// returns.
     pub fn json_or_form<T: DeserializeOwned + 'static>(get: fn(&T) -> &str) -> Self {
         Self::typed::<T>(Some(json_parser(get)), Some(form_parser(get)))

@@ -179,7 +179,7 @@ impl Limiter {
 
     /// Counts a request that the middleware in front of its route refused, with an answer or
     /// an error, by the client address resolved before and the username `handle` read from
-    /// its body (else as unreadable; [`IdentitySources::refused`]): a part the client or an
+    /// its body (else as unreadable; `IdentitySources::refused`): a part the client or an
     /// auth layer supplies (API key, user id, header) may be what was refused. The 429 to
     /// send instead when the client is over the limit; `None` to send the refusal on.
     async fn charge_refusal(

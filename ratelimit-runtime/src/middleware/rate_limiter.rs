@@ -160,12 +160,14 @@ impl RateLimiter {
         self.username_reader(UsernameReader::json_or_form::<T>(get))
     }
 
-    /// How one route, `METHOD /pattern` as declared (`"POST /login"`), reads usernames, in
-    /// place of the limiter's [`username_reader`](Self::username_reader).
+    /// How one route reads usernames, in place of the limiter's
+    /// [`username_reader`](Self::username_reader). `route` is `METHOD /full/pattern` as the
+    /// App serves it, with any scope's prefix (`"POST /api/login"`); a route the App does not
+    /// declare with a `username` identity is reported in an error line on the first request.
     ///
     /// # Panics
     ///
-    /// When `route` is not a method, one space and a pattern starting with `/`.
+    /// When `route` is not an upper-case method, one space and a pattern starting with `/`.
     pub fn route_username_reader(self, route: &str, reader: UsernameReader) -> Self {
         let well_formed = route.split_once(' ').is_some_and(|(method, pattern)| {
             !method.is_empty()
@@ -212,7 +214,8 @@ impl RateLimiter {
     ///
     /// # Panics
     ///
-    /// When the prefix is empty or contains braces, white space or control characters.
+    /// When the prefix is empty, not ASCII, or contains braces, white space or control
+    /// characters.
     pub fn key_prefix(self, prefix: &str) -> Self {
         assert!(
             valid_prefix(prefix),

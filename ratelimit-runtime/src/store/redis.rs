@@ -21,7 +21,8 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Counters in one Redis server (or a primary behind a failover proxy).
 ///
-/// Every check is one `EVALSHA` of its check script ([`check_script`](super::check_script))
+/// Every check is one `EVALSHA` of its check script (its algorithm's own for one limit, the
+/// general one for a stack)
 /// over a multiplexed connection that reconnects by itself; a check never waits longer than
 /// the configured timeout, or `RateLimiter::timeout` when that is set. Build one per process
 /// and share it: clones share the connection, and under [`RateLimiter`](crate::RateLimiter)
