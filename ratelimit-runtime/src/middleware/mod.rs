@@ -13,6 +13,7 @@ mod rate_limiter;
 mod route_entry;
 mod route_guard;
 mod route_info;
+mod service;
 mod telemetry;
 
 pub use headers::HeaderFamilies;

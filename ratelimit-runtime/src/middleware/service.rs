@@ -1,0 +1,290 @@
+//! The App-level service [`RateLimiter`] wraps an App's routing in: it predicts each
+//! request's route from its path (as the router will match it), hands the declared ones to
+//! their guards, counts after the fact what those guards never saw, and applies the default
+//! policy to every other request.
+
+use std::{cell::RefCell, collections::HashMap, rc::Rc};
+
+use actix_web::{
+    body::{EitherBody, MessageBody},
+    dev::{Service, ServiceRequest, ServiceResponse, Transform},
+    http::Method,
+    introspection::IntrospectionTree,
+    web, Error, HttpMessage,
+};
+use futures_util::future::{ready, LocalBoxFuture, Ready};
+
+use super::{
+    declared_routes::DeclaredRoutes,
+    enforce::is_refusal,
+    limiter::{Limiter, LimiterHandle},
+    rate_limiter::RateLimiter,
+    route_info::{method_label, RouteInfo},
+};
+use crate::{
+    identity::{reads_body, IdentitySources},
+    policy::{Policy, RoutePolicy},
+    registry::RouteDeclaration,
+};
+
+impl<S, B> Transform<S, ServiceRequest> for RateLimiter
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Transform = RateLimiterService<S>;
+    type InitError = ();
+    type Future = Ready<Result<Self::Transform, Self::InitError>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        ready(Ok(RateLimiterService {
+            service: Rc::new(service),
+            limiter: self.worker_limiter(),
+            config: self.clone(),
+            defaults: RefCell::default(),
+            unguarded: Rc::default(),
+            counted_routes: Rc::default(),
+        }))
+    }
+}
+
+/// The service [`RateLimiter`] wraps an App's routing in.
+pub struct RateLimiterService<S> {
+    service: Rc<S>,
+    limiter: Rc<Limiter>,
+    config: RateLimiter,
+    /// Undeclared routes seen so far, by method label and pattern (bounded: patterns come
+    /// from the App, methods are folded by `method_label`).
+    defaults: RefCell<DefaultRoutes>,
+    /// Declared-looking routes that a request reached without passing their guard: another
+    /// resource on the same path served it. They get the default policy from then on.
+    unguarded: Rc<RefCell<HashMap<String, Vec<Method>>>>,
+    /// Declared routes as this middleware counts requests their guard never saw.
+    counted_routes: Rc<CountedRoutes>,
+}
+
+/// Logs an error for every route a username reader was given for
+/// ([`RateLimiter::route_username_reader`]) that is not a declared route of this App whose
+/// identity counts usernames: its requests would be read by the limiter's default reader.
+fn unmatched_username_readers(sources: &IdentitySources, declared: &DeclaredRoutes) {
+    for route in sources.route_usernames.keys() {
+        let found = route.split_once(' ').and_then(|(method, pattern)| {
+            let method = Method::from_bytes(method.as_bytes()).ok()?;
+            declared.declaration(&method, pattern)
+        });
+        let counts_usernames =
+            matches!(found.map(|d| d.policy), Some(Policy::Limited(p)) if reads_body(p.identity()));
+        if !counts_usernames {
+            tracing::error!(
+                target: "ratelimit",
+                route = %route,
+                "`route_username_reader` names no declared route of this App that counts usernames: name it as `METHOD /full/pattern`, with its scope's prefix (`POST /api/login`); its requests are read by the default username reader meanwhile"
+            );
+        }
+    }
+}
+
+/// Declared routes by full pattern and method (bounded: only patterns with a declaration).
+type CountedRoutes = RefCell<HashMap<(String, Method), Rc<RouteInfo>>>;
+
+/// The declared route a request to `pattern` with `method` counts in: the same key as its
+/// guard's.
+fn counted_route(
+    routes: &CountedRoutes,
+    declaration: &'static RouteDeclaration,
+    pattern: String,
+    method: Method,
+    policy: RoutePolicy,
+    declared: Option<&DeclaredRoutes>,
+) -> Rc<RouteInfo> {
+    let mut routes = routes.borrow_mut();
+    let route = routes
+        .entry((pattern, method))
+        .or_insert_with_key(|(pattern, method)| {
+            Rc::new(RouteInfo::declared(
+                declaration,
+                method,
+                Some(pattern.clone()),
+                policy,
+                declared,
+            ))
+        });
+    Rc::clone(route)
+}
+
+/// Where a request a declared route's guard never saw counts.
+enum Counts {
+    /// Against the declared limit.
+    Declared(RoutePolicy),
+    /// Under the default policy (the declaration is an exemption).
+    Default(Rc<RouteInfo>),
+}
+
+/// Undeclared routes by method label and pattern.
+type DefaultRoutes = HashMap<(&'static str, String), Rc<RouteInfo>>;
+
+/// The most undeclared (method, pattern) pairs remembered per worker.
+const MAX_REMEMBERED_DEFAULTS: usize = 1024;
+
+impl<S> RateLimiterService<S> {
+    fn default_route(&self, method: &Method, pattern: String) -> Rc<RouteInfo> {
+        let mut defaults = self.defaults.borrow_mut();
+        let method = method_label(method);
+        let key = (method, pattern);
+        if let Some(route) = defaults.get(&key) {
+            return Rc::clone(route);
+        }
+        let policy = self.config.default_policy(method);
+        let route = Rc::new(RouteInfo::default_policy(method, key.1.clone(), policy));
+        if defaults.len() < MAX_REMEMBERED_DEFAULTS {
+            defaults.insert(key, Rc::clone(&route));
+        }
+        route
+    }
+}
+
+impl<S, B> Service<ServiceRequest> for RateLimiterService<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Future = LocalBoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    actix_web::dev::forward_ready!(service);
+
+    fn call(&self, req: ServiceRequest) -> Self::Future {
+        let outer = req.extensions().get::<LimiterHandle>().cloned();
+        let handle = LimiterHandle::new(&self.limiter, outer);
+        req.extensions_mut().insert(handle.clone());
+        // Read before anything else: the route guards under this limiter name their keys
+        // by it, whether or not this limiter counts the request.
+        let declared = self.limiter.declared.get_or_init(|| {
+            // Without the introspection tree no route counts as declared: every request
+            // then also gets the default policy (fail safe, never unlimited).
+            let declared = req
+                .app_data::<web::Data<IntrospectionTree>>()
+                .map(|tree| DeclaredRoutes::from_tree(tree))
+                .unwrap_or_default();
+            unmatched_username_readers(&self.limiter.sources, &declared);
+            declared
+        });
+        if handle.counted() {
+            // A limiter further out has counted the request (its default policy): once is
+            // enough.
+            let service = Rc::clone(&self.service);
+            return Box::pin(async move {
+                let answer = service.call(req).await;
+                answer.map(ServiceResponse::map_into_left_body)
+            });
+        }
+        let guarded = |pattern: &str| {
+            !self
+                .unguarded
+                .borrow()
+                .get(pattern)
+                .is_some_and(|methods| methods.contains(req.method()))
+        };
+        // The path as the router matches it: decoded (`/admin/p%61nel` is `/admin/panel`),
+        // not as the client wrote it.
+        let path = req.match_info().as_str();
+        let mut pattern = req.request().resource_map().match_pattern(path);
+        let mut declaration = pattern
+            .as_deref()
+            .and_then(|p| declared.declaration(req.method(), p).filter(|_| guarded(p)));
+        if let (None, Some(first)) = (declaration, pattern.as_deref()) {
+            // The first resource on the path may not take this method (`GET /items/new`
+            // before `POST /items/{id}`): then the router goes on to the next.
+            if let Some((past, found)) = declared.past(req.method(), first, path) {
+                if guarded(past) {
+                    declaration = Some(found);
+                    pattern = Some(past.to_owned());
+                }
+            }
+        }
+        let service = Rc::clone(&self.service);
+        if let Some(declaration) = declaration {
+            // Found by its pattern, so there is one.
+            let pattern = pattern.unwrap_or_default();
+            let unguarded = Rc::clone(&self.unguarded);
+            let limiter = Rc::clone(&self.limiter);
+            let counted_routes = Rc::clone(&self.counted_routes);
+            let method = req.method().clone();
+            // Resolved now: a request that middleware on the way refuses with an error is
+            // gone when the error comes back, and must still count. So is the username,
+            // which must count the same whether or not the route's guard sees the request.
+            let client = handle.resolve_client(&req);
+            let reads_body =
+                matches!(declaration.policy, Policy::Limited(p) if reads_body(p.identity()));
+            let route_label = if reads_body {
+                format!("{method} {pattern}")
+            } else {
+                String::new()
+            };
+            // A request the declared route's guard never sees counts after the fact: against
+            // the declaration, or under the default policy when the declaration is an
+            // exemption (the request did not reach the exempt route either).
+            let counts = match declaration.policy {
+                Policy::Limited(policy) => Counts::Declared(policy),
+                Policy::Exempt { .. } => {
+                    Counts::Default(self.default_route(req.method(), pattern.clone()))
+                }
+            };
+            let mut req = req;
+            return Box::pin(async move {
+                if reads_body {
+                    handle.read_username(&mut req, &route_label).await;
+                }
+                let answer = service.call(req).await;
+                if handle.counted() {
+                    return answer.map(ServiceResponse::map_into_left_body);
+                }
+                handle.mark_counted();
+                // A success the declared guard never saw was served by another resource on
+                // the same path (one registered earlier, or one without the declared route's
+                // custom guard): from now on this worker applies the default policy to it.
+                // A refusal (an error, or a redirect to a login page) does not mark the path:
+                // a scope's middleware (auth, say) may have refused the request before it
+                // reached the declared route.
+                if answer
+                    .as_ref()
+                    .is_ok_and(|response| !is_refusal(response.status()))
+                {
+                    tracing::error!(
+                        target: "ratelimit",
+                        route = %format!("{method} {pattern}"),
+                        "a request to a declared route was served by another resource on the same path, without its limit; applying the default policy to this route from now on"
+                    );
+                    unguarded
+                        .borrow_mut()
+                        .entry(pattern.clone())
+                        .or_default()
+                        .push(method.clone());
+                }
+                // Either way the request counts, after the fact.
+                let route = match &counts {
+                    Counts::Declared(policy) => counted_route(
+                        &counted_routes,
+                        declaration,
+                        pattern,
+                        method,
+                        *policy,
+                        limiter.declared.get(),
+                    ),
+                    Counts::Default(route) => Rc::clone(route),
+                };
+                limiter
+                    .count_answered(answer, &route, client, &handle)
+                    .await
+            });
+        }
+        let limiter = Rc::clone(&self.limiter);
+        let pattern = pattern.unwrap_or_else(|| "<unmatched>".to_owned());
+        let route = self.default_route(req.method(), pattern);
+        handle.mark_counted();
+        Box::pin(async move { limiter.enforce(req, &route, &*service, &handle).await })
+    }
+}
