@@ -174,12 +174,8 @@ impl Store for MalformedStore {
     fn check<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
         let extra_state = self.extra_state;
         Box::pin(async move {
-            let state = |limit: Limit, allowed| LimitState {
-                limit,
-                allowed,
-                remaining: 5,
-                retry_after: Duration::ZERO,
-                reset_after: Duration::from_secs(1),
+            let state = |limit: Limit, allowed| {
+                LimitState::new(limit, allowed, 5, Duration::ZERO, Duration::from_secs(1))
             };
             let limits = if extra_state {
                 let mut limits: Vec<_> = request.limits.iter().map(|l| state(*l, true)).collect();
@@ -189,10 +185,10 @@ impl Store for MalformedStore {
                 // Allowed, while its only limit refused.
                 request.limits.iter().map(|l| state(*l, false)).collect()
             };
-            Ok(Decision {
-                allowed: true,
-                limits,
-            })
+            // Its fields are public: a store can still answer inconsistently.
+            let mut decision = Decision::new(limits);
+            decision.allowed = true;
+            Ok(decision)
         })
     }
 

@@ -2,8 +2,10 @@ use std::time::Duration;
 
 use crate::policy::Limit;
 
-/// What one limit said about one request.
+/// What one limit said about one request. A store of your own builds it with
+/// [`LimitState::new`]; fields may be added.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LimitState {
     /// The limit this state belongs to.
     pub limit: Limit,
@@ -17,8 +19,10 @@ pub struct LimitState {
     pub reset_after: Duration,
 }
 
-/// The outcome of one check over all stacked limits.
+/// The outcome of one check over all stacked limits. A store of your own builds it with
+/// [`Decision::new`]; fields may be added.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Decision {
     /// Whether every limit allowed the request (and so every limit counted it).
     pub allowed: bool,
@@ -26,7 +30,37 @@ pub struct Decision {
     pub limits: Vec<LimitState>,
 }
 
+impl LimitState {
+    /// What `limit` said: whether it `allowed` the request, the requests `remaining` in the
+    /// window after it, how long until one is allowed again (`retry_after`, zero when
+    /// allowed) and until the budget is whole again (`reset_after`).
+    pub const fn new(
+        limit: Limit,
+        allowed: bool,
+        remaining: u32,
+        retry_after: Duration,
+        reset_after: Duration,
+    ) -> Self {
+        LimitState {
+            limit,
+            allowed,
+            remaining,
+            retry_after,
+            reset_after,
+        }
+    }
+}
+
 impl Decision {
+    /// A decision from one state per stacked limit, in declaration order: allowed when
+    /// every limit allowed.
+    pub fn new(limits: Vec<LimitState>) -> Self {
+        Decision {
+            allowed: limits.iter().all(|state| state.allowed),
+            limits,
+        }
+    }
+
     /// The longest wait among the limits that rejected (zero when allowed).
     pub fn retry_after(&self) -> Duration {
         self.limits
