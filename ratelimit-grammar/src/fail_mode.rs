@@ -17,11 +17,14 @@ pub enum FailMode {
     /// Answer 503 with `Retry-After`: for login and password reset, an outage is exactly
     /// the window an attacker would use.
     Closed,
+    /// Keep limiting in this process, with the same algorithm at a share of the limit
+    /// (`ceil(limit / instances)`), until the store answers again.
+    Local,
 }
 
 impl FailMode {
     /// Every fail mode's name.
-    pub const NAMES: [&'static str; 2] = ["open", "closed"];
+    pub const NAMES: [&'static str; 3] = ["open", "closed", "local"];
 
     /// The default for a route with these methods: `open` when every method is safe
     /// ([`SAFE_METHODS`]), `closed` otherwise (also when the list is empty, which means
@@ -46,6 +49,7 @@ impl FailMode {
         match self {
             FailMode::Open => "open",
             FailMode::Closed => "closed",
+            FailMode::Local => "local",
         }
     }
 
@@ -58,6 +62,7 @@ impl FailMode {
         match text {
             "open" => Ok(FailMode::Open),
             "closed" => Ok(FailMode::Closed),
+            "local" => Ok(FailMode::Local),
             _ => Err(format!(
                 "unknown fail mode `{text}`; expected one of {}{}",
                 suggest::list(&Self::NAMES),

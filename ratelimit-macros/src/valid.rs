@@ -174,11 +174,11 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     .copied();
 
     let shadow = shadow.unwrap_or(false);
-    if shadow && fail == Some(FailMode::Closed) {
+    if let (true, Some(fail @ (FailMode::Closed | FailMode::Local))) = (shadow, fail) {
         if let Some((_, span)) = stack.iter().find_map(|a| a.fail.valid()) {
             cx.error(
                 span,
-                "`fail = \"closed\"` cannot go with `shadow = true`: a shadow limit never rejects, so it passes requests during a Redis outage too; remove one of them",
+                format!("`fail = \"{fail}\"` cannot go with `shadow = true`: a shadow limit never rejects, so it passes requests during a Redis outage too; remove one of them"),
             );
         }
         ok = false;

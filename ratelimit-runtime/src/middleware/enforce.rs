@@ -337,8 +337,36 @@ impl Limiter {
             }
         };
 
+        // A decision made in this process while the store fails is not remembered by the
+        // flood shield: once the store answers again, it decides again.
+        let mut decided_locally = false;
         let decision = match checked {
-            Ok(decision) => decision,
+            Ok(decision) => {
+                if policy.fail() == FailMode::Local {
+                    self.fallback.answered(&route.label);
+                }
+                decision
+            }
+            Err(error) if policy.fail() == FailMode::Local && !policy.shadow() => {
+                // Limited in this process meanwhile, at its share of the limit; the decision
+                // then goes the way a store's does (counted after the fact too).
+                let failure = StoreFailure {
+                    error: &error,
+                    repeated,
+                    answered: false,
+                };
+                telemetry::store_error(&route.metrics, &client, Outcome::FailedLocal, &failure);
+                decided_locally = true;
+                self.fallback
+                    .decide(
+                        &route.label,
+                        &key,
+                        policy.limits(),
+                        self.clock.now_millis(),
+                        &error,
+                    )
+                    .await
+            }
             Err(error) => {
                 // A shadow limit never rejects, so it cannot refuse during an outage either.
                 let fail = if policy.shadow() {
@@ -379,7 +407,7 @@ impl Limiter {
                 Counting::Live | Counting::Refused => Outcome::Rejected,
             };
             telemetry::decision(&route.metrics, &client, outcome, retry_ms, applied);
-            if let Some((index, binding)) = decision.binding() {
+            if let Some((index, binding)) = decision.binding().filter(|_| !decided_locally) {
                 self.shield.block(
                     key.as_str(),
                     Blocked {

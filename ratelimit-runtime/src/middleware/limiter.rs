@@ -14,6 +14,7 @@ use actix_web::dev::ServiceRequest;
 
 use super::{
     declared_routes::DeclaredRoutes, flood_shield::FloodShield, header_families::HeaderFamilies,
+    local_fallback::LocalFallback,
 };
 use crate::{
     clock::Clock,
@@ -35,6 +36,9 @@ pub(crate) struct Limiter {
     pub(crate) headers: HeaderFamilies,
     /// Shared by every worker.
     pub(crate) shield: Arc<FloodShield>,
+    /// Where routes that fail `local` are limited while the store fails; shared by every
+    /// worker.
+    pub(crate) fallback: Arc<LocalFallback>,
     pub(crate) unavailable_retry_secs: u64,
     /// The App's declared routes, read off its route introspection on the first request.
     pub(crate) declared: OnceCell<DeclaredRoutes>,

@@ -9,6 +9,7 @@ mod flood_shield;
 mod header_families;
 mod headers;
 mod limiter;
+mod local_fallback;
 mod rate_limiter;
 mod route_entry;
 mod route_guard;

@@ -11,7 +11,10 @@ use std::{
     time::Duration,
 };
 
-use super::{flood_shield::FloodShield, headers::HeaderFamilies, limiter::Limiter};
+use super::{
+    flood_shield::FloodShield, headers::HeaderFamilies, limiter::Limiter,
+    local_fallback::LocalFallback,
+};
 use crate::{
     clock::Clock,
     identity::{
@@ -50,6 +53,10 @@ pub struct RateLimiter {
     default_fail: Option<FailMode>,
     /// The flood shield every worker of this limiter shares, made by the first.
     shield: Arc<OnceLock<Arc<FloodShield>>>,
+    /// How many instances share the store: a route that fails `local` gets this share.
+    instances: u32,
+    /// The local limiter of routes that fail `local`, shared by every worker.
+    fallback: Arc<OnceLock<Arc<LocalFallback>>>,
 }
 
 impl fmt::Debug for RateLimiter {
@@ -65,6 +72,7 @@ impl fmt::Debug for RateLimiter {
             .field("default_limits", &self.default_limits)
             .field("default_identity", &self.default_identity)
             .field("default_fail", &self.default_fail)
+            .field("instances", &self.instances)
             .finish_non_exhaustive()
     }
 }
@@ -91,12 +99,15 @@ impl RateLimiter {
             default_identity: Identity::UserIdElseIp,
             default_fail: None,
             shield: Arc::default(),
+            instances: 1,
+            fallback: Arc::default(),
         }
     }
 
     fn with(mut self, f: impl FnOnce(&mut Self)) -> Self {
         f(&mut self);
         self.shield = Arc::default();
+        self.fallback = Arc::default();
         self
     }
 
@@ -344,6 +355,21 @@ impl RateLimiter {
         }
     }
 
+    /// How many instances of the app share the store (default 1). While the store fails, a
+    /// route that fails `local` is limited in each process at `ceil(limit / instances)`, so
+    /// a fleet of this many instances lets through at most about its declared limit.
+    ///
+    /// # Panics
+    ///
+    /// When `instances` is 0.
+    pub fn instances(self, instances: u32) -> Self {
+        assert!(
+            instances > 0,
+            "`RateLimiter::instances(0)`: a fleet has at least one instance"
+        );
+        self.with(|s| s.instances = instances)
+    }
+
     /// The policy applied to an undeclared request with `method`.
     pub fn default_policy(&self, method: &str) -> RoutePolicy {
         let fail = self
@@ -365,6 +391,12 @@ impl RateLimiter {
             }
             Arc::new(FloodShield::new(self.shield_capacity))
         });
+        let fallback = self.fallback.get_or_init(|| {
+            Arc::new(LocalFallback::new(
+                self.instances,
+                crate::store::DEFAULT_CAPACITY,
+            ))
+        });
         Rc::new(Limiter {
             store: self
                 .store
@@ -377,6 +409,7 @@ impl RateLimiter {
             timeout: self.timeout,
             headers: self.headers,
             shield: Arc::clone(shield),
+            fallback: Arc::clone(fallback),
             unavailable_retry_secs: self.unavailable_retry_secs,
             declared: OnceCell::new(),
         })

@@ -126,6 +126,9 @@ pub(crate) enum Outcome {
     ShadowRejected,
     FailedOpen,
     FailedClosed,
+    /// The store failed and the route is limited in this process (`fail = "local"`): the
+    /// local decision is counted as `allowed` or `rejected` on its own.
+    FailedLocal,
 }
 
 impl Outcome {
@@ -138,14 +141,16 @@ impl Outcome {
         "failed_closed",
     ];
 
-    /// This outcome's `decision` label, as an index into [`Outcome::LABELS`].
-    fn index(self) -> usize {
+    /// This outcome's `decision` label, as an index into [`Outcome::LABELS`]; none for a
+    /// store failure met by a local decision, which counts as `allowed` or `rejected`.
+    fn index(self) -> Option<usize> {
         match self {
-            Outcome::Allowed | Outcome::ServedOverLimit => 0,
-            Outcome::Rejected | Outcome::Shielded => 1,
-            Outcome::ShadowRejected => 2,
-            Outcome::FailedOpen => 3,
-            Outcome::FailedClosed => 4,
+            Outcome::Allowed | Outcome::ServedOverLimit => Some(0),
+            Outcome::Rejected | Outcome::Shielded => Some(1),
+            Outcome::ShadowRejected => Some(2),
+            Outcome::FailedOpen => Some(3),
+            Outcome::FailedClosed => Some(4),
+            Outcome::FailedLocal => None,
         }
     }
 }
@@ -170,8 +175,10 @@ impl Client<'_> {
 }
 
 fn count(route: &RouteMetrics, outcome: Outcome) {
-    let key = &route.decisions[outcome.index()];
-    metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
+    if let Some(index) = outcome.index() {
+        let key = &route.decisions[index];
+        metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
+    }
 }
 
 /// The limit a rejection applied, for a log line.
@@ -190,7 +197,7 @@ pub(crate) fn decision(
 ) {
     count(route, outcome);
     match outcome {
-        Outcome::Allowed | Outcome::FailedOpen | Outcome::FailedClosed => {}
+        Outcome::Allowed | Outcome::FailedOpen | Outcome::FailedClosed | Outcome::FailedLocal => {}
         Outcome::Rejected => tracing::warn!(
             target: "ratelimit",
             route = %route.label,
@@ -257,7 +264,9 @@ pub(crate) fn store_error(
     failure: &StoreFailure<'_>,
 ) {
     count(route, outcome);
-    let request = if failure.answered {
+    let request = if outcome == Outcome::FailedLocal {
+        "limited in this process (fail local)"
+    } else if failure.answered {
         "already answered, not counted"
     } else if outcome == Outcome::FailedOpen {
         "allowed (fail open)"

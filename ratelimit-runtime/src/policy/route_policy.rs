@@ -80,8 +80,8 @@ impl RoutePolicy {
         );
         identity.assert_valid();
         assert!(
-            !(shadow && matches!(fail, FailMode::Closed)),
-            "a shadow limit fails open: `FailMode::Closed` cannot go with `shadow = true`"
+            !(shadow && matches!(fail, FailMode::Closed | FailMode::Local)),
+            "a shadow limit fails open: `FailMode::Closed` or `FailMode::Local` cannot go with `shadow = true`"
         );
         // Two limits with one algorithm and window would count in one Redis key.
         let mut i = 0;
