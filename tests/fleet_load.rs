@@ -1,6 +1,8 @@
 //! A fleet under load: four app processes (`examples/fleet_node`) sharing one Redis, 2,000
 //! concurrent requests for one client spread round-robin across them, per algorithm. The
-//! shared counter allows exactly the limit across the fleet, not once per process.
+//! shared counter allows exactly the limit across the fleet, not once per process; while
+//! Redis is down, a route that fails `local` allows each process its share, and Redis
+//! decides again once it is back.
 
 mod support;
 
@@ -24,6 +26,11 @@ struct Fleet {
 
 impl Fleet {
     async fn start(redis_url: &str, client: &awc::Client) -> Fleet {
+        Fleet::start_with(redis_url, client, &[]).await
+    }
+
+    /// The fleet with `env` set on every process too (later values win).
+    async fn start_with(redis_url: &str, client: &awc::Client, env: &[(&str, &str)]) -> Fleet {
         let exe = example("fleet_node");
         let mut fleet = Fleet {
             children: Vec::new(),
@@ -41,6 +48,7 @@ impl Fleet {
                 // window would then rightly allow a second 100).
                 .env("FLEET_NOW_MS", (T0 + 30_000).to_string())
                 .env("RUST_LOG", "error")
+                .envs(env.iter().copied())
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit())
                 .spawn()
@@ -135,5 +143,74 @@ async fn two_thousand_concurrent_requests_across_four_processes_allow_exactly_th
             "{algorithm}: the budget was spent through more than one process"
         );
     }
+    drop(fleet);
+}
+
+/// `/local` fails `local` with 100 per minute over `INSTANCES=4`: while Redis is down each
+/// process allows its 25 per client, the fleet 100, and Redis decides again once it is back.
+#[actix_web::test]
+async fn during_a_redis_outage_each_process_allows_its_share_of_a_local_route() {
+    let mut server = RedisServer::start();
+    let client = awc::Client::builder()
+        .connector(awc::Connector::new().limit(256))
+        .timeout(Duration::from_secs(30))
+        .finish();
+    let fleet = Fleet::start_with(
+        &server.url(),
+        &client,
+        &[("INSTANCES", "4"), ("STORE_TIMEOUT_MS", "200")],
+    )
+    .await;
+    let get = |process: usize, api_key: &str| {
+        client
+            .get(format!("{}/local", fleet.bases[process]))
+            .insert_header(("x-api-key", api_key.to_owned()))
+            .send()
+    };
+    let status = |res: Result<awc::ClientResponse<_>, awc::error::SendRequestError>| {
+        res.expect("request to a fleet node").status().as_u16()
+    };
+    assert_eq!(status(get(0, "before").await), 200);
+
+    server.kill();
+    let answers = join_all(
+        (0..4 * LIMIT)
+            .map(|i| async move { (i % PROCESSES, status(get(i % PROCESSES, "outage").await)) }),
+    )
+    .await;
+    let mut allowed_per_process = [0usize; PROCESSES];
+    for (process, code) in answers {
+        match code {
+            200 => allowed_per_process[process] += 1,
+            429 => {}
+            other => panic!("unexpected status {other} during the outage"),
+        }
+    }
+    let allowed: usize = allowed_per_process.iter().sum();
+    println!("outage: {allowed_per_process:?} allowed per process");
+    assert!(allowed_per_process.iter().all(|&n| n <= LIMIT / PROCESSES));
+    assert!(allowed <= LIMIT && allowed > 0, "{allowed}");
+
+    server.start_again();
+    let back = Instant::now();
+    let mut con = server.connection();
+    loop {
+        let code = status(get(1, "after").await);
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+        if code == 200 && !keys.is_empty() {
+            break;
+        }
+        assert!(
+            back.elapsed() < Duration::from_secs(5),
+            "Redis was not deciding again 5 s after it came back"
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!("Redis decides again {:?} after it is back", back.elapsed());
+    assert!(
+        back.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        back.elapsed()
+    );
     drop(fleet);
 }

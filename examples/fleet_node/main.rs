@@ -12,6 +12,8 @@
 //! - `REDIS_URL` (required): the shared Redis.
 //! - `BIND` (default `127.0.0.1:8080`), `WORKERS` (default 2).
 //! - `KEY_PREFIX` (default `rl`).
+//! - `INSTANCES` (default 1): how many nodes share Redis; while it fails, `/local` (which
+//!   fails `local`) is limited in each node at `ceil(100 / INSTANCES)`.
 //! - `STORE_TIMEOUT_MS` (default 50): the store's and the limiter's timeout.
 //! - `FLEET_NOW_MS` (optional): a fixed time in Unix milliseconds, passed to the script
 //!   instead of Redis `TIME`, so that a test's burst never straddles a window boundary.
@@ -69,6 +71,19 @@ async fn gcra() -> impl Responder {
     HttpResponse::Ok().body("allowed")
 }
 
+/// While Redis fails, limited in each process at its share (`INSTANCES`).
+#[rate_limit(
+    limit = 100,
+    window = "1m",
+    identity = "api_key",
+    algorithm = "sliding_log",
+    fail = "local"
+)]
+#[get("/local")]
+async fn local() -> impl Responder {
+    HttpResponse::Ok().body("allowed")
+}
+
 #[rate_limit(exempt = "readiness probe of the fleet test")]
 #[get("/health")]
 async fn health() -> impl Responder {
@@ -91,6 +106,7 @@ fn app(
         .service(sliding_window)
         .service(sliding_log)
         .service(gcra)
+        .service(local)
         .service(health)
         .wrap(limiter)
 }
@@ -111,13 +127,17 @@ async fn run() -> Result<(), String> {
     let workers: usize = env_number("WORKERS", 2)?;
     let timeout = Duration::from_millis(env_number("STORE_TIMEOUT_MS", 50)?);
     let prefix = env::var("KEY_PREFIX").unwrap_or_else(|_| "rl".to_owned());
+    let instances: u32 = env_number("INSTANCES", 1)?;
 
     let store = RedisStore::builder(url)
         .timeout(timeout)
         .build()
         .await
         .map_err(|e| format!("REDIS_URL: {e}"))?;
-    let mut limiter = RateLimiter::new(store).timeout(timeout).key_prefix(&prefix);
+    let mut limiter = RateLimiter::new(store)
+        .timeout(timeout)
+        .key_prefix(&prefix)
+        .instances(instances);
     if let Ok(text) = env::var("FLEET_NOW_MS") {
         let now: u64 = text
             .trim()
