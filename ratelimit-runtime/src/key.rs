@@ -284,8 +284,10 @@ impl KeySecret {
         match part {
             IdentityPart::Ip if !self.client_addresses => push_identity(out, part, value),
             IdentityPart::Header(name) => {
+                // Header names compare without case: one header, one key.
+                let name = name.to_ascii_lowercase();
                 out.push_str("header:");
-                push_plain_or_hashed(out, &name.to_ascii_lowercase());
+                push_plain_or_hashed(out, &name);
                 out.push(':');
                 out.push_str(&self.hash(&format!("header:{name}"), value));
             }
@@ -566,6 +568,15 @@ mod tests {
         assert!(!hashed_ip.contains("203.0.113.7"), "{hashed_ip}");
         assert!(hashed_ip.contains("|ip:k."), "{hashed_ip}");
         assert!(KeySecret::new([7u8; 15]).is_err());
+        // A header named in either case is one header: one key.
+        let header = |name: &'static str| {
+            let client = ClientIdentity {
+                parts: vec![(IdentityPart::Header(name), "acme".to_owned())],
+                fell_back_from: None,
+            };
+            RouteKey::for_client_keyed("rl", "GET", "/x", &client, &one)
+        };
+        assert_eq!(header("X-Tenant"), header("x-tenant"));
     }
 
     #[test]
