@@ -1,4 +1,5 @@
 //! One behaviour suite, run against every store: `RedisStore` on a harness-started server,
+//! the same on a harness-started Valkey server (the binary `tests/run` installs),
 //! `RedisClusterStore` on a harness-started 3-master cluster, and `MemoryStore`.
 //!
 //! Every case is an `async fn(&Backend)`; the `conformance!` macro generates one test per
@@ -34,6 +35,16 @@ macro_rules! conformance {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
                     let backend = super::Backend::cluster().await;
+                    super::$case(&backend).await;
+                    backend.finish().await;
+                }
+            )*
+        }
+        mod valkey {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let backend = super::Backend::valkey().await;
                     super::$case(&backend).await;
                     backend.finish().await;
                 }

@@ -75,6 +75,24 @@ impl Backend {
         }
     }
 
+    /// A fresh Valkey server (`RedisServer::start_valkey`) and a `RedisStore` on it.
+    pub async fn valkey() -> Self {
+        let server = tokio::task::spawn_blocking(RedisServer::start_valkey)
+            .await
+            .expect("start valkey");
+        let store = RedisStore::builder(server.url())
+            .timeout(TIMEOUT)
+            .build()
+            .await
+            .expect("build store");
+        let inspect = server.async_connection().await;
+        Backend::Standalone {
+            server,
+            store: Arc::new(store),
+            inspect,
+        }
+    }
+
     /// A fresh 3-master cluster and a store on it.
     pub async fn cluster() -> Self {
         let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3))

