@@ -124,6 +124,10 @@ async fn while_redis_fails_a_local_route_is_limited_in_process_at_its_share() {
     let (_, took) = decided_by_redis.expect("Redis decides again");
     assert!(took < Duration::from_secs(3), "{took:?}");
 
+    // A store that fails again within ten seconds (flapping) switches the route again, but
+    // logs the switch at `debug`: no second warning.
+    server.kill();
+    assert_eq!(status(&app, login_from("203.0.113.4")).await.0, 200);
     let logs = captured.text();
     let to_local = logs
         .lines()

@@ -343,7 +343,7 @@ impl Limiter {
         let decision = match checked {
             Ok(decision) => {
                 if policy.fail() == FailMode::Local {
-                    self.fallback.answered(&route.label);
+                    self.fallback.answered(&route.label, &route.metrics.policy);
                 }
                 decision
             }
@@ -360,6 +360,7 @@ impl Limiter {
                 self.fallback
                     .decide(
                         &route.label,
+                        &route.metrics.policy,
                         &key,
                         policy.limits(),
                         self.clock.now_millis(),
@@ -404,6 +405,7 @@ impl Limiter {
         if !decision.allowed && !policy.shadow() {
             let outcome = match counting {
                 Counting::Served => Outcome::ServedOverLimit,
+                Counting::Live | Counting::Refused if decided_locally => Outcome::LocalRejected,
                 Counting::Live | Counting::Refused => Outcome::Rejected,
             };
             telemetry::decision(&route.metrics, &client, outcome, retry_ms, applied);

@@ -3,29 +3,39 @@
 //! store as soon as it answers.
 
 use std::{
-    collections::HashSet,
+    collections::HashMap,
     sync::{
         atomic::{AtomicBool, Ordering},
         Mutex,
     },
+    time::Instant,
 };
 
 use ratelimit_grammar::check_limit;
 
+use super::telemetry::STORE_ERROR_LOG_EVERY;
 use crate::{
     key::RouteKey,
     policy::{Algorithm, Limit},
-    store::{CheckRequest, Decision, MemoryStore, Store, StoreError},
+    store::{CheckRequest, Decision, LimitState, MemoryStore, Store, StoreError},
 };
 
 const SWITCHES: &str = "ratelimit_fallback_switches_total";
+
+/// Where one route (and policy) is counted now, and when a switch each way was last logged
+/// at its own level.
+struct RouteState {
+    local: bool,
+    logged_local: Option<Instant>,
+    logged_store: Option<Instant>,
+}
 
 /// The process's local limiter for routes that fail `local`, shared by every worker.
 pub(crate) struct LocalFallback {
     store: MemoryStore,
     instances: u32,
-    /// Routes (`METHOD /pattern`) limited here now, so each switch is logged once.
-    local: Mutex<HashSet<String>>,
+    /// Routes by `METHOD /pattern` and policy label, once they have been limited here.
+    routes: Mutex<HashMap<(String, String), RouteState>>,
     /// Whether any route is limited here now: the store's answers skip the lock otherwise.
     any_local: AtomicBool,
 }
@@ -35,55 +45,97 @@ impl LocalFallback {
         LocalFallback {
             store: MemoryStore::builder().capacity(capacity).build(),
             instances,
-            local: Mutex::default(),
+            routes: Mutex::default(),
             any_local: AtomicBool::new(false),
         }
     }
 
-    /// This process's share of `limits`: `ceil(max / instances)` each, with the same
-    /// algorithm and window. A share a GCRA cannot keep within 1 % (its spacing in whole
-    /// microseconds) is counted by a sliding window instead.
+    /// This process's share of `limits`: `ceil(max / instances)` each, with the same window
+    /// and, where it can count the share, the same algorithm; else a sliding window, else a
+    /// fixed window (which counts any share). Shares that would count in one key (same
+    /// algorithm and window) keep the stricter one.
     pub(crate) fn share(&self, limits: &[Limit]) -> Vec<Limit> {
-        limits
-            .iter()
-            .map(|limit| {
-                let max = limit.max().div_ceil(self.instances);
-                let window = limit.window();
-                let algorithm = match check_limit(max, window.as_millis(), limit.algorithm()) {
-                    Ok(()) => limit.algorithm(),
-                    Err(_) => Algorithm::SlidingWindow,
-                };
-                Limit::new(max, window, algorithm)
-            })
-            .collect()
+        let mut shares: Vec<Limit> = Vec::with_capacity(limits.len());
+        for limit in limits {
+            let max = limit.max().div_ceil(self.instances);
+            let window = limit.window();
+            let algorithm = [
+                limit.algorithm(),
+                Algorithm::SlidingWindow,
+                Algorithm::FixedWindow,
+            ]
+            .into_iter()
+            .find(|algorithm| check_limit(max, window.as_millis(), *algorithm).is_ok())
+            .unwrap_or(Algorithm::FixedWindow);
+            let share = Limit::new(max, window, algorithm);
+            match shares
+                .iter_mut()
+                .find(|s| s.algorithm() == algorithm && s.window() == window)
+            {
+                Some(same_key) if same_key.max() > max => *same_key = share,
+                Some(_) => {}
+                None => shares.push(share),
+            }
+        }
+        shares
     }
 
-    /// Decides one request in this process, and logs the route's switch to local limiting
-    /// when it is the first since the store last answered.
+    /// Decides one request in this process; the route's switch to local limiting is logged
+    /// when it starts (at most once per route and direction every ten seconds at `warn`, the
+    /// others at `debug`) and counted.
     pub(crate) async fn decide(
         &self,
         route: &str,
+        policy: &str,
         key: &RouteKey,
         limits: &[Limit],
         now_millis: Option<u64>,
         error: &StoreError,
     ) -> Decision {
-        let newly_local = {
-            let mut local = self.local.lock().unwrap_or_else(|e| e.into_inner());
-            self.any_local.store(true, Ordering::Relaxed);
-            local.insert(route.to_owned())
-        };
         let share = self.share(limits);
-        if newly_local {
+        let log_switch = {
+            let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+            self.any_local.store(true, Ordering::SeqCst);
+            let state = match routes.get_mut(&(route.to_owned(), policy.to_owned())) {
+                Some(state) => state,
+                None => routes
+                    .entry((route.to_owned(), policy.to_owned()))
+                    .or_insert(RouteState {
+                        local: false,
+                        logged_local: None,
+                        logged_store: None,
+                    }),
+            };
+            if state.local {
+                None
+            } else {
+                state.local = true;
+                Some(paced(&mut state.logged_local))
+            }
+        };
+        if let Some(at_warn) = log_switch {
             let shares: Vec<String> = share.iter().map(ToString::to_string).collect();
-            tracing::warn!(
-                target: "ratelimit",
-                route = %route,
-                %error,
-                instances = self.instances,
-                local_limits = %shares.join(" + "),
-                "rate-limit store failing: limiting this route in this process until it answers"
-            );
+            let shares = shares.join(" + ");
+            if at_warn {
+                tracing::warn!(
+                    target: "ratelimit",
+                    route = %route,
+                    policy = %policy,
+                    %error,
+                    instances = self.instances,
+                    local_limits = %shares,
+                    "rate-limit store failing: limiting this route in this process until it answers"
+                );
+            } else {
+                tracing::debug!(
+                    target: "ratelimit",
+                    route = %route,
+                    policy = %policy,
+                    %error,
+                    local_limits = %shares,
+                    "rate-limit store failing again: limiting this route in this process"
+                );
+            }
             switched(route, "local");
         }
         let request = CheckRequest {
@@ -99,34 +151,62 @@ impl LocalFallback {
         }
     }
 
-    /// The store answered a check of `route`: it goes back to the store if it was limited
-    /// here (logged once).
-    pub(crate) fn answered(&self, route: &str) {
-        if !self.any_local.load(Ordering::Relaxed) {
+    /// The store answered a check of `route` under `policy`: it goes back to the store if
+    /// it was limited here (logged as the switch there is).
+    pub(crate) fn answered(&self, route: &str, policy: &str) {
+        if !self.any_local.load(Ordering::SeqCst) {
             return;
         }
-        let back = {
-            let mut local = self.local.lock().unwrap_or_else(|e| e.into_inner());
-            let back = local.remove(route);
-            if local.is_empty() {
-                self.any_local.store(false, Ordering::Relaxed);
+        let log_switch = {
+            let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+            let back = match routes.get_mut(&(route.to_owned(), policy.to_owned())) {
+                Some(state) if state.local => {
+                    state.local = false;
+                    Some(paced(&mut state.logged_store))
+                }
+                _ => None,
+            };
+            if !routes.values().any(|state| state.local) {
+                self.any_local.store(false, Ordering::SeqCst);
             }
             back
         };
-        if back {
-            tracing::info!(
+        match log_switch {
+            Some(true) => tracing::info!(
                 target: "ratelimit",
                 route = %route,
+                policy = %policy,
                 "rate-limit store answering again: this route is limited by the store again"
-            );
-            switched(route, "store");
+            ),
+            Some(false) => tracing::debug!(
+                target: "ratelimit",
+                route = %route,
+                policy = %policy,
+                "rate-limit store answering again: this route is limited by the store again"
+            ),
+            None => return,
+        }
+        switched(route, "store");
+    }
+}
+
+/// Whether a switch is logged at its own level: the first, then one every
+/// [`STORE_ERROR_LOG_EVERY`] per route (a store that fails one check in two would otherwise
+/// log two lines a request); records the time when it is.
+fn paced(logged: &mut Option<Instant>) -> bool {
+    let now = Instant::now();
+    match logged {
+        Some(at) if now.saturating_duration_since(*at) < STORE_ERROR_LOG_EVERY => false,
+        _ => {
+            *logged = Some(now);
+            true
         }
     }
 }
 
-fn refused(limit: Limit) -> crate::store::LimitState {
+fn refused(limit: Limit) -> LimitState {
     let window = limit.window().as_duration();
-    crate::store::LimitState::new(limit, false, 0, window, window)
+    LimitState::new(limit, false, 0, window, window)
 }
 
 /// Counts a switch of `route` to `to` (`local` or `store`).
@@ -161,5 +241,47 @@ mod tests {
         )]);
         assert_eq!(fast[0].max(), 334);
         assert_eq!(fast[0].algorithm(), Algorithm::SlidingWindow);
+    }
+
+    /// A GCRA the attribute accepts whose share neither a GCRA nor a sliding window can
+    /// count exactly: a fixed window counts it, and nothing panics.
+    #[test]
+    fn every_share_can_be_counted() {
+        let huge = Limit::new(4_000_000_000, Window::from_secs(8000), Algorithm::Gcra);
+        let share = LocalFallback::new(3, 1000).share(&[huge]);
+        assert_eq!(share[0].max(), 1_333_333_334);
+        assert_eq!(share[0].algorithm(), Algorithm::FixedWindow);
+        for instances in 1..=16 {
+            for max in [1, 2, 3, 7, 999, 1000, 3_362_902, u32::MAX / 2] {
+                for algorithm in Algorithm::ALL {
+                    for window in [
+                        Window::from_millis(1),
+                        Window::from_secs(1),
+                        Window::from_secs(31 * 86_400),
+                    ] {
+                        if ratelimit_grammar::check_limit(max, window.as_millis(), algorithm)
+                            .is_ok()
+                        {
+                            let limit = Limit::new(max, window, algorithm);
+                            let _ = LocalFallback::new(instances, 10).share(&[limit]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Two limits whose shares would count in one key keep the stricter share.
+    #[test]
+    fn shares_that_would_share_a_key_keep_the_stricter() {
+        let share = LocalFallback::new(3, 1000).share(&[
+            Limit::new(100_000, Window::from_secs(1), Algorithm::Gcra),
+            Limit::new(50_000, Window::from_secs(1), Algorithm::SlidingWindow),
+        ]);
+        assert_eq!(share.len(), 1, "{share:?}");
+        assert_eq!(
+            (share[0].max(), share[0].algorithm()),
+            (16_667, Algorithm::SlidingWindow)
+        );
     }
 }

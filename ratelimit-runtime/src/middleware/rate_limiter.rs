@@ -290,9 +290,10 @@ impl RateLimiter {
 
     /// Asks the store once, as a startup check, and logs which store the limiter counts in
     /// and whether it answered: `info` with the time it took, or `warn` with the error (the
-    /// app may still start: routes then fail open or closed, as declared, until the store
-    /// answers). One check of a key of its own (`<prefix>:{GET:/__ratelimit_startup}`, 1
-    /// per millisecond, so it expires at once), bounded by the limiter's timeout.
+    /// app may still start: routes then fail open, closed or local, as declared, until the
+    /// store answers). One check of a key of its own (`<prefix>:{GET:/__ratelimit_startup}`,
+    /// 1 per millisecond: under the store's clock it expires at once, under an injected one
+    /// after ten minutes), bounded as a request's check is.
     ///
     /// ```
     /// # actix_web::rt::System::new().block_on(async {
@@ -318,14 +319,23 @@ impl RateLimiter {
             limits: PROBE,
             now_millis: self.clock.now_millis(),
         };
-        let timeout = self
-            .timeout
-            .or_else(|| self.store.timeout())
-            .unwrap_or(crate::store::DEFAULT_TIMEOUT);
+        // Bounded as a request's check is: by the limiter's timeout when set, else by the
+        // store's own (a Redis store bounds every call), else by the default.
         let started = std::time::Instant::now();
-        let answered = tokio::time::timeout(timeout, self.store.check_within(request, timeout))
-            .await
-            .unwrap_or_else(|_| Err(StoreError::timeout(timeout)));
+        let answered = match (self.timeout, self.store.timeout()) {
+            (Some(timeout), _) => {
+                tokio::time::timeout(timeout, self.store.check_within(request, timeout))
+                    .await
+                    .unwrap_or_else(|_| Err(StoreError::timeout(timeout)))
+            }
+            (None, Some(_)) => self.store.check(request).await,
+            (None, None) => {
+                let timeout = crate::store::DEFAULT_TIMEOUT;
+                tokio::time::timeout(timeout, self.store.check(request))
+                    .await
+                    .unwrap_or_else(|_| Err(StoreError::timeout(timeout)))
+            }
+        };
         let kind = self.store.kind();
         match answered {
             Ok(_) => {
@@ -348,7 +358,7 @@ impl RateLimiter {
                     target: "ratelimit",
                     store = kind,
                     %error,
-                    "rate limiter store did not answer at startup: routes that fail closed answer 503, routes that fail open pass uncounted, until it does"
+                    "rate limiter store did not answer at startup: until it does, routes that fail closed answer 503, routes that fail open pass uncounted, routes that fail local are limited in this process"
                 );
                 Err(error)
             }
@@ -357,7 +367,10 @@ impl RateLimiter {
 
     /// How many instances of the app share the store (default 1). While the store fails, a
     /// route that fails `local` is limited in each process at `ceil(limit / instances)`, so
-    /// a fleet of this many instances lets through at most about its declared limit.
+    /// a fleet of this many instances lets through at most `instances × ceil(limit /
+    /// instances)` (the declared limit when `instances` divides it). The workers of one
+    /// process share that share when they share this limiter, cloned into each worker's App
+    /// as the examples do; a limiter built inside the server's closure is one per worker.
     ///
     /// # Panics
     ///

@@ -129,6 +129,10 @@ pub(crate) enum Outcome {
     /// The store failed and the route is limited in this process (`fail = "local"`): the
     /// local decision is counted as `allowed` or `rejected` on its own.
     FailedLocal,
+    /// Rejected in this process while the store fails: counted as `rejected`, logged at
+    /// `debug` (the outage itself is logged at `error`, the switch at `warn`), so a flood
+    /// during an outage is not one warning per request.
+    LocalRejected,
 }
 
 impl Outcome {
@@ -146,7 +150,7 @@ impl Outcome {
     fn index(self) -> Option<usize> {
         match self {
             Outcome::Allowed | Outcome::ServedOverLimit => Some(0),
-            Outcome::Rejected | Outcome::Shielded => Some(1),
+            Outcome::Rejected | Outcome::Shielded | Outcome::LocalRejected => Some(1),
             Outcome::ShadowRejected => Some(2),
             Outcome::FailedOpen => Some(3),
             Outcome::FailedClosed => Some(4),
@@ -221,6 +225,17 @@ pub(crate) fn decision(
             limits = %route.limits_text,
             retry_after_ms = retry_ms,
             "request rejected by the flood shield: rate limit exceeded"
+        ),
+        Outcome::LocalRejected => tracing::debug!(
+            target: "ratelimit",
+            route = %route.label,
+            policy = %route.policy,
+            identity = %client.kind(),
+            identity_fallback_from = %client.fallback(),
+            limit = %self::applied(applied),
+            limits = %route.limits_text,
+            retry_after_ms = retry_ms,
+            "request rejected in this process while the store fails: rate limit exceeded"
         ),
         Outcome::ServedOverLimit => tracing::info!(
             target: "ratelimit",
