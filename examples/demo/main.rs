@@ -60,8 +60,8 @@ fn limiter(store: Arc<dyn Store>) -> Result<RateLimiter, String> {
         // from `X-API-Key` only.
         .api_key(ApiKeySource::new("x-api-key", false))
         // The sign-in routes' usernames are read into the handlers' own types, so every
-        // body shape a handler accepts counts against the name it reads; a body with no
-        // readable username (a compressed one, which this App would decompress) is refused.
+        // body shape a handler accepts counts against the name it reads (gzip bodies, which
+        // this App decompresses, included); a body with no readable username is refused.
         .route_username_reader(
             "POST /login",
             UsernameReader::json_or_form::<routes::Credentials>(|c| &c.username)

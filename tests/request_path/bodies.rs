@@ -143,10 +143,10 @@ async fn requests_without_a_readable_username_share_one_budget_per_address() {
     assert_eq!(status_of(&app, third).await, 429);
 }
 
-/// Bodies actix-web's extractors decode before the handler reads them: a form in the charset
-/// it names and JSON under a form's label count against alice's budget, from any address; a
-/// compressed one (which the limiter does not decompress) counts in its address's one budget
-/// for unreadable bodies.
+/// Bodies actix-web's extractors decode before the handler reads them: a gzip form (which
+/// the limiter decompresses as actix does), a form in the charset it names and JSON under a
+/// form's label count against alice's budget, from any address; a brotli one (which the
+/// limiter does not decompress) counts in its address's one budget for unreadable bodies.
 #[actix_web::test]
 async fn bodies_the_handler_decodes_count_against_the_name_or_the_addresss_one_budget() {
     use std::io::Write as _;
@@ -159,8 +159,9 @@ async fn bodies_the_handler_decodes_count_against_the_name_or_the_addresss_one_b
         .flat_map(u16::to_le_bytes)
         .collect();
     let form = "application/x-www-form-urlencoded";
-    let cases: [(&str, Option<&str>, Vec<u8>, bool); 3] = [
-        (form, Some("gzip"), gzip, false),
+    let cases: [(&str, Option<&str>, Vec<u8>, bool); 4] = [
+        (form, Some("gzip"), gzip, true),
+        (form, Some("br"), b"not read".to_vec(), false),
         (
             "application/x-www-form-urlencoded; charset=utf-16le",
             None,

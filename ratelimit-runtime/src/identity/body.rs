@@ -37,7 +37,8 @@ pub const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
 ///
 /// A request whose username cannot be read (no body, a body that is neither JSON nor a form
 /// sent with the form content type, one that does not parse or lacks the field, one over the
-/// buffer, one whose first `Content-Encoding` actix-web decodes) counts in **one**
+/// buffer, a `br` or `zstd` one; `gzip` and `deflate` are decompressed first, as actix-web
+/// does) counts in **one**
 /// budget per route and client address, whatever its shape: the policy's identity with the
 /// username replaced by one marker shared by all of them. [`refuse_unreadable`] answers such
 /// requests `400` with a `problem+json` body instead.
@@ -190,9 +191,13 @@ impl UsernameReader {
             // WebSocket handshake) is the connection itself.
             return Err(Unreadable::NoBody);
         }
-        // actix-web's extractors decompress a body before the handler sees it; this reader
-        // does not, so such a body is not read here.
-        if is_compressed(req) {
+        // actix-web's extractors decompress a body before the handler sees it (with its
+        // `compress-*` features): gzip and deflate are decompressed here too, with the very
+        // decoders actix uses, and read; br and zstd are not read.
+        let coding = content_coding(req);
+        if coding.is_some_and(|coding| {
+            !matches!(coding, ContentEncoding::Gzip | ContentEncoding::Deflate)
+        }) {
             return Err(Unreadable::Compressed);
         }
         let json = is_json(req);
@@ -214,6 +219,10 @@ impl UsernameReader {
         let body = buffer_and_restore(req, self.limit)
             .await
             .ok_or(Unreadable::TooLarge)?;
+        let body = match coding {
+            Some(coding) => Bytes::from(decompressed(coding, &body, self.limit)?),
+            None => body,
+        };
         // The body as a form (only with the form content type, as `web::Form` insists) and
         // as JSON (whatever its label: a handler whose `JsonConfig` does not insist on the
         // content type, or one that parses raw bytes, reads JSON from any body). `None`: that
@@ -326,15 +335,70 @@ fn decoded<'a>(charset: &'static Encoding, body: &'a [u8]) -> Option<Cow<'a, [u8
     Some(Cow::Owned(text.into_owned().into_bytes()))
 }
 
-/// Whether actix-web may decompress the body before a handler reads it: the first
-/// `Content-Encoding` header names a coding actix knows other than `identity` (it reads that
-/// header only, and passes a body with any other value on as it came).
-fn is_compressed(req: &ServiceRequest) -> bool {
+/// The coding actix-web decompresses the body from before a handler reads it, if any: the
+/// first `Content-Encoding` header, when it names a coding actix knows other than
+/// `identity` (it reads that header only, and passes a body with any other value on as it
+/// came).
+fn content_coding(req: &ServiceRequest) -> Option<ContentEncoding> {
     req.headers()
         .get(CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<ContentEncoding>().ok())
-        .is_some_and(|coding| coding != ContentEncoding::Identity)
+        .filter(|coding| *coding != ContentEncoding::Identity)
+}
+
+/// A gzip or deflate (zlib) body decompressed as actix-http does (flate2's write decoders,
+/// fed the whole body with `write_all`, then finished), at most `limit` bytes of it: a body
+/// actix would fail to decode is malformed here too, one that decodes past the buffer is too
+/// large.
+fn decompressed(coding: ContentEncoding, body: &[u8], limit: usize) -> Result<Vec<u8>, Unreadable> {
+    use std::io::Write as _;
+
+    let mut out = Capped {
+        bytes: Vec::new(),
+        limit,
+        over: false,
+    };
+    let decoded = match coding {
+        ContentEncoding::Gzip => {
+            let mut decoder = flate2::write::GzDecoder::new(&mut out);
+            decoder.write_all(body).and_then(|()| decoder.try_finish())
+        }
+        ContentEncoding::Deflate => {
+            let mut decoder = flate2::write::ZlibDecoder::new(&mut out);
+            decoder.write_all(body).and_then(|()| decoder.try_finish())
+        }
+        _ => return Err(Unreadable::Compressed),
+    };
+    match decoded {
+        Ok(()) => Ok(out.bytes),
+        Err(_) if out.over => Err(Unreadable::TooLarge),
+        Err(_) => Err(Unreadable::Malformed),
+    }
+}
+
+/// A buffer that refuses to grow past `limit`.
+struct Capped {
+    bytes: Vec<u8>,
+    limit: usize,
+    over: bool,
+}
+
+impl std::io::Write for Capped {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + data.len() > self.limit {
+            self.over = true;
+            return Err(std::io::Error::other(
+                "the decompressed body is over the buffer",
+            ));
+        }
+        self.bytes.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Whether the request carries a body, as actix's HTTP/1 decoder frames one: chunked, else
@@ -494,6 +558,64 @@ mod tests {
             )
             .await,
             Submitted::Unreadable(Unreadable::Ambiguous)
+        );
+    }
+
+    #[actix_web::test]
+    async fn gzip_and_deflate_bodies_are_read_as_actix_decodes_them() {
+        use std::io::Write as _;
+
+        let gzip = |body: &[u8]| {
+            let mut encoder =
+                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            encoder.write_all(body).unwrap();
+            encoder.finish().unwrap()
+        };
+        let zlib = |body: &[u8]| {
+            let mut encoder =
+                flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+            encoder.write_all(body).unwrap();
+            encoder.finish().unwrap()
+        };
+        let read = |coding: &'static str, content_type: &'static str, body: Vec<u8>, limit| async move {
+            let mut req = TestRequest::post()
+                .insert_header((CONTENT_TYPE, content_type))
+                .insert_header((CONTENT_ENCODING, coding))
+                .insert_header((CONTENT_LENGTH, body.len().to_string()))
+                .set_payload(body)
+                .to_srv_request();
+            UsernameReader::default()
+                .body_limit(limit)
+                .read(&mut req)
+                .await
+        };
+        let alice = || Submitted::Username("alice".to_owned());
+        let json = br#"{"username":"alice"}"#;
+        assert_eq!(
+            read("gzip", "application/json", gzip(json), 1024).await,
+            alice()
+        );
+        assert_eq!(
+            read("deflate", FORM, zlib(b"username=alice"), 1024).await,
+            alice()
+        );
+        // Cut short: actix fails to decode it, and so does the reader.
+        let mut cut = gzip(json);
+        cut.truncate(cut.len() - 4);
+        assert_eq!(
+            read("gzip", "application/json", cut, 1024).await,
+            Submitted::Unreadable(Unreadable::Malformed)
+        );
+        // Small compressed, over the buffer decompressed.
+        let padded = format!(r#"{{"username":"alice"{}}}"#, " ".repeat(10_000));
+        assert_eq!(
+            read("gzip", "application/json", gzip(padded.as_bytes()), 1024).await,
+            Submitted::Unreadable(Unreadable::TooLarge)
+        );
+        // Codings the reader does not decompress.
+        assert_eq!(
+            read("br", "application/json", json.to_vec(), 1024).await,
+            Submitted::Unreadable(Unreadable::Compressed)
         );
     }
 
