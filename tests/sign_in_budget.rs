@@ -10,6 +10,7 @@ use std::{
 };
 
 use actix_web::{
+    body::MessageBody,
     dev::{Service, ServiceResponse},
     post,
     test::{self, TestRequest},
@@ -77,6 +78,24 @@ async fn login(
 #[post("/recover")]
 async fn recover(body: web::Bytes) -> HttpResponse {
     HttpResponse::Ok().body(body)
+}
+
+/// An App with the sign-in route, counting what its handler accepts in `accepted`.
+async fn login_app(
+    limiter: RateLimiter,
+    accepted: &web::Data<Accepted>,
+) -> impl Service<
+    actix_http::Request,
+    Response = ServiceResponse<impl MessageBody>,
+    Error = actix_web::Error,
+> {
+    test::init_service(
+        App::new()
+            .app_data(accepted.clone())
+            .service(login)
+            .wrap(limiter),
+    )
+    .await
 }
 
 async fn limiter(server: &RedisServer) -> RateLimiter {
@@ -339,13 +358,7 @@ fn most_accepted_over_mixes(typed_reader: bool) -> (usize, usize) {
             if typed_reader {
                 limiter = typed(limiter);
             }
-            let app = test::init_service(
-                App::new()
-                    .app_data(accepted.clone())
-                    .service(login)
-                    .wrap(limiter),
-            )
-            .await;
+            let app = login_app(limiter, &accepted).await;
             // One address per case: its one budget for unreadable bodies is fresh too.
             let ip = format!("10.{}.{}.9", u8::from(typed_reader), case.get());
             // A plain sign-in first, so a name that is never accepted cannot pass as limited.
@@ -404,13 +417,7 @@ async fn objects_arrays_and_text_json_share_the_names_budget() {
         if typed_reader {
             limiter = typed(limiter);
         }
-        let app = test::init_service(
-            App::new()
-                .app_data(accepted.clone())
-                .service(login)
-                .wrap(limiter),
-        )
-        .await;
+        let app = login_app(limiter, &accepted).await;
         let mut statuses = Vec::new();
         for shape in [Shape::Object, Shape::Array, Shape::ObjectReorderedTextJson] {
             for _ in 0..LIMIT + 1 {
@@ -432,13 +439,7 @@ async fn objects_arrays_and_text_json_share_the_names_budget() {
 async fn look_alike_spellings_share_one_budget() {
     let server = RedisServer::start();
     let accepted = web::Data::new(Accepted::default());
-    let app = test::init_service(
-        App::new()
-            .app_data(accepted.clone())
-            .service(login)
-            .wrap(typed(limiter(&server).await)),
-    )
-    .await;
+    let app = login_app(typed(limiter(&server).await), &accepted).await;
     let mut statuses = Vec::new();
     for spelling in Spelling::ALL {
         let name = spelling.of("kärlss");
@@ -464,13 +465,7 @@ async fn a_route_may_refuse_bodies_without_a_readable_username() {
     let limiter = limiter(&server)
         .await
         .route_username_reader("POST /login", reader);
-    let app = test::init_service(
-        App::new()
-            .app_data(accepted.clone())
-            .service(login)
-            .wrap(limiter),
-    )
-    .await;
+    let app = login_app(limiter, &accepted).await;
     // Brotli is not decompressed by the limiter (gzip and deflate are).
     let compressed = post_from("203.0.113.7", "/login")
         .insert_header(("content-type", "application/json"))
@@ -727,7 +722,7 @@ async fn a_reader_for_a_route_that_is_not_declared_is_an_error_in_the_log() {
         .route_username_reader("POST /login", UsernameReader::field("username"))
         .route_username_reader("POST /api/login", UsernameReader::field("email"));
     let accepted = web::Data::new(Accepted::default());
-    let app = test::init_service(App::new().app_data(accepted).service(login).wrap(limiter)).await;
+    let app = login_app(limiter, &accepted).await;
     assert_eq!(
         status(&app, attempt("203.0.113.7", Shape::Object, "repro")).await,
         200

@@ -213,9 +213,10 @@ pub(crate) fn decision(
             retry_after_ms = retry_ms,
             "request rejected: rate limit exceeded"
         ),
-        // Every further request of a shielded key: an event too, at debug level, so a flood
-        // does not become one warning per request.
-        Outcome::Shielded => tracing::debug!(
+        // Every further request of a shielded key, and a refusal in this process while the
+        // store fails (the outage itself is logged at error): events too, at debug level, so a
+        // flood does not become one warning per request.
+        Outcome::Shielded | Outcome::LocalRejected => tracing::debug!(
             target: "ratelimit",
             route = %route.label,
             policy = %route.policy,
@@ -224,18 +225,12 @@ pub(crate) fn decision(
             limit = %self::applied(applied),
             limits = %route.limits_text,
             retry_after_ms = retry_ms,
-            "request rejected by the flood shield: rate limit exceeded"
-        ),
-        Outcome::LocalRejected => tracing::debug!(
-            target: "ratelimit",
-            route = %route.label,
-            policy = %route.policy,
-            identity = %client.kind(),
-            identity_fallback_from = %client.fallback(),
-            limit = %self::applied(applied),
-            limits = %route.limits_text,
-            retry_after_ms = retry_ms,
-            "request rejected in this process while the store fails: rate limit exceeded"
+            "{}",
+            if outcome == Outcome::Shielded {
+                "request rejected by the flood shield: rate limit exceeded"
+            } else {
+                "request rejected in this process while the store fails: rate limit exceeded"
+            }
         ),
         Outcome::ServedOverLimit => tracing::info!(
             target: "ratelimit",
