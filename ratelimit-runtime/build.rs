@@ -1,16 +1,18 @@
-//! Writes the five check scripts out whole (`scripts/README.md`): each line
+//! Writes the scripts out whole (`scripts/README.md`): each line
 //! `--@include <path>` of a script is replaced by that file (a path relative to `scripts/`),
 //! at the line's indentation, includes nested. `store/script.rs` includes the results.
 
 use std::{env, fs, path::Path};
 
-/// The scripts Redis runs, in `scripts/`; the rest of that directory is their parts.
-const SCRIPTS: [&str; 5] = [
+/// The scripts Redis runs (five check scripts and the give-back), in `scripts/`; the rest
+/// of that directory is their parts.
+const SCRIPTS: [&str; 6] = [
     "fixed_window.lua",
     "sliding_window.lua",
     "sliding_log.lua",
     "gcra.lua",
     "check.lua",
+    "give_back.lua",
 ];
 
 fn main() {

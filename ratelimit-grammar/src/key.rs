@@ -15,6 +15,10 @@ pub enum Key {
     Algorithm,
     /// `fail = "closed"`: what the route does when the store cannot answer.
     Fail,
+    /// `count = "failures"`: which requests use the budget.
+    Count,
+    /// `block = "15m"`: how long a client stays refused once the limit refuses it.
+    Block,
     /// `shadow = true`: log and count, never refuse.
     Shadow,
     /// `exempt = "<reason>"`: no limit, and why.
@@ -25,24 +29,28 @@ pub enum Key {
 
 impl Key {
     /// Every key, in the order messages list them.
-    pub const ALL: [Key; 8] = [
+    pub const ALL: [Key; 10] = [
         Key::Limit,
         Key::Window,
         Key::Identity,
         Key::Algorithm,
         Key::Fail,
+        Key::Count,
+        Key::Block,
         Key::Shadow,
         Key::Exempt,
         Key::Crate,
     ];
 
     /// Every key's name, in the order messages list them.
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 10] = [
         "limit",
         "window",
         "identity",
         "algorithm",
         "fail",
+        "count",
+        "block",
         "shadow",
         "exempt",
         "crate",
@@ -56,6 +64,8 @@ impl Key {
             Key::Identity => "identity",
             Key::Algorithm => "algorithm",
             Key::Fail => "fail",
+            Key::Count => "count",
+            Key::Block => "block",
             Key::Shadow => "shadow",
             Key::Exempt => "exempt",
             Key::Crate => "crate",
@@ -89,6 +99,8 @@ impl Key {
             Key::Identity => "`identity = \"ip+username\"`",
             Key::Algorithm => "`algorithm = \"sliding_window\"`",
             Key::Fail => "`fail = \"closed\"`",
+            Key::Count => "`count = \"failures\"`",
+            Key::Block => "`block = \"15m\"`",
             Key::Shadow => "`shadow = true`",
             Key::Crate => "`crate = \"my_facade::ratelimit\"`",
             Key::Exempt => "`exempt = \"load balancer health check\"`",

@@ -1,8 +1,8 @@
 //! The `#[rate_limit]` policy grammar, stated once: the attribute's keys, windows, limits and
-//! their bounds, algorithms, identity parts, fail modes and the safe methods. The attribute
-//! (ratelimit-macros) parses with it and adds spans and suggestions; the runtime's
-//! constructors check with it; a reader of policies at run time gets the same rules and the
-//! same messages.
+//! their bounds, algorithms, what a limit counts, identity parts, fail modes and the safe
+//! methods. The attribute (ratelimit-macros) parses with it and adds spans and suggestions;
+//! the runtime's constructors check with it; a reader of policies at run time gets the same
+//! rules and the same messages.
 //!
 //! Users depend on `ratelimit-runtime`, which re-exports what they name.
 //!
@@ -17,6 +17,7 @@
 //! ```
 
 mod algorithm;
+mod count;
 mod fail_mode;
 mod identity;
 mod key;
@@ -24,10 +25,11 @@ mod limit;
 pub mod suggest;
 
 pub use algorithm::Algorithm;
+pub use count::Count;
 pub use fail_mode::{FailMode, SAFE_METHODS};
 pub use identity::{is_header_name, parse_identity, ParsedPart, IDENTITY_PARTS};
 pub use key::Key;
 pub use limit::{
-    check_limit, check_window, parse_window, LimitProblem, WindowProblem,
+    check_limit, check_window, parse_block, parse_window, LimitProblem, WindowProblem,
     MAX_EXACT_SLIDING_PRODUCT, MAX_SLIDING_LOG_LIMIT, MAX_STACKED, MAX_WINDOW_MILLIS,
 };

@@ -91,6 +91,16 @@ pub fn parse_window(text: &str) -> Result<u64, String> {
     }
 }
 
+/// Parses `block = "<text>"` (`"15m"`), how long a client stays refused once a limit refuses
+/// it: a duration as [`parse_window`] reads one, within the same bounds.
+///
+/// # Errors
+///
+/// [`parse_window`]'s messages, naming the block.
+pub fn parse_block(text: &str) -> Result<u64, String> {
+    parse_window(text).map_err(|message| message.replacen("window `", "block `", 1))
+}
+
 /// A month or year unit in a duration string (`1M`, `2 months`, `1y`): humantime takes `M`
 /// for months, so a capitalised minute would silently become a month.
 fn calendar_unit(text: &str) -> Option<&str> {

@@ -8,7 +8,7 @@ use quote::ToTokens;
 use syn::{parse::Parser, punctuated::Punctuated, Expr, ExprLit, Lit, LitStr, Meta, Token, UnOp};
 
 use ratelimit_grammar::{suggest, Key as KeyName};
-pub(crate) use ratelimit_grammar::{Algorithm, FailMode, ParsedPart as IdentityPart};
+pub(crate) use ratelimit_grammar::{Algorithm, Count, FailMode, ParsedPart as IdentityPart};
 
 use crate::ctxt::Ctxt;
 
@@ -65,6 +65,9 @@ pub(crate) struct Args {
     pub(crate) identity: Slot<Vec<IdentityPart>>,
     pub(crate) algorithm: Slot<Algorithm>,
     pub(crate) fail: Slot<FailMode>,
+    pub(crate) count: Slot<Count>,
+    /// How long a client stays refused once this limit refuses it.
+    pub(crate) block: Slot<Window>,
     pub(crate) shadow: Slot<bool>,
     pub(crate) exempt: Slot<String>,
     /// The path the expansion reaches the runtime by (`crate = "my_facade::ratelimit"`), for
@@ -83,6 +86,8 @@ impl Args {
             identity: Slot::Absent,
             algorithm: Slot::Absent,
             fail: Slot::Absent,
+            count: Slot::Absent,
+            block: Slot::Absent,
             shadow: Slot::Absent,
             exempt: Slot::Absent,
             runtime: Slot::Absent,
@@ -176,7 +181,13 @@ impl Args {
         });
         match key {
             KeyName::Limit => self.limit = parse_limit(&value, cx),
-            KeyName::Window => self.window = parse_window(&value, cx),
+            KeyName::Window => {
+                self.window = parse_duration(&value, key, ratelimit_grammar::parse_window, cx);
+            }
+            KeyName::Block => {
+                self.block = parse_duration(&value, key, ratelimit_grammar::parse_block, cx);
+            }
+            KeyName::Count => self.count = parse_text(&value, key, Count::parse, cx),
             KeyName::Identity => self.identity = parse_identity(&value, cx),
             KeyName::Algorithm => {
                 self.algorithm = parse_text(&value, key, Algorithm::parse, cx);
@@ -195,6 +206,8 @@ impl Args {
             KeyName::Identity => self.identity = Slot::Invalid,
             KeyName::Algorithm => self.algorithm = Slot::Invalid,
             KeyName::Fail => self.fail = Slot::Invalid,
+            KeyName::Count => self.count = Slot::Invalid,
+            KeyName::Block => self.block = Slot::Invalid,
             KeyName::Shadow => self.shadow = Slot::Invalid,
             KeyName::Crate => self.runtime = Slot::Invalid,
             KeyName::Exempt => self.exempt = Slot::Invalid,
@@ -340,7 +353,14 @@ fn parse_limit(value: &Expr, cx: &mut Ctxt) -> Slot<u32> {
     }
 }
 
-fn parse_window(value: &Expr, cx: &mut Ctxt) -> Slot<Window> {
+/// A duration string (`window`, `block`), read by the grammar's `parse`.
+fn parse_duration(
+    value: &Expr,
+    key: KeyName,
+    parse: fn(&str) -> Result<u64, String>,
+    cx: &mut Ctxt,
+) -> Slot<Window> {
+    let name = key.name();
     if let Expr::Lit(ExprLit {
         lit: Lit::Int(int), ..
     }) = value
@@ -348,20 +368,20 @@ fn parse_window(value: &Expr, cx: &mut Ctxt) -> Slot<Window> {
         // `window = 300` has no unit; `window = 5m` lexes as the integer `5` with suffix `m`.
         let message = if int.suffix().is_empty() {
             format!(
-                "`window` takes a duration string with a unit, e.g. `window = \"{}s\"`",
+                "`{name}` takes a duration string with a unit, e.g. `{name} = \"{}s\"`",
                 int.base10_digits()
             )
         } else {
-            format!("`window` takes a string; write `window = \"{int}\"`")
+            format!("`{name}` takes a string; write `{name} = \"{int}\"`")
         };
         cx.error(int.span(), message);
         return Slot::Invalid;
     }
-    let Some(lit) = lit_str(value, KeyName::Window, cx) else {
+    let Some(lit) = lit_str(value, key, cx) else {
         return Slot::Invalid;
     };
     let text = lit.value();
-    match ratelimit_grammar::parse_window(&text) {
+    match parse(&text) {
         Ok(millis) => Slot::Valid(Window { millis, text }, lit.span()),
         Err(message) => {
             cx.error(lit.span(), message);
@@ -385,7 +405,8 @@ fn parse_identity(value: &Expr, cx: &mut Ctxt) -> Slot<Vec<IdentityPart>> {
     }
 }
 
-/// A string value the grammar parses (`algorithm`, `fail`), its message on the literal.
+/// A string value the grammar parses (`algorithm`, `fail`, `count`), its message on the
+/// literal.
 fn parse_text<T>(
     value: &Expr,
     key: KeyName,

@@ -6,7 +6,7 @@ use quote::{format_ident, quote};
 use syn::{spanned::Spanned, Item, ItemFn, Token};
 
 use crate::{
-    args::{Args, IdentityPart, Site},
+    args::{Args, Count, IdentityPart, Site},
     ctxt::Ctxt,
     route::{self, Found},
     valid::{self, PolicyModel},
@@ -232,7 +232,15 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
                 let max = l.max;
                 let window = l.window_millis;
                 let algorithm = variant(l.algorithm.as_str());
-                quote!(#p::Limit::new(#max, #p::Window::from_millis(#window), #p::Algorithm::#algorithm))
+                let mut limit = quote!(#p::Limit::new(#max, #p::Window::from_millis(#window), #p::Algorithm::#algorithm));
+                if l.count != Count::Requests {
+                    let count = variant(l.count.as_str());
+                    limit = quote!(#limit.counting(#p::Count::#count));
+                }
+                if let Some(block) = l.block_millis {
+                    limit = quote!(#limit.blocking(#p::Window::from_millis(#block)));
+                }
+                limit
             });
             let identity = match identity {
                 None => quote!(#p::Identity::UserIdElseIp),

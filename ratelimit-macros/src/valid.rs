@@ -4,7 +4,7 @@
 use ratelimit_grammar::{check_limit, Key, LimitProblem, MAX_STACKED};
 
 use crate::{
-    args::{Algorithm, Args, FailMode, IdentityPart, Slot},
+    args::{Algorithm, Args, Count, FailMode, IdentityPart, Slot},
     ctxt::Ctxt,
 };
 
@@ -12,6 +12,9 @@ pub(crate) struct LimitModel {
     pub(crate) max: u32,
     pub(crate) window_millis: u64,
     pub(crate) algorithm: Algorithm,
+    pub(crate) count: Count,
+    /// `block`: how long a client stays refused once this limit refuses it.
+    pub(crate) block_millis: Option<u64>,
 }
 
 pub(crate) enum PolicyModel {
@@ -34,9 +37,14 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         let policy_keys = || exempt.keys.iter().filter(|k| k.name != Key::Crate);
         for key in policy_keys().filter(|k| k.name != Key::Exempt) {
             let name = key.name.name();
+            let why = match key.name {
+                Key::Block => " (`block` locks a client out once a limit refuses it, and an exempt route has no limit)",
+                Key::Count => " (`count` says which requests use a limit's budget, and an exempt route has no limit)",
+                _ => "",
+            };
             cx.error(
                 key.span,
-                format!("`exempt` stands alone: an exempt route has no `{name}`; remove `{name}` or remove `exempt`"),
+                format!("`exempt` stands alone: an exempt route has no `{name}`{why}; remove `{name}` or remove `exempt`"),
             );
         }
         if stack.len() > 1 {
@@ -64,18 +72,23 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
 
     let mut limits: Vec<(LimitModel, &Args)> = Vec::new();
     for args in stack {
+        let lockout = [
+            "",
+            " (`block` locks a client out once this limit refuses it, so it needs the limit)",
+        ];
+        let lockout = lockout[usize::from(!args.block.is_absent())];
         match (args.limit.is_absent(), args.window.is_absent()) {
             (true, true) => args.error(
                 cx,
-                "missing `limit` and `window`: how many requests are allowed over what duration, e.g. `#[rate_limit(limit = 10, window = \"5m\")]` (or `#[rate_limit(exempt = \"<reason>\")]` for a route that needs no limit)",
+                format!("missing `limit` and `window`{lockout}: how many requests are allowed over what duration, e.g. `#[rate_limit(limit = 10, window = \"5m\")]` (or `#[rate_limit(exempt = \"<reason>\")]` for a route that needs no limit)"),
             ),
             (true, false) => args.error(
                 cx,
-                "missing `limit`: how many requests the window allows, e.g. `limit = 10` (or `exempt = \"<reason>\"` for a route that needs no limit)",
+                format!("missing `limit`{lockout}: how many requests the window allows, e.g. `limit = 10` (or `exempt = \"<reason>\"` for a route that needs no limit)"),
             ),
             (false, true) => args.error(
                 cx,
-                "missing `window`: the duration the limit counts over, e.g. `window = \"5m\"`",
+                format!("missing `window`{lockout}: the duration the limit counts over, e.g. `window = \"5m\"`"),
             ),
             (false, false) => {}
         }
@@ -132,11 +145,29 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
                 );
                 ok = false;
             }
+            let count = match &args.count {
+                Slot::Valid(count, _) => *count,
+                Slot::Invalid => {
+                    ok = false;
+                    Count::Requests
+                }
+                Slot::Absent => Count::Requests,
+            };
+            let block_millis = match &args.block {
+                Slot::Valid(block, _) => Some(block.millis),
+                Slot::Invalid => {
+                    ok = false;
+                    None
+                }
+                Slot::Absent => None,
+            };
             limits.push((
                 LimitModel {
                     max,
                     window_millis,
                     algorithm,
+                    count,
+                    block_millis,
                 },
                 args,
             ));
@@ -174,6 +205,15 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     .copied();
 
     let shadow = shadow.unwrap_or(false);
+    if shadow {
+        for (_, span) in stack.iter().filter_map(|a| a.block.valid()) {
+            cx.error(
+                span,
+                "`block` cannot go with `shadow = true`: a shadow limit never refuses, so it never locks a client out; remove one of them",
+            );
+            ok = false;
+        }
+    }
     if let (true, Some(fail @ (FailMode::Closed | FailMode::Local))) = (shadow, fail) {
         if let Some((_, span)) = stack.iter().find_map(|a| a.fail.valid()) {
             cx.error(

@@ -7,18 +7,28 @@
 -- (0-based) leaves the window at its score + w.
 --
 -- KEYS[1] the limit's key; ARGV: the time (see parts/clock.lua), max, window in ms, and a
--- member unique to this request. Returns `allowed (0/1) remaining retry_after_ms
--- reset_after_ms` (parts/reply.lua).
+-- member unique to this request.
+-- KEYS[2], with the block in ms as the last argument: the limit's lockout key (`block`).
+-- Returns `allowed (0/1) remaining retry_after_ms reset_after_ms now_ms` (parts/reply.lua).
 
-if #KEYS ~= 1 or #ARGV ~= 4 then
-  return redis.error_reply('ERR rate-limit script: expected one key and 4 arguments')
+if not ((#KEYS == 1 and #ARGV == 4) or (#KEYS == 2 and #ARGV == 5)) then
+  return redis.error_reply('ERR rate-limit script: expected one key and 4 arguments, or two and 5')
 end
 local key, max, window, member = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local bkey, block = KEYS[2], tonumber(ARGV[5])
 --@include parts/bounds.lua
+--@include parts/block_bounds.lua
 --@include parts/clock.lua
+--@include parts/block_peek.lua
 local allowed, remaining, retry_after, reset_after, ttl, value
---@include parts/sliding_log_peek.lua
-if allowed == 1 then
-  --@include parts/sliding_log_commit.lua
+if blocked_for > 0 then
+  allowed, remaining, retry_after, reset_after = 0, 0, blocked_for, blocked_for
+else
+  --@include parts/sliding_log_peek.lua
+  if allowed == 1 then
+    --@include parts/sliding_log_commit.lua
+  elseif bkey then
+    --@include parts/block_start.lua
+  end
 end
 --@include parts/reply.lua

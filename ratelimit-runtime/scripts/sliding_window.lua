@@ -18,17 +18,27 @@
 -- this window's count, the end of this window for the previous one's.
 --
 -- KEYS[1] the limit's key; ARGV: the time (see parts/clock.lua), max, window in ms.
--- Returns `allowed (0/1) remaining retry_after_ms reset_after_ms` (parts/reply.lua).
+-- KEYS[2], with the block in ms as the last argument: the limit's lockout key (`block`).
+-- Returns `allowed (0/1) remaining retry_after_ms reset_after_ms now_ms` (parts/reply.lua).
 
-if #KEYS ~= 1 or #ARGV ~= 3 then
-  return redis.error_reply('ERR rate-limit script: expected one key and 3 arguments')
+if not ((#KEYS == 1 and #ARGV == 3) or (#KEYS == 2 and #ARGV == 4)) then
+  return redis.error_reply('ERR rate-limit script: expected one key and 3 arguments, or two and 4')
 end
 local key, max, window = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local bkey, block = KEYS[2], tonumber(ARGV[4])
 --@include parts/bounds.lua
+--@include parts/block_bounds.lua
 --@include parts/clock.lua
+--@include parts/block_peek.lua
 local allowed, remaining, retry_after, reset_after, ttl, value
---@include parts/sliding_window_peek.lua
-if allowed == 1 then
-  --@include parts/sliding_window_commit.lua
+if blocked_for > 0 then
+  allowed, remaining, retry_after, reset_after = 0, 0, blocked_for, blocked_for
+else
+  --@include parts/sliding_window_peek.lua
+  if allowed == 1 then
+    --@include parts/sliding_window_commit.lua
+  elseif bkey then
+    --@include parts/block_start.lua
+  end
 end
 --@include parts/reply.lua

@@ -78,8 +78,10 @@ pub mod store;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use middleware::{HeaderFamilies, RateLimiter};
-pub use policy::{Algorithm, FailMode, Identity, IdentityPart, Limit, Policy, RoutePolicy, Window};
+pub use middleware::{Budget, BudgetError, HeaderFamilies, RateLimiter};
+pub use policy::{
+    Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RoutePolicy, Window,
+};
 /// Declares a handler's rate limit, written directly above its actix-web route attribute:
 /// the attribute reference.
 #[doc(inline)]

@@ -12,6 +12,8 @@ pub fn short_hash(value: &str) -> String {
 }
 pub use crate::{
     middleware::{RouteEntry, RouteGuard},
-    policy::{Algorithm, FailMode, Identity, IdentityPart, Limit, Policy, RoutePolicy, Window},
+    policy::{
+        Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RoutePolicy, Window,
+    },
     registry::RouteDeclaration,
 };

@@ -202,6 +202,7 @@ impl Backend {
                 );
                 backlog / interval
             }
+            Some(other) => panic!("a limit's key holds {other:?}"),
         }
     }
 

@@ -3,6 +3,7 @@
 
 use std::{
     net::IpAddr,
+    rc::Rc,
     sync::LazyLock,
     time::{Duration, Instant},
 };
@@ -11,11 +12,12 @@ use actix_web::{
     body::{EitherBody, MessageBody},
     dev::{Service, ServiceRequest, ServiceResponse},
     http::{header::HeaderMap, StatusCode},
-    Error, HttpRequest, HttpResponse,
+    Error, HttpMessage, HttpRequest, HttpResponse,
 };
 
 use super::{
     answer,
+    budget::{Budget, BudgetState},
     flood_shield::Blocked,
     headers,
     limiter::{Limiter, LimiterHandle},
@@ -69,16 +71,46 @@ impl Limiter {
         B: MessageBody,
     {
         let submitted = handle.take_username();
-        let decision = match self
+        let (decision, key, local) = match self
             .decide(&mut req, route, submitted, handle, Counting::Live)
             .await
         {
             Decided::Refuse(response) => {
                 return Ok(req.into_response(response).map_into_right_body())
             }
-            Decided::Proceed(decision) => decision,
+            Decided::Proceed {
+                decision,
+                key,
+                local,
+            } => (decision, key, local),
         };
+        let budget = Budget::new(BudgetState {
+            limiter: Rc::clone(handle.limiter()),
+            key,
+            limits: route.policy.limits(),
+            decision,
+        });
+        req.extensions_mut().insert(budget.clone());
         let answer = service.call(req).await;
+        // Units reserved in limits that count failures only go back after a success (not
+        // after a panic, which drops this future: a crash counts as a failure). Not for a
+        // decision made in this process while the store failed.
+        if let Some(decision) = budget.decision().filter(|d| d.allowed && !local) {
+            let status = match &answer {
+                Ok(response) => response.status(),
+                Err(error) => error.as_response_error().status_code(),
+            };
+            let state = budget.state();
+            self.settle(
+                &state.key,
+                state.limits,
+                decision.receipt.as_ref(),
+                (self.success)(status),
+                &route.label,
+            )
+            .await;
+        }
+        let decision = budget.decision();
         // A shadow limit is invisible to clients: no headers that would make them back off.
         // Where a declaration applies too and its own limiter counted the request inside,
         // that limiter's figures (or its 429 or 503) stand.
@@ -86,7 +118,7 @@ impl Limiter {
         let binding = if route.policy.shadow() || inner_answered {
             None
         } else {
-            decision.as_ref().and_then(Decision::binding)
+            decision.and_then(Decision::binding)
         };
         match (answer, binding) {
             (Ok(mut response), Some(binding)) => {
@@ -201,7 +233,7 @@ impl Limiter {
             Decided::Refuse(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
                 Some(response)
             }
-            Decided::Refuse(_) | Decided::Proceed(_) => None,
+            Decided::Refuse(_) | Decided::Proceed { .. } => None,
         }
     }
 
@@ -384,7 +416,11 @@ impl Limiter {
                 // Already answered: it passed uncounted, whatever the route's policy.
                 return if answered || fail == FailMode::Open {
                     telemetry::store_error(&route.metrics, &client, Outcome::FailedOpen, &failure);
-                    Decided::Proceed(None)
+                    Decided::Proceed {
+                        decision: None,
+                        key,
+                        local: false,
+                    }
                 } else {
                     telemetry::store_error(
                         &route.metrics,
@@ -417,6 +453,7 @@ impl Limiter {
                         reset_at: now.saturating_add(binding.reset_after.as_millis() as u64),
                         limit_index: index,
                     },
+                    now,
                 );
             }
             return Decided::Refuse(answer::too_many_requests(
@@ -432,7 +469,11 @@ impl Limiter {
             Outcome::ShadowRejected
         };
         telemetry::decision(&route.metrics, &client, outcome, retry_ms, applied);
-        Decided::Proceed(Some(decision))
+        Decided::Proceed {
+            decision: Some(decision),
+            key,
+            local: decided_locally,
+        }
     }
 }
 
@@ -460,9 +501,16 @@ enum Counting {
 enum Decided {
     /// The limiter's own answer instead of the handler's: 429, or 503 (fails closed).
     Refuse(HttpResponse),
-    /// On to the handler; the store's decision, for the headers (none when the store failed
-    /// and the route fails open).
-    Proceed(Option<Decision>),
+    /// On to the handler.
+    Proceed {
+        /// The store's decision, for the headers (none when the store failed and the route
+        /// fails open).
+        decision: Option<Decision>,
+        /// The client's key on the route.
+        key: RouteKey,
+        /// Decided in this process while the store failed (`fail = "local"`).
+        local: bool,
+    },
 }
 
 /// A store's decision as the request path reads it: one state per limit, `allowed` when

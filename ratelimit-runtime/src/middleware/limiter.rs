@@ -40,6 +40,9 @@ pub(crate) struct Limiter {
     /// worker.
     pub(crate) fallback: Arc<LocalFallback>,
     pub(crate) unavailable_retry_secs: u64,
+    /// Whether a status is a success, which gives back what a limit counting failures only
+    /// reserved.
+    pub(crate) success: fn(actix_web::http::StatusCode) -> bool,
     /// The App's declared routes, read off its route introspection on the first request.
     pub(crate) declared: OnceCell<DeclaredRoutes>,
 }

@@ -3,6 +3,8 @@
 //! attribute adds to every declared route.
 
 mod answer;
+mod budget;
+mod budget_admin;
 pub(crate) mod declared_routes;
 mod enforce;
 mod flood_shield;
@@ -17,6 +19,8 @@ mod route_info;
 mod service;
 mod telemetry;
 
+pub use budget::Budget;
+pub use budget_admin::BudgetError;
 pub use headers::HeaderFamilies;
 pub use rate_limiter::RateLimiter;
 pub use route_entry::RouteEntry;

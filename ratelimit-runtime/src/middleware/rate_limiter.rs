@@ -11,9 +11,11 @@ use std::{
     time::Duration,
 };
 
+use actix_web::http::StatusCode;
+
 use super::{
-    flood_shield::FloodShield, headers::HeaderFamilies, limiter::Limiter,
-    local_fallback::LocalFallback,
+    declared_routes::DeclaredRoutes, flood_shield::FloodShield, headers::HeaderFamilies,
+    limiter::Limiter, local_fallback::LocalFallback,
 };
 use crate::{
     clock::Clock,
@@ -39,12 +41,12 @@ const DEFAULT_LIMITS: &[Limit] = &[Limit::new(
 /// minute by user id, else IP; configurable) to every other request.
 #[derive(Clone)]
 pub struct RateLimiter {
-    store: Arc<dyn Store>,
-    clock: Clock,
-    sources: IdentitySources,
-    prefix: String,
-    secret: Option<KeySecret>,
-    timeout: Option<Duration>,
+    pub(super) store: Arc<dyn Store>,
+    pub(super) clock: Clock,
+    pub(super) sources: IdentitySources,
+    pub(super) prefix: String,
+    pub(super) secret: Option<KeySecret>,
+    pub(super) timeout: Option<Duration>,
     headers: HeaderFamilies,
     shield_capacity: usize,
     unavailable_retry_secs: u64,
@@ -52,11 +54,20 @@ pub struct RateLimiter {
     default_identity: Identity,
     default_fail: Option<FailMode>,
     /// The flood shield every worker of this limiter shares, made by the first.
-    shield: Arc<OnceLock<Arc<FloodShield>>>,
+    pub(super) shield: Arc<OnceLock<Arc<FloodShield>>>,
+    /// The App's declared routes, as the first worker to serve a request read them.
+    pub(super) declared: Arc<OnceLock<Arc<DeclaredRoutes>>>,
     /// How many instances share the store: a route that fails `local` gets this share.
     instances: u32,
     /// The local limiter of routes that fail `local`, shared by every worker.
     fallback: Arc<OnceLock<Arc<LocalFallback>>>,
+    /// Whether a status is a success, for limits that count failures only.
+    success: fn(StatusCode) -> bool,
+}
+
+/// The default success of a limit that counts failures only: a 2xx or a 3xx.
+fn success_or_redirect(status: StatusCode) -> bool {
+    status.is_success() || status.is_redirection()
 }
 
 impl fmt::Debug for RateLimiter {
@@ -99,8 +110,10 @@ impl RateLimiter {
             default_identity: Identity::UserIdElseIp,
             default_fail: None,
             shield: Arc::default(),
+            declared: Arc::default(),
             instances: 1,
             fallback: Arc::default(),
+            success: success_or_redirect,
         }
     }
 
@@ -383,6 +396,23 @@ impl RateLimiter {
         self.with(|s| s.instances = instances)
     }
 
+    /// Which answers are successes for limits that count failures only (`count =
+    /// "failures"`): a request such a limit allowed gives its unit back when its answer's
+    /// status is one (default: 2xx and 3xx). An error a handler returns counts by its
+    /// response's status; a handler that panics never answers, so it counts as a failure.
+    ///
+    /// ```
+    /// use actix_web::http::StatusCode;
+    /// use ratelimit_runtime::{store::MemoryStore, RateLimiter};
+    ///
+    /// // A sign-in that redirects a wrong password back to the form is a failure.
+    /// let limiter = RateLimiter::new(MemoryStore::new())
+    ///     .success_statuses(|status: StatusCode| status.is_success());
+    /// ```
+    pub fn success_statuses(self, success: fn(StatusCode) -> bool) -> Self {
+        self.with(|s| s.success = success)
+    }
+
     /// The policy applied to an undeclared request with `method`.
     pub fn default_policy(&self, method: &str) -> RoutePolicy {
         let fail = self
@@ -424,6 +454,7 @@ impl RateLimiter {
             shield: Arc::clone(shield),
             fallback: Arc::clone(fallback),
             unavailable_retry_secs: self.unavailable_retry_secs,
+            success: self.success,
             declared: OnceCell::new(),
         })
     }

@@ -170,6 +170,10 @@ where
                 .map(|tree| DeclaredRoutes::from_tree(tree))
                 .unwrap_or_default();
             unmatched_username_readers(&self.limiter.sources, &declared);
+            // For `RateLimiter::reset` and `give_back`, which name routes as this App does.
+            self.config
+                .declared
+                .get_or_init(|| std::sync::Arc::new(declared.clone()));
             declared
         });
         if handle.counted() {

@@ -2,7 +2,7 @@ use std::{fmt, num::NonZeroU32, time::Duration};
 
 use ratelimit_grammar::{check_limit, check_window};
 
-use super::Algorithm;
+use super::{Algorithm, Count};
 
 pub use ratelimit_grammar::{MAX_EXACT_SLIDING_PRODUCT, MAX_SLIDING_LOG_LIMIT, MAX_WINDOW_MILLIS};
 
@@ -78,12 +78,26 @@ impl fmt::Display for Window {
     }
 }
 
-/// One limit: at most `max` requests per `window`, counted by `algorithm`.
+/// One limit: at most `max` requests per `window`, counted by `algorithm`; every request,
+/// or only failures ([`counting`](Self::counting)), and with a lockout once it refuses
+/// ([`blocking`](Self::blocking)).
+///
+/// ```
+/// use ratelimit_runtime::policy::{Algorithm, Count, Limit, Window};
+///
+/// // `#[rate_limit(limit = 10, window = "5m", count = "failures", block = "15m")]`
+/// const SIGN_IN: Limit = Limit::new(10, Window::from_secs(300), Algorithm::SlidingWindow)
+///     .counting(Count::Failures)
+///     .blocking(Window::from_secs(900));
+/// assert_eq!(SIGN_IN.to_string(), "10 per 5m (sliding_window), failures only, block 15m");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Limit {
     max: NonZeroU32,
     window: Window,
     algorithm: Algorithm,
+    count: Count,
+    block: Option<Window>,
 }
 
 impl Limit {
@@ -107,7 +121,28 @@ impl Limit {
             max,
             window,
             algorithm,
+            count: Count::Requests,
+            block: None,
         }
+    }
+
+    /// This limit counting `count`: every request (the default), or only those that fail
+    /// ([`Count::Failures`]: a request reserves its unit on the way in and gives it back when
+    /// the handler answers with a success, see `RateLimiter::success_statuses`).
+    #[must_use]
+    pub const fn counting(mut self, count: Count) -> Self {
+        self.count = count;
+        self
+    }
+
+    /// This limit locking a client out for `block` once it refuses one of its requests: every
+    /// request of that client on the route is refused until the block ends (`Retry-After`
+    /// says when), after which the limit's budget is whole. The lockout lives in the store,
+    /// beside the limit's key, so it outlives a restart of the service.
+    #[must_use]
+    pub const fn blocking(mut self, block: Window) -> Self {
+        self.block = Some(block);
+        self
     }
 
     /// How many requests the window allows.
@@ -124,11 +159,28 @@ impl Limit {
     pub const fn algorithm(&self) -> Algorithm {
         self.algorithm
     }
+
+    /// Which requests use the budget.
+    pub const fn count(&self) -> Count {
+        self.count
+    }
+
+    /// How long a client stays refused once this limit refuses it, if it does.
+    pub const fn block(&self) -> Option<Window> {
+        self.block
+    }
 }
 
 impl fmt::Display for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} per {} ({})", self.max, self.window, self.algorithm)
+        write!(f, "{} per {} ({})", self.max, self.window, self.algorithm)?;
+        if self.count == Count::Failures {
+            f.write_str(", failures only")?;
+        }
+        if let Some(block) = self.block {
+            write!(f, ", block {block}")?;
+        }
+        Ok(())
     }
 }
 

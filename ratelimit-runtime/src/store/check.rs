@@ -2,11 +2,61 @@
 
 use std::{future::Future, pin::Pin};
 
-use super::{Decision, StoreError, StoreErrorKind};
+use super::{Decision, Receipt, StoreError, StoreErrorKind};
 use crate::{key::RouteKey, policy::Limit};
 
 /// A boxed future returned by [`Store::check`].
 pub type CheckFuture<'a> = Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send + 'a>>;
+
+/// A boxed future returned by [`Store::adjust`]: the units given back.
+pub type AdjustFuture<'a> = Pin<Box<dyn Future<Output = Result<u64, StoreError>> + Send + 'a>>;
+
+/// A change to one client's budget on one route, outside a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Adjustment<'a> {
+    /// `units` back to every limit of the request (never past a whole budget): where the
+    /// check with `receipt` counted them, or, without one, from what counts at the time.
+    GiveBack {
+        /// How many units each limit gets back.
+        units: u32,
+        /// Where the check that counted them did.
+        receipt: Option<&'a Receipt>,
+    },
+    /// The budget whole again: every limit's count and lockout gone.
+    Reset,
+}
+
+/// A change to one client's budget on one route: what [`Store::adjust`] is asked.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct AdjustRequest<'a> {
+    /// The route-and-identity key, as for the check.
+    pub key: &'a RouteKey,
+    /// The limits to change (the route's, or those counting failures only).
+    pub limits: &'a [Limit],
+    /// The injected time in milliseconds, or `None` for the store's own clock.
+    pub now_millis: Option<u64>,
+    /// What to change.
+    pub change: Adjustment<'a>,
+}
+
+impl<'a> AdjustRequest<'a> {
+    /// A change to the budget at `key` for `limits`.
+    pub fn new(
+        key: &'a RouteKey,
+        limits: &'a [Limit],
+        now_millis: Option<u64>,
+        change: Adjustment<'a>,
+    ) -> Self {
+        AdjustRequest {
+            key,
+            limits,
+            now_millis,
+            change,
+        }
+    }
+}
 
 /// One check: every stacked limit of one route for one client.
 #[derive(Debug, Clone, Copy)]
@@ -29,12 +79,25 @@ pub const MAX_INJECTED_MILLIS: u64 = (1 << 53) / 1000 - 2 * crate::policy::MAX_W
 impl CheckRequest<'_> {
     /// The error every store answers for an injected time past [`MAX_INJECTED_MILLIS`].
     pub(crate) fn time_out_of_range(&self) -> Option<StoreError> {
-        let now = self.now_millis.filter(|now| *now > MAX_INJECTED_MILLIS)?;
-        Some(StoreError::new(
-            StoreErrorKind::Protocol,
-            format!("injected time {now} ms is past the latest a store accepts, {MAX_INJECTED_MILLIS} ms"),
-        ))
+        time_out_of_range(self.now_millis)
     }
+}
+
+impl AdjustRequest<'_> {
+    /// The error every store answers for an injected time past [`MAX_INJECTED_MILLIS`].
+    pub(crate) fn time_out_of_range(&self) -> Option<StoreError> {
+        time_out_of_range(self.now_millis)
+    }
+}
+
+fn time_out_of_range(now_millis: Option<u64>) -> Option<StoreError> {
+    let now = now_millis.filter(|now| *now > MAX_INJECTED_MILLIS)?;
+    Some(StoreError::new(
+        StoreErrorKind::Protocol,
+        format!(
+            "injected time {now} ms is past the latest a store accepts, {MAX_INJECTED_MILLIS} ms"
+        ),
+    ))
 }
 
 /// A counter store. Every implementation decides all limits of one request atomically
@@ -64,6 +127,21 @@ pub trait Store: Send + Sync + 'static {
     ) -> CheckFuture<'a> {
         let _ = timeout;
         self.check(request)
+    }
+
+    /// Gives units back to one client's budget, or resets it, in one round trip (the
+    /// count of units given back). The default answers that the store cannot: a store of
+    /// your own that serves `count = "failures"` routes, `Budget` or `RateLimiter::reset`
+    /// implements it.
+    fn adjust<'a>(&'a self, request: AdjustRequest<'a>) -> AdjustFuture<'a> {
+        let _ = request;
+        Box::pin(std::future::ready(Err(StoreError::new(
+            StoreErrorKind::Protocol,
+            format!(
+                "the `{}` store cannot give units back or reset a budget",
+                self.kind()
+            ),
+        ))))
     }
 
     /// The store one actix worker should use, asked once per worker when its App starts, on

@@ -16,7 +16,7 @@ use super::{
     config_error::{redact, StoreConfigError},
     link::{self, Link, Linked, Opening, StallRule},
     redis::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT},
-    CheckFuture, CheckRequest, Store,
+    AdjustFuture, AdjustRequest, CheckFuture, CheckRequest, Store,
 };
 
 /// How long the cluster's connection must go without a check timing out before its timeouts
@@ -99,6 +99,10 @@ impl Store for RedisClusterStore {
 
     fn check_within<'a>(&'a self, request: CheckRequest<'a>, timeout: Duration) -> CheckFuture<'a> {
         Box::pin(link::check(self, request, timeout.min(self.check_limit)))
+    }
+
+    fn adjust<'a>(&'a self, request: AdjustRequest<'a>) -> AdjustFuture<'a> {
+        Box::pin(link::adjust(self, request, self.timeout))
     }
 
     fn kind(&self) -> &'static str {

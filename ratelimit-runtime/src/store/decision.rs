@@ -28,6 +28,41 @@ pub struct Decision {
     pub allowed: bool,
     /// One state per stacked limit, in declaration order.
     pub limits: Vec<LimitState>,
+    /// What the store needs to give this request's units back
+    /// ([`Adjustment::GiveBack`](super::Adjustment::GiveBack)), when it counted them and
+    /// says so; `None` when it did not say (a unit is then given back from what counts at
+    /// that time).
+    pub receipt: Option<Receipt>,
+}
+
+/// Where a check counted its request, for giving the unit back exactly there: the time of
+/// the check on the store's clock (which window counter), and the sliding-log member it
+/// logged, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    counted_at_millis: u64,
+    member: Option<String>,
+}
+
+impl Receipt {
+    /// A check counted at `counted_at_millis` on the store's clock, logging `member` in its
+    /// sliding logs.
+    pub fn new(counted_at_millis: u64, member: Option<String>) -> Self {
+        Receipt {
+            counted_at_millis,
+            member,
+        }
+    }
+
+    /// The time of the check on the store's clock, in milliseconds.
+    pub fn counted_at_millis(&self) -> u64 {
+        self.counted_at_millis
+    }
+
+    /// The member the check logged in its sliding logs, if it logged one.
+    pub fn member(&self) -> Option<&str> {
+        self.member.as_deref()
+    }
 }
 
 impl LimitState {
@@ -58,7 +93,15 @@ impl Decision {
         Decision {
             allowed: limits.iter().all(|state| state.allowed),
             limits,
+            receipt: None,
         }
+    }
+
+    /// This decision with the receipt of where it counted the request.
+    #[must_use]
+    pub fn with_receipt(mut self, receipt: Receipt) -> Self {
+        self.receipt = Some(receipt);
+        self
     }
 
     /// The longest wait among the limits that rejected (zero when allowed).
@@ -111,18 +154,12 @@ mod tests {
             (vec![per_second, per_minute], 1),
             (vec![per_minute, per_second], 0),
         ] {
-            let decision = Decision {
-                allowed: true,
-                limits,
-            };
+            let decision = Decision::new(limits);
             let (at, binding) = decision.binding().unwrap();
             assert_eq!((at, binding.reset_after), (index, Duration::from_secs(60)));
         }
         // Fewer left still wins over a later reset.
-        let decision = Decision {
-            allowed: true,
-            limits: vec![state(5, 1_000, 1, 1_000), state(5, 60_000, 3, 60_000)],
-        };
+        let decision = Decision::new(vec![state(5, 1_000, 1, 1_000), state(5, 60_000, 3, 60_000)]);
         assert_eq!(decision.binding().unwrap().0, 0);
     }
 }

@@ -34,7 +34,7 @@ use ::redis::{aio::ConnectionLike, ErrorKind, RedisResult, ServerErrorKind};
 
 use super::{
     script_call::{self, ScriptConnection},
-    CheckRequest, Decision, Store, StoreError, StoreErrorKind,
+    AdjustRequest, CheckRequest, Decision, Store, StoreError, StoreErrorKind,
 };
 
 /// Timeouts (see [`StallRule`]) before a connection counts as stalled.
@@ -125,6 +125,17 @@ pub(crate) async fn check<S: Linked>(
     };
     link.observe(generation, health, store);
     checked
+}
+
+/// One give-back or reset of `request` on `store`'s current connection within `timeout`
+/// (not counted for the stall rule: checks alone tell whether a connection answers).
+pub(crate) async fn adjust<S: Linked>(
+    store: &S,
+    request: AdjustRequest<'_>,
+    timeout: Duration,
+) -> Result<u64, StoreError> {
+    let (_, connection) = store.link().current();
+    script_call::adjust(connection, request, timeout).await
 }
 
 /// How a check on a connection ended, for its stall rule.

@@ -12,10 +12,12 @@ pub(crate) mod script;
 mod script_call;
 mod tls;
 
-pub use check::{CheckFuture, CheckRequest, Store, MAX_INJECTED_MILLIS};
+pub use check::{
+    AdjustFuture, AdjustRequest, Adjustment, CheckFuture, CheckRequest, Store, MAX_INJECTED_MILLIS,
+};
 pub use cluster::{RedisClusterStore, RedisClusterStoreBuilder};
 pub use config_error::{redact, StoreConfigError};
-pub use decision::{Decision, LimitState};
+pub use decision::{Decision, LimitState, Receipt};
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::{MemoryStore, MemoryStoreBuilder, StoredEntry, StoredValue, DEFAULT_CAPACITY};
 pub use redis::{RedisStore, RedisStoreBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};

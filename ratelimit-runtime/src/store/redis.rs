@@ -10,7 +10,7 @@ use ::redis::{
 use super::{
     config_error::{redact, StoreConfigError},
     link::{self, Link, Linked, Opening, StallRule},
-    CheckFuture, CheckRequest, Store,
+    AdjustFuture, AdjustRequest, CheckFuture, CheckRequest, Store,
 };
 
 /// How long one check may take, fallback and retry included, unless configured otherwise.
@@ -84,6 +84,10 @@ impl Store for RedisStore {
 
     fn check_within<'a>(&'a self, request: CheckRequest<'a>, timeout: Duration) -> CheckFuture<'a> {
         Box::pin(link::check(self, request, timeout))
+    }
+
+    fn adjust<'a>(&'a self, request: AdjustRequest<'a>) -> AdjustFuture<'a> {
+        Box::pin(link::adjust(self, request, self.timeout))
     }
 
     fn kind(&self) -> &'static str {

@@ -42,9 +42,9 @@ use std::{
 
 use redis::Value;
 
-use super::{CheckRequest, Decision, LimitState, StoreError, StoreErrorKind};
+use super::{CheckRequest, Decision, LimitState, Receipt, StoreError, StoreErrorKind};
 use crate::{
-    key::algorithm_code,
+    key::{algorithm_code, RouteKey},
     policy::{Algorithm, Limit},
 };
 
@@ -137,20 +137,62 @@ pub(crate) struct ScriptCall<'a> {
     member: String,
     limits: &'a [Limit],
     script: CheckScript,
+    /// What the call does besides its limits: a check, or a give-back of units.
+    action: Action<'a>,
 }
+
+/// What a [`ScriptCall`] asks.
+#[derive(Debug, Clone, Copy)]
+enum Action<'a> {
+    Check,
+    GiveBack {
+        units: u32,
+        receipt: Option<&'a Receipt>,
+    },
+    /// Delete every key given (the limits' keys and their lockout keys).
+    Reset,
+}
+
+/// The lockout key of a limit with a block: `<limit key>:block`, beside the limit's key
+/// and in its Cluster slot.
+pub(crate) fn block_key(key: &RouteKey, limit: &Limit) -> String {
+    let mut block = key.limit_key(limit);
+    block.push_str(":block");
+    block
+}
+
+/// The give-back script (`scripts/give_back.lua`).
+static GIVE_BACK: LazyLock<CheckScript> = LazyLock::new(|| {
+    let source = script!("give_back.lua");
+    CheckScript {
+        source,
+        sha1: Box::leak(
+            sha1_smol::Sha1::from(source)
+                .digest()
+                .to_string()
+                .into_boxed_str(),
+        ),
+    }
+});
 
 impl<'a> ScriptCall<'a> {
     /// Encodes `request`. `request.limits` must not be empty.
     pub(crate) fn new(request: &CheckRequest<'a>) -> Self {
-        ScriptCall {
-            keys: request
-                .limits
+        let limits = request.limits;
+        let mut keys: Vec<String> = limits
+            .iter()
+            .map(|limit| request.key.limit_key(limit))
+            .collect();
+        keys.extend(
+            limits
                 .iter()
-                .map(|limit| request.key.limit_key(limit))
-                .collect(),
+                .filter(|limit| limit.block().is_some())
+                .map(|limit| block_key(request.key, limit)),
+        );
+        ScriptCall {
+            keys,
             now_millis: request.now_millis,
-            member: if request
-                .limits
+            member: if limits
                 .iter()
                 .any(|limit| limit.algorithm() == Algorithm::SlidingLog)
             {
@@ -158,9 +200,57 @@ impl<'a> ScriptCall<'a> {
             } else {
                 String::new()
             },
-            limits: request.limits,
-            script: check_script(request.limits),
+            limits,
+            script: check_script(limits),
+            action: Action::Check,
         }
+    }
+
+    /// Encodes a give-back of `units` for `limits` of `key`, where the check with `receipt`
+    /// counted them, else from what counts now. `limits` must not be empty.
+    pub(crate) fn give_back(
+        key: &RouteKey,
+        limits: &'a [Limit],
+        now_millis: Option<u64>,
+        units: u32,
+        receipt: Option<&'a Receipt>,
+    ) -> Self {
+        ScriptCall {
+            keys: limits.iter().map(|limit| key.limit_key(limit)).collect(),
+            now_millis,
+            member: receipt
+                .and_then(Receipt::member)
+                .unwrap_or_default()
+                .to_owned(),
+            limits,
+            script: *GIVE_BACK,
+            action: Action::GiveBack { units, receipt },
+        }
+    }
+
+    /// Encodes a reset of `limits` of `key`: their keys and lockout keys deleted.
+    /// `limits` must not be empty.
+    pub(crate) fn reset(key: &RouteKey, limits: &'a [Limit], now_millis: Option<u64>) -> Self {
+        let mut keys: Vec<String> = limits.iter().map(|limit| key.limit_key(limit)).collect();
+        keys.extend(
+            limits
+                .iter()
+                .filter(|limit| limit.block().is_some())
+                .map(|limit| block_key(key, limit)),
+        );
+        ScriptCall {
+            keys,
+            now_millis,
+            member: String::new(),
+            limits,
+            script: *GIVE_BACK,
+            action: Action::Reset,
+        }
+    }
+
+    /// The sliding-log member this call logs, or `""`.
+    pub(crate) fn member(&self) -> &str {
+        &self.member
     }
 
     /// The first key: every key of one call shares its hash tag, so its Cluster slot.
@@ -181,7 +271,7 @@ impl<'a> ScriptCall<'a> {
     fn command(&self, name: &str, script: &str) -> redis::Cmd {
         // Sized up front: a check's command is built on every request, and growing its two
         // vectors argument by argument cost more allocations than the rest of the call.
-        let args = 5 + self.keys.len() + 3 * self.limits.len();
+        let args = 5 + self.keys.len() + 4 * self.limits.len();
         let data = name.len()
             + script.len()
             + self.member.len()
@@ -196,19 +286,43 @@ impl<'a> ScriptCall<'a> {
             Some(now) => cmd.arg(now),
             None => cmd.arg(""),
         };
-        match self.limits {
-            [limit] => {
+        match (self.action, self.limits) {
+            (Action::Check, [limit]) => {
                 cmd.arg(limit.max()).arg(limit.window().as_millis());
                 if limit.algorithm() == Algorithm::SlidingLog {
                     cmd.arg(&self.member);
                 }
+                if let Some(block) = limit.block() {
+                    cmd.arg(block.as_millis());
+                }
             }
-            limits => {
+            (Action::Check, limits) => {
                 cmd.arg(&self.member);
                 for limit in limits {
                     cmd.arg(algorithm_code(limit.algorithm()))
                         .arg(limit.max())
+                        .arg(limit.window().as_millis())
+                        .arg(limit.block().map_or(0, |block| block.as_millis()));
+                }
+            }
+            (Action::Reset, _) => {
+                cmd.arg("reset");
+            }
+            (Action::GiveBack { units, receipt }, limits) => {
+                match receipt {
+                    Some(receipt) => cmd.arg(receipt.counted_at_millis()),
+                    None => cmd.arg(""),
+                };
+                for limit in limits {
+                    cmd.arg(algorithm_code(limit.algorithm()))
+                        .arg(limit.max())
                         .arg(limit.window().as_millis());
+                    match receipt {
+                        Some(_) if limit.algorithm() == Algorithm::SlidingLog => {
+                            cmd.arg(&self.member)
+                        }
+                        _ => cmd.arg(units),
+                    };
                 }
             }
         }
@@ -217,7 +331,11 @@ impl<'a> ScriptCall<'a> {
 }
 
 /// Decodes the script's reply for `request`.
-pub(crate) fn decode(request: &CheckRequest<'_>, reply: Value) -> Result<Decision, StoreError> {
+pub(crate) fn decode(
+    request: &CheckRequest<'_>,
+    member: &str,
+    reply: Value,
+) -> Result<Decision, StoreError> {
     let text = match &reply {
         Value::BulkString(bytes) => bytes.as_slice(),
         Value::SimpleString(text) => text.as_bytes(),
@@ -227,7 +345,7 @@ pub(crate) fn decode(request: &CheckRequest<'_>, reply: Value) -> Result<Decisio
             )))
         }
     };
-    let expected = 4 * request.limits.len();
+    let expected = 4 * request.limits.len() + 1;
     let mut numbers = text.split(|&byte| byte == b' ').map(|word| {
         parse_count(word).ok_or_else(|| {
             protocol(format!(
@@ -265,6 +383,7 @@ pub(crate) fn decode(request: &CheckRequest<'_>, reply: Value) -> Result<Decisio
             reset_after: Duration::from_millis(next()?),
         });
     }
+    let counted_at = next()?;
     if numbers.next().is_some() {
         return Err(protocol(format!(
             "expected {expected} integers for {} limits, got `{}`",
@@ -272,10 +391,25 @@ pub(crate) fn decode(request: &CheckRequest<'_>, reply: Value) -> Result<Decisio
             String::from_utf8_lossy(text)
         )));
     }
-    Ok(Decision {
-        allowed: limits.iter().all(|l| l.allowed),
-        limits,
+    let decision = Decision::new(limits);
+    Ok(if decision.allowed {
+        let member = (!member.is_empty()).then(|| member.to_owned());
+        decision.with_receipt(Receipt::new(counted_at, member))
+    } else {
+        decision
     })
+}
+
+/// Decodes the give-back script's reply: the units it gave back (the keys it deleted, for
+/// a reset).
+pub(crate) fn decode_given(reply: Value) -> Result<u64, StoreError> {
+    match reply {
+        Value::Int(given) => u64::try_from(given)
+            .map_err(|_| protocol(format!("expected the units given back, got {given}"))),
+        other => Err(protocol(format!(
+            "expected the units given back, got {other:?}"
+        ))),
+    }
 }
 
 /// A decimal count: one or more ASCII digits that fit a `u64`.
@@ -397,7 +531,10 @@ mod tests {
         assert_eq!(args[1], check_script_sha1());
         assert_eq!(args[2], "2", "two keys");
         assert_eq!(args[5], "1700000040000");
-        assert_eq!(&args[7..], ["sl", "5", "60000", "fw", "100", "3600000"]);
+        assert_eq!(
+            &args[7..],
+            ["sl", "5", "60000", "0", "fw", "100", "3600000", "0"]
+        );
         let other = ScriptCall::new(&CheckRequest {
             now_millis: None,
             ..request(&key, &limits)
@@ -442,7 +579,12 @@ mod tests {
             Limit::new(9, Window::from_secs(60), Algorithm::FixedWindow),
         ];
         let text = |s: &str| Value::BulkString(s.as_bytes().to_vec());
-        let decision = decode(&request(&key, &limits), text("1 4 0 12000 0 0 7000 7000")).unwrap();
+        let decision = decode(
+            &request(&key, &limits),
+            "",
+            text("1 4 0 12000 0 0 7000 7000 5"),
+        )
+        .unwrap();
         assert!(!decision.allowed);
         assert!(decision.limits[0].allowed);
         assert_eq!(decision.limits[0].remaining, 4);
@@ -455,18 +597,28 @@ mod tests {
         assert_eq!(decision.limits[1].limit, limits[1]);
         // A remaining count past u32 is capped, not wrapped.
         let alone = &limits[..1];
-        let decision = decode(&request(&key, alone), text("1 18446744073709551615 0 1")).unwrap();
+        let decision = decode(
+            &request(&key, alone),
+            "m1",
+            text("1 18446744073709551615 0 1 77"),
+        )
+        .unwrap();
         assert_eq!(decision.limits[0].remaining, u32::MAX);
+        // An allowed check's receipt: the time the script counted it at, and its member.
+        assert_eq!(
+            decision.receipt,
+            Some(Receipt::new(77, Some("m1".to_owned())))
+        );
 
         for bad in [
             text("1 4 0"),
-            text("1 4 0 12000 0 0 7000"),
-            text("1 4 0 12000 0 0 7000 7000 1"),
-            text("1 4 -1 12000 0 0 7000 7000"),
-            text("2 4 0 12000 0 0 7000 7000"),
-            text("1 4 0 12000  0 7000 7000"),
-            text("1 4 0 1.5 0 0 7000 7000"),
-            text("1 4 0 12000 0 0 7000 18446744073709551616"),
+            text("1 4 0 12000 0 0 7000 7000"),
+            text("1 4 0 12000 0 0 7000 7000 1 1"),
+            text("1 4 -1 12000 0 0 7000 7000 5"),
+            text("2 4 0 12000 0 0 7000 7000 5"),
+            text("1 4 0 12000  0 7000 7000 5"),
+            text("1 4 0 1.5 0 0 7000 7000 5"),
+            text("1 4 0 12000 0 0 7000 18446744073709551616 5"),
             text(""),
             Value::Array(
                 [1, 4, 0, 12_000, 0, 0, 7_000, 7_000]
@@ -475,7 +627,7 @@ mod tests {
             ),
             Value::Okay,
         ] {
-            let err = decode(&request(&key, &limits), bad.clone()).unwrap_err();
+            let err = decode(&request(&key, &limits), "", bad.clone()).unwrap_err();
             assert_eq!(err.kind(), StoreErrorKind::Protocol, "{bad:?}");
         }
     }

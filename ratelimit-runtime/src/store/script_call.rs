@@ -17,8 +17,8 @@ use redis::{
 };
 
 use super::{
-    script::{decode, ScriptCall},
-    CheckRequest, Decision, StoreError, StoreErrorKind,
+    script::{decode, decode_given, ScriptCall},
+    AdjustRequest, Adjustment, CheckRequest, Decision, StoreError, StoreErrorKind,
 };
 
 /// Decides `request` on `conn` within `timeout`.
@@ -31,10 +31,7 @@ pub(crate) async fn check<C: ScriptConnection>(
         return Err(error);
     }
     if request.limits.is_empty() {
-        return Ok(Decision {
-            allowed: true,
-            limits: Vec::new(),
-        });
+        return Ok(Decision::new(Vec::new()));
     }
     let call = ScriptCall::new(&request);
     let attempt = async {
@@ -51,7 +48,39 @@ pub(crate) async fn check<C: ScriptConnection>(
     match tokio::time::timeout(timeout, attempt).await {
         Err(_) => Err(StoreError::timeout(timeout)),
         Ok(Err(err)) => Err(store_error(&err)),
-        Ok(Ok(reply)) => decode(&request, reply),
+        Ok(Ok(reply)) => decode(&request, call.member(), reply),
+    }
+}
+
+/// Carries out `request` on `conn` within `timeout`: the units given back (keys deleted, for
+/// a reset). Never retried: a give-back whose reply was lost may have been carried out, and
+/// a second would give back twice.
+pub(crate) async fn adjust<C: ScriptConnection>(
+    mut conn: C,
+    request: AdjustRequest<'_>,
+    timeout: Duration,
+) -> Result<u64, StoreError> {
+    if let Some(error) = request.time_out_of_range() {
+        return Err(error);
+    }
+    if request.limits.is_empty() {
+        return Ok(0);
+    }
+    let call = match request.change {
+        Adjustment::GiveBack { units: 0, .. } => return Ok(0),
+        Adjustment::GiveBack { units, receipt } => ScriptCall::give_back(
+            request.key,
+            request.limits,
+            request.now_millis,
+            units,
+            receipt,
+        ),
+        Adjustment::Reset => ScriptCall::reset(request.key, request.limits, request.now_millis),
+    };
+    match tokio::time::timeout(timeout, conn.run(&call)).await {
+        Err(_) => Err(StoreError::timeout(timeout)),
+        Ok(Err(err)) => Err(store_error(&err)),
+        Ok(Ok(reply)) => decode_given(reply),
     }
 }
 

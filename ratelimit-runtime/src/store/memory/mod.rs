@@ -1,5 +1,6 @@
 //! The in-memory store: the scripts' algorithms ported to Rust, for one instance and tests.
 
+mod adjust;
 mod fixed_window;
 mod gcra;
 mod peek;

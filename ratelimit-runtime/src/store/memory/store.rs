@@ -10,14 +10,18 @@ use std::{
 };
 
 use super::{
-    fixed_window, gcra,
+    adjust, fixed_window, gcra,
     peek::Peek,
     sliding_log, sliding_window,
     table::{StoredEntry, Table},
 };
 use crate::{
+    key::algorithm_code,
     policy::Algorithm,
-    store::{CheckFuture, CheckRequest, Decision, LimitState, Store},
+    store::{
+        script::block_key, AdjustFuture, AdjustRequest, Adjustment, CheckFuture, CheckRequest,
+        Decision, LimitState, Receipt, Store,
+    },
 };
 
 /// How many keys a [`MemoryStore`] holds at most, unless configured otherwise.
@@ -109,46 +113,114 @@ impl MemoryStore {
     fn decide(&self, request: &CheckRequest<'_>) -> Decision {
         let now = request.now_millis.unwrap_or_else(|| self.clock.now());
         let mut table = self.lock(request.key.hash_tag());
-        let peeks: Vec<Peek> = request
-            .limits
-            .iter()
-            .map(|limit| {
-                let stem = request.key.limit_key(limit);
-                let (max, window) = (u64::from(limit.max()), limit.window().as_millis());
-                match limit.algorithm() {
-                    Algorithm::FixedWindow => fixed_window::peek(&table, &stem, max, window, now),
-                    Algorithm::SlidingWindow => {
-                        sliding_window::peek(&table, &stem, max, window, now)
-                    }
-                    Algorithm::SlidingLog => sliding_log::peek(&mut table, &stem, max, window, now),
-                    Algorithm::Gcra => gcra::peek(&table, &stem, max, window, now),
-                    // `Algorithm` is non-exhaustive for users; the assertion below this
-                    // function fails to compile when one is added without a peek here.
-                    _ => unreachable!("an algorithm without a memory-store peek"),
+        // Per limit: its peek, and its lockout key when it has a block and is not locked out.
+        let mut peeks: Vec<(Peek, Option<String>)> = Vec::with_capacity(request.limits.len());
+        for limit in request.limits {
+            let bkey = limit.block().map(|_| block_key(request.key, limit));
+            let blocked = bkey
+                .as_deref()
+                .map_or(0, |bkey| adjust::blocked_for(&table, bkey, now));
+            if blocked > 0 {
+                peeks.push((Peek::rejected(blocked, blocked), None));
+                continue;
+            }
+            let stem = request.key.limit_key(limit);
+            let (max, window) = (u64::from(limit.max()), limit.window().as_millis());
+            let peek = match limit.algorithm() {
+                Algorithm::FixedWindow => fixed_window::peek(&table, &stem, max, window, now),
+                Algorithm::SlidingWindow => sliding_window::peek(&table, &stem, max, window, now),
+                Algorithm::SlidingLog => sliding_log::peek(&mut table, &stem, max, window, now),
+                Algorithm::Gcra => gcra::peek(&table, &stem, max, window, now),
+                // `Algorithm` is non-exhaustive for users; the assertion below this
+                // function fails to compile when one is added without a peek here.
+                _ => unreachable!("an algorithm without a memory-store peek"),
+            };
+            peeks.push((peek, bkey));
+        }
+        let allowed = peeks.iter().all(|(p, _)| p.allowed);
+        let mut writes = Vec::new();
+        if !allowed {
+            // Each limit with a block that refused by its own count locks the client out;
+            // its count goes, so the budget is whole when the lockout ends.
+            for (limit, (peek, bkey)) in request.limits.iter().zip(&mut peeks) {
+                if let (false, Some(bkey), Some(block)) = (peek.allowed, bkey.take(), limit.block())
+                {
+                    let block = block.as_millis();
+                    table.remove(&request.key.limit_key(limit));
+                    writes.push(adjust::lockout(bkey, now, block));
+                    *peek = Peek::rejected(block, block);
                 }
-            })
-            .collect();
-        let allowed = peeks.iter().all(|p| p.allowed);
+            }
+        }
         let limits = request
             .limits
             .iter()
             .zip(&peeks)
-            .map(|(limit, p)| LimitState {
-                limit: *limit,
-                allowed: p.allowed,
-                remaining: u32::try_from(p.remaining).unwrap_or(u32::MAX),
-                retry_after: Duration::from_millis(p.retry_after),
-                reset_after: Duration::from_millis(p.reset_after),
+            .map(|(limit, (p, _))| {
+                LimitState::new(
+                    *limit,
+                    p.allowed,
+                    u32::try_from(p.remaining).unwrap_or(u32::MAX),
+                    Duration::from_millis(p.retry_after),
+                    Duration::from_millis(p.reset_after),
+                )
             })
             .collect();
         if allowed {
-            let evicted = table.apply(peeks.into_iter().filter_map(Peek::ranked).collect(), now);
+            writes.extend(peeks.into_iter().filter_map(|(p, _)| p.ranked()));
+        }
+        if !writes.is_empty() {
+            let evicted = table.apply(writes, now);
             drop(table);
             if evicted > 0 {
                 self.note_evictions(evicted as u64);
             }
         }
-        Decision { allowed, limits }
+        let decision = Decision::new(limits);
+        if allowed {
+            decision.with_receipt(Receipt::new(now, None))
+        } else {
+            decision
+        }
+    }
+
+    /// Gives units back, or resets, as `scripts/give_back.lua` does.
+    fn change(&self, request: &AdjustRequest<'_>) -> u64 {
+        let now = request.now_millis.unwrap_or_else(|| self.clock.now());
+        let mut table = self.lock(request.key.hash_tag());
+        let mut changed = 0;
+        for limit in request.limits {
+            let key = request.key.limit_key(limit);
+            match request.change {
+                Adjustment::GiveBack { units, receipt } => {
+                    let bounds = (
+                        algorithm_code(limit.algorithm()),
+                        u64::from(limit.max()),
+                        limit.window().as_millis(),
+                    );
+                    let counted_at = receipt.map(Receipt::counted_at_millis);
+                    changed += adjust::give_back(
+                        &mut table,
+                        &key,
+                        bounds,
+                        u64::from(units),
+                        counted_at,
+                        now,
+                    );
+                }
+                Adjustment::Reset => {
+                    let mut keys = vec![key];
+                    keys.extend(limit.block().map(|_| block_key(request.key, limit)));
+                    for key in keys {
+                        if table.get(&key, now).is_some() {
+                            changed += 1;
+                        }
+                        table.remove(&key);
+                    }
+                }
+            }
+        }
+        changed
     }
 
     /// Counts evictions, and warns at the first and whenever the total doubles.
@@ -199,6 +271,14 @@ impl Store for MemoryStore {
             None => Ok(self.decide(&request)),
         };
         Box::pin(std::future::ready(checked))
+    }
+
+    fn adjust<'a>(&'a self, request: AdjustRequest<'a>) -> AdjustFuture<'a> {
+        let changed = match request.time_out_of_range() {
+            Some(error) => Err(error),
+            None => Ok(self.change(&request)),
+        };
+        Box::pin(std::future::ready(changed))
     }
 
     fn kind(&self) -> &'static str {

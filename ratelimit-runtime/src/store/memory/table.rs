@@ -30,6 +30,7 @@ pub(super) const SWEEP_EVERY: u32 = 1024;
 
 /// What one key holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StoredValue {
     /// Window counters (`HINCRBY key <window start> 1`): each window's start in ms and its
     /// count, oldest first.
@@ -38,6 +39,8 @@ pub enum StoredValue {
     Log(VecDeque<u64>),
     /// A GCRA theoretical arrival time in microseconds.
     Tat(u64),
+    /// A lockout (`block`): its end in ms.
+    Lockout(u64),
 }
 
 impl StoredValue {
@@ -79,6 +82,8 @@ pub(super) enum Write {
     Append { key: String, ttl: u64 },
     /// `SET key tat PX ttl`.
     SetTat { key: String, tat: u64, ttl: u64 },
+    /// `SET key ends PX ttl`: a lockout ending at `ends`.
+    Lockout { key: String, ends: u64, ttl: u64 },
 }
 
 impl Write {
@@ -86,7 +91,8 @@ impl Write {
         match self {
             Write::Increment { key, .. }
             | Write::Append { key, .. }
-            | Write::SetTat { key, .. } => key,
+            | Write::SetTat { key, .. }
+            | Write::Lockout { key, .. } => key,
         }
     }
 }
@@ -253,10 +259,13 @@ impl Table {
             Write::SetTat { key, tat, ttl } => {
                 self.insert(key, StoredValue::Tat(tat), now + ttl, rank);
             }
+            Write::Lockout { key, ends, ttl } => {
+                self.insert(key, StoredValue::Lockout(ends), now + ttl, rank);
+            }
         }
     }
 
-    fn live_mut(&mut self, key: &str, now: u64) -> Option<&mut StoredEntry> {
+    pub(super) fn live_mut(&mut self, key: &str, now: u64) -> Option<&mut StoredEntry> {
         self.entries
             .get_mut(key)
             .map(|slot| &mut slot.entry)
@@ -298,7 +307,7 @@ impl Table {
         self.expiries.insert((expires_at, key));
     }
 
-    fn remove(&mut self, key: &str) {
+    pub(super) fn remove(&mut self, key: &str) {
         if let Some((key, slot)) = self.entries.remove_entry(key) {
             self.expiries.remove(&(slot.indexed_at, key));
         }

@@ -1,0 +1,103 @@
+-- give_back.lua: gives units of budget back to one client on one route, in one call: a
+-- request that counted its failures only and succeeded (`count = "failures"`), or an app's
+-- `give_back(n)`; or resets the budget (ARGV[2] = 'reset': every key given is deleted, the
+-- limits' keys and their lockout keys; returns how many existed).
+--
+-- KEYS[i]  the key of limit i (`RouteKey::limit_key`); every key shares one hash tag.
+-- ARGV[1]  the time in ms, or '' for Redis TIME (parts/clock.lua)
+-- ARGV[2]  the time of the check that counted the units (its reply's last figure), or ''
+--          for units counted at any time
+-- ARGV[4i-1], ARGV[4i], ARGV[4i+1], ARGV[4i+2]
+--          limit i: algorithm code (fw, sw, sl, gc), max, window ms, and the units, or for
+--          a sliding log with a counted time the member the check logged
+--
+-- With a counted time a unit goes back where that check put it: the window counter of its
+-- window (none once that window has gone), the log's member (none once it left the
+-- window), or one emission interval off GCRA's arrival time. Without, from what counts now:
+-- this window's counter, then the previous one's (sliding window); the newest members of
+-- the log; the arrival time. Never below nothing: a budget already whole stays whole, and
+-- a key is never created. Returns the units given back over all limits.
+
+if ARGV[2] == 'reset' then
+  if #ARGV ~= 2 or #KEYS < 1 then
+    return redis.error_reply('ERR rate-limit script: a reset takes its keys and 2 arguments')
+  end
+  return redis.call('DEL', unpack(KEYS))
+end
+local n = (#ARGV - 2) / 4
+if n < 1 or n % 1 ~= 0 or #KEYS ~= n then
+  return redis.error_reply('ERR rate-limit script: expected one key and 4 arguments per limit')
+end
+--@include parts/clock.lua
+local counted_at = nil
+if ARGV[2] ~= '' then
+  counted_at = tonumber(ARGV[2])
+  if counted_at == nil or counted_at < 0 or counted_at % 1 ~= 0 then
+    return redis.error_reply('ERR rate-limit script: ARGV[2] must be empty or a time in ms')
+  end
+end
+local given = 0
+for i = 1, n do
+  local key, code = KEYS[i], ARGV[4 * i - 1]
+  local max, window = tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1])
+  --@include parts/bounds.lua
+  local units = 1
+  if not (code == 'sl' and counted_at) then
+    units = tonumber(ARGV[4 * i + 2])
+    if units == nil or units < 1 or units > 4294967295 or units % 1 ~= 0 then
+      return redis.error_reply('ERR rate-limit script: units must be a whole number from 1 to 4294967295')
+    end
+  end
+  if code == 'fw' or code == 'sw' then
+    local at = counted_at or now
+    local start = at - at % window
+    local fields = {string.format('%d', start)}
+    if code == 'sw' and not counted_at then
+      fields[2] = string.format('%d', start - window)
+    end
+    for _, field in ipairs(fields) do
+      local count = (redis.call('HGET', key, field) or 0) + 0
+      local take = math.min(count, units)
+      if take > 0 then
+        redis.call('HINCRBY', key, field, string.format('%d', -take))
+        units, given = units - take, given + take
+      end
+    end
+  elseif code == 'sl' then
+    if counted_at then
+      given = given + redis.call('ZREM', key, ARGV[4 * i + 2])
+    else
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - window))
+      local count = redis.call('ZCARD', key)
+      local take = math.min(count, units)
+      if take > 0 then
+        redis.call('ZREMRANGEBYRANK', key, -take, -1)
+        given = given + take
+      end
+    end
+  elseif code == 'gc' then
+    local stored = redis.call('GET', key)
+    if stored then
+      local interval = math.floor(window * 1000 / max)
+      if interval < 1 then
+        interval = 1
+      end
+      local now_us = now * 1000
+      local tat = stored + 0
+      local spent = math.ceil((tat - now_us) / interval)
+      local take = math.min(spent, units)
+      if take > 0 then
+        tat = tat - take * interval
+        given = given + take
+        if tat <= now_us then
+          redis.call('DEL', key)
+        else
+          redis.call('SET', key, string.format('%d', tat), 'KEEPTTL')
+        end
+      end
+    end
+  else
+    return redis.error_reply('ERR rate-limit script: unknown algorithm `' .. tostring(code) .. '`')
+  end
+end
+return given

@@ -1,0 +1,208 @@
+//! A client's budget on a route, from code: the [`Budget`] extractor a handler takes, and
+//! `RateLimiter::reset` / `RateLimiter::give_back` for any route and identity.
+
+use std::{fmt, future::Future, pin::Pin, rc::Rc, time::Duration};
+
+use actix_web::{
+    dev::Payload, error::ErrorInternalServerError, FromRequest, HttpMessage, HttpRequest,
+};
+
+use super::limiter::Limiter;
+use crate::{
+    key::RouteKey,
+    policy::{Count, Limit},
+    store::{AdjustRequest, Adjustment, Decision, Receipt, StoreError},
+};
+
+/// The budget of the client of this request on its route: the route's decision (limit,
+/// remaining, reset) and [`reset`](Self::reset) / [`give_back`](Self::give_back) for this
+/// client on this route, one store call each, no key built by hand.
+///
+/// A handler of a limited route takes it as an argument; on a route this crate does not limit
+/// (exempt, or outside a `RateLimiter`) extracting it fails with a 500 that says so (take
+/// `Option<Budget>` where a route may be either).
+///
+/// ```
+/// use actix_web::{post, web, HttpResponse};
+/// use ratelimit_runtime::{rate_limit, Budget};
+///
+/// #[derive(serde::Deserialize)]
+/// struct Code {
+///     code: String,
+/// }
+///
+/// #[rate_limit(limit = 5, window = "10m", identity = "user_id", fail = "closed")]
+/// #[post("/verify")]
+/// async fn verify(body: web::Json<Code>, budget: Budget) -> HttpResponse {
+///     if body.code == "123456" {
+///         // A right code clears this user's failed attempts on this route.
+///         let _ = budget.reset().await;
+///         HttpResponse::Ok().finish()
+///     } else {
+///         HttpResponse::Forbidden().body(format!("{:?} attempts left", budget.remaining()))
+///     }
+/// }
+/// ```
+#[derive(Clone)]
+pub struct Budget(Rc<BudgetState>);
+
+/// What the request path leaves in a request's extensions for [`Budget`].
+pub(crate) struct BudgetState {
+    pub(crate) limiter: Rc<Limiter>,
+    pub(crate) key: RouteKey,
+    pub(crate) limits: &'static [Limit],
+    /// The store's decision; `None` when the store failed and the route let the request
+    /// through.
+    pub(crate) decision: Option<Decision>,
+}
+
+impl fmt::Debug for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Budget")
+            .field("limits", &self.0.limits)
+            .field("decision", &self.0.decision)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FromRequest for Budget {
+    type Error = actix_web::Error;
+    type Future = std::future::Ready<Result<Self, Self::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        std::future::ready(
+            req.extensions()
+                .get::<Budget>()
+                .cloned()
+                .ok_or_else(|| {
+                    ErrorInternalServerError(
+                        "`Budget` was extracted on a route no `#[rate_limit]` or `RateLimiter` limits; take `Option<Budget>` where a route may have none",
+                    )
+                }),
+        )
+    }
+}
+
+impl Budget {
+    pub(crate) fn new(state: BudgetState) -> Self {
+        Budget(Rc::new(state))
+    }
+
+    pub(crate) fn state(&self) -> &BudgetState {
+        &self.0
+    }
+
+    /// The store's decision on this request: one state per stacked limit. `None` when the
+    /// store failed and the route let the request through.
+    pub fn decision(&self) -> Option<&Decision> {
+        self.0.decision.as_ref()
+    }
+
+    /// The limit the headers report (the one with the fewest requests left), its max.
+    pub fn limit(&self) -> Option<u32> {
+        self.binding().map(|(_, state)| state.limit.max())
+    }
+
+    /// Requests left after this one in that limit.
+    pub fn remaining(&self) -> Option<u32> {
+        self.binding().map(|(_, state)| state.remaining)
+    }
+
+    /// How long until that limit's budget is whole again.
+    pub fn reset_after(&self) -> Option<Duration> {
+        self.binding().map(|(_, state)| state.reset_after)
+    }
+
+    fn binding(&self) -> Option<(usize, &crate::store::LimitState)> {
+        self.0.decision.as_ref().and_then(Decision::binding)
+    }
+
+    /// Clears this client's budget on this route: every limit's count and lockout. This
+    /// instance stops refusing it at once; the others within a second (their flood shields
+    /// ask the store again at least that often).
+    ///
+    /// # Errors
+    ///
+    /// The store's, when it failed or did not answer within the timeout.
+    pub async fn reset(&self) -> Result<(), StoreError> {
+        let state = &self.0;
+        let change = Adjustment::Reset;
+        state
+            .limiter
+            .adjust(&state.key, state.limits, change)
+            .await
+            .map(|_| ())
+    }
+
+    /// Gives `units` back to every limit of this route for this client (never past a whole
+    /// budget): the units given back, over all limits.
+    ///
+    /// # Errors
+    ///
+    /// The store's, when it failed or did not answer within the timeout.
+    pub async fn give_back(&self, units: u32) -> Result<u64, StoreError> {
+        let state = &self.0;
+        let change = Adjustment::GiveBack {
+            units,
+            receipt: None,
+        };
+        state.limiter.adjust(&state.key, state.limits, change).await
+    }
+}
+
+impl Limiter {
+    /// One store call that changes the budget at `key` for `limits`, bounded as a check is;
+    /// this process's flood shield forgets the key.
+    pub(crate) fn adjust<'a>(
+        &'a self,
+        key: &'a RouteKey,
+        limits: &'a [Limit],
+        change: Adjustment<'a>,
+    ) -> Pin<Box<dyn Future<Output = Result<u64, StoreError>> + 'a>> {
+        Box::pin(async move {
+            let timeout = self
+                .timeout
+                .or_else(|| self.store.timeout())
+                .unwrap_or(crate::store::DEFAULT_TIMEOUT);
+            let request = AdjustRequest::new(key, limits, self.clock.now_millis(), change);
+            let changed = tokio::time::timeout(timeout, self.store.adjust(request))
+                .await
+                .unwrap_or_else(|_| Err(StoreError::timeout(timeout)));
+            self.shield.forget(key.as_str());
+            changed
+        })
+    }
+
+    /// After the handler answered `succeeded`: a request that reserved units in limits that
+    /// count failures only gives them back when it succeeded, where its check counted them.
+    /// A failure to give back leaves the units spent (the strict side), logged.
+    pub(crate) async fn settle(
+        &self,
+        key: &RouteKey,
+        limits: &[Limit],
+        receipt: Option<&Receipt>,
+        succeeded: bool,
+        route: &str,
+    ) {
+        if !succeeded {
+            return;
+        }
+        let failures_only: Vec<Limit> = limits
+            .iter()
+            .filter(|limit| limit.count() == Count::Failures)
+            .copied()
+            .collect();
+        if failures_only.is_empty() {
+            return;
+        }
+        let change = Adjustment::GiveBack { units: 1, receipt };
+        if let Err(error) = self.adjust(key, &failures_only, change).await {
+            tracing::warn!(
+                target: "ratelimit",
+                route,
+                %error,
+                "a success on a route that counts failures only could not give its unit back; it stays spent"
+            );
+        }
+    }
+}

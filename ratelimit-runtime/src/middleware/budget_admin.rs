@@ -1,0 +1,223 @@
+//! `RateLimiter::reset` and `RateLimiter::give_back`: any client's budget on any declared
+//! route, from its plain identity values, keyed exactly as the request path keys it.
+
+use std::{fmt, net::IpAddr, sync::Arc};
+
+use actix_web::http::Method;
+
+use super::{declared_routes::DeclaredRoutes, rate_limiter::RateLimiter, route_info::RouteInfo};
+use crate::{
+    identity::ClientIdentity,
+    key::RouteKey,
+    policy::{Identity, IdentityPart, Limit},
+    registry,
+    store::{AdjustRequest, Adjustment, StoreError},
+};
+
+/// Why a budget could not be reset or given back from code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BudgetError {
+    /// No declared, limited route is labelled so (`POST /login`, with its scope's prefix).
+    UnknownRoute(String),
+    /// The identity given is not the one the route counts: the parts it needs, in order.
+    Identity {
+        /// The route's label.
+        route: String,
+        /// What the route counts, such as `ip+username`.
+        expected: String,
+    },
+    /// The store failed or did not answer in time.
+    Store(StoreError),
+}
+
+impl fmt::Display for BudgetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BudgetError::UnknownRoute(route) => write!(
+                f,
+                "`{route}` is no declared, limited route: name it as `METHOD /full/pattern`, with its scope's prefix, as the route table shows it"
+            ),
+            BudgetError::Identity { route, expected } => write!(
+                f,
+                "`{route}` counts clients by `{expected}`: give exactly those parts, in that order"
+            ),
+            BudgetError::Store(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for BudgetError {}
+
+impl RateLimiter {
+    /// Clears the budget of the client identified by `identity` on `route` (`"POST /login"`,
+    /// as the route table labels it): every limit's count and lockout, in one store call.
+    /// `identity` gives each part the route counts, in order, with its plain value (a
+    /// username as submitted: it is put in canonical form, and hashed under the key secret,
+    /// as the request path does). This instance stops refusing the client at once, the
+    /// others within a second.
+    ///
+    /// ```
+    /// # actix_web::rt::System::new().block_on(async {
+    /// use ratelimit_runtime::{store::MemoryStore, IdentityPart, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::new(MemoryStore::new());
+    /// // No route of this doctest is declared.
+    /// let unknown = limiter.reset("POST /login", &[(IdentityPart::Username, "alice")]).await;
+    /// assert!(unknown.unwrap_err().to_string().contains("no declared, limited route"));
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`BudgetError`]: no such declared route, an identity that is not the route's, or the
+    /// store's error.
+    pub async fn reset(
+        &self,
+        route: &str,
+        identity: &[(IdentityPart, &str)],
+    ) -> Result<(), BudgetError> {
+        self.change(route, identity, Adjustment::Reset)
+            .await
+            .map(|_| ())
+    }
+
+    /// Gives `units` back to every limit of `route` for the client identified by `identity`
+    /// (as [`reset`](Self::reset) names them), never past a whole budget: the units given
+    /// back, over all limits.
+    ///
+    /// # Errors
+    ///
+    /// As [`reset`](Self::reset).
+    pub async fn give_back(
+        &self,
+        route: &str,
+        identity: &[(IdentityPart, &str)],
+        units: u32,
+    ) -> Result<u64, BudgetError> {
+        let change = Adjustment::GiveBack {
+            units,
+            receipt: None,
+        };
+        self.change(route, identity, change).await
+    }
+
+    async fn change(
+        &self,
+        route: &str,
+        identity: &[(IdentityPart, &str)],
+        change: Adjustment<'_>,
+    ) -> Result<u64, BudgetError> {
+        let (key, limits) = self.budget_key(route, identity)?;
+        let timeout = self
+            .timeout
+            .or_else(|| self.store.timeout())
+            .unwrap_or(crate::store::DEFAULT_TIMEOUT);
+        let request = AdjustRequest::new(&key, limits, self.clock.now_millis(), change);
+        let changed = tokio::time::timeout(timeout, self.store.adjust(request))
+            .await
+            .unwrap_or_else(|_| Err(StoreError::timeout(timeout)));
+        if let Some(shield) = self.shield.get() {
+            shield.forget(key.as_str());
+        }
+        changed.map_err(BudgetError::Store)
+    }
+
+    /// The key and limits of `identity` on the declared route labelled `route`.
+    fn budget_key(
+        &self,
+        route: &str,
+        identity: &[(IdentityPart, &str)],
+    ) -> Result<(RouteKey, &'static [Limit]), BudgetError> {
+        let unknown = || BudgetError::UnknownRoute(route.to_owned());
+        let (method, pattern) = route.trim().split_once(' ').ok_or_else(unknown)?;
+        let method = Method::from_bytes(method.as_bytes()).map_err(|_| unknown())?;
+        let pattern = pattern.trim();
+        let declared: Option<&DeclaredRoutes> = self.declared.get().map(Arc::as_ref);
+        // The App's own routes once a worker has read them; before, a declaration at that
+        // very path (a route outside any scope).
+        let declaration = match declared {
+            Some(declared) => declared.declaration(&method, pattern),
+            None => registry::declarations().find(|d| {
+                d.path == pattern
+                    && (d.methods.is_empty() || d.methods.iter().any(|m| *m == method.as_str()))
+            }),
+        }
+        .ok_or_else(unknown)?;
+        let policy = *declaration.policy().limited().ok_or_else(unknown)?;
+        let client = self
+            .client_identity(policy.identity(), identity)
+            .ok_or_else(|| BudgetError::Identity {
+                route: route.trim().to_owned(),
+                expected: expected_identity(policy.identity()),
+            })?;
+        let info = RouteInfo::declared(
+            declaration,
+            &method,
+            Some(pattern.to_owned()),
+            policy,
+            declared,
+        );
+        let key = info.key(&self.prefix, self.secret.as_ref(), &client);
+        Ok((key, policy.limits()))
+    }
+
+    /// `given` as the request path would extract it for a route counting `identity`: each
+    /// part in the route's order, a username in canonical form, an address as the limiter
+    /// writes it. `None` when the parts are not the route's.
+    fn client_identity(
+        &self,
+        identity: Identity,
+        given: &[(IdentityPart, &str)],
+    ) -> Option<ClientIdentity> {
+        let fits = match identity {
+            Identity::UserIdElseIp => {
+                matches!(given, [(IdentityPart::UserId | IdentityPart::Ip, _)])
+            }
+            Identity::Parts(parts) => {
+                parts.len() == given.len()
+                    && parts
+                        .iter()
+                        .zip(given)
+                        .all(|(want, (got, _))| same_part(*want, *got))
+            }
+        };
+        if !fits {
+            return None;
+        }
+        let mut parts = Vec::with_capacity(given.len());
+        for (part, value) in given {
+            let value = match part {
+                IdentityPart::Username => (self.sources.canonical_username)(value),
+                IdentityPart::Ip => {
+                    let ip: IpAddr = value.trim().parse().ok()?;
+                    self.sources.trusted_proxies.text(Some(ip))
+                }
+                _ => value.trim().to_owned(),
+            };
+            parts.push((*part, value));
+        }
+        Some(ClientIdentity {
+            parts,
+            fell_back_from: None,
+        })
+    }
+}
+
+fn same_part(a: IdentityPart, b: IdentityPart) -> bool {
+    match (a, b) {
+        (IdentityPart::Header(x), IdentityPart::Header(y)) => x.eq_ignore_ascii_case(y),
+        (a, b) => a == b,
+    }
+}
+
+fn expected_identity(identity: Identity) -> String {
+    match identity {
+        Identity::Parts(parts) => parts
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("+"),
+        _ => "user_id or ip".to_owned(),
+    }
+}

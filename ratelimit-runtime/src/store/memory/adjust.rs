@@ -1,0 +1,103 @@
+//! Lockouts and give-backs, as `scripts/parts/block_*.lua` and `scripts/give_back.lua`.
+
+use super::table::{Rank, StoredValue, Table, Write};
+
+/// How long the lockout at `key` still holds at `now`, in ms (0: none).
+pub(super) fn blocked_for(table: &Table, key: &str, now: u64) -> u64 {
+    match table.get(key, now) {
+        Some(StoredValue::Lockout(ends)) => ends.saturating_sub(now),
+        _ => 0,
+    }
+}
+
+/// The write that locks a client out for `block` ms from `now`: ranked above any count, so
+/// a flood of new clients evicts it last (evicting it would end a lockout early).
+pub(super) fn lockout(key: String, now: u64, block: u64) -> (Write, Rank) {
+    let write = Write::Lockout {
+        key,
+        ends: now + block,
+        ttl: block,
+    };
+    let rank = Rank {
+        requests: u32::MAX,
+        share: u16::MAX,
+    };
+    (write, rank)
+}
+
+/// Gives `units` back to the entry at `key` of a limit of `max` per `window` ms counted by
+/// `algorithm_code` (`fw`, `sw`, `sl`, `gc`): where a check at `counted_at` counted them,
+/// else from what counts at `now`. Answers the units given back.
+pub(super) fn give_back(
+    table: &mut Table,
+    key: &str,
+    (code, max, window): (&str, u64, u64),
+    units: u64,
+    counted_at: Option<u64>,
+    now: u64,
+) -> u64 {
+    if code == "sl" {
+        // Pruned as the script's ZREMRANGEBYSCORE prunes: what left the window goes.
+        let Some(log) = table.pruned_log(key, now, now.checked_sub(window)) else {
+            return 0;
+        };
+        return match counted_at {
+            // The receipt's member: one entry logged at that time.
+            Some(at) => log.iter().position(|t| *t == at).map_or(0, |i| {
+                let _ = log_remove(table, key, now, i);
+                1
+            }),
+            None => {
+                let take = units.min(log.len() as u64);
+                if let Some(StoredValue::Log(log)) = table.live_mut(key, now).map(|e| &mut e.value)
+                {
+                    let keep = log.len() - take as usize;
+                    log.truncate(keep);
+                }
+                take
+            }
+        };
+    }
+    let Some(entry) = table.live_mut(key, now) else {
+        return 0;
+    };
+    match (&mut entry.value, code) {
+        (StoredValue::Windows(windows), "fw" | "sw") => {
+            let at = counted_at.unwrap_or(now);
+            let start = at - at % window;
+            let mut starts = vec![start];
+            if code == "sw" && counted_at.is_none() {
+                starts.extend(start.checked_sub(window));
+            }
+            let mut left = units;
+            for start in starts {
+                if let Some((_, count)) = windows.iter_mut().find(|(s, _)| *s == start) {
+                    let take = left.min(*count);
+                    *count -= take;
+                    left -= take;
+                }
+            }
+            units - left
+        }
+        (StoredValue::Tat(tat), "gc") => {
+            let interval = (window * 1000 / max).max(1);
+            let now_us = now * 1000;
+            let spent = tat.saturating_sub(now_us).div_ceil(interval);
+            let take = units.min(spent);
+            *tat -= take * interval;
+            if *tat <= now_us {
+                table.remove(key);
+            }
+            take
+        }
+        _ => 0,
+    }
+}
+
+/// Removes the `index`-th entry of the log at `key`.
+fn log_remove(table: &mut Table, key: &str, now: u64, index: usize) -> Option<u64> {
+    match table.live_mut(key, now).map(|e| &mut e.value) {
+        Some(StoredValue::Log(log)) => log.remove(index),
+        _ => None,
+    }
+}
