@@ -4,7 +4,9 @@ pub use actix_web;
 pub use inventory;
 
 /// For the suite's own tests: the check scripts, which users never name.
-pub use crate::store::script::{check_script, check_script_sha1, CheckScript, CHECK_SCRIPT};
+pub use crate::store::script::{
+    check_script, check_script_sha1, give_back_script, CheckScript, CHECK_SCRIPT,
+};
 
 /// For the suite's own tests: the unkeyed hash keys hold without a key secret.
 pub fn short_hash(value: &str) -> String {

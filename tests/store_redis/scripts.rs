@@ -3,7 +3,7 @@
 //! errors, never decisions.
 
 use ratelimit_runtime::{
-    __private::{check_script, check_script_sha1},
+    __private::{check_script, check_script_sha1, give_back_script},
     store::{CheckRequest, StoreErrorKind},
     Algorithm, Limit, Window,
 };
@@ -141,23 +141,28 @@ fn the_scripts_refuse_malformed_arguments() {
     let t0 = T0.to_string();
     let w = W.to_string();
     let ok = eval(single, &["1", "k:gc", &t0, "5", &w]).unwrap();
-    assert_eq!(ok, redis::Value::BulkString(b"1 4 0 12000".to_vec()));
+    let reply = |text: &str| redis::Value::BulkString(format!("{text} {T0}").into_bytes());
+    // The figures, then the time the script counted at (the receipt of a give-back).
+    assert_eq!(ok, reply("1 4 0 12000"));
     let log =
         check_script(&[Limit::new(5, Window::from_millis(W), Algorithm::SlidingLog)]).source();
     let ok = eval(log, &["1", "k:sl", &t0, "5", &w, "m1"]).unwrap();
-    assert_eq!(ok, redis::Value::BulkString(b"1 4 0 60000".to_vec()));
+    assert_eq!(ok, reply("1 4 0 60000"));
     // The general script: four integers per limit, in the order of the keys.
     let stacked = eval(
         general,
         &[
-            "2", "k2:sl", "k2:sw", &t0, "m1", "sl", "5", &w, "sw", "100", &w,
+            "2", "k2:sl", "k2:sw", &t0, "m1", "sl", "5", &w, "0", "sw", "100", &w, "0",
         ],
     )
     .unwrap();
-    assert_eq!(
-        stacked,
-        redis::Value::BulkString(b"1 4 0 60000 1 99 0 120000".to_vec())
-    );
+    assert_eq!(stacked, reply("1 4 0 60000 1 99 0 120000"));
+    // Two units asked back from the GCRA key counted once above: one comes back, then none.
+    let give_back = give_back_script().source();
+    for given in [1, 0] {
+        let reply = eval(give_back, &["1", "k:gc", &t0, "", "gc", "5", &w, "2"]).unwrap();
+        assert_eq!(reply, redis::Value::Int(given));
+    }
     let sliding = check_script(&[Limit::new(
         5,
         Window::from_millis(W),
@@ -200,7 +205,7 @@ fn the_scripts_refuse_malformed_arguments() {
         ),
         (
             general,
-            vec!["1", "k", "", "", "sw", "4294967295", "2097153"],
+            vec!["1", "k", "", "", "sw", "4294967295", "2097153", "0"],
             exact,
         ),
         (
@@ -210,23 +215,54 @@ fn the_scripts_refuse_malformed_arguments() {
         ),
         (
             general,
-            vec!["1", "k", "", "", "tb", "5", "1000"],
+            vec!["1", "k", "", "", "tb", "5", "1000", "0"],
             "unknown algorithm `tb`",
         ),
         (
             general,
             vec!["1", "k", "", "", "sw", "5"],
-            "expected 2 + 3 arguments per key",
+            "expected 2 + 4 arguments per limit",
         ),
         (
             general,
-            vec!["2", "a", "b", "", "", "sw", "5", "1000", "gc", "-1", "1000"],
+            vec!["2", "a", "b", "", "", "sw", "5", "1000", "0", "gc", "-1", "1000", "0"],
             bounds,
         ),
         (
             general,
-            vec!["1", "k", "1.5", "", "fw", "5", "1000"],
+            vec!["1", "k", "1.5", "", "fw", "5", "1000", "0"],
             "ARGV[1] must be empty or a whole number",
+        ),
+        // A lockout: its key and a block within the window's bounds.
+        (
+            single,
+            vec!["2", "k:gc", "k:gc:block", "", "5", "1000", "0"],
+            "block must be a whole number from 1 to 2678400000",
+        ),
+        (
+            general,
+            vec!["1", "k", "", "", "fw", "5", "1000", "1000"],
+            "expected one lockout key per limit with a block",
+        ),
+        (
+            give_back,
+            vec!["1", "k", "", "", "fw", "5", "1000", "0"],
+            "units must be a whole number",
+        ),
+        (
+            give_back,
+            vec!["1", "k", "", "later", "fw", "5", "1000", "1"],
+            "ARGV[2] must be empty or a time",
+        ),
+        (
+            give_back,
+            vec!["1", "k", "", "", "fw", "5", "1000"],
+            "expected one key and 4 arguments per limit",
+        ),
+        (
+            give_back,
+            vec!["1", "k", "", "reset", "extra"],
+            "a reset takes its keys and 2 arguments",
         ),
     ];
     for (source, args, expected) in refused {

@@ -112,6 +112,11 @@ pub fn check_script(limits: &[Limit]) -> CheckScript {
     }
 }
 
+/// The give-back script (`scripts/give_back.lua`): units back, or a reset.
+pub fn give_back_script() -> CheckScript {
+    *GIVE_BACK
+}
+
 /// The SHA-1 digest of the general [`CHECK_SCRIPT`] in hex.
 pub fn check_script_sha1() -> &'static str {
     &SHA1S[Algorithm::ALL.len()]
