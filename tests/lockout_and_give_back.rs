@@ -35,12 +35,7 @@ fn shapes() -> Vec<Vec<Limit>> {
 }
 
 fn key(name: &str) -> RouteKey {
-    RouteKey::new(
-        "rl",
-        "POST",
-        "/login",
-        &[(IdentityPart::Username, name)],
-    )
+    RouteKey::new("rl", "POST", "/login", &[(IdentityPart::Username, name)])
 }
 
 async fn adjust(
@@ -73,7 +68,10 @@ async fn a_refusal_locks_the_client_out_for_the_block_then_the_budget_is_whole()
     for (name, backend) in backends().await {
         for limits in shapes() {
             let shape = format!("{name} {limits:?}");
-            let alice = key(&format!("alice{}", limits.len() * 10 + limits[0].algorithm().index()));
+            let alice = key(&format!(
+                "alice{}",
+                limits.len() * 10 + limits[0].algorithm().index()
+            ));
             for _ in 0..3 {
                 assert!(backend.check(&alice, &limits, T0).await.allowed, "{shape}");
             }
@@ -100,8 +98,14 @@ async fn a_refusal_locks_the_client_out_for_the_block_then_the_budget_is_whole()
                 assert_eq!(state.remaining, left, "{shape}");
             }
             // Another client was never locked out.
-            let bob = key(&format!("bob{}", limits.len() * 10 + limits[0].algorithm().index()));
-            assert!(backend.check(&bob, &limits, T0 + 2).await.allowed, "{shape}");
+            let bob = key(&format!(
+                "bob{}",
+                limits.len() * 10 + limits[0].algorithm().index()
+            ));
+            assert!(
+                backend.check(&bob, &limits, T0 + 2).await.allowed,
+                "{shape}"
+            );
         }
         backend.finish().await;
     }
@@ -113,7 +117,10 @@ async fn a_unit_given_back_with_its_receipt_returns_to_where_it_was_counted() {
         let store = backend.store();
         for limits in shapes() {
             let shape = format!("{name} {limits:?}");
-            let carol = key(&format!("carol{}", limits.len() * 10 + limits[0].algorithm().index()));
+            let carol = key(&format!(
+                "carol{}",
+                limits.len() * 10 + limits[0].algorithm().index()
+            ));
             let mut receipts = Vec::new();
             for i in 0..3 {
                 let decision = backend.check(&carol, &limits, T0 + i).await;
@@ -121,9 +128,19 @@ async fn a_unit_given_back_with_its_receipt_returns_to_where_it_was_counted() {
                 receipts.push(decision.receipt.expect("an allowed check has a receipt"));
             }
             // The second request succeeded: its unit goes back, once.
-            let given = adjust(&*store, &carol, &limits, T0 + 5, give_back(1, Some(&receipts[1]))).await;
+            let given = adjust(
+                &*store,
+                &carol,
+                &limits,
+                T0 + 5,
+                give_back(1, Some(&receipts[1])),
+            )
+            .await;
             assert_eq!(given, limits.len() as u64, "{shape}");
-            assert!(backend.check(&carol, &limits, T0 + 6).await.allowed, "{shape}");
+            assert!(
+                backend.check(&carol, &limits, T0 + 6).await.allowed,
+                "{shape}"
+            );
             let refused = backend.check(&carol, &limits, T0 + 7).await;
             assert!(!refused.allowed, "{shape}");
         }
@@ -167,7 +184,11 @@ async fn concurrent_give_backs_never_pass_a_whole_budget_and_reset_touches_no_ot
             let erin_before = backend.counted(&erin, &limits[0], T0).await;
             adjust(&*store, &dave, &limits, T0 + 3, Adjustment::Reset).await;
             assert_eq!(backend.counted(&dave, &limits[0], T0).await, 0, "{shape}");
-            assert_eq!(backend.counted(&erin, &limits[0], T0).await, erin_before, "{shape}");
+            assert_eq!(
+                backend.counted(&erin, &limits[0], T0).await,
+                erin_before,
+                "{shape}"
+            );
             assert_eq!(erin_before, 4, "{shape}");
         }
         backend.finish().await;
@@ -183,9 +204,15 @@ async fn a_reset_ends_a_lockout() {
         for _ in 0..4 {
             backend.check(&frank, &limits, T0).await;
         }
-        assert!(!backend.check(&frank, &limits, T0 + W).await.allowed, "{name}");
+        assert!(
+            !backend.check(&frank, &limits, T0 + W).await.allowed,
+            "{name}"
+        );
         adjust(&*store, &frank, &limits, T0 + W, Adjustment::Reset).await;
-        assert!(backend.check(&frank, &limits, T0 + W).await.allowed, "{name}");
+        assert!(
+            backend.check(&frank, &limits, T0 + W).await.allowed,
+            "{name}"
+        );
         backend.finish().await;
     }
 }

@@ -225,7 +225,9 @@ fn the_scripts_refuse_malformed_arguments() {
         ),
         (
             general,
-            vec!["2", "a", "b", "", "", "sw", "5", "1000", "0", "gc", "-1", "1000", "0"],
+            vec![
+                "2", "a", "b", "", "", "sw", "5", "1000", "0", "gc", "-1", "1000", "0",
+            ],
             bounds,
         ),
         (
