@@ -88,7 +88,8 @@ impl Demo {
         for i in 0..max {
             let (status, _) = self.send(method, path, headers, body).await;
             match status {
-                200..=299 => {}
+                // A wrong password is answered 401, and counted.
+                200..=299 | 401 => {}
                 429 => return i,
                 other => panic!("{method} {path}: unexpected status {other}"),
             }
@@ -117,14 +118,33 @@ async fn every_route_of_the_demo_follows_its_policy() {
             .await,
         10
     );
-    let (status, headers) = demo.send("POST", "/login", &[JSON], login).await;
+    // Ten wrong passwords lock the name out for 15 minutes, the right one too.
+    let right = Some(r#"{"username":"alice","password":"demo"}"#);
+    let (status, headers) = demo.send("POST", "/login", &[JSON], right).await;
     assert_eq!(status, 429);
-    assert!(headers.get("retry-after").is_some());
-    let other_user = Some(r#"{"username":"bob","password":"pw"}"#);
+    let retry: u64 = headers
+        .get("retry-after")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((890..=900).contains(&retry), "Retry-After {retry}");
+    // Right passwords use no budget: another name signs in as often as it likes.
+    let other_user = Some(r#"{"username":"bob","password":"demo"}"#);
+    for _ in 0..15 {
+        assert_eq!(
+            demo.send("POST", "/login", &[JSON], other_user).await.0,
+            200
+        );
+    }
+    // A password reset clears the name's failed sign-ins and its lockout.
+    let reset = Some(r#"{"username":"alice"}"#);
     assert_eq!(
-        demo.send("POST", "/login", &[JSON], other_user).await.0,
-        200
+        demo.send("POST", "/password-reset", &[JSON], reset).await.0,
+        202
     );
+    assert_eq!(demo.send("POST", "/login", &[JSON], right).await.0, 200);
 
     let form = ("content-type", "application/x-www-form-urlencoded");
     assert_eq!(
@@ -258,7 +278,7 @@ fn routes_prints_the_route_table_and_exits_zero() {
     let text = String::from_utf8(output.stdout).unwrap();
     for row in [
         "POST    /login           demo::routes::login",
-        "10/5m sliding_log",
+        "10/5m sliding_window failures block 15m",
         "5/15m sliding_log",
         "300/1m sliding_window",
         "60/1h fixed_window",

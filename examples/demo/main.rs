@@ -35,6 +35,8 @@ pub fn app(
 ) -> App<impl AppFactory> {
     App::new()
         .app_data(metrics)
+        // For the password-reset handler, which clears a name's sign-in budget.
+        .app_data(web::Data::new(limiter.clone()))
         .configure(routes::configure)
         .configure(move |cfg| {
             if uncovered {

@@ -2,7 +2,7 @@
 
 use actix_web::{get, post, web, HttpMessage, HttpRequest, HttpResponse, Responder};
 use metrics_exporter_prometheus::PrometheusHandle;
-use ratelimit_runtime::{identity::UserId, rate_limit};
+use ratelimit_runtime::{identity::UserId, rate_limit, IdentityPart, RateLimiter};
 use serde::Deserialize;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -34,11 +34,18 @@ fn either<T>(json: Option<web::Json<T>>, form: Option<web::Form<T>>) -> Option<T
         .or_else(|| form.map(web::Form::into_inner))
 }
 
+/// The stand-in account store's password, the same for every name.
+pub const DEMO_PASSWORD: &str = "demo";
+
+/// Only wrong passwords use the name's budget; the 10th within 5 minutes locks the name out
+/// for 15 (a lockout by name alone lets anyone lock a user out: the price of stopping many
+/// addresses guessing one password).
 #[rate_limit(
     limit = 10,
     window = "5m",
-    identity = "ip+username",
-    algorithm = "sliding_log",
+    identity = "username",
+    count = "failures",
+    block = "15m",
     fail = "closed"
 )]
 #[post("/login")]
@@ -47,8 +54,14 @@ async fn login(
     form: Option<web::Form<Credentials>>,
 ) -> impl Responder {
     match either(json, form) {
-        Some(credentials) => HttpResponse::Ok().json(serde_json::json!({
-            "status": "checked",
+        Some(credentials) if credentials.password == DEMO_PASSWORD => {
+            HttpResponse::Ok().json(serde_json::json!({
+                "status": "signed in",
+                "username": credentials.username,
+            }))
+        }
+        Some(credentials) => HttpResponse::Unauthorized().json(serde_json::json!({
+            "status": "wrong password",
             "username": credentials.username,
         })),
         None => HttpResponse::BadRequest().json(serde_json::json!({
@@ -57,6 +70,8 @@ async fn login(
     }
 }
 
+/// A reset link sent also clears the name's failed sign-ins (and its lockout), as a
+/// finished password reset would in an app with real accounts.
 #[rate_limit(
     limit = 5,
     window = "15m",
@@ -68,16 +83,20 @@ async fn login(
 async fn password_reset(
     json: Option<web::Json<UsernameOnly>>,
     form: Option<web::Form<UsernameOnly>>,
+    limiter: web::Data<RateLimiter>,
 ) -> impl Responder {
-    match either(json, form) {
-        Some(body) => HttpResponse::Accepted().json(serde_json::json!({
-            "status": "reset link sent if the account exists",
-            "username": body.username,
-        })),
-        None => HttpResponse::BadRequest().json(serde_json::json!({
+    let Some(body) = either(json, form) else {
+        return HttpResponse::BadRequest().json(serde_json::json!({
             "error": "expected a JSON or form body with `username`",
-        })),
-    }
+        }));
+    };
+    let name = [(IdentityPart::Username, body.username.as_str())];
+    let cleared = limiter.reset("POST /login", &name).await.is_ok();
+    HttpResponse::Accepted().json(serde_json::json!({
+        "status": "reset link sent if the account exists",
+        "username": body.username,
+        "sign_in_budget_cleared": cleared,
+    }))
 }
 
 #[derive(Deserialize)]

@@ -7,7 +7,7 @@ use actix_web::introspection::{IntrospectionNode, IntrospectionTree, ResourceTyp
 
 use crate::{
     middleware::declared_routes::{has_custom_guard, marker_of, scope_guard, Markers},
-    policy::Policy,
+    policy::{Count, Policy},
     registry::{self, RouteDeclaration},
 };
 
@@ -331,7 +331,16 @@ fn row_cells(row: &RouteRow) -> [String; 7] {
                 d.handler(),
                 p.limits()
                     .iter()
-                    .map(|l| format!("{}/{} {}", l.max(), l.window(), l.algorithm()))
+                    .map(|l| {
+                        let mut cell = format!("{}/{} {}", l.max(), l.window(), l.algorithm());
+                        if l.count() == Count::Failures {
+                            cell.push_str(" failures");
+                        }
+                        if let Some(block) = l.block() {
+                            cell.push_str(&format!(" block {block}"));
+                        }
+                        cell
+                    })
                     .collect::<Vec<_>>()
                     .join(" + "),
                 p.identity().to_string(),
@@ -389,6 +398,8 @@ fn row_json(row: &RouteRow) -> serde_json::Value {
                         "window": l.window().to_string(),
                         "window_ms": l.window().as_millis(),
                         "algorithm": l.algorithm().as_str(),
+                        "count": l.count().as_str(),
+                        "block_ms": l.block().map(|b| b.as_millis()),
                     })
                 })
                 .collect();
