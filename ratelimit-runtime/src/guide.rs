@@ -9,6 +9,7 @@
 //! | [`algorithms`] | choosing between `fixed_window`, `sliding_window`, `sliding_log` and `gcra` |
 //! | [`identity`] | who a limit counts: client address and trusted proxies, usernames, user ids, API keys, the key secret |
 //! | [`middleware_order`] | where the limiter goes among auth, CORS, path normalisation and route middleware |
+//! | [`sign_in`] | counting failures only, lockouts, clearing a budget from code |
 //! | [`failure_modes`] | timeouts, `fail = "open"` and `"closed"`, recovery, what a failure costs in counts |
 //! | [`headers`] | the rate-limit headers, `Retry-After`, the 429 and 503 bodies, CORS |
 //! | [`tls`] | TLS, passwords and the ACL a limiter's Redis user needs |
@@ -28,6 +29,9 @@ pub mod identity {}
 
 #[doc = include_str!("guide/middleware_order.md")]
 pub mod middleware_order {}
+
+#[doc = include_str!("guide/sign_in.md")]
+pub mod sign_in {}
 
 #[doc = include_str!("guide/failure_modes.md")]
 pub mod failure_modes {}
