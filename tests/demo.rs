@@ -138,11 +138,18 @@ async fn every_route_of_the_demo_follows_its_policy() {
             200
         );
     }
-    // A password reset clears the name's failed sign-ins and its lockout.
-    let reset = Some(r#"{"username":"alice"}"#);
+    // Asking for a reset link clears nothing; a completed reset clears the name's failed
+    // sign-ins and its lockout.
+    let ask = Some(r#"{"username":"alice"}"#);
     assert_eq!(
-        demo.send("POST", "/password-reset", &[JSON], reset).await.0,
+        demo.send("POST", "/password-reset", &[JSON], ask).await.0,
         202
+    );
+    assert_eq!(demo.send("POST", "/login", &[JSON], right).await.0, 429);
+    let done = Some(r#"{"username":"alice","token":"demo-reset"}"#);
+    assert_eq!(
+        demo.send("POST", "/password-reset", &[JSON], done).await.0,
+        200
     );
     assert_eq!(demo.send("POST", "/login", &[JSON], right).await.0, 200);
 

@@ -23,10 +23,12 @@ pub struct Credentials {
     password: String,
 }
 
-/// JSON or form body: `{"username": "...", "password": "..."}`.
+/// JSON or form body: `{"username": "..."}`, with `"token": "..."` to complete a reset.
 #[derive(Deserialize)]
 pub struct UsernameOnly {
     pub username: String,
+    #[serde(default)]
+    token: Option<String>,
 }
 
 fn either<T>(json: Option<web::Json<T>>, form: Option<web::Form<T>>) -> Option<T> {
@@ -37,9 +39,10 @@ fn either<T>(json: Option<web::Json<T>>, form: Option<web::Form<T>>) -> Option<T
 /// The stand-in account store's password, the same for every name.
 pub const DEMO_PASSWORD: &str = "demo";
 
-/// Only wrong passwords use the name's budget; the 10th within 5 minutes locks the name out
-/// for 15 (a lockout by name alone lets anyone lock a user out: the price of stopping many
-/// addresses guessing one password).
+/// Only wrong passwords use the name's budget: after 10 within 5 minutes the next attempt is
+/// refused and locks the name out for 15 (a lockout by name alone lets anyone lock a user
+/// out: the price of stopping many addresses guessing one password; a completed password
+/// reset lets the user back in).
 #[rate_limit(
     limit = 10,
     window = "5m",
@@ -70,8 +73,12 @@ async fn login(
     }
 }
 
-/// A reset link sent also clears the name's failed sign-ins (and its lockout), as a
-/// finished password reset would in an app with real accounts.
+/// The stand-in reset token: a request with it stands for a completed reset (the link's token
+/// redeemed), which clears the name's failed sign-ins and its lockout. A request for a link
+/// clears nothing: anyone can ask for one, and a clear on every request would give an
+/// attacker a fresh budget per request.
+pub const DEMO_RESET_TOKEN: &str = "demo-reset";
+
 #[rate_limit(
     limit = 5,
     window = "15m",
@@ -87,13 +94,19 @@ async fn password_reset(
 ) -> impl Responder {
     let Some(body) = either(json, form) else {
         return HttpResponse::BadRequest().json(serde_json::json!({
-            "error": "expected a JSON or form body with `username`",
+            "error": "expected a JSON or form body with `username` (and `token` to complete a reset)",
         }));
     };
+    if body.token.as_deref() != Some(DEMO_RESET_TOKEN) {
+        return HttpResponse::Accepted().json(serde_json::json!({
+            "status": "reset link sent if the account exists",
+            "username": body.username,
+        }));
+    }
     let name = [(IdentityPart::Username, body.username.as_str())];
     let cleared = limiter.reset("POST /login", &name).await.is_ok();
-    HttpResponse::Accepted().json(serde_json::json!({
-        "status": "reset link sent if the account exists",
+    HttpResponse::Ok().json(serde_json::json!({
+        "status": "password changed",
         "username": body.username,
         "sign_in_budget_cleared": cleared,
     }))
