@@ -71,6 +71,23 @@ async fn verify(body: web::Json<Login>, budget: Budget) -> HttpResponse {
     HttpResponse::Forbidden().body(budget.remaining().unwrap_or_default().to_string())
 }
 
+/// A right code gives back one unit itself; the request's own is then not given back too.
+#[rate_limit(
+    limit = 3,
+    window = "10m",
+    identity = "username",
+    count = "failures",
+    fail = "closed"
+)]
+#[post("/redeem")]
+async fn redeem(body: web::Json<Login>, budget: Budget) -> HttpResponse {
+    if body.password == "right" {
+        assert_eq!(budget.give_back(1).await.expect("give back"), 1);
+        return HttpResponse::Ok().finish();
+    }
+    HttpResponse::Forbidden().finish()
+}
+
 /// A finished password reset clears the name's sign-in budget.
 #[rate_limit(limit = 5, window = "1h", identity = "ip", fail = "closed")]
 #[post("/password-reset")]
@@ -106,6 +123,7 @@ async fn app(
             .app_data(web::Data::new(limiter.clone()))
             .service(login)
             .service(verify)
+            .service(redeem)
             .service(password_reset)
             .wrap(limiter),
     )
@@ -249,6 +267,22 @@ async fn a_handler_clears_its_own_routes_budget_through_budget() {
     }
     let over = send(&app, attempt("/verify", "frank", "wrong")).await;
     assert_eq!(over.status(), StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[actix_web::test]
+async fn a_handler_that_gives_back_itself_takes_over_from_count_failures() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let reached = web::Data::new(Reached::default());
+    let app = app(limiter(&server, &clock).await, &reached).await;
+    let mut statuses = Vec::new();
+    for password in ["wrong", "wrong", "right", "wrong", "wrong"] {
+        let response = send(&app, attempt("/redeem", "hana", password)).await;
+        statuses.push(response.status().as_u16());
+    }
+    // The right code's unit came back once (by its handler): the two wrong codes stay
+    // spent, one more is allowed, the next refused.
+    assert_eq!(statuses, [403, 403, 200, 403, 429]);
 }
 
 /// A handler that panics never answers, so its attempt counts as a failure.

@@ -36,17 +36,27 @@ if ARGV[2] ~= '' then
     return redis.error_reply('ERR rate-limit script: ARGV[2] must be empty or a time in ms')
   end
 end
+-- Every limit's arguments are checked before anything is written.
+for i = 1, n do
+  local code, max, window = ARGV[4 * i - 1], tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1])
+  --@include parts/bounds.lua
+  if code ~= 'fw' and code ~= 'sw' and code ~= 'sl' and code ~= 'gc' then
+    return redis.error_reply('ERR rate-limit script: unknown algorithm `' .. tostring(code) .. '`')
+  end
+  if not (code == 'sl' and counted_at) then
+    local units = tonumber(ARGV[4 * i + 2])
+    if units == nil or units < 1 or units > 4294967295 or units % 1 ~= 0 then
+      return redis.error_reply('ERR rate-limit script: units must be a whole number from 1 to 4294967295')
+    end
+  end
+end
 local given = 0
 for i = 1, n do
   local key, code = KEYS[i], ARGV[4 * i - 1]
   local max, window = tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1])
-  --@include parts/bounds.lua
   local units = 1
   if not (code == 'sl' and counted_at) then
     units = tonumber(ARGV[4 * i + 2])
-    if units == nil or units < 1 or units > 4294967295 or units % 1 ~= 0 then
-      return redis.error_reply('ERR rate-limit script: units must be a whole number from 1 to 4294967295')
-    end
   end
   if code == 'fw' or code == 'sw' then
     local at = counted_at or now
@@ -92,12 +102,16 @@ for i = 1, n do
         if tat <= now_us then
           redis.call('DEL', key)
         else
-          redis.call('SET', key, string.format('%d', tat), 'KEEPTTL')
+          -- The key keeps its TTL (a PTTL and PX, not KEEPTTL, which Redis 5 lacks).
+          local ms = redis.call('PTTL', key)
+          if ms > 0 then
+            redis.call('SET', key, string.format('%d', tat), 'PX', string.format('%d', ms))
+          else
+            redis.call('SET', key, string.format('%d', tat))
+          end
         end
       end
     end
-  else
-    return redis.error_reply('ERR rate-limit script: unknown algorithm `' .. tostring(code) .. '`')
   end
 end
 return given

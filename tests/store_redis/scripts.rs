@@ -271,4 +271,27 @@ fn the_scripts_refuse_malformed_arguments() {
         let err = eval(source, &args).expect_err(expected);
         assert!(err.contains(expected), "{args:?}: {err}");
     }
+    let mut other = server.connection();
+    // A give-back whose second limit is malformed writes nothing, not even to the first.
+    let _: () = redis::cmd("HSET")
+        .arg("gb:fw")
+        .arg(T0 - T0 % W)
+        .arg(3)
+        .query(&mut other)
+        .unwrap();
+    let args = [
+        "2", "gb:fw", "gb:gc", &t0, "", "fw", "5", &w, "1", "gc", "5", &w, "0",
+    ];
+    let err = redis::cmd("EVAL")
+        .arg(give_back)
+        .arg(&args)
+        .query::<redis::Value>(&mut other)
+        .unwrap_err();
+    assert!(err.to_string().contains("units must be"), "{err}");
+    let count: u64 = redis::cmd("HGET")
+        .arg("gb:fw")
+        .arg(T0 - T0 % W)
+        .query(&mut other)
+        .unwrap();
+    assert_eq!(count, 3);
 }

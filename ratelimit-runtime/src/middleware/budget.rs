@@ -1,7 +1,7 @@
 //! A client's budget on a route, from code: the [`Budget`] extractor a handler takes, and
 //! `RateLimiter::reset` / `RateLimiter::give_back` for any route and identity.
 
-use std::{fmt, future::Future, pin::Pin, rc::Rc, time::Duration};
+use std::{cell::Cell, fmt, future::Future, pin::Pin, rc::Rc, time::Duration};
 
 use actix_web::{
     dev::Payload, error::ErrorInternalServerError, FromRequest, HttpMessage, HttpRequest,
@@ -54,6 +54,8 @@ pub(crate) struct BudgetState {
     /// The store's decision; `None` when the store failed and the route let the request
     /// through.
     pub(crate) decision: Option<Decision>,
+    /// Whether the handler reset or gave back this budget itself.
+    pub(crate) adjusted: Cell<bool>,
 }
 
 impl fmt::Debug for Budget {
@@ -119,13 +121,15 @@ impl Budget {
 
     /// Clears this client's budget on this route: every limit's count and lockout. This
     /// instance stops refusing it at once; the others within a second (their flood shields
-    /// ask the store again at least that often).
+    /// ask the store again at least that often). A handler that resets or gives back takes
+    /// over from `count = "failures"`: its request's own unit is not given back as well.
     ///
     /// # Errors
     ///
     /// The store's, when it failed or did not answer within the timeout.
     pub async fn reset(&self) -> Result<(), StoreError> {
         let state = &self.0;
+        state.adjusted.set(true);
         let change = Adjustment::Reset;
         state
             .limiter
@@ -142,6 +146,7 @@ impl Budget {
     /// The store's, when it failed or did not answer within the timeout.
     pub async fn give_back(&self, units: u32) -> Result<u64, StoreError> {
         let state = &self.0;
+        state.adjusted.set(true);
         let change = Adjustment::GiveBack {
             units,
             receipt: None,

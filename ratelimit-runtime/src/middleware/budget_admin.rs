@@ -10,7 +10,7 @@ use crate::{
     identity::ClientIdentity,
     key::RouteKey,
     policy::{Identity, IdentityPart, Limit},
-    registry,
+    registry::{self, RouteDeclaration},
     store::{AdjustRequest, Adjustment, StoreError},
 };
 
@@ -20,6 +20,9 @@ use crate::{
 pub enum BudgetError {
     /// No declared, limited route is labelled so (`POST /login`, with its scope's prefix).
     UnknownRoute(String),
+    /// Several declarations answer that label (routes told apart by a guard): their budgets
+    /// cannot be named by method and pattern.
+    Ambiguous(String),
     /// The identity given is not the one the route counts: the parts it needs, in order.
     Identity {
         /// The route's label.
@@ -38,6 +41,10 @@ impl fmt::Display for BudgetError {
                 f,
                 "`{route}` is no declared, limited route: name it as `METHOD /full/pattern`, with its scope's prefix, as the route table shows it"
             ),
+            BudgetError::Ambiguous(route) => write!(
+                f,
+                "`{route}` names several declarations (routes told apart by a guard); their budgets cannot be named by method and pattern"
+            ),
             BudgetError::Identity { route, expected } => write!(
                 f,
                 "`{route}` counts clients by `{expected}`: give exactly those parts, in that order"
@@ -54,8 +61,10 @@ impl RateLimiter {
     /// as the route table labels it): every limit's count and lockout, in one store call.
     /// `identity` gives each part the route counts, in order, with its plain value (a
     /// username as submitted: it is put in canonical form, and hashed under the key secret,
-    /// as the request path does). This instance stops refusing the client at once, the
-    /// others within a second.
+    /// as the request path does; an address as an IP address). This instance stops refusing
+    /// the client at once, the others within a second. Routes are named as the App's route
+    /// table names them once the App has served a request; before, by the path written in
+    /// their route attribute (without a scope's prefix).
     ///
     /// ```
     /// # actix_web::rt::System::new().block_on(async {
@@ -136,14 +145,27 @@ impl RateLimiter {
         let declared: Option<&DeclaredRoutes> = self.declared.get().map(Arc::as_ref);
         // The App's own routes once a worker has read them; before, a declaration at that
         // very path (a route outside any scope).
-        let declaration = match declared {
-            Some(declared) => declared.declaration(&method, pattern),
-            None => registry::declarations().find(|d| {
-                d.path == pattern
-                    && (d.methods.is_empty() || d.methods.iter().any(|m| *m == method.as_str()))
-            }),
-        }
-        .ok_or_else(unknown)?;
+        let takes = |d: &RouteDeclaration| {
+            d.methods.is_empty() || d.methods.iter().any(|m| *m == method.as_str())
+        };
+        let found: Vec<&'static RouteDeclaration> = match declared {
+            Some(declared) => declared
+                .declarations_at(pattern)
+                .iter()
+                .copied()
+                .filter(|d| takes(d))
+                .collect(),
+            None => registry::declarations()
+                .filter(|d| d.path == pattern && takes(d))
+                .collect(),
+        };
+        let mut found = found;
+        found.dedup_by(|a, b| std::ptr::eq(*a, *b));
+        let declaration = match found.as_slice() {
+            [one] => *one,
+            [] => return Err(unknown()),
+            _ => return Err(BudgetError::Ambiguous(route.trim().to_owned())),
+        };
         let policy = *declaration.policy().limited().ok_or_else(unknown)?;
         let client = self
             .client_identity(policy.identity(), identity)
@@ -188,12 +210,18 @@ impl RateLimiter {
         let mut parts = Vec::with_capacity(given.len());
         for (part, value) in given {
             let value = match part {
-                IdentityPart::Username => (self.sources.canonical_username)(value),
+                // A name that is nothing once canonical counts in the unreadable budget of
+                // its address, which no name reaches.
+                IdentityPart::Username => {
+                    Some((self.sources.canonical_username)(value)).filter(|n| !n.is_empty())?
+                }
                 IdentityPart::Ip => {
                     let ip: IpAddr = value.trim().parse().ok()?;
                     self.sources.trusted_proxies.text(Some(ip))
                 }
-                _ => value.trim().to_owned(),
+                // As the request path reads them: header values trimmed, the others as given.
+                IdentityPart::Header(_) => value.trim().to_owned(),
+                _ => (*value).to_owned(),
             };
             parts.push((*part, value));
         }

@@ -124,6 +124,12 @@ impl DeclaredRoutes {
             .find_map(|(_, pattern)| Some((pattern.as_str(), self.declaration(method, pattern)?)))
     }
 
+    /// Every declaration mounted at the full pattern `pattern`, those behind custom guards
+    /// included.
+    pub fn declarations_at(&self, pattern: &str) -> &[&'static RouteDeclaration] {
+        self.all_at.get(pattern).map_or(&[], Vec::as_slice)
+    }
+
     /// The declaration that covers `method` on `pattern`.
     pub fn declaration(&self, method: &Method, pattern: &str) -> Option<&'static RouteDeclaration> {
         self.by_path

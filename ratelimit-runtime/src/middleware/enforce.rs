@@ -89,13 +89,19 @@ impl Limiter {
             key,
             limits: route.policy.limits(),
             decision,
+            adjusted: std::cell::Cell::new(false),
         });
         req.extensions_mut().insert(budget.clone());
         let answer = service.call(req).await;
         // Units reserved in limits that count failures only go back after a success (not
         // after a panic, which drops this future: a crash counts as a failure). Not for a
-        // decision made in this process while the store failed.
-        if let Some(decision) = budget.decision().filter(|d| d.allowed && !local) {
+        // decision made in this process while the store failed, nor after the handler reset or
+        // gave back the budget itself (it would be given back twice).
+        let adjusted = budget.state().adjusted.get();
+        if let Some(decision) = budget
+            .decision()
+            .filter(|d| d.allowed && !local && !adjusted)
+        {
             let status = match &answer {
                 Ok(response) => response.status(),
                 Err(error) => error.as_response_error().status_code(),
@@ -199,14 +205,28 @@ impl Limiter {
         let submitted = handle
             .take_username()
             .unwrap_or(Submitted::Unreadable(Unreadable::NoBody));
-        self.decide(
-            &mut counted,
-            route,
-            Some(submitted),
-            handle,
-            Counting::Served,
-        )
-        .await;
+        let decided = self
+            .decide(
+                &mut counted,
+                route,
+                Some(submitted),
+                handle,
+                Counting::Served,
+            )
+            .await;
+        // A success: limits that count failures only give the unit back at once.
+        if let Decided::Proceed {
+            decision: Some(decision),
+            key,
+            local: false,
+        } = decided
+        {
+            if decision.allowed {
+                let receipt = decision.receipt.as_ref();
+                self.settle(&key, route.policy.limits(), receipt, true, &route.label)
+                    .await;
+            }
+        }
     }
 
     /// Counts a request that the middleware in front of its route refused, with an answer or

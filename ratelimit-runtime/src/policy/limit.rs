@@ -138,7 +138,8 @@ impl Limit {
     /// This limit locking a client out for `block` once it refuses one of its requests: every
     /// request of that client on the route is refused until the block ends (`Retry-After`
     /// says when), after which the limit's budget is whole. The lockout lives in the store,
-    /// beside the limit's key, so it outlives a restart of the service.
+    /// beside the limit's key: in Redis it outlives a restart of the service and holds on
+    /// every instance.
     #[must_use]
     pub const fn blocking(mut self, block: Window) -> Self {
         self.block = Some(block);

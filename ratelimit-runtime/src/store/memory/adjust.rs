@@ -84,7 +84,7 @@ pub(super) fn give_back(
             let now_us = now * 1000;
             let spent = tat.saturating_sub(now_us).div_ceil(interval);
             let take = units.min(spent);
-            *tat -= take * interval;
+            *tat = tat.saturating_sub(take * interval);
             if *tat <= now_us {
                 table.remove(key);
             }
