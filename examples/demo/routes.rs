@@ -39,10 +39,12 @@ fn either<T>(json: Option<web::Json<T>>, form: Option<web::Form<T>>) -> Option<T
 /// The stand-in account store's password, the same for every name.
 pub const DEMO_PASSWORD: &str = "demo";
 
-/// Only wrong passwords use the name's budget: after 10 within 5 minutes the next attempt is
-/// refused and locks the name out for 15 (a lockout by name alone lets anyone lock a user
-/// out: the price of stopping many addresses guessing one password; a completed password
-/// reset lets the user back in).
+/// Two limits on two identities: an address gets 100 attempts an hour (one address spraying
+/// usernames), and a name 10 wrong passwords in 5 minutes (many addresses guessing one
+/// password): after those the next attempt is refused and locks the name out for 15 (a
+/// lockout by name alone lets anyone lock a user out: the price of stopping many addresses
+/// guessing one password; a completed password reset lets the user back in).
+#[rate_limit(limit = 100, window = "1h", identity = "ip", fail = "closed")]
 #[rate_limit(
     limit = 10,
     window = "5m",

@@ -228,21 +228,7 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
             fail,
             shadow,
         } => {
-            let limits = limits.iter().map(|l| {
-                let max = l.max;
-                let window = l.window_millis;
-                let algorithm = variant(l.algorithm.as_str());
-                let mut limit = quote!(#p::Limit::new(#max, #p::Window::from_millis(#window), #p::Algorithm::#algorithm));
-                if l.count != Count::Requests {
-                    let count = variant(l.count.as_str());
-                    limit = quote!(#limit.counting(#p::Count::#count));
-                }
-                if let Some(block) = l.block_millis {
-                    limit = quote!(#limit.blocking(#p::Window::from_millis(#block)));
-                }
-                limit
-            });
-            let identity = match identity {
+            let identity_tokens = |identity: &Option<Vec<IdentityPart>>| match identity {
                 None => quote!(#p::Identity::UserIdElseIp),
                 Some(parts) => {
                     let parts = parts.iter().map(|part| match part {
@@ -255,6 +241,25 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
                     quote!(#p::Identity::Parts(&[#(#parts),*]))
                 }
             };
+            let limits = limits.iter().map(|l| {
+                let max = l.max;
+                let window = l.window_millis;
+                let algorithm = variant(l.algorithm.as_str());
+                let mut limit = quote!(#p::Limit::new(#max, #p::Window::from_millis(#window), #p::Algorithm::#algorithm));
+                if l.count != Count::Requests {
+                    let count = variant(l.count.as_str());
+                    limit = quote!(#limit.counting(#p::Count::#count));
+                }
+                if let Some(block) = l.block_millis {
+                    limit = quote!(#limit.blocking(#p::Window::from_millis(#block)));
+                }
+                if l.identity.is_some() {
+                    let own = identity_tokens(&l.identity);
+                    limit = quote!(#limit.identified_by(#own));
+                }
+                limit
+            });
+            let identity = identity_tokens(identity);
             let fail = variant(fail.as_str());
             let fail = quote!(#p::FailMode::#fail);
             quote! {

@@ -15,6 +15,8 @@ pub(crate) struct LimitModel {
     pub(crate) count: Count,
     /// `block`: how long a client stays refused once this limit refuses it.
     pub(crate) block_millis: Option<u64>,
+    /// The limit's own identity, when it is not the route's.
+    pub(crate) identity: Option<Vec<IdentityPart>>,
 }
 
 pub(crate) enum PolicyModel {
@@ -168,6 +170,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
                     algorithm,
                     count,
                     block_millis,
+                    identity: None,
                 },
                 args,
             ));
@@ -176,15 +179,40 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         }
     }
 
-    let identity = shared(
-        stack,
-        |a| &a.identity,
-        Key::Identity,
-        "every limit of a route counts the same client",
-        cx,
-        &mut ok,
-    )
-    .cloned();
+    // One identity written (on any of the stacked limits) is the route's; different ones make
+    // each limit count its own, and then every limit names its own.
+    let written: Vec<&Vec<IdentityPart>> = stack
+        .iter()
+        .filter_map(|a| a.identity.valid().map(|(v, _)| v))
+        .collect();
+    let differ = written.iter().any(|w| *w != written[0]);
+    if stack.iter().any(|a| matches!(a.identity, Slot::Invalid)) {
+        ok = false;
+    }
+    let identity = if differ {
+        for args in stack.iter().filter(|a| a.identity.is_absent()) {
+            args.error(
+                cx,
+                "missing `identity`: the limits stacked here count different identities, so each names its own (`identity = \"ip\"` on one, `identity = \"username\"` on another)",
+            );
+            ok = false;
+        }
+        // The first limit's is the route's; the others that differ carry their own.
+        let first = stack
+            .first()
+            .and_then(|a| a.identity.valid())
+            .map(|(v, _)| v.clone());
+        for (limit, args) in &mut limits {
+            if let Some((own, _)) = args.identity.valid() {
+                if Some(own) != first.as_ref() {
+                    limit.identity = Some(own.clone());
+                }
+            }
+        }
+        first
+    } else {
+        written.first().map(|w| (*w).clone())
+    };
     let fail = shared(
         stack,
         |a| &a.fail,

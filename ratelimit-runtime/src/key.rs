@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 
 use crate::{
     identity::ClientIdentity,
-    policy::{Algorithm, IdentityPart, Limit},
+    policy::{Algorithm, Identity, IdentityPart, Limit},
 };
 
 /// The default key prefix.
@@ -35,6 +35,9 @@ const MAX_PLAIN_LEN: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RouteKey {
     base: String,
+    /// The bases of the route's other identities, for limits that count by their own
+    /// ([`Limit::identity`]); empty on a route with one identity.
+    others: Vec<(Identity, String)>,
 }
 
 impl RouteKey {
@@ -141,7 +144,59 @@ impl RouteKey {
             }
         }
         base.push('}');
-        RouteKey { base }
+        RouteKey {
+            base,
+            others: Vec::new(),
+        }
+    }
+
+    /// This key with `other`'s base for the limits that count by `identity`
+    /// ([`Limit::identified_by`]): one key for a route whose limits count different
+    /// identities.
+    #[must_use]
+    pub fn with_identity(mut self, identity: Identity, other: RouteKey) -> Self {
+        self.others.push((identity, other.base));
+        self
+    }
+
+    /// The base of `limit`'s keys: its identity's when it counts by its own, else this one.
+    pub(crate) fn base_of(&self, limit: &Limit) -> &str {
+        limit
+            .identity()
+            .and_then(|identity| self.others.iter().find(|(i, _)| *i == identity))
+            .map_or(self.base.as_str(), |(_, base)| base.as_str())
+    }
+
+    /// The limits of `limits` grouped by the base of their keys, in order of first use: one
+    /// key with those limits per group (one group when every limit counts the route's
+    /// identity, or the others are absent).
+    pub(crate) fn groups(&self, limits: &[Limit]) -> Vec<(RouteKey, Vec<Limit>)> {
+        let mut groups: Vec<(RouteKey, Vec<Limit>)> = Vec::new();
+        for limit in limits {
+            let base = self.base_of(limit);
+            match groups.iter_mut().find(|(key, _)| key.base == base) {
+                Some((_, group)) => group.push(*limit),
+                None => groups.push((
+                    RouteKey {
+                        base: base.to_owned(),
+                        others: Vec::new(),
+                    },
+                    vec![*limit],
+                )),
+            }
+        }
+        groups
+    }
+
+    /// Whether `limits` keep their keys under more than one base.
+    pub(crate) fn spans_identities(&self, limits: &[Limit]) -> bool {
+        !self.others.is_empty() && limits.iter().any(|l| self.base_of(l) != self.base)
+    }
+
+    /// Every base of this key: its own, then its other identities' (the flood shield
+    /// remembers a refusal under the base of the limit that refused).
+    pub(crate) fn bases(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.base.as_str()).chain(self.others.iter().map(|(_, b)| b.as_str()))
     }
 
     /// The hash-tagged base every key of this check starts with.
@@ -151,10 +206,12 @@ impl RouteKey {
 
     /// The key of one limit: `<base>:<algorithm><window ms>`, e.g.
     /// `rl:{GET:/x|ip:1.2.3.4}:sw60000` (for the window algorithms in `MemoryStore`, the
-    /// stem its window entries are named after).
+    /// stem its window entries are named after); the base is that of the limit's own
+    /// identity when it counts by one ([`with_identity`](Self::with_identity)).
     pub fn limit_key(&self, limit: &Limit) -> String {
-        let mut key = String::with_capacity(self.base.len() + 16);
-        key.push_str(&self.base);
+        let base = self.base_of(limit);
+        let mut key = String::with_capacity(base.len() + 16);
+        key.push_str(base);
         key.push(':');
         key.push_str(algorithm_code(limit.algorithm()));
         let _ = write!(key, "{}", limit.window().as_millis());

@@ -339,6 +339,9 @@ fn row_cells(row: &RouteRow) -> [String; 7] {
                         if let Some(block) = l.block() {
                             cell.push_str(&format!(" block {block}"));
                         }
+                        if let Some(identity) = l.identity() {
+                            cell.push_str(&format!(" by {identity}"));
+                        }
                         cell
                     })
                     .collect::<Vec<_>>()
@@ -400,6 +403,7 @@ fn row_json(row: &RouteRow) -> serde_json::Value {
                         "algorithm": l.algorithm().as_str(),
                         "count": l.count().as_str(),
                         "block_ms": l.block().map(|b| b.as_millis()),
+                        "identity": p.identity_of(l).to_string(),
                     })
                 })
                 .collect();

@@ -15,7 +15,6 @@ pub(crate) use body::{Submitted, Unreadable};
 pub use body::{UsernameReader, DEFAULT_BODY_LIMIT};
 pub use canonical::{canonical_username, Canonicalizer};
 pub use client_ip::{ForwardedHeader, TrustedProxies};
-pub(crate) use sources::reads_body;
 pub use sources::ClientIdentity;
 pub(crate) use sources::IdentitySources;
 pub use user_id::{UserId, UserIdSource};

@@ -173,7 +173,9 @@ impl Limiter {
             let changed = tokio::time::timeout(timeout, self.store.adjust(request))
                 .await
                 .unwrap_or_else(|_| Err(StoreError::timeout(timeout)));
-            self.shield.forget(key.as_str());
+            for base in key.bases() {
+                self.shield.forget(base);
+            }
             changed
         })
     }

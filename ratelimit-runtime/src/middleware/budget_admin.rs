@@ -27,7 +27,7 @@ pub enum BudgetError {
     Identity {
         /// The route's label.
         route: String,
-        /// What the route counts, such as `ip+username`.
+        /// What the route's limits count by, such as `ip+username`.
         expected: String,
     },
     /// The store failed or did not answer in time.
@@ -58,7 +58,9 @@ impl std::error::Error for BudgetError {}
 
 impl RateLimiter {
     /// Clears the budget of the client identified by `identity` on `route` (`"POST /login"`,
-    /// as the route table labels it): every limit's count and lockout, in one store call.
+    /// as the route table labels it): the count and lockout of every limit of the route that
+    /// counts by that identity (on a route whose limits count different identities, only
+    /// those of the identity given), in one store call.
     /// `identity` gives each part the route counts, in order, with its plain value (a
     /// username as submitted: it is put in canonical form, and hashed under the key secret,
     /// as the request path does; an address as an IP address). This instance stops refusing
@@ -122,7 +124,7 @@ impl RateLimiter {
             .timeout
             .or_else(|| self.store.timeout())
             .unwrap_or(crate::store::DEFAULT_TIMEOUT);
-        let request = AdjustRequest::new(&key, limits, self.clock.now_millis(), change);
+        let request = AdjustRequest::new(&key, &limits, self.clock.now_millis(), change);
         let changed = tokio::time::timeout(timeout, self.store.adjust(request))
             .await
             .unwrap_or_else(|_| Err(StoreError::timeout(timeout)));
@@ -137,7 +139,7 @@ impl RateLimiter {
         &self,
         route: &str,
         identity: &[(IdentityPart, &str)],
-    ) -> Result<(RouteKey, &'static [Limit]), BudgetError> {
+    ) -> Result<(RouteKey, Vec<Limit>), BudgetError> {
         let unknown = || BudgetError::UnknownRoute(route.to_owned());
         let (method, pattern) = route.trim().split_once(' ').ok_or_else(unknown)?;
         let method = Method::from_bytes(method.as_bytes()).map_err(|_| unknown())?;
@@ -167,11 +169,19 @@ impl RateLimiter {
             _ => return Err(BudgetError::Ambiguous(route.trim().to_owned())),
         };
         let policy = *declaration.policy().limited().ok_or_else(unknown)?;
-        let client = self
-            .client_identity(policy.identity(), identity)
+        // The identity given is one the route's limits count by: those limits change.
+        let (counted_by, client) = policy
+            .identities()
+            .into_iter()
+            .find_map(|id| Some((id, self.client_identity(id, identity)?)))
             .ok_or_else(|| BudgetError::Identity {
                 route: route.trim().to_owned(),
-                expected: expected_identity(policy.identity()),
+                expected: policy
+                    .identities()
+                    .into_iter()
+                    .map(expected_identity)
+                    .collect::<Vec<_>>()
+                    .join("` or `"),
             })?;
         let info = RouteInfo::declared(
             declaration,
@@ -181,7 +191,13 @@ impl RateLimiter {
             declared,
         );
         let key = info.key(&self.prefix, self.secret.as_ref(), &client);
-        Ok((key, policy.limits()))
+        let limits: Vec<Limit> = policy
+            .limits()
+            .iter()
+            .filter(|limit| policy.identity_of(limit) == counted_by)
+            .copied()
+            .collect();
+        Ok((key, limits))
     }
 
     /// `given` as the request path would extract it for a route counting `identity`: each

@@ -25,9 +25,9 @@ use super::{
     telemetry::{self, Client, Outcome, StoreFailure},
 };
 use crate::{
-    identity::{reads_body, ClientIdentity, Submitted, Unreadable},
+    identity::{ClientIdentity, Submitted, Unreadable},
     key::RouteKey,
-    policy::{FailMode, RoutePolicy},
+    policy::{FailMode, Identity, RoutePolicy},
     store::{CheckRequest, Decision, LimitState, StoreError, StoreErrorKind},
 };
 
@@ -243,11 +243,17 @@ impl Limiter {
         let submitted = handle
             .take_username()
             .unwrap_or(Submitted::Unreadable(Unreadable::NoBody));
-        let identity = self
-            .sources
-            .refused(client, route.policy.identity(), submitted);
+        let identities: Vec<(Identity, ClientIdentity)> = route
+            .policy
+            .identities()
+            .into_iter()
+            .map(|identity| {
+                let refused = self.sources.refused(client, identity, submitted.clone());
+                (identity, refused)
+            })
+            .collect();
         match self
-            .decide_for(&identity, route, handle, Counting::Refused)
+            .decide_for(&identities, route, handle, Counting::Refused)
             .await
         {
             Decided::Refuse(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
@@ -317,9 +323,8 @@ impl Limiter {
         counting: Counting,
     ) -> Decided {
         let reader = self.sources.username_reader(&route.label);
-        let identity = route.policy.identity();
         let submitted = match submitted {
-            None if reads_body(identity) => Some(reader.read(req).await),
+            None if route.policy.reads_username() => Some(reader.read(req).await),
             submitted => submitted,
         };
         if let Some(Submitted::Unreadable(why)) = &submitted {
@@ -333,11 +338,16 @@ impl Limiter {
                 return Decided::Refuse(answer::unreadable_username(route, why.reason()));
             }
         }
-        let identity = self
-            .sources
-            .extract_with(req, identity, handle.client(), submitted, reader)
-            .await;
-        self.decide_for(&identity, route, handle, counting).await
+        // One identity per distinct identity the route's limits count by (usually one).
+        let mut identities = Vec::with_capacity(1);
+        for identity in route.policy.identities() {
+            let extracted = self
+                .sources
+                .extract_with(req, identity, handle.client(), submitted.clone(), reader)
+                .await;
+            identities.push((identity, extracted));
+        }
+        self.decide_for(&identities, route, handle, counting).await
     }
 
     /// The verdict on one client: key → the flood shield, else one store call (none when
@@ -346,18 +356,25 @@ impl Limiter {
     /// (logs and metrics report what the client got).
     async fn decide_for(
         &self,
-        identity: &ClientIdentity,
+        identities: &[(Identity, ClientIdentity)],
         route: &RouteInfo,
         handle: &LimiterHandle,
         counting: Counting,
     ) -> Decided {
         let policy = route.policy;
-        let key = route.key(&self.prefix, self.secret.as_ref(), identity);
+        let (_, identity) = &identities[0];
+        let mut key = route.key(&self.prefix, self.secret.as_ref(), identity);
+        for (other, client) in &identities[1..] {
+            key = key.with_identity(
+                *other,
+                route.key(&self.prefix, self.secret.as_ref(), client),
+            );
+        }
         let client = Client { identity };
 
         let now = self.local_now();
         if !policy.shadow() {
-            if let Some(blocked) = self.shield.blocked(key.as_str(), now) {
+            if let Some(blocked) = key.bases().find_map(|base| self.shield.blocked(base, now)) {
                 let retry_ms = blocked.until - now;
                 let applied = policy.limits().get(blocked.limit_index);
                 let outcome = match counting {
@@ -466,8 +483,10 @@ impl Limiter {
             };
             telemetry::decision(&route.metrics, &client, outcome, retry_ms, applied);
             if let Some((index, binding)) = decision.binding().filter(|_| !decided_locally) {
+                // Under the base of the limit that refused: a refusal by a per-username limit
+                // holds for that name from any address, and never for the address's others.
                 self.shield.block(
-                    key.as_str(),
+                    key.base_of(&binding.limit),
                     Blocked {
                         until: now.saturating_add(retry_ms),
                         reset_at: now.saturating_add(binding.reset_after.as_millis() as u64),

@@ -24,7 +24,7 @@ use actix_web::{
 use futures_util::future::LocalBoxFuture;
 
 use super::{limiter::LimiterHandle, route_guard::RoutesByMethod};
-use crate::{identity::reads_body, policy::Policy, registry::RouteDeclaration};
+use crate::{policy::Policy, registry::RouteDeclaration};
 
 /// Counts what a declared route's own middleware refuses. Emitted by `#[rate_limit]` on
 /// routes with `wrap = ...`; not meant to be built by hand.
@@ -94,7 +94,7 @@ where
         // the error comes back. The request itself is not kept: middleware below may need it
         // unshared (`ServiceRequest::headers_mut` panics on a shared request).
         let client = handle.resolve_client(&req);
-        let reads_body = reads_body(policy.identity());
+        let reads_body = policy.reads_username();
         let service = Rc::clone(&self.service);
         let mut req = req;
         Box::pin(async move {

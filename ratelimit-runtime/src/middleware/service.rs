@@ -22,7 +22,7 @@ use super::{
     route_info::{method_label, RouteInfo},
 };
 use crate::{
-    identity::{reads_body, IdentitySources},
+    identity::IdentitySources,
     policy::{Policy, RoutePolicy},
     registry::RouteDeclaration,
 };
@@ -75,7 +75,7 @@ fn unmatched_username_readers(sources: &IdentitySources, declared: &DeclaredRout
             declared.declaration(&method, pattern)
         });
         let counts_usernames =
-            matches!(found.map(|d| d.policy), Some(Policy::Limited(p)) if reads_body(p.identity()));
+            matches!(found.map(|d| d.policy), Some(Policy::Limited(p)) if p.reads_username());
         if !counts_usernames {
             tracing::error!(
                 target: "ratelimit",
@@ -221,8 +221,7 @@ where
             // gone when the error comes back, and must still count. So is the username,
             // which must count the same whether or not the route's guard sees the request.
             let client = handle.resolve_client(&req);
-            let reads_body =
-                matches!(declaration.policy, Policy::Limited(p) if reads_body(p.identity()));
+            let reads_body = matches!(declaration.policy, Policy::Limited(p) if p.reads_username());
             let route_label = if reads_body {
                 format!("{method} {pattern}")
             } else {

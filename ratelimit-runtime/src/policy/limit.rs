@@ -2,7 +2,7 @@ use std::{fmt, num::NonZeroU32, time::Duration};
 
 use ratelimit_grammar::{check_limit, check_window};
 
-use super::{Algorithm, Count};
+use super::{Algorithm, Count, Identity};
 
 pub use ratelimit_grammar::{MAX_EXACT_SLIDING_PRODUCT, MAX_SLIDING_LOG_LIMIT, MAX_WINDOW_MILLIS};
 
@@ -98,6 +98,7 @@ pub struct Limit {
     algorithm: Algorithm,
     count: Count,
     block: Option<Window>,
+    identity: Option<Identity>,
 }
 
 impl Limit {
@@ -123,7 +124,23 @@ impl Limit {
             algorithm,
             count: Count::Requests,
             block: None,
+            identity: None,
         }
+    }
+
+    /// This limit counting clients by `identity` rather than by its route's identity: one
+    /// route may then stack, say, a limit per address and a limit per username. A request
+    /// passes only when every limit allows it, and a limit that allows it is not charged
+    /// when another refuses it.
+    ///
+    /// # Panics
+    ///
+    /// When `identity` has no part, names one twice or names a header that cannot exist.
+    #[must_use]
+    pub const fn identified_by(mut self, identity: Identity) -> Self {
+        identity.assert_valid();
+        self.identity = Some(identity);
+        self
     }
 
     /// This limit counting `count`: every request (the default), or only those that fail
@@ -170,6 +187,11 @@ impl Limit {
     pub const fn block(&self) -> Option<Window> {
         self.block
     }
+
+    /// The identity this limit counts by, when it is not its route's.
+    pub const fn identity(&self) -> Option<Identity> {
+        self.identity
+    }
 }
 
 impl fmt::Display for Limit {
@@ -180,6 +202,9 @@ impl fmt::Display for Limit {
         }
         if let Some(block) = self.block {
             write!(f, ", block {block}")?;
+        }
+        if let Some(identity) = self.identity {
+            write!(f, ", by {identity}")?;
         }
         Ok(())
     }

@@ -44,9 +44,11 @@ impl Policy {
     }
 }
 
-/// Stacked limits sharing one identity, fail mode and shadow flag.
+/// Stacked limits sharing one fail mode and shadow flag, and by default one identity (a
+/// limit may count by its own, [`Limit::identified_by`]).
 ///
-/// The identity is shared so that every key of one check lives in one Redis Cluster slot.
+/// Limits on one identity keep their keys in one Redis Cluster slot, decided in one call; a
+/// limit on another identity has its keys in another slot (see `guide::deployments`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoutePolicy {
     limits: &'static [Limit],
@@ -113,6 +115,30 @@ impl RoutePolicy {
     /// Who the limits count.
     pub const fn identity(&self) -> Identity {
         self.identity
+    }
+
+    /// The identity `limit` counts by: its own, else the route's.
+    pub fn identity_of(&self, limit: &Limit) -> Identity {
+        limit.identity().unwrap_or(self.identity)
+    }
+
+    /// Whether any of the route's limits counts the username a request's body submits.
+    pub fn reads_username(&self) -> bool {
+        self.identities()
+            .iter()
+            .any(|identity| identity.parts().contains(&super::IdentityPart::Username))
+    }
+
+    /// Every identity the route's limits count by, the route's first, each once.
+    pub fn identities(&self) -> Vec<Identity> {
+        let mut identities = vec![self.identity];
+        for limit in self.limits {
+            let identity = self.identity_of(limit);
+            if !identities.contains(&identity) {
+                identities.push(identity);
+            }
+        }
+        identities
     }
 
     /// The effective failure policy (declared, or derived from the route's methods).

@@ -94,14 +94,24 @@ impl fmt::Debug for RedisClusterStore {
 
 impl Store for RedisClusterStore {
     fn check<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
+        if request.key.spans_identities(request.limits) {
+            return Box::pin(link::check_split(self, request, self.timeout));
+        }
         Box::pin(link::check(self, request, self.timeout))
     }
 
     fn check_within<'a>(&'a self, request: CheckRequest<'a>, timeout: Duration) -> CheckFuture<'a> {
-        Box::pin(link::check(self, request, timeout.min(self.check_limit)))
+        let timeout = timeout.min(self.check_limit);
+        if request.key.spans_identities(request.limits) {
+            return Box::pin(link::check_split(self, request, timeout));
+        }
+        Box::pin(link::check(self, request, timeout))
     }
 
     fn adjust<'a>(&'a self, request: AdjustRequest<'a>) -> AdjustFuture<'a> {
+        if request.key.spans_identities(request.limits) {
+            return Box::pin(link::adjust_split(self, request, self.timeout));
+        }
         Box::pin(link::adjust(self, request, self.timeout))
     }
 

@@ -34,7 +34,7 @@ use ::redis::{aio::ConnectionLike, ErrorKind, RedisResult, ServerErrorKind};
 
 use super::{
     script_call::{self, ScriptConnection},
-    AdjustRequest, CheckRequest, Decision, Store, StoreError, StoreErrorKind,
+    AdjustRequest, Adjustment, CheckRequest, Decision, Store, StoreError, StoreErrorKind,
 };
 
 /// Timeouts (see [`StallRule`]) before a connection counts as stalled.
@@ -136,6 +136,98 @@ pub(crate) async fn adjust<S: Linked>(
 ) -> Result<u64, StoreError> {
     let (_, connection) = store.link().current();
     script_call::adjust(connection, request, timeout).await
+}
+
+/// One check whose limits count different identities, on a Redis Cluster where their keys
+/// live in different slots: one call per identity, all at once (one round trip); when one
+/// refuses, what the others counted is given back where they counted it (one more round
+/// trip), so a limit is never charged for a request another refused. The decision has no
+/// receipt: a later give-back takes from what counts then. A failed call fails the check,
+/// and what the others counted is given back too.
+pub(crate) async fn check_split<S: Linked>(
+    store: &S,
+    request: CheckRequest<'_>,
+    timeout: Duration,
+) -> Result<Decision, StoreError> {
+    let started = std::time::Instant::now();
+    let groups = request.key.groups(request.limits);
+    let checked = futures_util::future::join_all(groups.iter().map(|(key, limits)| {
+        let part = CheckRequest {
+            key,
+            limits,
+            now_millis: request.now_millis,
+        };
+        check(store, part, timeout)
+    }))
+    .await;
+    let all_allowed = checked
+        .iter()
+        .all(|c| c.as_ref().is_ok_and(|decision| decision.allowed));
+    if !all_allowed {
+        let left = timeout.saturating_sub(started.elapsed());
+        let give_backs = groups
+            .iter()
+            .zip(&checked)
+            .filter_map(|((key, limits), c)| {
+                let receipt = c.as_ref().ok().filter(|d| d.allowed)?.receipt.as_ref()?;
+                let change = Adjustment::GiveBack {
+                    units: 1,
+                    receipt: Some(receipt),
+                };
+                Some(adjust(
+                    store,
+                    AdjustRequest::new(key, limits, request.now_millis, change),
+                    left,
+                ))
+            });
+        for given in futures_util::future::join_all(give_backs).await {
+            if let Err(error) = given {
+                tracing::warn!(
+                    target: "ratelimit",
+                    %error,
+                    "a check split across Cluster slots could not give back what one part counted for a request another part refused; it stays counted"
+                );
+            }
+        }
+    }
+    let mut states = Vec::with_capacity(request.limits.len());
+    for c in checked {
+        states.extend(c?.limits);
+    }
+    // In the order of the request's limits.
+    let limits = request
+        .limits
+        .iter()
+        .map(|limit| {
+            let at = states
+                .iter()
+                .position(|state| state.limit == *limit)
+                .ok_or_else(|| {
+                    StoreError::new(StoreErrorKind::Protocol, "a limit without a state")
+                })?;
+            Ok(states.swap_remove(at))
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(Decision::new(limits))
+}
+
+/// [`adjust`] of a request whose limits count different identities, one call per identity's
+/// slot: the units given back (keys deleted) over all.
+pub(crate) async fn adjust_split<S: Linked>(
+    store: &S,
+    request: AdjustRequest<'_>,
+    timeout: Duration,
+) -> Result<u64, StoreError> {
+    let groups = request.key.groups(request.limits);
+    let changed = futures_util::future::join_all(groups.iter().map(|(key, limits)| {
+        adjust(
+            store,
+            AdjustRequest::new(key, limits, request.now_millis, request.change),
+            timeout,
+        )
+    }))
+    .await;
+    changed.into_iter().sum()
 }
 
 /// How a check on a connection ended, for its stall rule.

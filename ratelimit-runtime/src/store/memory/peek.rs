@@ -1,4 +1,4 @@
-use super::table::{Rank, Ranked, Write};
+use super::table::{Rank, Write};
 
 /// What one limit decided in the peek phase, and what it writes if the request is counted.
 ///
@@ -32,12 +32,6 @@ impl Peek {
             write: Some(write),
             rank,
         }
-    }
-
-    /// The write, ranked for eviction.
-    pub(super) fn ranked(self) -> Option<Ranked> {
-        let rank = self.rank;
-        self.write.map(|write| (write, rank))
     }
 
     pub(super) fn rejected(retry_after: u64, reset_after: u64) -> Self {

@@ -16,8 +16,8 @@ use super::{
     table::{StoredEntry, Table},
 };
 use crate::{
-    key::algorithm_code,
-    policy::Algorithm,
+    key::{algorithm_code, RouteKey},
+    policy::{Algorithm, Limit},
     store::{
         script::block_key, AdjustFuture, AdjustRequest, Adjustment, CheckFuture, CheckRequest,
         Decision, LimitState, Receipt, Store,
@@ -101,8 +101,15 @@ impl MemoryStore {
         self.len() == 0
     }
 
+    fn shard(&self, tag: &str) -> usize {
+        (self.hasher.hash_one(tag) % SHARDS as u64) as usize
+    }
+
     fn lock(&self, tag: &str) -> MutexGuard<'_, Table> {
-        let index = (self.hasher.hash_one(tag) % SHARDS as u64) as usize;
+        self.lock_shard(self.shard(tag))
+    }
+
+    fn lock_shard(&self, index: usize) -> MutexGuard<'_, Table> {
         // A panic while holding the lock cannot leave a table half-written in a way that
         // matters more than losing it: keep serving.
         self.shards[index]
@@ -112,69 +119,73 @@ impl MemoryStore {
 
     fn decide(&self, request: &CheckRequest<'_>) -> Decision {
         let now = request.now_millis.unwrap_or_else(|| self.clock.now());
+        if request.key.spans_identities(request.limits) {
+            return self.decide_groups(request, now);
+        }
         let mut table = self.lock(request.key.hash_tag());
-        // Per limit: its peek, and its lockout key when it has a block and is not locked out.
-        let mut peeks: Vec<(Peek, Option<String>)> = Vec::with_capacity(request.limits.len());
-        for limit in request.limits {
-            let bkey = limit.block().map(|_| block_key(request.key, limit));
-            let blocked = bkey
-                .as_deref()
-                .map_or(0, |bkey| adjust::blocked_for(&table, bkey, now));
-            if blocked > 0 {
-                peeks.push((Peek::rejected(blocked, blocked), None));
-                continue;
-            }
-            let stem = request.key.limit_key(limit);
-            let (max, window) = (u64::from(limit.max()), limit.window().as_millis());
-            let peek = match limit.algorithm() {
-                Algorithm::FixedWindow => fixed_window::peek(&table, &stem, max, window, now),
-                Algorithm::SlidingWindow => sliding_window::peek(&table, &stem, max, window, now),
-                Algorithm::SlidingLog => sliding_log::peek(&mut table, &stem, max, window, now),
-                Algorithm::Gcra => gcra::peek(&table, &stem, max, window, now),
-                // `Algorithm` is non-exhaustive for users; the assertion below this
-                // function fails to compile when one is added without a peek here.
-                _ => unreachable!("an algorithm without a memory-store peek"),
-            };
-            peeks.push((peek, bkey));
-        }
+        let mut peeks = peek_all(&mut table, request.key, request.limits, now);
         let allowed = peeks.iter().all(|(p, _)| p.allowed);
-        let mut writes = Vec::new();
-        if !allowed {
-            // Each limit with a block that refused by its own count locks the client out;
-            // its count goes, so the budget is whole when the lockout ends.
-            for (limit, (peek, bkey)) in request.limits.iter().zip(&mut peeks) {
-                if let (false, Some(bkey), Some(block)) = (peek.allowed, bkey.take(), limit.block())
-                {
-                    let block = block.as_millis();
-                    table.remove(&request.key.limit_key(limit));
-                    writes.push(adjust::lockout(bkey, now, block));
-                    *peek = Peek::rejected(block, block);
-                }
-            }
+        let (limits, evicted) = finish(
+            &mut table,
+            request.key,
+            request.limits,
+            &mut peeks,
+            allowed,
+            now,
+        );
+        drop(table);
+        self.after(evicted, limits, allowed, now)
+    }
+
+    /// A check whose limits count different identities, with keys under several hash tags:
+    /// every shard they live in is locked (in order, so two such checks cannot deadlock),
+    /// and the limits are decided together as in one table.
+    fn decide_groups(&self, request: &CheckRequest<'_>, now: u64) -> Decision {
+        let groups = request.key.groups(request.limits);
+        let shards: Vec<usize> = groups
+            .iter()
+            .map(|(key, _)| self.shard(key.hash_tag()))
+            .collect();
+        let mut order = shards.clone();
+        order.sort_unstable();
+        order.dedup();
+        let mut tables: Vec<(usize, MutexGuard<'_, Table>)> =
+            order.iter().map(|i| (*i, self.lock_shard(*i))).collect();
+        let mut peeks: Vec<Vec<(Peek, Option<String>)>> = Vec::with_capacity(groups.len());
+        for ((key, limits), shard) in groups.iter().zip(&shards) {
+            let table = locked(&mut tables, *shard);
+            peeks.push(peek_all(table, key, limits, now));
         }
+        let allowed = peeks.iter().flatten().all(|(p, _)| p.allowed);
+        let mut states = Vec::with_capacity(request.limits.len());
+        let mut evicted = 0;
+        for (((key, limits), shard), group_peeks) in groups.iter().zip(&shards).zip(&mut peeks) {
+            let table = locked(&mut tables, *shard);
+            let (group_states, group_evicted) =
+                finish(table, key, limits, group_peeks, allowed, now);
+            states.extend(group_states);
+            evicted += group_evicted;
+        }
+        drop(tables);
+        // In the order of the request's limits.
         let limits = request
             .limits
             .iter()
-            .zip(&peeks)
-            .map(|(limit, (p, _))| {
-                LimitState::new(
-                    *limit,
-                    p.allowed,
-                    u32::try_from(p.remaining).unwrap_or(u32::MAX),
-                    Duration::from_millis(p.retry_after),
-                    Duration::from_millis(p.reset_after),
-                )
+            .map(|limit| {
+                let at = states
+                    .iter()
+                    .position(|state: &LimitState| state.limit == *limit)
+                    .expect("a state per limit");
+                states.swap_remove(at)
             })
             .collect();
-        if allowed {
-            writes.extend(peeks.into_iter().filter_map(|(p, _)| p.ranked()));
-        }
-        if !writes.is_empty() {
-            let evicted = table.apply(writes, now);
-            drop(table);
-            if evicted > 0 {
-                self.note_evictions(evicted as u64);
-            }
+        self.after(evicted, limits, allowed, now)
+    }
+
+    /// The decision, once the tables are unlocked; evictions counted.
+    fn after(&self, evicted: usize, limits: Vec<LimitState>, allowed: bool, now: u64) -> Decision {
+        if evicted > 0 {
+            self.note_evictions(evicted as u64);
         }
         let decision = Decision::new(limits);
         if allowed {
@@ -185,13 +196,29 @@ impl MemoryStore {
     }
 
     /// Gives units back, or resets, as `scripts/give_back.lua` does.
+    /// (Limits of other identities live under other hash tags, in other shards: each
+    /// identity's limits are changed under their shard's lock.)
     fn change(&self, request: &AdjustRequest<'_>) -> u64 {
         let now = request.now_millis.unwrap_or_else(|| self.clock.now());
-        let mut table = self.lock(request.key.hash_tag());
+        let groups = request.key.groups(request.limits);
+        groups
+            .iter()
+            .map(|(key, limits)| self.change_group(key, limits, request.change, now))
+            .sum()
+    }
+
+    fn change_group(
+        &self,
+        route_key: &RouteKey,
+        limits: &[Limit],
+        change: Adjustment<'_>,
+        now: u64,
+    ) -> u64 {
+        let mut table = self.lock(route_key.hash_tag());
         let mut changed = 0;
-        for limit in request.limits {
-            let key = request.key.limit_key(limit);
-            match request.change {
+        for limit in limits {
+            let key = route_key.limit_key(limit);
+            match change {
                 Adjustment::GiveBack { units, receipt } => {
                     let bounds = (
                         algorithm_code(limit.algorithm()),
@@ -210,7 +237,7 @@ impl MemoryStore {
                 }
                 Adjustment::Reset => {
                     let mut keys = vec![key];
-                    keys.extend(limit.block().map(|_| block_key(request.key, limit)));
+                    keys.extend(limit.block().map(|_| block_key(route_key, limit)));
                     for key in keys {
                         if table.get(&key, now).is_some() {
                             changed += 1;
@@ -244,6 +271,98 @@ impl MemoryStore {
             .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).capacity())
             .sum()
     }
+}
+
+/// The locked table of `shard` among `tables`.
+fn locked<'a>(tables: &'a mut [(usize, MutexGuard<'_, Table>)], shard: usize) -> &'a mut Table {
+    let (_, guard) = tables
+        .iter_mut()
+        .find(|(i, _)| *i == shard)
+        .expect("every shard of the check is locked");
+    guard
+}
+
+/// Per limit: its peek, and its lockout key when it has a block and is not locked out.
+fn peek_all(
+    table: &mut Table,
+    key: &RouteKey,
+    limits: &[Limit],
+    now: u64,
+) -> Vec<(Peek, Option<String>)> {
+    let mut peeks = Vec::with_capacity(limits.len());
+    for limit in limits {
+        let bkey = limit.block().map(|_| block_key(key, limit));
+        let blocked = bkey
+            .as_deref()
+            .map_or(0, |bkey| adjust::blocked_for(table, bkey, now));
+        if blocked > 0 {
+            peeks.push((Peek::rejected(blocked, blocked), None));
+            continue;
+        }
+        let stem = key.limit_key(limit);
+        let (max, window) = (u64::from(limit.max()), limit.window().as_millis());
+        let peek = match limit.algorithm() {
+            Algorithm::FixedWindow => fixed_window::peek(table, &stem, max, window, now),
+            Algorithm::SlidingWindow => sliding_window::peek(table, &stem, max, window, now),
+            Algorithm::SlidingLog => sliding_log::peek(table, &stem, max, window, now),
+            Algorithm::Gcra => gcra::peek(table, &stem, max, window, now),
+            // `Algorithm` is non-exhaustive for users; the assertion below fails to compile
+            // when one is added without a peek here.
+            _ => unreachable!("an algorithm without a memory-store peek"),
+        };
+        peeks.push((peek, bkey));
+    }
+    peeks
+}
+
+/// The commit phase on one table: every write when the request is `allowed`; else each
+/// limit with a block that refused by its own count locks the client out, its count gone
+/// so the budget is whole when the lockout ends. The states of `limits`, and how many live
+/// entries were evicted.
+fn finish(
+    table: &mut Table,
+    key: &RouteKey,
+    limits: &[Limit],
+    peeks: &mut [(Peek, Option<String>)],
+    allowed: bool,
+    now: u64,
+) -> (Vec<LimitState>, usize) {
+    let mut writes = Vec::new();
+    if !allowed {
+        for (limit, (peek, bkey)) in limits.iter().zip(peeks.iter_mut()) {
+            if let (false, Some(bkey), Some(block)) = (peek.allowed, bkey.take(), limit.block()) {
+                let block = block.as_millis();
+                table.remove(&key.limit_key(limit));
+                writes.push(adjust::lockout(bkey, now, block));
+                *peek = Peek::rejected(block, block);
+            }
+        }
+    }
+    let states = limits
+        .iter()
+        .zip(peeks.iter())
+        .map(|(limit, (p, _))| {
+            LimitState::new(
+                *limit,
+                p.allowed,
+                u32::try_from(p.remaining).unwrap_or(u32::MAX),
+                Duration::from_millis(p.retry_after),
+                Duration::from_millis(p.reset_after),
+            )
+        })
+        .collect();
+    if allowed {
+        writes.extend(peeks.iter_mut().filter_map(|(p, _)| {
+            let rank = p.rank;
+            p.write.take().map(|write| (write, rank))
+        }));
+    }
+    let evicted = if writes.is_empty() {
+        0
+    } else {
+        table.apply(writes, now)
+    };
+    (states, evicted)
 }
 
 // Every algorithm has a peek in `MemoryStore::check`: this fails to compile when one is

@@ -1,0 +1,213 @@
+//! A per-address and a per-username limit stacked on one sign-in route: one address spraying
+//! usernames and many addresses guessing one password are both stopped, exactly, and no
+//! limit is charged for a request another refused; on standalone Redis (one call), on a
+//! 3-master Cluster (the identities' keys in different slots: one call each, and a give-back)
+//! and in memory.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use actix_web::{
+    body::MessageBody,
+    dev::{Service, ServiceResponse},
+    http::StatusCode,
+    post,
+    test::{self, TestRequest},
+    web, App, HttpResponse,
+};
+use futures_util::future::join_all;
+use ratelimit_runtime::{
+    clock::ManualClock,
+    key::RouteKey,
+    policy::{Algorithm, Limit, Window},
+    rate_limit, IdentityPart, RateLimiter,
+};
+use serde::Deserialize;
+use support::{Backend, T0};
+
+#[derive(Deserialize)]
+struct Login {
+    username: String,
+}
+
+#[derive(Default)]
+struct Reached(AtomicUsize);
+
+#[rate_limit(limit = 100, window = "1h", identity = "ip", fail = "closed")]
+#[rate_limit(
+    limit = 10,
+    window = "5m",
+    identity = "username",
+    algorithm = "sliding_log"
+)]
+#[post("/login")]
+async fn login(_body: web::Json<Login>, reached: web::Data<Reached>) -> HttpResponse {
+    reached.0.fetch_add(1, Ordering::SeqCst);
+    HttpResponse::Unauthorized().finish()
+}
+
+/// A strict per-address limit beside a per-username one.
+#[rate_limit(limit = 3, window = "1h", identity = "ip", fail = "closed")]
+#[rate_limit(limit = 10, window = "5m", identity = "username")]
+#[post("/strict")]
+async fn strict(_body: web::Json<Login>, reached: web::Data<Reached>) -> HttpResponse {
+    reached.0.fetch_add(1, Ordering::SeqCst);
+    HttpResponse::Unauthorized().finish()
+}
+
+const PER_IP: Limit = Limit::new(100, Window::from_secs(3600), Algorithm::SlidingWindow);
+const PER_NAME: Limit = Limit::new(10, Window::from_secs(300), Algorithm::SlidingLog);
+const STRICT_IP: Limit = Limit::new(3, Window::from_secs(3600), Algorithm::SlidingWindow);
+const STRICT_NAME: Limit = Limit::new(10, Window::from_secs(300), Algorithm::SlidingWindow);
+
+async fn app(
+    backend: &Backend,
+    reached: &web::Data<Reached>,
+) -> impl Service<
+    actix_http::Request,
+    Response = ServiceResponse<impl MessageBody>,
+    Error = actix_web::Error,
+> {
+    let limiter = RateLimiter::from_arc(backend.store())
+        .clock(ManualClock::at(T0))
+        .username_from::<Login>(|l| &l.username);
+    test::init_service(
+        App::new()
+            .app_data(reached.clone())
+            .service(login)
+            .service(strict)
+            .wrap(limiter),
+    )
+    .await
+}
+
+fn attempt(path: &str, ip: &str, username: &str) -> TestRequest {
+    TestRequest::post()
+        .uri(path)
+        .peer_addr(format!("{ip}:40000").parse().unwrap())
+        .set_json(serde_json::json!({ "username": username, "password": "guess" }))
+}
+
+fn key(path: &str, part: IdentityPart, value: &str) -> RouteKey {
+    RouteKey::new("rl", "POST", path, &[(part, value)])
+}
+
+async fn mixed(name: &str, backend: Backend) {
+    let reached = web::Data::new(Reached::default());
+    let app = app(&backend, &reached).await;
+    // 200 concurrent attempts: 20 addresses, 5 usernames.
+    let statuses: Vec<StatusCode> = join_all((0..200).map(|i| {
+        let req = attempt(
+            "/login",
+            &format!("10.0.0.{}", i % 20),
+            &format!("user{}", i % 5),
+        );
+        test::call_service(&app, req.to_request())
+    }))
+    .await
+    .iter()
+    .map(|r| r.status())
+    .collect();
+    // 10 per username reach the handler; the per-address budget (100) never binds.
+    assert_eq!(reached.0.load(Ordering::SeqCst), 50, "{name}");
+    let refused = statuses
+        .iter()
+        .filter(|s| **s == StatusCode::TOO_MANY_REQUESTS)
+        .count();
+    assert_eq!(refused, 150, "{name}");
+    for user in 0..5 {
+        let counted = backend
+            .counted(
+                &key("/login", IdentityPart::Username, &format!("user{user}")),
+                &PER_NAME,
+                T0,
+            )
+            .await;
+        assert_eq!(counted, 10, "{name}: user{user}");
+    }
+    // The per-address limit counted only what the per-username one allowed.
+    let mut by_address = 0;
+    for ip in 0..20 {
+        by_address += backend
+            .counted(
+                &key("/login", IdentityPart::Ip, &format!("10.0.0.{ip}")),
+                &PER_IP,
+                T0,
+            )
+            .await;
+    }
+    assert_eq!(
+        by_address, 50,
+        "{name}: refused requests charged no address"
+    );
+
+    // One address spraying names: the per-address limit (3) stops it, and the names it tried
+    // are charged only for what passed.
+    let reached = web::Data::new(Reached::default());
+    let app = self::app(&backend, &reached).await;
+    let statuses: Vec<StatusCode> = join_all((0..12).map(|i| {
+        let req = attempt("/strict", "192.0.2.9", &format!("victim{}", i % 2));
+        test::call_service(&app, req.to_request())
+    }))
+    .await
+    .iter()
+    .map(|r| r.status())
+    .collect();
+    let passed = statuses
+        .iter()
+        .filter(|s| **s != StatusCode::TOO_MANY_REQUESTS)
+        .count();
+    assert_eq!(passed, 3, "{name}: {statuses:?}");
+    let mut by_name = 0;
+    for victim in 0..2 {
+        by_name += backend
+            .counted(
+                &key(
+                    "/strict",
+                    IdentityPart::Username,
+                    &format!("victim{victim}"),
+                ),
+                &STRICT_NAME,
+                T0,
+            )
+            .await;
+    }
+    assert_eq!(
+        by_name, 3,
+        "{name}: names charged only for what the address limit allowed"
+    );
+    let by_ip = backend
+        .counted(
+            &key("/strict", IdentityPart::Ip, "192.0.2.9"),
+            &STRICT_IP,
+            T0,
+        )
+        .await;
+    assert_eq!(by_ip, 3, "{name}");
+    backend.finish().await;
+}
+
+#[actix_web::test]
+async fn per_address_and_per_username_limits_on_standalone_redis() {
+    mixed("redis", Backend::standalone().await).await;
+}
+
+#[actix_web::test]
+async fn per_address_and_per_username_limits_on_a_cluster() {
+    // The address's and the names' keys live in different slots: the check is split, and a
+    // refusal by one part gives back what the other counted.
+    let slot = |part, value| support::key_slot(&key("/strict", part, value).limit_key(&STRICT_IP));
+    for victim in ["victim0", "victim1"] {
+        assert_ne!(
+            slot(IdentityPart::Ip, "192.0.2.9"),
+            slot(IdentityPart::Username, victim)
+        );
+    }
+    mixed("cluster", Backend::cluster().await).await;
+}
+
+#[actix_web::test]
+async fn per_address_and_per_username_limits_in_memory() {
+    mixed("memory", Backend::memory()).await;
+}
