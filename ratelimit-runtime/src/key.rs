@@ -507,6 +507,33 @@ mod tests {
     use crate::policy::Window;
 
     #[test]
+    fn a_limit_on_its_own_identity_is_keyed_under_that_identitys_base() {
+        let by_name = Identity::Parts(&[IdentityPart::Username]);
+        let per_ip = Limit::new(100, Window::from_secs(3600), Algorithm::SlidingWindow);
+        let per_name =
+            Limit::new(10, Window::from_secs(300), Algorithm::SlidingLog).identified_by(by_name);
+        let ip = RouteKey::new("rl", "POST", "/login", &[(IdentityPart::Ip, "10.0.0.1")]);
+        let name = RouteKey::new("rl", "POST", "/login", &[(IdentityPart::Username, "al")]);
+        // Without the other identity's base, every limit is keyed under the route's.
+        assert!(!ip.spans_identities(&[per_ip, per_name]));
+        let key = ip.clone().with_identity(by_name, name.clone());
+        assert!(key.spans_identities(&[per_ip, per_name]));
+        assert!(!key.spans_identities(&[per_ip]));
+        assert_eq!(key.limit_key(&per_ip), ip.limit_key(&per_ip));
+        assert_eq!(key.limit_key(&per_name), name.limit_key(&per_name));
+        assert_eq!(
+            key.bases().collect::<Vec<_>>(),
+            [ip.as_str(), name.as_str()]
+        );
+        let groups = key.groups(&[per_name, per_ip]);
+        assert_eq!(
+            groups,
+            [(name.clone(), vec![per_name]), (ip.clone(), vec![per_ip])],
+            "grouped in order of first use"
+        );
+    }
+
+    #[test]
     fn route_and_identity_sit_inside_the_hash_tag() {
         let key = RouteKey::new("rl", "post", "/login", &[(IdentityPart::Ip, "203.0.113.7")]);
         assert_eq!(key.as_str(), "rl:{POST:/login|ip:203.0.113.7}");
