@@ -56,6 +56,15 @@ async fn strict(_body: web::Json<Login>, reached: web::Data<Reached>) -> HttpRes
     HttpResponse::Unauthorized().finish()
 }
 
+/// Limited in the process while the store is down: each share keeps its identity.
+#[rate_limit(limit = 100, window = "1h", identity = "ip", fail = "local")]
+#[rate_limit(limit = 10, window = "5m", identity = "username")]
+#[post("/outage")]
+async fn outage(_body: web::Json<Login>, reached: web::Data<Reached>) -> HttpResponse {
+    reached.0.fetch_add(1, Ordering::SeqCst);
+    HttpResponse::Unauthorized().finish()
+}
+
 const PER_IP: Limit = Limit::new(100, Window::from_secs(3600), Algorithm::SlidingWindow);
 const PER_NAME: Limit = Limit::new(10, Window::from_secs(300), Algorithm::SlidingLog);
 const STRICT_IP: Limit = Limit::new(3, Window::from_secs(3600), Algorithm::SlidingWindow);
@@ -186,6 +195,29 @@ async fn mixed(name: &str, backend: Backend) {
         .await;
     assert_eq!(by_ip, 3, "{name}");
     backend.finish().await;
+}
+
+#[actix_web::test]
+async fn while_the_store_is_down_the_local_shares_still_count_names_and_addresses() {
+    let down = support::Down::default();
+    let limiter = RateLimiter::new(down.clone())
+        .clock(ManualClock::at(T0))
+        .username_from::<Login>(|l| &l.username);
+    let reached = web::Data::new(Reached::default());
+    let app = test::init_service(
+        App::new()
+            .app_data(reached.clone())
+            .service(outage)
+            .wrap(limiter),
+    )
+    .await;
+    // Many addresses guessing one name: the name's share (10) stops them.
+    for i in 0..30 {
+        let req = attempt("/outage", &format!("10.1.0.{i}"), "target");
+        test::call_service(&app, req.to_request()).await;
+    }
+    assert_eq!(reached.0.load(Ordering::SeqCst), 10);
+    assert!(down.calls() >= 30, "the store was asked and failed");
 }
 
 #[actix_web::test]

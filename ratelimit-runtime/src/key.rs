@@ -3,8 +3,9 @@
 //! one entry per key, the windows in it).
 //!
 //! Route and identity sit inside the Redis Cluster hash tag, so every key of one check
-//! (all stacked limits) lands in one slot; the limit stays outside it, so different clients
-//! spread across slots.
+//! (all stacked limits on one identity) lands in one slot; the limit stays outside it, so
+//! different clients spread across slots. A limit on an identity of its own
+//! ([`Limit::identified_by`]) is keyed under that identity's tag.
 //!
 //! Nothing inside the tag may contain `{` or `}` (Redis hashes up to the *first* `}`), so
 //! route parameters are rewritten (`/orders/{id}` → `/orders/:id`). Usernames, API keys
@@ -199,7 +200,8 @@ impl RouteKey {
         std::iter::once(self.base.as_str()).chain(self.others.iter().map(|(_, b)| b.as_str()))
     }
 
-    /// The hash-tagged base every key of this check starts with.
+    /// The hash-tagged base of the route's identity: what every key of a limit on that
+    /// identity starts with.
     pub fn as_str(&self) -> &str {
         &self.base
     }

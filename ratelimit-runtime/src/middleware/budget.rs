@@ -18,6 +18,11 @@ use crate::{
 /// remaining, reset) and [`reset`](Self::reset) / [`give_back`](Self::give_back) for this
 /// client on this route, one store call each, no key built by hand.
 ///
+/// On a route whose limits count different identities (per IP and per username),
+/// `reset` and `give_back` change every limit of the route for this request's client, its
+/// address's budget too: to clear one identity's limits only (a name's failed sign-ins, not
+/// the address's), use [`RateLimiter::reset`](crate::RateLimiter::reset) with that identity.
+///
 /// A handler of a limited route takes it as an argument; on a route this crate does not limit
 /// (exempt, or outside a `RateLimiter`) extracting it fails with a 500 that says so (take
 /// `Option<Budget>` where a route may be either).

@@ -52,8 +52,9 @@ impl LocalFallback {
 
     /// This process's share of `limits`: `ceil(max / instances)` each, with the same window
     /// and, where it can count the share, the same algorithm; else a sliding window, else a
-    /// fixed window (which counts any share). Shares that would count in one key (same
-    /// algorithm and window) keep the stricter one.
+    /// fixed window (which counts any share). Each share keeps its limit's identity and
+    /// block. Shares that would count in one key (same identity, algorithm and window) keep
+    /// the stricter one.
     pub(crate) fn share(&self, limits: &[Limit]) -> Vec<Limit> {
         let mut shares: Vec<Limit> = Vec::with_capacity(limits.len());
         for limit in limits {
@@ -67,11 +68,20 @@ impl LocalFallback {
             .into_iter()
             .find(|algorithm| check_limit(max, window.as_millis(), *algorithm).is_ok())
             .unwrap_or(Algorithm::FixedWindow);
-            let share = Limit::new(max, window, algorithm);
-            match shares
-                .iter_mut()
-                .find(|s| s.algorithm() == algorithm && s.window() == window)
-            {
+            // The limit's own identity and lockout stay: a per-username share still counts
+            // names, not addresses.
+            let mut share = Limit::new(max, window, algorithm);
+            if let Some(identity) = limit.identity() {
+                share = share.identified_by(identity);
+            }
+            if let Some(block) = limit.block() {
+                share = share.blocking(block);
+            }
+            match shares.iter_mut().find(|s| {
+                s.algorithm() == algorithm
+                    && s.window() == window
+                    && s.identity() == limit.identity()
+            }) {
                 Some(same_key) if same_key.max() > max => *same_key = share,
                 Some(_) => {}
                 None => shares.push(share),
@@ -241,6 +251,22 @@ mod tests {
         )]);
         assert_eq!(fast[0].max(), 334);
         assert_eq!(fast[0].algorithm(), Algorithm::SlidingWindow);
+    }
+
+    #[test]
+    fn a_share_keeps_its_limits_identity_and_block() {
+        use crate::policy::{Identity, IdentityPart};
+        let by_name = Identity::Parts(&[IdentityPart::Username]);
+        let per_name = Limit::new(10, Window::from_secs(300), Algorithm::SlidingWindow)
+            .identified_by(by_name)
+            .blocking(Window::from_secs(900));
+        let per_ip = Limit::new(100, Window::from_secs(300), Algorithm::SlidingWindow);
+        let share = LocalFallback::new(2, 1000).share(&[per_ip, per_name]);
+        // Same algorithm and window, different identities: two keys, both kept.
+        assert_eq!(share.len(), 2);
+        assert_eq!((share[1].max(), share[1].identity()), (5, Some(by_name)));
+        assert_eq!(share[1].block(), Some(Window::from_secs(900)));
+        assert_eq!(share[0].identity(), None);
     }
 
     /// A GCRA the attribute accepts whose share neither a GCRA nor a sliding window can

@@ -34,7 +34,8 @@ use ::redis::{aio::ConnectionLike, ErrorKind, RedisResult, ServerErrorKind};
 
 use super::{
     script_call::{self, ScriptConnection},
-    AdjustRequest, Adjustment, CheckRequest, Decision, Store, StoreError, StoreErrorKind,
+    AdjustRequest, Adjustment, CheckRequest, Decision, LimitState, Store, StoreError,
+    StoreErrorKind,
 };
 
 /// Timeouts (see [`StallRule`]) before a connection counts as stalled.
@@ -142,8 +143,10 @@ pub(crate) async fn adjust<S: Linked>(
 /// live in different slots: one call per identity, all at once (one round trip); when one
 /// refuses, what the others counted is given back where they counted it (one more round
 /// trip), so a limit is never charged for a request another refused. The decision has no
-/// receipt: a later give-back takes from what counts then. A failed call fails the check,
-/// and what the others counted is given back too.
+/// receipt: a later give-back takes from what counts then. A failed call fails the check
+/// (what the others counted is given back too) unless another part refused: a refusal
+/// stands. The give-back runs within what is left of `timeout`; cut short, the unit stays
+/// counted (the strict side).
 pub(crate) async fn check_split<S: Linked>(
     store: &S,
     request: CheckRequest<'_>,
@@ -190,9 +193,21 @@ pub(crate) async fn check_split<S: Linked>(
             }
         }
     }
+    // A refusal by one part stands even when another part failed: the request is refused,
+    // not handed to the route's failure policy (which might let it through). The failed
+    // part's limits report nothing spent.
+    let refused = checked
+        .iter()
+        .any(|c| c.as_ref().is_ok_and(|decision| !decision.allowed));
     let mut states = Vec::with_capacity(request.limits.len());
-    for c in checked {
-        states.extend(c?.limits);
+    for ((_, limits), c) in groups.iter().zip(checked) {
+        match c {
+            Ok(decision) => states.extend(decision.limits),
+            Err(_) if refused => states.extend(limits.iter().map(|limit| {
+                LimitState::new(*limit, true, limit.max(), Duration::ZERO, Duration::ZERO)
+            })),
+            Err(error) => return Err(error),
+        }
     }
     // In the order of the request's limits.
     let limits = request
