@@ -220,6 +220,22 @@ async fn while_the_store_is_down_the_local_shares_still_count_names_and_addresse
     assert!(down.calls() >= 30, "the store was asked and failed");
 }
 
+/// A refusal is logged by the identity of the limit that refused.
+#[actix_web::test]
+async fn a_refusal_names_the_identity_of_the_limit_that_refused() {
+    let captured = support::CapturedLog::start(tracing::Level::WARN);
+    let backend = Backend::memory();
+    let reached = web::Data::new(Reached::default());
+    let app = app(&backend, &reached).await;
+    for i in 0..11 {
+        let req = attempt("/login", &format!("10.2.0.{i}"), "target");
+        test::call_service(&app, req.to_request()).await;
+    }
+    let log = captured.text();
+    assert!(log.contains("identity=username"), "{log}");
+    assert!(!log.contains("identity=ip "), "{log}");
+}
+
 #[actix_web::test]
 async fn per_address_and_per_username_limits_on_standalone_redis() {
     mixed("redis", Backend::standalone().await).await;

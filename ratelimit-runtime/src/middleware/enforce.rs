@@ -475,6 +475,15 @@ impl Limiter {
 
         let retry_ms = decision.retry_after().as_millis() as u64;
         let applied = decision.binding().map(|(index, _)| &policy.limits()[index]);
+        // Logged by the identity of the limit that decided (a per-username refusal on a
+        // route whose first identity is the address names the username).
+        let client = match applied.map(|limit| policy.identity_of(limit)) {
+            Some(decider) => identities
+                .iter()
+                .find(|(identity, _)| *identity == decider)
+                .map_or(client, |(_, identity)| Client { identity }),
+            None => client,
+        };
         if !decision.allowed && !policy.shadow() {
             let outcome = match counting {
                 Counting::Served => Outcome::ServedOverLimit,

@@ -13,7 +13,7 @@ use super::{
     adjust, fixed_window, gcra,
     peek::Peek,
     sliding_log, sliding_window,
-    table::{StoredEntry, Table},
+    table::{Rank, StoredEntry, Table, Write},
 };
 use crate::{
     key::{algorithm_code, RouteKey},
@@ -125,7 +125,7 @@ impl MemoryStore {
         let mut table = self.lock(request.key.hash_tag());
         let mut peeks = peek_all(&mut table, request.key, request.limits, now);
         let allowed = peeks.iter().all(|(p, _)| p.allowed);
-        let (limits, evicted) = finish(
+        let (limits, writes) = finish(
             &mut table,
             request.key,
             request.limits,
@@ -133,6 +133,7 @@ impl MemoryStore {
             allowed,
             now,
         );
+        let evicted = apply(&mut table, writes, now);
         drop(table);
         self.after(evicted, limits, allowed, now)
     }
@@ -158,13 +159,20 @@ impl MemoryStore {
         }
         let allowed = peeks.iter().flatten().all(|(p, _)| p.allowed);
         let mut states = Vec::with_capacity(request.limits.len());
-        let mut evicted = 0;
+        let mut writes: Vec<(usize, Vec<(Write, Rank)>)> = Vec::new();
         for (((key, limits), shard), group_peeks) in groups.iter().zip(&shards).zip(&mut peeks) {
             let table = locked(&mut tables, *shard);
-            let (group_states, group_evicted) =
+            let (group_states, group_writes) =
                 finish(table, key, limits, group_peeks, allowed, now);
             states.extend(group_states);
-            evicted += group_evicted;
+            match writes.iter_mut().find(|(s, _)| s == shard) {
+                Some((_, pending)) => pending.extend(group_writes),
+                None => writes.push((*shard, group_writes)),
+            }
+        }
+        let mut evicted = 0;
+        for (shard, pending) in writes {
+            evicted += apply(locked(&mut tables, shard), pending, now);
         }
         drop(tables);
         // In the order of the request's limits.
@@ -273,6 +281,15 @@ impl MemoryStore {
     }
 }
 
+/// Applies `writes` to `table` at once: how many live entries were evicted to make room.
+fn apply(table: &mut Table, writes: Vec<(Write, Rank)>, now: u64) -> usize {
+    if writes.is_empty() {
+        0
+    } else {
+        table.apply(writes, now)
+    }
+}
+
 /// The locked table of `shard` among `tables`.
 fn locked<'a>(tables: &'a mut [(usize, MutexGuard<'_, Table>)], shard: usize) -> &'a mut Table {
     let (_, guard) = tables
@@ -317,8 +334,9 @@ fn peek_all(
 
 /// The commit phase on one table: every write when the request is `allowed`; else each
 /// limit with a block that refused by its own count locks the client out, its count gone
-/// so the budget is whole when the lockout ends. The states of `limits`, and how many live
-/// entries were evicted.
+/// so the budget is whole when the lockout ends. The states of `limits`, and the writes to
+/// apply to the table (at once with every other write of the check to that table, so that
+/// making room for one cannot evict another).
 fn finish(
     table: &mut Table,
     key: &RouteKey,
@@ -326,7 +344,7 @@ fn finish(
     peeks: &mut [(Peek, Option<String>)],
     allowed: bool,
     now: u64,
-) -> (Vec<LimitState>, usize) {
+) -> (Vec<LimitState>, Vec<(Write, Rank)>) {
     let mut writes = Vec::new();
     if !allowed {
         for (limit, (peek, bkey)) in limits.iter().zip(peeks.iter_mut()) {
@@ -357,12 +375,7 @@ fn finish(
             p.write.take().map(|write| (write, rank))
         }));
     }
-    let evicted = if writes.is_empty() {
-        0
-    } else {
-        table.apply(writes, now)
-    };
-    (states, evicted)
+    (states, writes)
 }
 
 // Every algorithm has a peek in `MemoryStore::check`: this fails to compile when one is
