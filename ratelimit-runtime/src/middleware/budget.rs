@@ -11,7 +11,7 @@ use super::limiter::Limiter;
 use crate::{
     key::RouteKey,
     policy::{Count, Limit},
-    store::{AdjustRequest, Adjustment, Decision, Receipt, StoreError},
+    store::{AdjustRequest, Adjustment, Decision, Receipt, Store, StoreError},
 };
 
 /// The budget of the client of this request on its route: the route's decision (limit,
@@ -160,6 +160,21 @@ impl Budget {
     }
 }
 
+/// `request` put to `store`, bounded as a check is: by the limiter's `timeout` when set,
+/// else by the store's own, else by the default.
+pub(crate) async fn adjust_within(
+    store: &dyn Store,
+    timeout: Option<Duration>,
+    request: AdjustRequest<'_>,
+) -> Result<u64, StoreError> {
+    let timeout = timeout
+        .or_else(|| store.timeout())
+        .unwrap_or(crate::store::DEFAULT_TIMEOUT);
+    tokio::time::timeout(timeout, store.adjust(request))
+        .await
+        .unwrap_or_else(|_| Err(StoreError::timeout(timeout)))
+}
+
 impl Limiter {
     /// One store call that changes the budget at `key` for `limits`, bounded as a check is;
     /// this process's flood shield forgets the key.
@@ -170,14 +185,8 @@ impl Limiter {
         change: Adjustment<'a>,
     ) -> Pin<Box<dyn Future<Output = Result<u64, StoreError>> + 'a>> {
         Box::pin(async move {
-            let timeout = self
-                .timeout
-                .or_else(|| self.store.timeout())
-                .unwrap_or(crate::store::DEFAULT_TIMEOUT);
             let request = AdjustRequest::new(key, limits, self.clock.now_millis(), change);
-            let changed = tokio::time::timeout(timeout, self.store.adjust(request))
-                .await
-                .unwrap_or_else(|_| Err(StoreError::timeout(timeout)));
+            let changed = adjust_within(&*self.store, self.timeout, request).await;
             for base in key.bases() {
                 self.shield.forget(base);
             }

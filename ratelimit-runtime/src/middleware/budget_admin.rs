@@ -5,7 +5,10 @@ use std::{fmt, net::IpAddr, sync::Arc};
 
 use actix_web::http::Method;
 
-use super::{declared_routes::DeclaredRoutes, rate_limiter::RateLimiter, route_info::RouteInfo};
+use super::{
+    budget::adjust_within, declared_routes::DeclaredRoutes, rate_limiter::RateLimiter,
+    route_info::RouteInfo,
+};
 use crate::{
     identity::ClientIdentity,
     key::RouteKey,
@@ -120,14 +123,8 @@ impl RateLimiter {
         change: Adjustment<'_>,
     ) -> Result<u64, BudgetError> {
         let (key, limits) = self.budget_key(route, identity)?;
-        let timeout = self
-            .timeout
-            .or_else(|| self.store.timeout())
-            .unwrap_or(crate::store::DEFAULT_TIMEOUT);
         let request = AdjustRequest::new(&key, &limits, self.clock.now_millis(), change);
-        let changed = tokio::time::timeout(timeout, self.store.adjust(request))
-            .await
-            .unwrap_or_else(|_| Err(StoreError::timeout(timeout)));
+        let changed = adjust_within(&*self.store, self.timeout, request).await;
         if let Some(shield) = self.shield.get() {
             shield.forget(key.as_str());
         }

@@ -244,12 +244,11 @@ impl Limiter {
             .take_username()
             .unwrap_or(Submitted::Unreadable(Unreadable::NoBody));
         let identities: Vec<(Identity, ClientIdentity)> = route
-            .policy
-            .identities()
-            .into_iter()
+            .identities
+            .iter()
             .map(|identity| {
-                let refused = self.sources.refused(client, identity, submitted.clone());
-                (identity, refused)
+                let refused = self.sources.refused(client, *identity, submitted.clone());
+                (*identity, refused)
             })
             .collect();
         match self
@@ -339,13 +338,20 @@ impl Limiter {
             }
         }
         // One identity per distinct identity the route's limits count by (usually one).
-        let mut identities = Vec::with_capacity(1);
-        for identity in route.policy.identities() {
+        let mut identities = Vec::with_capacity(route.identities.len());
+        let mut submitted = Some(submitted);
+        for (i, identity) in route.identities.iter().enumerate() {
+            // The last identity takes the submitted username; the others a copy.
+            let submitted = if i + 1 == route.identities.len() {
+                submitted.take().flatten()
+            } else {
+                submitted.clone().flatten()
+            };
             let extracted = self
                 .sources
-                .extract_with(req, identity, handle.client(), submitted.clone(), reader)
+                .extract_with(req, *identity, handle.client(), submitted, reader)
                 .await;
-            identities.push((identity, extracted));
+            identities.push((*identity, extracted));
         }
         self.decide_for(&identities, route, handle, counting).await
     }

@@ -17,7 +17,7 @@ use super::{
 use crate::{
     identity::ClientIdentity,
     key::{KeySecret, RouteKey},
-    policy::RoutePolicy,
+    policy::{Identity, RoutePolicy},
     registry::RouteDeclaration,
 };
 
@@ -34,6 +34,8 @@ pub(crate) struct RouteInfo {
     /// The matched pattern (`/orders/{id}`), never the raw path.
     pub(crate) pattern: String,
     pub(crate) policy: RoutePolicy,
+    /// Every identity the policy's limits count by, the route's first (usually one).
+    pub(crate) identities: Vec<Identity>,
     /// The limits, for log lines (`10 per 5m (sliding_log) + ...`).
     pub(crate) limits_text: String,
     /// `RateLimit-Policy`, listing every stacked limit.
@@ -150,6 +152,7 @@ impl RouteInfo {
             label_json,
             label,
             pattern,
+            identities: policy.identities(),
             policy,
             limits_text,
             policy_header: HeaderValue::from_str(&policy_header).ok(),

@@ -124,9 +124,13 @@ impl RoutePolicy {
 
     /// Whether any of the route's limits counts the username a request's body submits.
     pub fn reads_username(&self) -> bool {
-        self.identities()
-            .iter()
-            .any(|identity| identity.parts().contains(&super::IdentityPart::Username))
+        let counts_names =
+            |identity: Identity| identity.parts().contains(&super::IdentityPart::Username);
+        counts_names(self.identity)
+            || self
+                .limits
+                .iter()
+                .any(|limit| limit.identity().is_some_and(counts_names))
     }
 
     /// Every identity the route's limits count by, the route's first, each once.

@@ -86,6 +86,18 @@ impl LimitState {
     }
 }
 
+/// `states` (one per limit, gathered part by part) in the order of `limits`; `None` when a
+/// limit has no state.
+pub(crate) fn in_order(limits: &[Limit], mut states: Vec<LimitState>) -> Option<Vec<LimitState>> {
+    limits
+        .iter()
+        .map(|limit| {
+            let at = states.iter().position(|state| state.limit == *limit)?;
+            Some(states.swap_remove(at))
+        })
+        .collect()
+}
+
 impl Decision {
     /// A decision from one state per stacked limit, in declaration order: allowed when
     /// every limit allowed.

@@ -33,6 +33,7 @@ use std::{
 use ::redis::{aio::ConnectionLike, ErrorKind, RedisResult, ServerErrorKind};
 
 use super::{
+    decision::in_order,
     script_call::{self, ScriptConnection},
     AdjustRequest, Adjustment, CheckRequest, Decision, LimitState, Store, StoreError,
     StoreErrorKind,
@@ -209,20 +210,8 @@ pub(crate) async fn check_split<S: Linked>(
             Err(error) => return Err(error),
         }
     }
-    // In the order of the request's limits.
-    let limits = request
-        .limits
-        .iter()
-        .map(|limit| {
-            let at = states
-                .iter()
-                .position(|state| state.limit == *limit)
-                .ok_or_else(|| {
-                    StoreError::new(StoreErrorKind::Protocol, "a limit without a state")
-                })?;
-            Ok(states.swap_remove(at))
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
+    let limits = in_order(request.limits, states)
+        .ok_or_else(|| StoreError::new(StoreErrorKind::Protocol, "a limit without a state"))?;
     Ok(Decision::new(limits))
 }
 

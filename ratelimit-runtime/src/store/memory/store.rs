@@ -19,8 +19,8 @@ use crate::{
     key::{algorithm_code, RouteKey},
     policy::{Algorithm, Limit},
     store::{
-        script::block_key, AdjustFuture, AdjustRequest, Adjustment, CheckFuture, CheckRequest,
-        Decision, LimitState, Receipt, Store,
+        decision::in_order, script::block_key, AdjustFuture, AdjustRequest, Adjustment,
+        CheckFuture, CheckRequest, Decision, LimitState, Receipt, Store,
     },
 };
 
@@ -175,18 +175,7 @@ impl MemoryStore {
             evicted += apply(locked(&mut tables, shard), pending, now);
         }
         drop(tables);
-        // In the order of the request's limits.
-        let limits = request
-            .limits
-            .iter()
-            .map(|limit| {
-                let at = states
-                    .iter()
-                    .position(|state: &LimitState| state.limit == *limit)
-                    .expect("a state per limit");
-                states.swap_remove(at)
-            })
-            .collect();
+        let limits = in_order(request.limits, states).expect("a state per limit");
         self.after(evicted, limits, allowed, now)
     }
 
