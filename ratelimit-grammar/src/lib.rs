@@ -18,14 +18,17 @@
 
 mod algorithm;
 mod count;
+mod declaration;
 mod fail_mode;
 mod identity;
 mod key;
 mod limit;
+pub mod messages;
 pub mod suggest;
 
 pub use algorithm::Algorithm;
 pub use count::Count;
+pub use declaration::{parse_declaration, parse_stack, Declaration};
 pub use fail_mode::{FailMode, SAFE_METHODS};
 pub use identity::{is_header_name, parse_identity, ParsedPart, IDENTITY_PARTS};
 pub use key::Key;

@@ -7,7 +7,7 @@ use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use syn::{parse::Parser, punctuated::Punctuated, Expr, ExprLit, Lit, LitStr, Meta, Token, UnOp};
 
-use ratelimit_grammar::{suggest, Key as KeyName};
+use ratelimit_grammar::{messages, suggest, Key as KeyName};
 pub(crate) use ratelimit_grammar::{Algorithm, Count, FailMode, ParsedPart as IdentityPart};
 
 use crate::ctxt::Ctxt;
@@ -145,23 +145,14 @@ impl Args {
             }
             return;
         };
-        let written = key.name();
         if self.key(key).is_some() {
-            cx.error(
-                ident.span(),
-                format!(
-                    "`{written}` set more than once; each key may appear once per `#[rate_limit]`"
-                ),
-            );
+            cx.error(ident.span(), messages::set_twice(key));
             return;
         }
         let value = match meta {
             Meta::NameValue(nv) => nv.value,
             other => {
-                cx.error_spanned(
-                    &other,
-                    format!("`{written}` needs a value, e.g. {}", key.example()),
-                );
+                cx.error_spanned(&other, messages::needs_value(key));
                 self.keys.push(Key {
                     name: key,
                     span: ident.span(),
@@ -261,17 +252,13 @@ fn lit_str<'a>(value: &'a Expr, key: KeyName, cx: &mut Ctxt) -> Option<&'a LitSt
             lit: Lit::Str(lit), ..
         }) => Some(lit),
         other => {
-            cx.error_spanned(
-                other,
-                format!("`{}` takes a string, e.g. {}", key.name(), key.example()),
-            );
+            cx.error_spanned(other, messages::takes_string(key));
             None
         }
     }
 }
 
 fn parse_limit(value: &Expr, cx: &mut Ctxt) -> Slot<u32> {
-    let positive = "`limit` must be a positive whole number of requests";
     match value {
         Expr::Lit(ExprLit {
             lit: Lit::Int(int), ..
@@ -288,21 +275,12 @@ fn parse_limit(value: &Expr, cx: &mut Ctxt) -> Slot<u32> {
             }
             match int.base10_parse::<u64>() {
                 Ok(0) => {
-                    cx.error(
-                        int.span(),
-                        "`limit = 0` allows no request at all; a limit must be at least 1 (for a route that needs no limit, write `exempt = \"<reason>\"`)",
-                    );
+                    cx.error(int.span(), messages::limit_zero());
                     Slot::Invalid
                 }
                 Ok(n) if n <= u64::from(u32::MAX) => Slot::Valid(n as u32, int.span()),
                 _ => {
-                    cx.error(
-                        int.span(),
-                        format!(
-                            "`limit = {int}` is too large; the largest limit is {}",
-                            u32::MAX
-                        ),
-                    );
+                    cx.error(int.span(), messages::limit_too_large(&int.to_string()));
                     Slot::Invalid
                 }
             }
@@ -310,9 +288,8 @@ fn parse_limit(value: &Expr, cx: &mut Ctxt) -> Slot<u32> {
         Expr::Unary(unary) if matches!(unary.op, UnOp::Neg(_)) => {
             cx.error_spanned(
                 unary,
-                format!(
-                    "{positive}, found `{}`",
-                    unary.to_token_stream().to_string().replace(' ', "")
+                messages::limit_not_positive(
+                    &unary.to_token_stream().to_string().replace(' ', ""),
                 ),
             );
             Slot::Invalid
@@ -323,31 +300,18 @@ fn parse_limit(value: &Expr, cx: &mut Ctxt) -> Slot<u32> {
         }) => {
             cx.error(
                 float.span(),
-                format!("{positive}, found `{}`", float.base10_digits()),
+                messages::limit_not_positive(float.base10_digits()),
             );
             Slot::Invalid
         }
         Expr::Lit(ExprLit {
             lit: Lit::Str(lit), ..
         }) => {
-            let text = lit.value();
-            let text = text.trim();
-            let hint = if text.parse::<u64>().is_ok() {
-                format!("write `limit = {text}`")
-            } else {
-                "e.g. `limit = 10`".to_owned()
-            };
-            cx.error(
-                lit.span(),
-                format!("`limit` takes an integer, not a string; {hint}"),
-            );
+            cx.error(lit.span(), messages::limit_string(&lit.value()));
             Slot::Invalid
         }
         other => {
-            cx.error_spanned(
-                other,
-                format!("{positive} written as an integer literal, e.g. `limit = 10`"),
-            );
+            cx.error_spanned(other, messages::limit_not_literal());
             Slot::Invalid
         }
     }
@@ -367,10 +331,7 @@ fn parse_duration(
     {
         // `window = 300` has no unit; `window = 5m` lexes as the integer `5` with suffix `m`.
         let message = if int.suffix().is_empty() {
-            format!(
-                "`{name}` takes a duration string with a unit, e.g. `{name} = \"{}s\"`",
-                int.base10_digits()
-            )
+            messages::duration_without_unit(key, int.base10_digits())
         } else {
             format!("`{name}` takes a string; write `{name} = \"{int}\"`")
         };
@@ -433,22 +394,13 @@ fn parse_shadow(value: &Expr, cx: &mut Ctxt) -> Slot<bool> {
         Expr::Lit(ExprLit {
             lit: Lit::Str(lit), ..
         }) if matches!(lit.value().as_str(), "true" | "false") => {
-            cx.error(
-                lit.span(),
-                format!(
-                    "`shadow` takes a bool, not a string; write `shadow = {}`",
-                    lit.value()
-                ),
-            );
+            cx.error(lit.span(), messages::shadow_string(&lit.value()));
             Slot::Invalid
         }
         other => {
             cx.error_spanned(
                 other,
-                format!(
-                    "`shadow` takes `true` or `false`, found `{}`",
-                    other.to_token_stream()
-                ),
+                messages::shadow_not_bool(&other.to_token_stream().to_string()),
             );
             Slot::Invalid
         }
@@ -461,10 +413,7 @@ fn parse_exempt(value: &Expr, cx: &mut Ctxt) -> Slot<String> {
     };
     let reason = lit.value();
     if reason.trim().is_empty() {
-        cx.error(
-            lit.span(),
-            "`exempt` needs a reason, e.g. `exempt = \"load balancer health check\"`; an unlimited route should say why",
-        );
+        cx.error(lit.span(), messages::exempt_without_reason());
         return Slot::Invalid;
     }
     Slot::Valid(reason, lit.span())

@@ -1,7 +1,7 @@
 //! Validate stage: checks one handler's stack of `#[rate_limit]` attributes against each
 //! other and against its route, and builds the declaration to expand.
 
-use ratelimit_grammar::{check_limit, Key, LimitProblem, MAX_STACKED};
+use ratelimit_grammar::{check_limit, messages, Key, LimitProblem, MAX_STACKED};
 
 use crate::{
     args::{Algorithm, Args, Count, FailMode, IdentityPart, Slot},
@@ -38,19 +38,10 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         // `crate` says where the runtime is, not what the route's limit is.
         let policy_keys = || exempt.keys.iter().filter(|k| k.name != Key::Crate);
         for key in policy_keys().filter(|k| k.name != Key::Exempt) {
-            let name = key.name.name();
-            let why = match key.name {
-                Key::Block => " (`block` locks a client out once a limit refuses it, and an exempt route has no limit)",
-                Key::Count => " (`count` says which requests use a limit's budget, and an exempt route has no limit)",
-                _ => "",
-            };
-            cx.error(
-                key.span,
-                format!("`exempt` stands alone: an exempt route has no `{name}`{why}; remove `{name}` or remove `exempt`"),
-            );
+            cx.error(key.span, messages::exempt_stands_alone(key.name));
         }
         if stack.len() > 1 {
-            let message = "an exempt route cannot also stack `#[rate_limit]` declarations; keep either the exemption or the limits";
+            let message = messages::exempt_stacked();
             match exempt.key(Key::Exempt) {
                 Some(key) => cx.error(key.span, message),
                 None => exempt.error(cx, message),
@@ -65,34 +56,18 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     }
 
     if stack.len() > MAX_STACKED {
-        stack[MAX_STACKED].error(
-            cx,
-            format!("a route may stack at most {MAX_STACKED} `#[rate_limit]` declarations"),
-        );
+        stack[MAX_STACKED].error(cx, messages::too_many_stacked());
         ok = false;
     }
 
     let mut limits: Vec<(LimitModel, &Args)> = Vec::new();
     for args in stack {
-        let lockout = [
-            "",
-            " (`block` locks a client out once this limit refuses it, so it needs the limit)",
-        ];
-        let lockout = lockout[usize::from(!args.block.is_absent())];
-        match (args.limit.is_absent(), args.window.is_absent()) {
-            (true, true) => args.error(
-                cx,
-                format!("missing `limit` and `window`{lockout}: how many requests are allowed over what duration, e.g. `#[rate_limit(limit = 10, window = \"5m\")]` (or `#[rate_limit(exempt = \"<reason>\")]` for a route that needs no limit)"),
-            ),
-            (true, false) => args.error(
-                cx,
-                format!("missing `limit`{lockout}: how many requests the window allows, e.g. `limit = 10` (or `exempt = \"<reason>\"` for a route that needs no limit)"),
-            ),
-            (false, true) => args.error(
-                cx,
-                format!("missing `window`{lockout}: the duration the limit counts over, e.g. `window = \"5m\"`"),
-            ),
-            (false, false) => {}
+        if let Some(message) = messages::missing_limit_or_window(
+            !args.limit.is_absent(),
+            !args.window.is_absent(),
+            !args.block.is_absent(),
+        ) {
+            args.error(cx, message);
         }
         let algorithm = match &args.algorithm {
             Slot::Valid(algorithm, _) => *algorithm,
@@ -133,16 +108,14 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
                     .window
                     .valid()
                     .map_or_else(String::new, |(w, _)| w.text.clone());
-                let algorithm = match args.algorithm {
-                    Slot::Valid(..) => format!("`{}`", algorithm.as_str()),
-                    _ => format!("the default `{}`", algorithm.as_str()),
-                };
                 cx.error(
                     window_span,
-                    format!(
-                        "`window = \"{}\"` repeats the window of an earlier `#[rate_limit]` (`limit = {}, window = \"{earlier_window}\"`) with the same algorithm, {algorithm}; two limits with the same algorithm and window would count in one Redis key, so keep the stricter one or change the window or the algorithm",
-                        window.text,
+                    messages::repeated_window(
+                        &window.text,
                         earlier.max,
+                        &earlier_window,
+                        algorithm,
+                        matches!(args.algorithm, Slot::Valid(..)),
                     ),
                 );
                 ok = false;
@@ -191,10 +164,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     }
     let identity = if differ {
         for args in stack.iter().filter(|a| a.identity.is_absent()) {
-            args.error(
-                cx,
-                "missing `identity`: the limits stacked here count different identities, so each names its own (`identity = \"ip\"` on one, `identity = \"username\"` on another)",
-            );
+            args.error(cx, messages::missing_identity_in_mixed_stack());
             ok = false;
         }
         // The first limit's is the route's; the others that differ carry their own.
@@ -213,41 +183,19 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     } else {
         written.first().map(|w| (*w).clone())
     };
-    let fail = shared(
-        stack,
-        |a| &a.fail,
-        Key::Fail,
-        "a route either admits or refuses requests while Redis is unreachable",
-        cx,
-        &mut ok,
-    )
-    .copied();
-    let shadow = shared(
-        stack,
-        |a| &a.shadow,
-        Key::Shadow,
-        "a route's limits are enforced or only logged together",
-        cx,
-        &mut ok,
-    )
-    .copied();
+    let fail = shared(stack, |a| &a.fail, Key::Fail, cx, &mut ok).copied();
+    let shadow = shared(stack, |a| &a.shadow, Key::Shadow, cx, &mut ok).copied();
 
     let shadow = shadow.unwrap_or(false);
     if shadow {
         for (_, span) in stack.iter().filter_map(|a| a.block.valid()) {
-            cx.error(
-                span,
-                "`block` cannot go with `shadow = true`: a shadow limit never refuses, so it never locks a client out; remove one of them",
-            );
+            cx.error(span, messages::block_with_shadow());
             ok = false;
         }
     }
     if let (true, Some(fail @ (FailMode::Closed | FailMode::Local))) = (shadow, fail) {
         if let Some((_, span)) = stack.iter().find_map(|a| a.fail.valid()) {
-            cx.error(
-                span,
-                format!("`fail = \"{fail}\"` cannot go with `shadow = true`: a shadow limit never rejects, so it passes requests during a Redis outage too; remove one of them"),
-            );
+            cx.error(span, messages::fail_with_shadow(fail));
         }
         ok = false;
     }
@@ -269,16 +217,14 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
 }
 
 /// A key every stacked limit shares: it may be written on any of them, and where it is
-/// written more than once, the values must agree. `why` says why they are shared.
+/// written more than once, the values must agree.
 fn shared<'a, T: PartialEq + 'a>(
     stack: &'a [Args],
     slot: impl Fn(&'a Args) -> &'a Slot<T>,
     key: Key,
-    why: &str,
     cx: &mut Ctxt,
     ok: &mut bool,
 ) -> Option<&'a T> {
-    let name = key.name();
     let mut first: Option<(&'a T, &'a Args)> = None;
     for args in stack {
         match slot(args) {
@@ -288,11 +234,7 @@ fn shared<'a, T: PartialEq + 'a>(
                         |args: &Args| args.key(key).map_or_else(String::new, |k| k.value.clone());
                     cx.error(
                         *span,
-                        format!(
-                            "`{name} = {}` differs from `{name} = {}` on an earlier `#[rate_limit]`; stacked limits share one `{name}` ({why}), so write `{name}` once",
-                            written(args),
-                            written(earlier),
-                        ),
+                        messages::shared_key_differs(key, &written(args), &written(earlier)),
                     );
                     *ok = false;
                 }

@@ -1,0 +1,466 @@
+//! A declaration written as text rather than in Rust: the inside of `#[rate_limit(...)]`
+//! (`limit = 5, window = "5m", algorithm = "sliding_log"`), read at run time (overrides), with
+//! the attribute's rules and messages. Stacked declarations are separated by `;`.
+//!
+//! ```
+//! use ratelimit_grammar::{parse_stack, Algorithm};
+//!
+//! let stack = parse_stack(r#"limit = 5, window = "5m", algorithm = "sliding_log""#).unwrap();
+//! assert_eq!(stack[0].limit, Some(5));
+//! assert_eq!(stack[0].window, Some(300_000));
+//! assert_eq!(stack[0].algorithm, Some(Algorithm::SlidingLog));
+//!
+//! let errors = parse_stack(r#"limt = 5, window = "5m""#).unwrap_err();
+//! assert!(errors[0].contains("did you mean `limit`?"), "{errors:?}");
+//! ```
+
+use crate::{
+    check_limit, identity::parse_identity, key::Key, limit::MAX_STACKED, messages, parse_block,
+    parse_window, Algorithm, Count, FailMode, LimitProblem, ParsedPart,
+};
+
+/// One declaration as written: each key's value, when it was written.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Declaration {
+    /// `limit`
+    pub limit: Option<u32>,
+    /// `window`, in milliseconds.
+    pub window: Option<u64>,
+    /// `window` as written (`"5m"`), for messages.
+    pub window_text: Option<String>,
+    /// `identity`
+    pub identity: Option<Vec<ParsedPart>>,
+    /// `algorithm`
+    pub algorithm: Option<Algorithm>,
+    /// `fail`
+    pub fail: Option<FailMode>,
+    /// `count`
+    pub count: Option<Count>,
+    /// `block`, in milliseconds.
+    pub block: Option<u64>,
+    /// `shadow`
+    pub shadow: Option<bool>,
+    /// `exempt`: the reason.
+    pub exempt: Option<String>,
+}
+
+/// A value as the lexer reads it.
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Str(String),
+    /// Digits, with an optional leading `-` or a fraction: kept as written.
+    Number(String),
+    Word(String),
+}
+
+impl Value {
+    fn written(&self) -> String {
+        match self {
+            Value::Str(text) => format!("{text:?}"),
+            Value::Number(text) | Value::Word(text) => text.clone(),
+        }
+    }
+}
+
+/// Splits `text` into declarations at every `;` outside a string.
+fn split_outside_strings(text: &str, separator: char) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut start, mut in_string, mut escaped) = (0, false, false);
+    for (i, c) in text.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if in_string => escaped = true,
+            '"' => in_string = !in_string,
+            c if c == separator && !in_string => {
+                parts.push(&text[start..i]);
+                start = i + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+/// Reads one value: a string (with `\"` and `\\` escapes), a number or a word.
+fn lex_value(text: &str) -> Result<Value, String> {
+    let text = text.trim();
+    if let Some(rest) = text.strip_prefix('"') {
+        let mut value = String::new();
+        let mut chars = rest.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some(escaped @ ('"' | '\\')) => value.push(escaped),
+                    other => {
+                        return Err(format!(
+                            "`\\{}` is no escape in a string here; write `\\\"` or `\\\\`",
+                            other.map(String::from).unwrap_or_default()
+                        ))
+                    }
+                },
+                '"' => {
+                    let after = chars.as_str().trim();
+                    if !after.is_empty() {
+                        return Err(format!(
+                            "unexpected `{after}` after the string \"{value}\"; separate keys with `,`"
+                        ));
+                    }
+                    return Ok(Value::Str(value));
+                }
+                c => value.push(c),
+            }
+        }
+        return Err(format!("the string `\"{rest}` is not closed with `\"`"));
+    }
+    if text.is_empty() {
+        return Err(String::new());
+    }
+    let number = text.strip_prefix('-').unwrap_or(text);
+    if number.starts_with(|c: char| c.is_ascii_digit()) {
+        return Ok(Value::Number(text.to_owned()));
+    }
+    Ok(Value::Word(text.to_owned()))
+}
+
+/// Parses one declaration: `key = value` pairs separated by `,`.
+///
+/// # Errors
+///
+/// Every problem found, each a message the attribute would give.
+pub fn parse_declaration(text: &str) -> Result<Declaration, Vec<String>> {
+    let mut declaration = Declaration::default();
+    let mut errors = Vec::new();
+    let mut written: Vec<Key> = Vec::new();
+    for pair in split_outside_strings(text, ',') {
+        let pair = pair.trim();
+        if pair.is_empty() {
+            continue;
+        }
+        let Some((name, value)) = pair.split_once('=') else {
+            match pair.split_once(':') {
+                Some((name, _)) if Key::from_name(name.trim()).is_some() => {
+                    let key = Key::from_name(name.trim()).expect("checked");
+                    errors.push(format!(
+                        "write `{} = ..` with `=`, not `:`; e.g. {}",
+                        key.name(),
+                        key.example()
+                    ));
+                }
+                _ => match Key::from_name(pair) {
+                    Some(key) => errors.push(messages::needs_value(key)),
+                    None if pair.starts_with(|c: char| c == '"' || c.is_ascii_digit()) => {
+                        errors.push(format!("`#[rate_limit]` takes `key = value` pairs, not a bare `{pair}`; e.g. `#[rate_limit(limit = 10, window = \"1m\")]`"));
+                    }
+                    None => errors.push(Key::unknown_message(pair)),
+                },
+            }
+            continue;
+        };
+        let name = name.trim();
+        let Some(key) = Key::from_name(name) else {
+            errors.push(Key::unknown_message(name));
+            continue;
+        };
+        if written.contains(&key) {
+            errors.push(messages::set_twice(key));
+            continue;
+        }
+        written.push(key);
+        let value = match lex_value(value) {
+            Ok(value) => value,
+            Err(message) if message.is_empty() => {
+                errors.push(messages::needs_value(key));
+                continue;
+            }
+            Err(message) => {
+                errors.push(message);
+                continue;
+            }
+        };
+        if let Err(message) = set(&mut declaration, key, value) {
+            errors.extend(message);
+        }
+    }
+    errors.extend(check_one(&declaration, &written));
+    if errors.is_empty() {
+        Ok(declaration)
+    } else {
+        Err(errors)
+    }
+}
+
+/// A string value, or the message for another.
+fn string(key: Key, value: Value) -> Result<String, Vec<String>> {
+    match value {
+        Value::Str(text) => Ok(text),
+        Value::Number(digits) if matches!(key, Key::Window | Key::Block) => {
+            if digits.ends_with(|c: char| c.is_ascii_digit()) {
+                Err(vec![messages::duration_without_unit(key, &digits)])
+            } else {
+                let name = key.name();
+                Err(vec![format!(
+                    "`{name}` takes a string; write `{name} = \"{digits}\"`"
+                )])
+            }
+        }
+        _ => Err(vec![messages::takes_string(key)]),
+    }
+}
+
+fn set(declaration: &mut Declaration, key: Key, value: Value) -> Result<(), Vec<String>> {
+    let one = |message: String| vec![message];
+    match key {
+        Key::Limit => {
+            declaration.limit = Some(match value {
+                Value::Number(digits) => match digits.parse::<u64>() {
+                    Ok(0) => return Err(one(messages::limit_zero().to_owned())),
+                    Ok(n) => u32::try_from(n)
+                        .map_err(|_| one(messages::limit_too_large(&digits)))?,
+                    Err(_) if digits.chars().all(|c| c.is_ascii_digit()) => {
+                        return Err(one(messages::limit_too_large(&digits)))
+                    }
+                    Err(_) => return Err(one(messages::limit_not_positive(&digits))),
+                },
+                Value::Str(text) => return Err(one(messages::limit_string(&text))),
+                Value::Word(_) => return Err(one(messages::limit_not_literal().to_owned())),
+            });
+        }
+        Key::Window => {
+            let text = string(key, value)?;
+            declaration.window = Some(parse_window(&text).map_err(one)?);
+            declaration.window_text = Some(text);
+        }
+        Key::Block => declaration.block = Some(parse_block(&string(key, value)?).map_err(one)?),
+        Key::Identity => declaration.identity = Some(parse_identity(&string(key, value)?)?),
+        Key::Algorithm => {
+            declaration.algorithm = Some(Algorithm::parse(&string(key, value)?).map_err(one)?);
+        }
+        Key::Fail => declaration.fail = Some(FailMode::parse(&string(key, value)?).map_err(one)?),
+        Key::Count => declaration.count = Some(Count::parse(&string(key, value)?).map_err(one)?),
+        Key::Shadow => {
+            declaration.shadow = Some(match value {
+                Value::Word(word) if word == "true" || word == "false" => word == "true",
+                Value::Str(text) if text == "true" || text == "false" => {
+                    return Err(one(messages::shadow_string(&text)))
+                }
+                other => return Err(one(messages::shadow_not_bool(&other.written()))),
+            });
+        }
+        Key::Exempt => {
+            let reason = string(key, value)?;
+            if reason.trim().is_empty() {
+                return Err(one(messages::exempt_without_reason().to_owned()));
+            }
+            declaration.exempt = Some(reason);
+        }
+        Key::Crate => {
+            return Err(one(
+                "`crate` says where the attribute's expansion finds the runtime; a declaration read at run time has no expansion, so leave it out".to_owned(),
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// The rules between the keys of one declaration.
+fn check_one(declaration: &Declaration, written: &[Key]) -> Vec<String> {
+    let mut errors = Vec::new();
+    if declaration.exempt.is_some() || written.contains(&Key::Exempt) {
+        for key in written
+            .iter()
+            .filter(|k| !matches!(k, Key::Exempt | Key::Crate))
+        {
+            errors.push(messages::exempt_stands_alone(*key));
+        }
+        return errors;
+    }
+    if let Some(message) = messages::missing_limit_or_window(
+        written.contains(&Key::Limit),
+        written.contains(&Key::Window),
+        written.contains(&Key::Block),
+    ) {
+        errors.push(message);
+    }
+    let algorithm = declaration.algorithm.unwrap_or(Algorithm::SlidingWindow);
+    if let Some(max) = declaration.limit {
+        match (declaration.window, check_limit(max, 1, algorithm)) {
+            (_, Err(problem @ LimitProblem::SlidingLogTooHigh)) => {
+                errors.push(problem.message(max, 1, ""));
+            }
+            (Some(window), _) => {
+                if let Err(problem) = check_limit(max, window, algorithm) {
+                    let text = declaration.window_text.as_deref().unwrap_or_default();
+                    errors.push(problem.message(max, window, text));
+                }
+            }
+            (None, _) => {}
+        }
+    }
+    if declaration.shadow == Some(true) {
+        if declaration.block.is_some() {
+            errors.push(messages::block_with_shadow().to_owned());
+        }
+        if let Some(fail @ (FailMode::Closed | FailMode::Local)) = declaration.fail {
+            errors.push(messages::fail_with_shadow(fail));
+        }
+    }
+    errors
+}
+
+/// Parses stacked declarations separated by `;` and checks them against each other as the
+/// attribute checks a handler's stack: at most [`MAX_STACKED`], no two with one algorithm
+/// and window, one `fail` and one `shadow`, and either one identity or one on each.
+///
+/// # Errors
+///
+/// Every problem found, each a message the attribute would give.
+pub fn parse_stack(text: &str) -> Result<Vec<Declaration>, Vec<String>> {
+    let mut stack = Vec::new();
+    let mut errors = Vec::new();
+    for part in split_outside_strings(text, ';') {
+        if part.trim().is_empty() {
+            continue;
+        }
+        match parse_declaration(part) {
+            Ok(declaration) => stack.push(declaration),
+            Err(mut problems) => errors.append(&mut problems),
+        }
+    }
+    if stack.is_empty() && errors.is_empty() {
+        errors.push(messages::missing_limit_or_window(false, false, false).unwrap_or_default());
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    errors.extend(check_stack(&stack));
+    if errors.is_empty() {
+        Ok(stack)
+    } else {
+        Err(errors)
+    }
+}
+
+/// The rules between stacked declarations.
+fn check_stack(stack: &[Declaration]) -> Vec<String> {
+    let mut errors = Vec::new();
+    if stack.len() > 1 && stack.iter().any(|d| d.exempt.is_some()) {
+        errors.push(messages::exempt_stacked().to_owned());
+        return errors;
+    }
+    if stack.len() > MAX_STACKED {
+        errors.push(messages::too_many_stacked());
+    }
+    for (i, later) in stack.iter().enumerate() {
+        let algorithm = later.algorithm.unwrap_or(Algorithm::SlidingWindow);
+        let earlier = stack[..i].iter().find(|d| {
+            d.algorithm.unwrap_or(Algorithm::SlidingWindow) == algorithm && d.window == later.window
+        });
+        if let Some(earlier) = earlier {
+            errors.push(messages::repeated_window(
+                later.window_text.as_deref().unwrap_or_default(),
+                earlier.limit.unwrap_or_default(),
+                earlier.window_text.as_deref().unwrap_or_default(),
+                algorithm,
+                later.algorithm.is_some(),
+            ));
+        }
+    }
+    let written = |d: &Declaration| d.fail.map(|f| format!("\"{f}\""));
+    differ(stack, Key::Fail, written, &mut errors);
+    let written = |d: &Declaration| d.shadow.map(|s| s.to_string());
+    differ(stack, Key::Shadow, written, &mut errors);
+    let identities: Vec<&Vec<ParsedPart>> =
+        stack.iter().filter_map(|d| d.identity.as_ref()).collect();
+    if identities.iter().any(|i| *i != identities[0])
+        && stack.iter().any(|d| d.identity.is_none())
+    {
+        errors.push(messages::missing_identity_in_mixed_stack().to_owned());
+    }
+    errors
+}
+
+/// A shared key written with two values.
+fn differ(
+    stack: &[Declaration],
+    key: Key,
+    written: impl Fn(&Declaration) -> Option<String>,
+    errors: &mut Vec<String>,
+) {
+    let mut values = stack.iter().filter_map(written);
+    if let Some(first) = values.next() {
+        if let Some(other) = values.find(|v| *v != first) {
+            errors.push(messages::shared_key_differs(key, &other, &first));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors(text: &str) -> Vec<String> {
+        parse_stack(text).expect_err(text)
+    }
+
+    #[test]
+    fn every_key_reads_as_the_attribute_writes_it() {
+        let stack = parse_stack(
+            r#"limit = 10, window = "5m", identity = "ip+username", algorithm = "gcra", fail = "local", count = "failures", block = "15m""#,
+        )
+        .unwrap();
+        let d = &stack[0];
+        assert_eq!(d.limit, Some(10));
+        assert_eq!(d.window, Some(300_000));
+        assert_eq!(
+            d.identity,
+            Some(vec![ParsedPart::Ip, ParsedPart::Username])
+        );
+        assert_eq!(d.algorithm, Some(Algorithm::Gcra));
+        assert_eq!(d.fail, Some(FailMode::Local));
+        assert_eq!(d.count, Some(Count::Failures));
+        assert_eq!(d.block, Some(900_000));
+        let exempt = parse_stack(r#"exempt = "incident 42; monitoring""#).unwrap();
+        assert_eq!(exempt[0].exempt.as_deref(), Some("incident 42; monitoring"));
+        let stacked = parse_stack(r#"limit = 5, window = "1s"; limit = 100, window = "1m""#).unwrap();
+        assert_eq!(stacked.len(), 2);
+    }
+
+    #[test]
+    fn mistakes_get_the_attributes_messages() {
+        assert!(errors(r#"limt = 5, window = "5m""#)[0].ends_with("did you mean `limit`?"));
+        assert_eq!(errors(r#"limit = 0, window = "5m""#), [messages::limit_zero()]);
+        assert_eq!(
+            errors(r#"limit = "10", window = "5m""#),
+            [messages::limit_string("10")]
+        );
+        assert_eq!(
+            errors(r#"limit = 10, window = 300"#),
+            [messages::duration_without_unit(Key::Window, "300")]
+        );
+        assert!(errors(r#"limit = 10, window = "40d""#)[0].contains("31 days"));
+        let log = errors(r#"limit = 5000, window = "1m", algorithm = "sliding_log""#);
+        assert_eq!(
+            log,
+            [LimitProblem::SlidingLogTooHigh.message(5000, 1, "")]
+        );
+        assert_eq!(
+            errors(r#"limit = 10"#),
+            [messages::missing_limit_or_window(true, false, false).unwrap()]
+        );
+        assert_eq!(
+            errors(r#"limit = 1, window = "1m", shadow = true, block = "5m""#),
+            [messages::block_with_shadow()]
+        );
+        assert_eq!(
+            errors(r#"exempt = "x", limit = 3"#),
+            [messages::exempt_stands_alone(Key::Limit)]
+        );
+        assert!(errors(r#"limit = 1, window = "1m"; limit = 2, window = "1m""#)[0]
+            .contains("repeats the window"));
+        assert!(errors(r#"limit: 1, window = "1m""#)[0].starts_with("write `limit = ..`"));
+        assert!(errors(r#"limit = 1, window = "1m", crate = "x""#)[0].contains("`crate`"));
+        assert!(errors(r#"limit = 1, window = "1m"#)[0].contains("not closed"));
+        assert!(!errors("").is_empty());
+    }
+}

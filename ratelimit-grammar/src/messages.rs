@@ -1,0 +1,157 @@
+//! The messages of declarations' mistakes, stated once: the attribute reports them at the
+//! token that shows them; a policy read at run time (an override) reports the same words.
+
+use crate::{key::Key, limit::MAX_STACKED, Algorithm, FailMode};
+
+/// `limit = -3`, `limit = 2.5`: found `found`.
+pub fn limit_not_positive(found: &str) -> String {
+    format!("`limit` must be a positive whole number of requests, found `{found}`")
+}
+
+/// `limit = x` where no integer is written.
+pub fn limit_not_literal() -> &'static str {
+    "`limit` must be a positive whole number of requests written as an integer literal, e.g. `limit = 10`"
+}
+
+/// `limit = 0`.
+pub fn limit_zero() -> &'static str {
+    "`limit = 0` allows no request at all; a limit must be at least 1 (for a route that needs no limit, write `exempt = \"<reason>\"`)"
+}
+
+/// `limit = 99999999999`.
+pub fn limit_too_large(written: &str) -> String {
+    format!(
+        "`limit = {written}` is too large; the largest limit is {}",
+        u32::MAX
+    )
+}
+
+/// `limit = "10"`: the string's content was `text`.
+pub fn limit_string(text: &str) -> String {
+    let text = text.trim();
+    let hint = if text.parse::<u64>().is_ok() {
+        format!("write `limit = {text}`")
+    } else {
+        "e.g. `limit = 10`".to_owned()
+    };
+    format!("`limit` takes an integer, not a string; {hint}")
+}
+
+/// A key that takes a string given something else.
+pub fn takes_string(key: Key) -> String {
+    format!("`{}` takes a string, e.g. {}", key.name(), key.example())
+}
+
+/// A key written without `= value`.
+pub fn needs_value(key: Key) -> String {
+    format!("`{}` needs a value, e.g. {}", key.name(), key.example())
+}
+
+/// A key written twice in one declaration.
+pub fn set_twice(key: Key) -> String {
+    format!(
+        "`{}` set more than once; each key may appear once per `#[rate_limit]`",
+        key.name()
+    )
+}
+
+/// `window = 300` (no unit): `digits` as written.
+pub fn duration_without_unit(key: Key, digits: &str) -> String {
+    let name = key.name();
+    format!("`{name}` takes a duration string with a unit, e.g. `{name} = \"{digits}s\"`")
+}
+
+/// `shadow = "true"`.
+pub fn shadow_string(text: &str) -> String {
+    format!("`shadow` takes a bool, not a string; write `shadow = {text}`")
+}
+
+/// `shadow = 1`.
+pub fn shadow_not_bool(found: &str) -> String {
+    format!("`shadow` takes `true` or `false`, found `{found}`")
+}
+
+/// `exempt = ""`.
+pub fn exempt_without_reason() -> &'static str {
+    "`exempt` needs a reason, e.g. `exempt = \"load balancer health check\"`; an unlimited route should say why"
+}
+
+/// A key next to `exempt`.
+pub fn exempt_stands_alone(key: Key) -> String {
+    let name = key.name();
+    let why = match key {
+        Key::Block => " (`block` locks a client out once a limit refuses it, and an exempt route has no limit)",
+        Key::Count => " (`count` says which requests use a limit's budget, and an exempt route has no limit)",
+        _ => "",
+    };
+    format!("`exempt` stands alone: an exempt route has no `{name}`{why}; remove `{name}` or remove `exempt`")
+}
+
+/// `exempt` among stacked declarations.
+pub fn exempt_stacked() -> &'static str {
+    "an exempt route cannot also stack `#[rate_limit]` declarations; keep either the exemption or the limits"
+}
+
+/// More than [`MAX_STACKED`] declarations.
+pub fn too_many_stacked() -> String {
+    format!("a route may stack at most {MAX_STACKED} `#[rate_limit]` declarations")
+}
+
+/// A declaration without `limit`, `window` or both; `block` written on it.
+pub fn missing_limit_or_window(limit: bool, window: bool, block: bool) -> Option<String> {
+    let lockout = if block {
+        " (`block` locks a client out once this limit refuses it, so it needs the limit)"
+    } else {
+        ""
+    };
+    match (limit, window) {
+        (false, false) => Some(format!("missing `limit` and `window`{lockout}: how many requests are allowed over what duration, e.g. `#[rate_limit(limit = 10, window = \"5m\")]` (or `#[rate_limit(exempt = \"<reason>\")]` for a route that needs no limit)")),
+        (false, true) => Some(format!("missing `limit`{lockout}: how many requests the window allows, e.g. `limit = 10` (or `exempt = \"<reason>\"` for a route that needs no limit)")),
+        (true, false) => Some(format!("missing `window`{lockout}: the duration the limit counts over, e.g. `window = \"5m\"`")),
+        (true, true) => None,
+    }
+}
+
+/// Two stacked limits with one algorithm and window. `algorithm_written`: whether the
+/// later one wrote its algorithm.
+pub fn repeated_window(
+    window: &str,
+    earlier_max: u32,
+    earlier_window: &str,
+    algorithm: Algorithm,
+    algorithm_written: bool,
+) -> String {
+    let algorithm = if algorithm_written {
+        format!("`{}`", algorithm.as_str())
+    } else {
+        format!("the default `{}`", algorithm.as_str())
+    };
+    format!(
+        "`window = \"{window}\"` repeats the window of an earlier `#[rate_limit]` (`limit = {earlier_max}, window = \"{earlier_window}\"`) with the same algorithm, {algorithm}; two limits with the same algorithm and window would count in one Redis key, so keep the stricter one or change the window or the algorithm"
+    )
+}
+
+/// Stacked limits with different identities, one of which names none.
+pub fn missing_identity_in_mixed_stack() -> &'static str {
+    "missing `identity`: the limits stacked here count different identities, so each names its own (`identity = \"ip\"` on one, `identity = \"username\"` on another)"
+}
+
+/// A key stacked limits share, written with two values (`written`, then `earlier`).
+pub fn shared_key_differs(key: Key, written: &str, earlier: &str) -> String {
+    let name = key.name();
+    let why = match key {
+        Key::Fail => "a route either admits or refuses requests while Redis is unreachable",
+        _ => "a route's limits are enforced or only logged together",
+    };
+    format!("`{name} = {written}` differs from `{name} = {earlier}` on an earlier `#[rate_limit]`; stacked limits share one `{name}` ({why}), so write `{name}` once")
+}
+
+/// `block` with `shadow = true`.
+pub fn block_with_shadow() -> &'static str {
+    "`block` cannot go with `shadow = true`: a shadow limit never refuses, so it never locks a client out; remove one of them"
+}
+
+/// `fail = "closed"` or `"local"` with `shadow = true`.
+pub fn fail_with_shadow(fail: FailMode) -> String {
+    format!("`fail = \"{fail}\"` cannot go with `shadow = true`: a shadow limit never rejects, so it passes requests during a Redis outage too; remove one of them")
+}
