@@ -69,6 +69,7 @@ pub mod coverage;
 pub mod guide;
 pub mod identity;
 pub mod key;
+pub mod overrides;
 mod middleware;
 pub mod policy;
 pub mod registry;

@@ -7,7 +7,8 @@ use actix_web::introspection::{IntrospectionNode, IntrospectionTree, ResourceTyp
 
 use crate::{
     middleware::declared_routes::{has_custom_guard, marker_of, scope_guard, Markers},
-    policy::{Count, Policy},
+    overrides::{Overridden, Overrides, Source},
+    policy::{Count, Policy, RoutePolicy},
     registry::{self, RouteDeclaration},
 };
 
@@ -40,9 +41,34 @@ pub struct RouteRow {
     /// registry: its crate was built against another copy of ratelimit-runtime (two versions
     /// in the dependency tree), or its registration was not linked.
     pub unlinked_marker: Option<String>,
+    /// The override in force for every tier, when one is ([`RouteTable::with_overrides`]).
+    pub overridden: Option<Overridden>,
+    /// The overrides in force for one tier each.
+    pub tier_overrides: Vec<(String, Overridden)>,
 }
 
 impl RouteRow {
+    /// `METHOD /pattern`, as overrides and `RateLimiter::reset` name the route.
+    pub fn label(&self) -> String {
+        format!("{} {}", self.method, self.pattern)
+    }
+
+    /// The policy in force: the override's, else the declaration's.
+    pub fn policy(&self) -> Option<Policy> {
+        match &self.overridden {
+            Some(overridden) => Some(overridden.policy),
+            None => self.declaration().map(|d| d.policy),
+        }
+    }
+
+    /// Where the policy in force comes from (`None` for an uncovered route).
+    pub fn source(&self) -> Option<Source> {
+        match &self.overridden {
+            Some(overridden) => Some(overridden.source),
+            None => self.declaration().map(|_| Source::Declared),
+        }
+    }
+
     /// The declaration, when covered.
     pub fn declaration(&self) -> Option<&'static RouteDeclaration> {
         match self.status {
@@ -122,6 +148,29 @@ impl RouteTable {
         table
     }
 
+    /// The table with the overrides `overrides` holds in force on each route: checked
+    /// against these routes (as the App's limiter checks them on its first request), and
+    /// published for the admin command when they come from Redis.
+    pub fn with_overrides(mut self, overrides: &Overrides) -> Self {
+        let catalog = self
+            .routes
+            .iter()
+            .filter_map(|row| Some((row.label(), row.declaration()?)))
+            .collect();
+        overrides.shared.set_routes(catalog);
+        let in_force = overrides.in_force();
+        for row in &mut self.routes {
+            let label = row.label();
+            for (selector, overridden) in in_force.iter().filter(|(s, _)| s.route == label) {
+                match &selector.tier {
+                    None => row.overridden = Some(overridden.clone()),
+                    Some(tier) => row.tier_overrides.push((tier.clone(), overridden.clone())),
+                }
+            }
+        }
+        self
+    }
+
     /// The routes without a declaration.
     pub fn uncovered(&self) -> impl Iterator<Item = &RouteRow> {
         self.routes
@@ -156,9 +205,9 @@ impl RouteTable {
     /// The table as aligned text: method, pattern, handler, policy, identity, fail mode.
     pub fn to_text(&self) -> String {
         let header = [
-            "METHOD", "PATTERN", "HANDLER", "POLICY", "IDENTITY", "FAIL", "NOTE",
+            "METHOD", "PATTERN", "HANDLER", "POLICY", "IDENTITY", "FAIL", "SOURCE", "NOTE",
         ];
-        let rows: Vec<[String; 7]> = self.routes.iter().map(row_cells).collect();
+        let rows: Vec<[String; 8]> = self.routes.iter().map(row_cells).collect();
         let mut widths = header.map(str::len);
         for row in &rows {
             for (w, cell) in widths.iter_mut().zip(row) {
@@ -298,6 +347,8 @@ fn collect(
                 status,
                 shared_path,
                 unlinked_marker,
+                overridden: None,
+                tier_overrides: Vec::new(),
             });
         }
     }
@@ -306,8 +357,30 @@ fn collect(
     }
 }
 
-fn row_cells(row: &RouteRow) -> [String; 7] {
-    let (handler, policy, identity, fail, note) = match row.declaration() {
+/// Limits as the table shows them: `10/5m sliding_log failures block 15m by username + ...`.
+fn limits_cell(p: &RoutePolicy) -> String {
+    p.limits()
+        .iter()
+        .map(|l| {
+            let mut cell = format!("{}/{} {}", l.max(), l.window(), l.algorithm());
+            if l.count() == Count::Failures {
+                cell.push_str(" failures");
+            }
+            if let Some(block) = l.block() {
+                cell.push_str(&format!(" block {block}"));
+            }
+            if let Some(identity) = l.identity() {
+                cell.push_str(&format!(" by {identity}"));
+            }
+            cell
+        })
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+fn row_cells(row: &RouteRow) -> [String; 8] {
+    let declared = row.declaration();
+    let (handler, policy, identity, fail, note) = match declared.zip(row.policy()) {
         None => (
             row.resource.clone().unwrap_or_else(|| "-".to_owned()),
             "-".to_owned(),
@@ -319,7 +392,7 @@ fn row_cells(row: &RouteRow) -> [String; 7] {
                 "UNCOVERED".to_owned()
             },
         ),
-        Some(d) => match &d.policy {
+        Some((d, policy)) => match policy {
             Policy::Exempt { reason } => (
                 d.handler(),
                 "exempt".to_owned(),
@@ -329,23 +402,7 @@ fn row_cells(row: &RouteRow) -> [String; 7] {
             ),
             Policy::Limited(p) => (
                 d.handler(),
-                p.limits()
-                    .iter()
-                    .map(|l| {
-                        let mut cell = format!("{}/{} {}", l.max(), l.window(), l.algorithm());
-                        if l.count() == Count::Failures {
-                            cell.push_str(" failures");
-                        }
-                        if let Some(block) = l.block() {
-                            cell.push_str(&format!(" block {block}"));
-                        }
-                        if let Some(identity) = l.identity() {
-                            cell.push_str(&format!(" by {identity}"));
-                        }
-                        cell
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" + "),
+                limits_cell(&p),
                 p.identity().to_string(),
                 p.fail().to_string(),
                 if p.shadow() {
@@ -356,6 +413,15 @@ fn row_cells(row: &RouteRow) -> [String; 7] {
             ),
         },
     };
+    let mut note = note;
+    for (tier, overridden) in &row.tier_overrides {
+        let cell = match &overridden.policy {
+            Policy::Limited(p) => limits_cell(p),
+            Policy::Exempt { .. } => "exempt".to_owned(),
+        };
+        let separator = if note.is_empty() { "" } else { "; " };
+        note.push_str(&format!("{separator}tier {tier}: {cell} ({})", overridden.source.as_str()));
+    }
     let note = if row.shared_path && row.declaration().is_some() {
         let extra = "custom guard on the path: the default policy applies too";
         if note.is_empty() {
@@ -373,6 +439,7 @@ fn row_cells(row: &RouteRow) -> [String; 7] {
         policy,
         identity,
         fail,
+        row.source().map_or("-", Source::as_str).to_owned(),
         note,
     ]
 }
@@ -389,7 +456,16 @@ fn row_json(row: &RouteRow) -> serde_json::Value {
     };
     value["covered"] = serde_json::json!(true);
     value["handler"] = serde_json::json!(d.handler());
-    match &d.policy {
+    value["source"] = serde_json::json!(row.source().map(Source::as_str));
+    if !row.tier_overrides.is_empty() {
+        value["tiers"] = row
+            .tier_overrides
+            .iter()
+            .map(|(tier, o)| (tier.clone(), serde_json::json!({"policy": o.text, "source": o.source.as_str()})))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+    }
+    match &row.policy().unwrap_or(d.policy) {
         Policy::Exempt { reason } => value["exempt"] = serde_json::json!(reason),
         Policy::Limited(p) => {
             value["limits"] = p

@@ -128,6 +128,18 @@ pub(crate) fn limiter_not_installed(route: &str) -> HttpResponse {
         .body(body.to_string())
 }
 
+/// `403 Forbidden`: the client is on the deny list of the overrides in force.
+pub(crate) fn denied(route: &RouteInfo) -> HttpResponse {
+    let body = format!(
+        r#"{{"type":"about:blank","title":"Forbidden","status":403,"detail":"{} refuses this client: it is on the deny list"}}"#,
+        route.label_json
+    );
+    HttpResponse::Forbidden()
+        .content_type(PROBLEM_JSON)
+        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
+        .body(body)
+}
+
 /// The `400` of a route that refuses requests whose username cannot be read
 /// ([`UsernameReader::refuse_unreadable`](crate::identity::UsernameReader::refuse_unreadable)).
 pub(crate) fn unreadable_username(route: &RouteInfo, reason: &str) -> HttpResponse {

@@ -12,7 +12,7 @@ use super::{
 use crate::{
     identity::ClientIdentity,
     key::RouteKey,
-    policy::{Identity, IdentityPart, Limit},
+    policy::{Identity, IdentityPart, Limit, RoutePolicy},
     registry::{self, RouteDeclaration},
     store::{AdjustRequest, Adjustment, StoreError},
 };
@@ -116,6 +116,34 @@ impl RateLimiter {
         self.change(route, identity, change).await
     }
 
+    /// [`reset`](Self::reset) on a route this program need not declare, under `policy`
+    /// (for a tool that serves no route, such as the `ratelimit-admin` command, which reads
+    /// the policy the services publish): keyed as a route declared alone at its pattern,
+    /// for requests of `tier` when given (a tier's override counts in keys of its own).
+    ///
+    /// # Errors
+    ///
+    /// As [`reset`](Self::reset).
+    pub async fn reset_under(
+        &self,
+        route: &str,
+        policy: RoutePolicy,
+        tier: Option<&str>,
+        identity: &[(IdentityPart, &str)],
+    ) -> Result<(), BudgetError> {
+        let unknown = || BudgetError::UnknownRoute(route.to_owned());
+        let (method, pattern) = route.trim().split_once(' ').ok_or_else(unknown)?;
+        let info = RouteInfo::new("admin", method, pattern.trim().to_owned(), policy);
+        let info = match tier {
+            Some(tier) => info.overridden(policy, Some(tier)),
+            None => info,
+        };
+        let (key, limits) = self.keyed(route, &info, policy, identity)?;
+        self.adjust_key(&key, &limits, Adjustment::Reset)
+            .await
+            .map(|_| ())
+    }
+
     async fn change(
         &self,
         route: &str,
@@ -123,7 +151,16 @@ impl RateLimiter {
         change: Adjustment<'_>,
     ) -> Result<u64, BudgetError> {
         let (key, limits) = self.budget_key(route, identity)?;
-        let request = AdjustRequest::new(&key, &limits, self.clock.now_millis(), change);
+        self.adjust_key(&key, &limits, change).await
+    }
+
+    async fn adjust_key(
+        &self,
+        key: &RouteKey,
+        limits: &[Limit],
+        change: Adjustment<'_>,
+    ) -> Result<u64, BudgetError> {
+        let request = AdjustRequest::new(key, limits, self.clock.now_millis(), change);
         let changed = adjust_within(&*self.store, self.timeout, request).await;
         if let Some(shield) = self.shield.get() {
             shield.forget(key.as_str());
@@ -165,7 +202,35 @@ impl RateLimiter {
             [] => return Err(unknown()),
             _ => return Err(BudgetError::Ambiguous(route.trim().to_owned())),
         };
-        let policy = *declaration.policy().limited().ok_or_else(unknown)?;
+        let declared_policy = *declaration.policy().limited().ok_or_else(unknown)?;
+        // The policy in force: an override's, when one holds for every tier.
+        let overridden = self.overrides.as_ref().and_then(|o| {
+            let table = o.shared.table.load();
+            let (found, _) = table.route(route.trim(), None)?;
+            found.policy.limited().copied()
+        });
+        let policy = overridden.unwrap_or(declared_policy);
+        let mut info = RouteInfo::declared(
+            declaration,
+            &method,
+            Some(pattern.to_owned()),
+            declared_policy,
+            declared,
+        );
+        if overridden.is_some() {
+            info = info.overridden(policy, None);
+        }
+        self.keyed(route, &info, policy, identity)
+    }
+
+    /// The key and limits of `identity` on `info`, under `policy`.
+    fn keyed(
+        &self,
+        route: &str,
+        info: &RouteInfo,
+        policy: RoutePolicy,
+        identity: &[(IdentityPart, &str)],
+    ) -> Result<(RouteKey, Vec<Limit>), BudgetError> {
         // The identity given is one the route's limits count by: those limits change.
         let (counted_by, client) = policy
             .identities()
@@ -180,13 +245,6 @@ impl RateLimiter {
                     .collect::<Vec<_>>()
                     .join("` or `"),
             })?;
-        let info = RouteInfo::declared(
-            declaration,
-            &method,
-            Some(pattern.to_owned()),
-            policy,
-            declared,
-        );
         let key = info.key(&self.prefix, self.secret.as_ref(), &client);
         let limits: Vec<Limit> = policy
             .limits()

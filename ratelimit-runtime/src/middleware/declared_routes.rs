@@ -130,6 +130,18 @@ impl DeclaredRoutes {
         self.all_at.get(pattern).map_or(&[], Vec::as_slice)
     }
 
+    /// Every declared route by label (`POST /api/login`), for overrides to name.
+    pub(crate) fn catalog(&self) -> crate::overrides::Catalog {
+        self.by_path
+            .iter()
+            .flat_map(|(path, declarations)| {
+                declarations.iter().flat_map(move |d| {
+                    d.methods.iter().map(move |m| (format!("{m} {path}"), *d))
+                })
+            })
+            .collect()
+    }
+
     /// The declaration that covers `method` on `pattern`.
     pub fn declaration(&self, method: &Method, pattern: &str) -> Option<&'static RouteDeclaration> {
         self.by_path

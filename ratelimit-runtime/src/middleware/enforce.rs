@@ -21,12 +21,14 @@ use super::{
     flood_shield::Blocked,
     headers,
     limiter::{Limiter, LimiterHandle},
+    overridden::Resolved,
     route_info::RouteInfo,
     telemetry::{self, Client, Outcome, StoreFailure},
 };
 use crate::{
     identity::{ClientIdentity, Submitted, Unreadable},
     key::RouteKey,
+    overrides::Tier,
     policy::{FailMode, Identity, RoutePolicy},
     store::{CheckRequest, Decision, LimitState, StoreError, StoreErrorKind},
 };
@@ -70,6 +72,23 @@ impl Limiter {
         S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
         B: MessageBody,
     {
+        let overridden;
+        let route = match self.resolve(&req, route, handle) {
+            Resolved::AsIs => route,
+            Resolved::Route(built) => {
+                overridden = built;
+                &*overridden
+            }
+            Resolved::Pass => {
+                return service
+                    .call(req)
+                    .await
+                    .map(ServiceResponse::map_into_left_body)
+            }
+            Resolved::Deny(response) => {
+                return Ok(req.into_response(response).map_into_right_body())
+            }
+        };
         let submitted = handle.take_username();
         let (decision, key, local) = match self
             .decide(&mut req, route, submitted, handle, Counting::Live)
@@ -164,6 +183,21 @@ impl Limiter {
         client: Option<IpAddr>,
         handle: &LimiterHandle,
     ) -> Result<ServiceResponse<EitherBody<B>>, Error> {
+        let tier = match &answer {
+            Ok(response) if self.overrides.is_some() => {
+                response.request().extensions().get::<Tier>().cloned()
+            }
+            _ => None,
+        };
+        let overridden;
+        let route = match self.resolve_answered(route, client, tier.as_ref()) {
+            Resolved::AsIs | Resolved::Deny(_) => route,
+            Resolved::Route(built) => {
+                overridden = built;
+                &*overridden
+            }
+            Resolved::Pass => return answer.map(ServiceResponse::map_into_left_body),
+        };
         match answer {
             // Counted like an error: the key, user id or header it refused may be made up,
             // and each guessed API key refused with a 401 would otherwise get a budget of

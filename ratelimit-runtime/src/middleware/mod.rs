@@ -12,6 +12,7 @@ mod header_families;
 mod headers;
 mod limiter;
 mod local_fallback;
+mod overridden;
 mod rate_limiter;
 mod route_entry;
 mod route_guard;

@@ -4,7 +4,7 @@
 //! declaration, so no route is ever silently unlimited.
 
 use std::{
-    cell::OnceCell,
+    cell::{OnceCell, RefCell},
     fmt,
     rc::Rc,
     sync::{Arc, OnceLock},
@@ -63,6 +63,8 @@ pub struct RateLimiter {
     fallback: Arc<OnceLock<Arc<LocalFallback>>>,
     /// Whether a status is a success, for limits that count failures only.
     success: fn(StatusCode) -> bool,
+    /// Where overrides are read from, when anywhere.
+    pub(super) overrides: Option<crate::overrides::Overrides>,
 }
 
 /// The default success of a limit that counts failures only: a 2xx or a 3xx.
@@ -114,6 +116,7 @@ impl RateLimiter {
             instances: 1,
             fallback: Arc::default(),
             success: success_or_redirect,
+            overrides: None,
         }
     }
 
@@ -413,6 +416,21 @@ impl RateLimiter {
         self.with(|s| s.success = success)
     }
 
+    /// Reads overrides (limits by route and tier, allow and deny lists) from a file and a
+    /// Redis hash while the App runs: see [`overrides`](crate::overrides). Starts the one
+    /// thread that reads them and waits up to 2 s for its first read. Build the limiter
+    /// once, outside `HttpServer::new`'s closure, and clone it there: every `Overrides`
+    /// reads on its own.
+    pub fn overrides(self, overrides: crate::overrides::Overrides) -> Self {
+        overrides.start(Duration::from_secs(2));
+        self.with(|s| s.overrides = Some(overrides))
+    }
+
+    /// The overrides this limiter reads, if any.
+    pub fn overrides_in_use(&self) -> Option<&crate::overrides::Overrides> {
+        self.overrides.as_ref()
+    }
+
     /// The policy applied to an undeclared request with `method`.
     pub fn default_policy(&self, method: &str) -> RoutePolicy {
         let fail = self
@@ -456,6 +474,8 @@ impl RateLimiter {
             unavailable_retry_secs: self.unavailable_retry_secs,
             success: self.success,
             declared: OnceCell::new(),
+            overrides: self.overrides.as_ref().map(|o| Arc::clone(&o.shared)),
+            overridden: RefCell::default(),
         })
     }
 }

@@ -23,6 +23,8 @@ use crate::{
 
 /// A limited route, ready to answer for.
 pub(crate) struct RouteInfo {
+    /// The handler's name (or `default`), for the draft headers' policy names.
+    name: String,
     /// The method as keys and labels show it.
     pub(crate) method: String,
     /// `METHOD /pattern`, for logs and bodies.
@@ -52,6 +54,8 @@ pub(crate) struct RouteInfo {
     /// What the keys of a declaration that shares its full pattern and method with another
     /// carry after the pattern (`|fn.items_v2`, see `DeclaredRoutes::discriminator`).
     discriminator: Option<String>,
+    /// The tier an override of this route is for: its keys carry `|tier.<name>`.
+    tier: Option<String>,
     /// The key prefix and the key stem of this route under it (`rl:{GET:/orders/:id`),
     /// built on first use.
     key_stem: RefCell<Option<(String, String)>>,
@@ -147,6 +151,7 @@ impl RouteInfo {
             .collect::<Vec<_>>()
             .join(" + ");
         RouteInfo {
+            name: name.to_owned(),
             method: method.to_owned(),
             metrics: RouteMetrics::new(&label, name, limits_text.clone(), policy.fail()),
             label_json,
@@ -161,6 +166,7 @@ impl RouteInfo {
             rejection: RefCell::default(),
             default_policy: false,
             discriminator: None,
+            tier: None,
             key_stem: RefCell::default(),
         }
     }
@@ -207,6 +213,22 @@ impl RouteInfo {
         }
     }
 
+    /// This route under another policy (an override), for requests of `tier` when the
+    /// override is that tier's: keyed as this route, the tier's in keys of their own.
+    pub(crate) fn overridden(&self, policy: RoutePolicy, tier: Option<&str>) -> Self {
+        let mut route = RouteInfo::new(&self.name, &self.method, self.pattern.clone(), policy);
+        route.metrics = RouteMetrics::new(
+            &route.label,
+            &self.metrics.policy,
+            route.limits_text.clone(),
+            policy.fail(),
+        );
+        route.default_policy = self.default_policy;
+        route.discriminator = self.discriminator.clone();
+        route.tier = tier.map(str::to_owned);
+        route
+    }
+
     /// Whether this is the App-level default policy rather than a declaration.
     pub(crate) fn is_default_policy(&self) -> bool {
         self.default_policy
@@ -231,6 +253,10 @@ impl RouteInfo {
                 if let Some(discriminator) = &self.discriminator {
                     stem.push('|');
                     stem.push_str(discriminator);
+                }
+                if let Some(tier) = &self.tier {
+                    stem.push_str("|tier.");
+                    stem.push_str(tier);
                 }
                 &cached.insert((prefix.to_owned(), stem)).1
             }

@@ -170,6 +170,9 @@ where
                 .map(|tree| DeclaredRoutes::from_tree(tree))
                 .unwrap_or_default();
             unmatched_username_readers(&self.limiter.sources, &declared);
+            if let Some(overrides) = &self.config.overrides {
+                overrides.shared.set_routes(declared.catalog());
+            }
             // For `RateLimiter::reset` and `give_back`, which name routes as this App does.
             self.config
                 .declared

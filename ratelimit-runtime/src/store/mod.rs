@@ -10,7 +10,7 @@ mod memory;
 mod redis;
 pub(crate) mod script;
 mod script_call;
-mod tls;
+pub(crate) mod tls;
 
 pub use check::{
     AdjustFuture, AdjustRequest, Adjustment, CheckFuture, CheckRequest, Store, MAX_INJECTED_MILLIS,

@@ -1,0 +1,245 @@
+//! The Redis side of the command: the overrides hash, the routes the services publish, and
+//! a client's budget.
+
+use std::collections::BTreeMap;
+
+use ratelimit_runtime::{
+    key::KeySecret,
+    overrides::{policy_from_text, RouteSelector, RuleSet, ROUTES_SUFFIX},
+    store::{RedisClusterStore, RedisStore, Store},
+    IdentityPart, Policy, RateLimiter,
+};
+use redis::AsyncCommands as _;
+
+use crate::ResetArgs;
+
+enum Connection {
+    Single(redis::aio::MultiplexedConnection),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+/// The overrides hash of one Redis (or Cluster).
+pub(crate) struct Admin {
+    connection: Connection,
+    key: String,
+    url: String,
+    cluster: Option<Vec<String>>,
+}
+
+fn failed(error: redis::RedisError) -> String {
+    format!("Redis: {error}")
+}
+
+impl Admin {
+    pub(crate) async fn connect(
+        url: &str,
+        cluster: Option<&[String]>,
+        key: &str,
+    ) -> Result<Admin, String> {
+        let connection = match cluster {
+            Some(nodes) => {
+                let client = redis::cluster::ClusterClient::new(nodes.to_vec()).map_err(failed)?;
+                Connection::Cluster(client.get_async_connection().await.map_err(failed)?)
+            }
+            None => {
+                let client = redis::Client::open(url).map_err(failed)?;
+                Connection::Single(
+                    client
+                        .get_multiplexed_async_connection()
+                        .await
+                        .map_err(failed)?,
+                )
+            }
+        };
+        Ok(Admin {
+            connection,
+            key: key.to_owned(),
+            url: url.to_owned(),
+            cluster: cluster.map(<[String]>::to_vec),
+        })
+    }
+
+    pub(crate) fn routes_key(&self) -> String {
+        format!("{}{ROUTES_SUFFIX}", self.key)
+    }
+
+    async fn hgetall(&self, key: &str) -> Result<BTreeMap<String, String>, String> {
+        match &self.connection {
+            Connection::Single(c) => c.clone().hgetall(key).await,
+            Connection::Cluster(c) => c.clone().hgetall(key).await,
+        }
+        .map_err(failed)
+    }
+
+    /// Every field of the overrides hash.
+    pub(crate) async fn fields(&self) -> Result<BTreeMap<String, String>, String> {
+        self.hgetall(&self.key).await
+    }
+
+    /// The routes the services published, with their declared policies.
+    pub(crate) async fn routes(&self) -> Result<BTreeMap<String, String>, String> {
+        self.hgetall(&self.routes_key()).await
+    }
+
+    pub(crate) async fn set(&self, field: &str, value: &str) -> Result<(), String> {
+        match &self.connection {
+            Connection::Single(c) => c.clone().hset(&self.key, field, value).await,
+            Connection::Cluster(c) => c.clone().hset(&self.key, field, value).await,
+        }
+        .map_err(failed)
+    }
+
+    /// Whether the field was there.
+    pub(crate) async fn remove(&self, field: &str) -> Result<bool, String> {
+        let removed: u32 = match &self.connection {
+            Connection::Single(c) => c.clone().hdel(&self.key, field).await,
+            Connection::Cluster(c) => c.clone().hdel(&self.key, field).await,
+        }
+        .map_err(failed)?;
+        Ok(removed > 0)
+    }
+
+    /// Checks `declarations` for `selector` as the services will: the grammar, and a route
+    /// the services declare.
+    pub(crate) async fn check(
+        &self,
+        selector: &RouteSelector,
+        declarations: &str,
+    ) -> Result<(), String> {
+        RuleSet::from_fields([(selector.to_string().as_str(), declarations)])
+            .map_err(|e| e.join("\n"))?;
+        let routes = self.routes().await?;
+        if routes.is_empty() {
+            return Err(format!(
+                "no service has published its routes to `{}`, so `{}` cannot be checked against them: start a service that reads overrides from this Redis first",
+                self.routes_key(),
+                selector.route
+            ));
+        }
+        if !routes.contains_key(&selector.route) {
+            let known: Vec<&str> = routes.keys().map(String::as_str).collect();
+            return Err(format!(
+                "`{}` names no route the services declare{}; they declare {}",
+                selector.route,
+                ratelimit_grammar::suggest::did_you_mean(&selector.route, &known),
+                known.iter().map(|r| format!("`{r}`")).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        Ok(())
+    }
+
+    /// The policy in force on `selector`'s route for its tier: the override's, else the
+    /// declared one the services published.
+    async fn policy(&self, selector: &RouteSelector) -> Result<Policy, String> {
+        let routes = self.routes().await?;
+        let declared = routes.get(&selector.route).ok_or_else(|| {
+            format!(
+                "`{}` is not among the routes the services published to `{}`",
+                selector.route,
+                self.routes_key()
+            )
+        })?;
+        let declared =
+            policy_from_text(&selector.route, declared, None).map_err(|e| e.join("\n"))?;
+        let fields = self.fields().await?;
+        let overridden = fields
+            .get(&selector.to_string())
+            .or_else(|| fields.get(&selector.route));
+        match overridden {
+            Some(text) => policy_from_text(&selector.route, text, Some(&declared))
+                .map_err(|e| e.join("\n")),
+            None => Ok(declared),
+        }
+    }
+
+    pub(crate) async fn reset(&self, selector: &RouteSelector, args: &ResetArgs) -> Result<(), String> {
+        let Policy::Limited(policy) = self.policy(selector).await? else {
+            return Err(format!("`{}` is exempt: it has no budget", selector.route));
+        };
+        let store: std::sync::Arc<dyn Store> = match &self.cluster {
+            Some(nodes) => std::sync::Arc::new(
+                RedisClusterStore::builder(nodes.clone())
+                    .timeout(std::time::Duration::from_secs(2))
+                    .build()
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
+            None => std::sync::Arc::new(
+                RedisStore::builder(self.url.clone())
+                    .timeout(std::time::Duration::from_secs(2))
+                    .build()
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
+        };
+        let mut limiter = RateLimiter::from_arc(store).key_prefix(&args.prefix);
+        if let Ok(secret) = std::env::var("RATELIMIT_KEY_SECRET") {
+            let secret = KeySecret::new(secret.trim()).map_err(|e| format!("RATELIMIT_KEY_SECRET: {e}"))?;
+            limiter = limiter.key_secret(secret);
+        }
+        let headers: Vec<(String, String)> = args
+            .header
+            .iter()
+            .map(|h| {
+                h.split_once('=')
+                    .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.to_owned()))
+                    .ok_or_else(|| format!("`--header {h}`: write `name=value`"))
+            })
+            .collect::<Result<_, _>>()?;
+        let mut last_error = None;
+        for identity in policy.identities() {
+            let Some(given) = identity_values(identity, args, &headers) else {
+                continue;
+            };
+            match limiter
+                .reset_under(&selector.route, policy, selector.tier.as_deref(), &given)
+                .await
+            {
+                Ok(()) => return Ok(()),
+                Err(error) => last_error = Some(error.to_string()),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| {
+            let wanted: Vec<String> = policy.identities().iter().map(ToString::to_string).collect();
+            format!(
+                "`{}` counts clients by `{}`: give those parts (`--ip`, `--username`, `--user-id`, `--api-key`, `--header name=value`)",
+                selector.route,
+                wanted.join("` or `")
+            )
+        }))
+    }
+}
+
+/// The values `args` gives for `identity`'s parts, in its order; `None` when one is
+/// missing.
+fn identity_values<'a>(
+    identity: ratelimit_runtime::Identity,
+    args: &'a ResetArgs,
+    headers: &'a [(String, String)],
+) -> Option<Vec<(IdentityPart, &'a str)>> {
+    use ratelimit_runtime::Identity;
+    match identity {
+        Identity::Parts(parts) => parts
+            .iter()
+            .map(|part| {
+                let value = match part {
+                    IdentityPart::Ip => args.ip.as_deref(),
+                    IdentityPart::Username => args.username.as_deref(),
+                    IdentityPart::UserId => args.user_id.as_deref(),
+                    IdentityPart::ApiKey => args.api_key.as_deref(),
+                    IdentityPart::Header(name) => headers
+                        .iter()
+                        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                        .map(|(_, v)| v.as_str()),
+                    _ => None,
+                }?;
+                Some((*part, value))
+            })
+            .collect(),
+        _ => match (&args.user_id, &args.ip) {
+            (Some(id), _) => Some(vec![(IdentityPart::UserId, id.as_str())]),
+            (None, Some(ip)) => Some(vec![(IdentityPart::Ip, ip.as_str())]),
+            (None, None) => None,
+        },
+    }
+}

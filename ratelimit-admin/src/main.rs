@@ -1,0 +1,276 @@
+//! `ratelimit-admin`: what the people on call change while an App runs, in the Redis its
+//! instances share: overrides by route and tier, allow and deny entries, a client's budget.
+//! Every value is checked with the attribute's grammar before anything is written.
+//!
+//! ```text
+//! ratelimit-admin routes
+//! ratelimit-admin override set "POST /login" 'limit = 5, window = "5m"'
+//! ratelimit-admin override set "GET /api/search" 'limit = 200, window = "1s"' --tier pro
+//! ratelimit-admin override clear "POST /login"
+//! ratelimit-admin deny add ip 203.0.113.0/24 --note "incident 42"
+//! ratelimit-admin reset "POST /login" --ip 203.0.113.7 --username alice
+//! ```
+
+mod client;
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use ratelimit_runtime::overrides::{ListEntry, ListKind, RouteSelector, RuleSet};
+
+use client::Admin;
+
+/// Overrides, allow and deny lists, and client budgets of ratelimit-runtime services, in the
+/// Redis they share.
+#[derive(Parser)]
+#[command(name = "ratelimit-admin", version, propagate_version = true)]
+struct Cli {
+    /// The Redis the services read overrides from (`redis://` or `rediss://`).
+    #[arg(long, env = "REDIS_URL", hide_env_values = true, default_value = "redis://127.0.0.1:6379", global = true)]
+    redis: String,
+    /// A Redis Cluster instead: its nodes, comma-separated.
+    #[arg(long, env = "REDIS_CLUSTER_NODES", global = true, value_delimiter = ',')]
+    cluster: Option<Vec<String>>,
+    /// The hash the services read overrides from (`Overrides::redis_key`).
+    #[arg(long, env = "RATELIMIT_OVERRIDES_KEY", default_value = "rl:overrides", global = true)]
+    key: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Lists the routes the services declare (as they publish them) and the overrides in
+    /// the hash.
+    Routes,
+    /// Lists, sets or clears a route's override.
+    #[command(subcommand)]
+    Override(OverrideCommand),
+    /// Lists, adds or removes clients that are never limited (no store call).
+    #[command(subcommand)]
+    Allow(ListCommand),
+    /// Lists, adds or removes clients answered 403 (no store call).
+    #[command(subcommand)]
+    Deny(ListCommand),
+    /// Checks declarations with the attribute's grammar, writing nothing.
+    Check {
+        /// The route, as the route table names it: `"POST /login"`.
+        route: String,
+        /// Declarations in the attribute's syntax: `'limit = 5, window = "5m"'`.
+        declarations: String,
+    },
+    /// Clears one client's budget on a route (counts and lockouts), under the policy in
+    /// force.
+    Reset(ResetArgs),
+}
+
+#[derive(Subcommand)]
+enum OverrideCommand {
+    /// Lists the overrides in the hash.
+    List,
+    /// Sets a route's override (in force on every instance within about a second).
+    Set {
+        /// The route, as the route table names it: `"POST /login"`.
+        route: String,
+        /// Declarations in the attribute's syntax: `'limit = 5, window = "5m"'`; stacked
+        /// ones separated by `;`.
+        declarations: String,
+        /// For requests of this tier only (the `Tier` the auth layer puts in the request).
+        #[arg(long)]
+        tier: Option<String>,
+    },
+    /// Clears a route's override: its declared policy is in force again.
+    Clear {
+        /// The route, as the route table names it: `"POST /login"`.
+        route: String,
+        /// The tier's override rather than the route's.
+        #[arg(long)]
+        tier: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ListCommand {
+    /// Lists the entries.
+    List,
+    /// Adds an entry.
+    Add {
+        #[command(flatten)]
+        entry: EntryArgs,
+        /// Why (shown by `list`).
+        #[arg(long, default_value = "")]
+        note: String,
+    },
+    /// Removes an entry.
+    Remove {
+        #[command(flatten)]
+        entry: EntryArgs,
+    },
+}
+
+#[derive(Args)]
+struct EntryArgs {
+    /// `ip` (an address or a CIDR range, IPv4 or IPv6), `api_key` or `user_id`.
+    kind: String,
+    /// The address or range, key or id.
+    value: String,
+}
+
+#[derive(Args)]
+struct ResetArgs {
+    /// The route, as the route table names it: `"POST /login"`.
+    route: String,
+    /// The client's address.
+    #[arg(long)]
+    ip: Option<String>,
+    /// The username it submits (put in canonical form as the services do by default).
+    #[arg(long)]
+    username: Option<String>,
+    /// Its user id.
+    #[arg(long)]
+    user_id: Option<String>,
+    /// Its API key.
+    #[arg(long)]
+    api_key: Option<String>,
+    /// A header the route counts by: `name=value`.
+    #[arg(long)]
+    header: Vec<String>,
+    /// The tier whose override's budget to clear.
+    #[arg(long)]
+    tier: Option<String>,
+    /// The services' key prefix (`RateLimiter::key_prefix`).
+    #[arg(long, env = "RATELIMIT_KEY_PREFIX", default_value = "rl")]
+    prefix: String,
+}
+
+fn selector(route: &str, tier: Option<&str>) -> Result<RouteSelector, String> {
+    let written = match tier {
+        Some(tier) => format!("{route} tier \"{tier}\""),
+        None => route.to_owned(),
+    };
+    RouteSelector::parse(&written)
+}
+
+fn entry(kind: ListKind, args: &EntryArgs) -> Result<(String, ListEntry), String> {
+    let entry = ListEntry::parse(&format!("{} {}", args.kind, args.value))?;
+    Ok((format!("{} {entry}", kind.as_str()), entry))
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    let admin = Admin::connect(&cli.redis, cli.cluster.as_deref(), &cli.key).await?;
+    match cli.command {
+        Command::Routes => {
+            let routes = admin.routes().await?;
+            let overrides = admin.fields().await?;
+            if routes.is_empty() {
+                println!("no service has published its routes to `{}` yet", admin.routes_key());
+            }
+            for (route, declared) in &routes {
+                println!("{route}\n  declared: {declared}");
+                for (field, value) in &overrides {
+                    if let Ok(s) = RouteSelector::parse(field) {
+                        if &s.route == route {
+                            match &s.tier {
+                                Some(tier) => println!("  tier {tier}: {value}"),
+                                None => println!("  override: {value}"),
+                            }
+                        }
+                    }
+                }
+            }
+            Ok(())
+        }
+        Command::Override(OverrideCommand::List) => {
+            for (field, value) in admin.fields().await? {
+                if RouteSelector::parse(&field).is_ok() {
+                    println!("{field} = '{value}'");
+                }
+            }
+            Ok(())
+        }
+        Command::Override(OverrideCommand::Set {
+            route,
+            declarations,
+            tier,
+        }) => {
+            let selector = selector(&route, tier.as_deref())?;
+            admin.check(&selector, &declarations).await?;
+            admin.set(&selector.to_string(), &declarations).await?;
+            println!("set `{selector}` = '{declarations}'");
+            Ok(())
+        }
+        Command::Override(OverrideCommand::Clear { route, tier }) => {
+            let selector = selector(&route, tier.as_deref())?;
+            if admin.remove(&selector.to_string()).await? {
+                println!("cleared `{selector}`: its declared policy is in force again");
+                Ok(())
+            } else {
+                Err(format!("`{selector}` has no override in `{}`", cli.key))
+            }
+        }
+        Command::Allow(command) => list(&admin, ListKind::Allow, command).await,
+        Command::Deny(command) => list(&admin, ListKind::Deny, command).await,
+        Command::Check {
+            route,
+            declarations,
+        } => {
+            let selector = selector(&route, None)?;
+            admin.check(&selector, &declarations).await?;
+            println!("`{selector}` = '{declarations}': valid");
+            Ok(())
+        }
+        Command::Reset(args) => {
+            let selector = selector(&args.route, args.tier.as_deref())?;
+            admin.reset(&selector, &args).await?;
+            println!("reset `{selector}` for the client given");
+            Ok(())
+        }
+    }
+}
+
+async fn list(admin: &Admin, kind: ListKind, command: ListCommand) -> Result<(), String> {
+    match command {
+        ListCommand::List => {
+            let prefix = format!("{} ", kind.as_str());
+            for (field, note) in admin.fields().await? {
+                if let Some(entry) = field.strip_prefix(&prefix) {
+                    if note.is_empty() {
+                        println!("{entry}");
+                    } else {
+                        println!("{entry}  # {note}");
+                    }
+                }
+            }
+            Ok(())
+        }
+        ListCommand::Add { entry: args, note } => {
+            let (field, entry) = entry(kind, &args)?;
+            // Checked as the services read it, so nothing a service would refuse is written.
+            RuleSet::from_fields([(field.as_str(), note.as_str())]).map_err(|e| e.join("\n"))?;
+            admin.set(&field, &note).await?;
+            println!("{} {entry}", kind.as_str());
+            Ok(())
+        }
+        ListCommand::Remove { entry: args } => {
+            let (field, entry) = entry(kind, &args)?;
+            if admin.remove(&field).await? {
+                println!("removed {} {entry}", kind.as_str());
+                Ok(())
+            } else {
+                Err(format!("no entry `{field}`"))
+            }
+        }
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

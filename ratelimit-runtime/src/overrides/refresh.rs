@@ -1,0 +1,499 @@
+//! The thread that reads the sources (one per [`Overrides`], not per worker), and what it
+//! keeps between reads.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Weak},
+    time::{Duration, Instant},
+};
+
+use redis::AsyncCommands as _;
+
+use super::{
+    table::{check_routes, declaration_text, Catalog, Source, Table},
+    Overrides, RedisSource, RuleSet, Shared, ROUTES_SUFFIX,
+};
+
+/// How long one read of the Redis hash may take.
+const REDIS_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How long a changed file must read the same before it is applied.
+const FILE_SETTLE: Duration = Duration::from_millis(100);
+
+/// One source between reads.
+#[derive(Default)]
+pub(crate) struct SourceState {
+    /// The content last applied or refused.
+    seen: Option<String>,
+    /// A changed file's content, read once, waiting to read the same again.
+    pending: Option<String>,
+    /// The rules in force from this source.
+    accepted: Option<RuleSet>,
+    /// Whether the last read failed (logged once per failure streak).
+    failing: bool,
+}
+
+/// What the thread and the workers share about the sources.
+#[derive(Default)]
+pub(crate) struct State {
+    /// The App's declared routes, once a worker has read them.
+    catalog: Option<Arc<Catalog>>,
+    file: SourceState,
+    redis: SourceState,
+    generation: u64,
+    /// Whether the declared routes were published to Redis.
+    published: bool,
+}
+
+impl Shared {
+    /// Sets the App's declared routes (on the first request): rules are checked against
+    /// them from now on, and rules in force naming none of them are dropped.
+    pub(crate) fn set_routes(&self, catalog: Catalog) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.catalog.as_deref() == Some(&catalog) {
+            return;
+        }
+        let catalog = Arc::new(catalog);
+        state.catalog = Some(Arc::clone(&catalog));
+        state.published = false;
+        for source in [Source::File, Source::Redis] {
+            let slot = state.source_mut(source);
+            if let Some(set) = &slot.accepted {
+                let problems = check_routes(set, &catalog);
+                if !problems.is_empty() {
+                    refused(source, &problems);
+                    slot.accepted = None;
+                }
+            }
+        }
+        self.rebuild(&mut state);
+    }
+
+    fn rebuild(&self, state: &mut State) {
+        state.generation += 1;
+        let empty = Catalog::new();
+        let catalog = state.catalog.as_deref().unwrap_or(&empty);
+        let mut sets = Vec::new();
+        if let Some(set) = &state.file.accepted {
+            sets.push((Source::File, set));
+        }
+        if let Some(set) = &state.redis.accepted {
+            sets.push((Source::Redis, set));
+        }
+        self.table
+            .store(Arc::new(Table::build(state.generation, &sets, catalog)));
+    }
+
+    /// A source's content as read now (`None`: could not be read; the rules stay).
+    fn offer(&self, source: Source, content: String, parse: impl FnOnce(&str) -> Result<RuleSet, Vec<String>>) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.source_mut(source).seen.as_deref() == Some(content.as_str()) {
+            return;
+        }
+        let checked = parse(&content).and_then(|set| {
+            let problems = state
+                .catalog
+                .as_deref()
+                .map(|catalog| check_routes(&set, catalog))
+                .unwrap_or_default();
+            if problems.is_empty() {
+                Ok(set)
+            } else {
+                Err(problems)
+            }
+        });
+        let slot = state.source_mut(source);
+        slot.seen = Some(content);
+        match checked {
+            Ok(set) => {
+                tracing::info!(
+                    target: "ratelimit",
+                    source = source.as_str(),
+                    routes = set.routes.len(),
+                    entries = set.lists.len(),
+                    "overrides in force"
+                );
+                metrics::counter!("ratelimit_overrides_applied_total", "source" => source.as_str())
+                    .increment(1);
+                slot.accepted = Some(set);
+                self.rebuild(&mut state);
+            }
+            Err(problems) => refused(source, &problems),
+        }
+    }
+
+    pub(crate) fn wait_loaded(&self, timeout: Duration) -> bool {
+        let (loaded, ready) = &self.loaded;
+        let guard = loaded.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = ready
+            .wait_timeout_while(guard, timeout, |loaded| !*loaded)
+            .unwrap_or_else(|e| e.into_inner());
+        *guard
+    }
+
+    fn mark_loaded(&self) {
+        let (loaded, ready) = &self.loaded;
+        *loaded.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        ready.notify_all();
+    }
+}
+
+impl State {
+    fn source_mut(&mut self, source: Source) -> &mut SourceState {
+        match source {
+            Source::File => &mut self.file,
+            _ => &mut self.redis,
+        }
+    }
+}
+
+fn refused(source: Source, problems: &[String]) {
+    tracing::error!(
+        target: "ratelimit",
+        source = source.as_str(),
+        problems = %problems.join("; "),
+        "overrides refused as a whole; the previous ones stay in force"
+    );
+    metrics::counter!("ratelimit_overrides_refused_total", "source" => source.as_str())
+        .increment(1);
+}
+
+/// A read failed: logged once per streak of failures.
+fn unreadable(shared: &Shared, source: Source, error: &dyn std::fmt::Display) {
+    let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    let slot = state.source_mut(source);
+    if !slot.failing {
+        tracing::warn!(
+            target: "ratelimit",
+            source = source.as_str(),
+            %error,
+            "overrides cannot be read; the ones in force stay"
+        );
+    }
+    slot.failing = true;
+}
+
+fn readable(shared: &Shared, source: Source) {
+    let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    state.source_mut(source).failing = false;
+}
+
+/// The file's rules as fields, in the Redis hash's shape.
+pub(crate) fn parse_file(text: &str) -> Result<RuleSet, Vec<String>> {
+    let document: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        vec![format!("not TOML: {}", e.message())]
+    })?;
+    let mut fields: Vec<(String, String)> = Vec::new();
+    let mut errors = Vec::new();
+    for (section, value) in &document {
+        let Some(table) = value.as_table() else {
+            errors.push(format!("`{section}` must be a table (`[{section}]`)"));
+            continue;
+        };
+        match section.as_str() {
+            "routes" => {
+                for (route, value) in table {
+                    let text = match value {
+                        toml::Value::String(text) => text.clone(),
+                        toml::Value::Array(items) if items.iter().all(toml::Value::is_str) => items
+                            .iter()
+                            .filter_map(toml::Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                        _ => {
+                            errors.push(format!("`{route}` takes a string in the attribute's syntax, or an array of them"));
+                            continue;
+                        }
+                    };
+                    fields.push((route.clone(), text));
+                }
+            }
+            kind @ ("allow" | "deny") => {
+                for (list, values) in table {
+                    let entry_kind = match list.as_str() {
+                        "ips" => "ip",
+                        "api_keys" => "api_key",
+                        "user_ids" => "user_id",
+                        other => {
+                            errors.push(format!("`[{kind}] {other}`: expected `ips`, `api_keys` or `user_ids`{}", ratelimit_grammar::suggest::did_you_mean(other, &["ips", "api_keys", "user_ids"])));
+                            continue;
+                        }
+                    };
+                    let Some(values) = values.as_array() else {
+                        errors.push(format!("`[{kind}] {list}` takes an array of strings"));
+                        continue;
+                    };
+                    for value in values {
+                        match value.as_str() {
+                            Some(value) => fields.push((format!("{kind} {entry_kind} {value}"), String::new())),
+                            None => errors.push(format!("`[{kind}] {list}` takes an array of strings")),
+                        }
+                    }
+                }
+            }
+            other => errors.push(format!(
+                "`[{other}]` is no section of the overrides file; expected `[routes]`, `[allow]` or `[deny]`{}",
+                ratelimit_grammar::suggest::did_you_mean(other, &["routes", "allow", "deny"])
+            )),
+        }
+    }
+    let set = RuleSet::from_fields(fields.iter().map(|(f, v)| (f.as_str(), v.as_str())));
+    match (set, errors.is_empty()) {
+        (Ok(set), true) => Ok(set),
+        (Ok(_), false) => Err(errors),
+        (Err(mut more), _) => {
+            errors.append(&mut more);
+            Err(errors)
+        }
+    }
+}
+
+/// The hash's fields as one text, in field order (to tell a change).
+fn hash_content(fields: &BTreeMap<String, String>) -> String {
+    fields
+        .iter()
+        .map(|(f, v)| format!("{f}\u{0}{v}\u{0}"))
+        .collect()
+}
+
+enum Connection {
+    Single(redis::aio::MultiplexedConnection),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl Connection {
+    async fn open(source: &RedisSource) -> redis::RedisResult<Connection> {
+        crate::store::tls::ensure_crypto_provider();
+        match source {
+            RedisSource::Url(url) => {
+                let client = redis::Client::open(url.as_str())?;
+                let config = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(REDIS_TIMEOUT))
+                    .set_response_timeout(Some(REDIS_TIMEOUT));
+                Ok(Connection::Single(
+                    client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await?,
+                ))
+            }
+            RedisSource::Cluster(nodes) => {
+                let client = redis::cluster::ClusterClient::builder(nodes.clone())
+                    .connection_timeout(REDIS_TIMEOUT)
+                    .response_timeout(REDIS_TIMEOUT)
+                    .build()?;
+                Ok(Connection::Cluster(client.get_async_connection().await?))
+            }
+        }
+    }
+
+    async fn hgetall(&mut self, key: &str) -> redis::RedisResult<BTreeMap<String, String>> {
+        match self {
+            Connection::Single(c) => c.hgetall(key).await,
+            Connection::Cluster(c) => c.hgetall(key).await,
+        }
+    }
+
+    async fn publish(&mut self, key: &str, routes: &[(String, String)]) -> redis::RedisResult<()> {
+        match self {
+            Connection::Single(c) => c.hset_multiple(key, routes).await,
+            Connection::Cluster(c) => c.hset_multiple(key, routes).await,
+        }
+    }
+}
+
+impl Overrides {
+    /// Starts the thread that reads the sources, once, and waits up to `wait` for its
+    /// first read.
+    pub(crate) fn start(&self, wait: Duration) {
+        if self.file.is_none() && self.redis.is_none() {
+            return;
+        }
+        let mut spawned = false;
+        self.shared.started.get_or_init(|| {
+            let weak = Arc::downgrade(&self.shared);
+            let config = self.clone_without_shared();
+            let thread = std::thread::Builder::new()
+                .name("ratelimit-overrides".to_owned())
+                .spawn(move || run(config, weak));
+            if let Err(error) = thread {
+                tracing::error!(target: "ratelimit", %error, "cannot start the overrides thread; declared policies stay in force");
+            }
+            spawned = true;
+        });
+        if spawned && !self.shared.wait_loaded(wait) {
+            tracing::warn!(target: "ratelimit", "overrides not read within {wait:?}; applying them when they are");
+        }
+    }
+
+    fn clone_without_shared(&self) -> Overrides {
+        Overrides {
+            shared: Arc::default(),
+            ..self.clone()
+        }
+    }
+}
+
+/// The thread's loop: reads each source every `refresh` (a changed file again after
+/// [`FILE_SETTLE`]) until the limiter is dropped.
+fn run(config: Overrides, shared: Weak<Shared>) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(target: "ratelimit", %error, "cannot start the overrides thread's runtime");
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        let mut connection: Option<Connection> = None;
+        let mut next_redis = Instant::now();
+        loop {
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            let mut settling = false;
+            if let Some(path) = &config.file {
+                settling = read_file(&shared, path);
+            }
+            if let (Some(source), true) = (&config.redis, Instant::now() >= next_redis) {
+                next_redis = Instant::now() + config.refresh;
+                read_redis(&shared, &config, source, &mut connection).await;
+            }
+            // The first read of a file that reads differently the second time is still
+            // settling: loaded once it reads the same.
+            if !settling {
+                shared.mark_loaded();
+            }
+            drop(shared);
+            let pause = if settling { FILE_SETTLE } else { config.refresh };
+            tokio::time::sleep(pause).await;
+        }
+    });
+}
+
+/// Reads the file; whether its content is still settling (changed since the last read).
+fn read_file(shared: &Shared, path: &std::path::Path) -> bool {
+    let content = match std::fs::read_to_string(path) {
+        Ok(content) => content,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(error) => {
+            unreadable(shared, Source::File, &error);
+            return false;
+        }
+    };
+    readable(shared, Source::File);
+    {
+        let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = state.source_mut(Source::File);
+        if slot.seen.as_deref() == Some(content.as_str()) {
+            slot.pending = None;
+            return false;
+        }
+        if slot.pending.as_deref() != Some(content.as_str()) {
+            slot.pending = Some(content);
+            return true;
+        }
+        slot.pending = None;
+    }
+    shared.offer(Source::File, content, parse_file);
+    false
+}
+
+async fn read_redis(
+    shared: &Shared,
+    config: &Overrides,
+    source: &RedisSource,
+    connection: &mut Option<Connection>,
+) {
+    if connection.is_none() {
+        match tokio::time::timeout(REDIS_TIMEOUT, Connection::open(source)).await {
+            Ok(Ok(opened)) => *connection = Some(opened),
+            Ok(Err(error)) => return unreadable(shared, Source::Redis, &error),
+            Err(_) => return unreadable(shared, Source::Redis, &"connecting timed out"),
+        }
+    }
+    let Some(open) = connection.as_mut() else {
+        return;
+    };
+    let read = tokio::time::timeout(REDIS_TIMEOUT, open.hgetall(&config.redis_key)).await;
+    let fields = match read {
+        Ok(Ok(fields)) => fields,
+        Ok(Err(error)) => {
+            *connection = None;
+            return unreadable(shared, Source::Redis, &error);
+        }
+        Err(_) => {
+            *connection = None;
+            return unreadable(shared, Source::Redis, &"the read timed out");
+        }
+    };
+    readable(shared, Source::Redis);
+    let content = hash_content(&fields);
+    shared.offer(Source::Redis, content, |_| {
+        RuleSet::from_fields(fields.iter().map(|(f, v)| (f.as_str(), v.as_str())))
+    });
+    let routes = {
+        let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        match (&state.catalog, state.published) {
+            (Some(catalog), false) => Some(
+                catalog
+                    .iter()
+                    .map(|(route, d)| (route.clone(), declaration_text(&d.policy)))
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        }
+    };
+    if let Some(routes) = routes.filter(|r| !r.is_empty()) {
+        let key = format!("{}{ROUTES_SUFFIX}", config.redis_key);
+        if let Ok(Ok(())) = tokio::time::timeout(REDIS_TIMEOUT, open.publish(&key, &routes)).await {
+            shared
+                .state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .published = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_file_reads_as_the_hash_does() {
+        let set = parse_file(
+            r#"
+            [routes]
+            "POST /login" = 'limit = 5, window = "5m", algorithm = "sliding_log"'
+            "GET /api/search" = ['limit = 20, window = "1s"', 'limit = 600, window = "1h"']
+            'GET /api/search tier "pro"' = 'limit = 200, window = "1s"'
+            [allow]
+            ips = ["10.0.0.0/8", "2001:db8::/32"]
+            api_keys = ["monitoring-key"]
+            [deny]
+            user_ids = ["42"]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(set.routes.len(), 3);
+        assert_eq!(set.lists.len(), 4);
+        let stacked = set
+            .routes
+            .iter()
+            .find(|(s, _)| s.route == "GET /api/search" && s.tier.is_none())
+            .unwrap();
+        assert_eq!(stacked.1 .1.len(), 2);
+        for (bad, expected) in [
+            ("[route]\n", "did you mean `routes`?"),
+            ("[allow]\nip = [\"10.0.0.0/8\"]\n", "did you mean `ips`?"),
+            ("[routes]\n\"POST /login\" = 5\n", "takes a string"),
+            ("[routes]\n\"POST /login\" = 'limit = 5, window = \"5m\"", "not TOML"),
+        ] {
+            let errors = parse_file(bad).unwrap_err();
+            assert!(errors.iter().any(|e| e.contains(expected)), "{bad}: {errors:?}");
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! One source's overrides as written (a file, or the Redis hash): route selectors with
+//! declarations in the attribute's syntax, and allow and deny entries, checked as a whole.
+
+use std::{collections::BTreeMap, fmt, net::IpAddr};
+
+use actix_web::http::Method;
+use ipnet::IpNet;
+use ratelimit_grammar::{parse_stack, Declaration};
+
+/// The longest tier name: tiers are plan names (`pro`, `enterprise`), kept in keys.
+pub const MAX_TIER_LEN: usize = 32;
+
+/// What an override applies to: a route as the route table names it (`POST /login`),
+/// optionally for one tier only (`GET /api/search tier "pro"`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RouteSelector {
+    /// `METHOD /full/pattern`.
+    pub route: String,
+    /// The tier the override is for; `None` for every request without a tier override.
+    pub tier: Option<String>,
+}
+
+impl RouteSelector {
+    /// Parses `METHOD /pattern` or `METHOD /pattern tier "name"`.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong with it, in one line.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let (route, tier) = match text.split_once(" tier ") {
+            Some((route, tier)) => (route.trim(), Some(tier.trim())),
+            None => (text, None),
+        };
+        let shape = || {
+            format!("`{text}` names no route: write `METHOD /full/pattern` as the route table shows it (`POST /login`), optionally followed by `tier \"<name>\"`")
+        };
+        let (method, pattern) = route.split_once(' ').ok_or_else(shape)?;
+        let pattern = pattern.trim();
+        if Method::from_bytes(method.as_bytes()).is_err()
+            || method.chars().any(|c| c.is_ascii_lowercase())
+            || !pattern.starts_with('/')
+            || pattern.contains(char::is_whitespace)
+        {
+            return Err(shape());
+        }
+        let tier = match tier {
+            None => None,
+            Some(quoted) => {
+                let name = quoted
+                    .strip_prefix('"')
+                    .and_then(|q| q.strip_suffix('"'))
+                    .ok_or_else(|| format!("`{text}`: write the tier quoted, `tier \"pro\"`"))?;
+                check_tier(name).map_err(|e| format!("`{text}`: {e}"))?;
+                Some(name.to_owned())
+            }
+        };
+        Ok(RouteSelector {
+            route: format!("{method} {pattern}"),
+            tier,
+        })
+    }
+}
+
+impl fmt::Display for RouteSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.tier {
+            Some(tier) => write!(f, "{} tier \"{tier}\"", self.route),
+            None => f.write_str(&self.route),
+        }
+    }
+}
+
+/// Whether `name` can be a tier: 1 to 32 of lower-case letters, digits, `_` and `-` (a tier
+/// is part of keys and metric labels).
+///
+/// # Errors
+///
+/// What is wrong with it.
+pub fn check_tier(name: &str) -> Result<(), String> {
+    let valid = (1..=MAX_TIER_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if valid {
+        Ok(())
+    } else {
+        Err(format!("tier `{name}` must be 1 to {MAX_TIER_LEN} of lower-case letters, digits, `_` and `-`"))
+    }
+}
+
+/// Allowed (never limited) or denied (answered `403`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ListKind {
+    /// Never limited, with no store call.
+    Allow,
+    /// Answered `403 Forbidden`, with no store call.
+    Deny,
+}
+
+impl ListKind {
+    /// `allow` or `deny`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ListKind::Allow => "allow",
+            ListKind::Deny => "deny",
+        }
+    }
+}
+
+/// Who an allow or deny entry names.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ListEntry {
+    /// A client address range (`203.0.113.0/24`, `2001:db8::/32`; one address alone is a
+    /// /32 or /128), matched against the address the limiter resolves (trusted proxies).
+    Ip(IpNet),
+    /// An API key, as the limiter's [`ApiKeySource`](crate::identity::ApiKeySource) reads it.
+    ApiKey(String),
+    /// A user id, as the limiter's [`UserIdSource`](crate::identity::UserIdSource) reads it.
+    UserId(String),
+}
+
+impl ListEntry {
+    /// Parses `ip <cidr>`, `api_key <key>` or `user_id <id>`.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong with it, in one line.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let (kind, value) = text.split_once(' ').map_or((text, ""), |(k, v)| (k, v.trim()));
+        if value.is_empty() {
+            return Err(format!(
+                "`{text}`: write `ip <address or range>`, `api_key <key>` or `user_id <id>`"
+            ));
+        }
+        match kind {
+            "ip" => parse_range(value).map(ListEntry::Ip),
+            "api_key" => Ok(ListEntry::ApiKey(value.to_owned())),
+            "user_id" => Ok(ListEntry::UserId(value.to_owned())),
+            other => Err(format!(
+                "`{other}` is no kind of list entry; expected `ip`, `api_key` or `user_id`{}",
+                ratelimit_grammar::suggest::did_you_mean(other, &["ip", "api_key", "user_id"])
+            )),
+        }
+    }
+
+    /// The kind, as entries are written.
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            ListEntry::Ip(_) => "ip",
+            ListEntry::ApiKey(_) => "api_key",
+            ListEntry::UserId(_) => "user_id",
+        }
+    }
+}
+
+impl fmt::Display for ListEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListEntry::Ip(net) => write!(f, "ip {net}"),
+            ListEntry::ApiKey(key) => write!(f, "api_key {key}"),
+            ListEntry::UserId(id) => write!(f, "user_id {id}"),
+        }
+    }
+}
+
+/// An address range, or one address.
+fn parse_range(text: &str) -> Result<IpNet, String> {
+    if let Ok(net) = text.parse::<IpNet>() {
+        // `10.1.2.3/8` means the range it falls in.
+        return Ok(net.trunc());
+    }
+    text.parse::<IpAddr>().map(IpNet::from).map_err(|_| {
+        format!("`{text}` is no address or range (CIDR): e.g. `203.0.113.0/24`, `2001:db8::/32`, `198.51.100.7`")
+    })
+}
+
+/// One source's overrides, checked: every route's declarations parsed, every entry read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuleSet {
+    /// Declarations by route (and tier), with the text as written.
+    pub routes: BTreeMap<RouteSelector, (String, Vec<Declaration>)>,
+    /// Allow and deny entries, with the note written beside each.
+    pub lists: BTreeMap<(ListKind, ListEntry), String>,
+}
+
+impl RuleSet {
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty() && self.lists.is_empty()
+    }
+
+    /// Reads fields as the Redis hash holds them: a route selector with its declarations, or
+    /// `allow <entry>` / `deny <entry>` with a note.
+    ///
+    /// # Errors
+    ///
+    /// Every problem, each naming its field; nothing of a set with a problem is kept.
+    pub fn from_fields<'a>(
+        fields: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<RuleSet, Vec<String>> {
+        let mut set = RuleSet::default();
+        let mut errors = Vec::new();
+        for (field, value) in fields {
+            if let Err(problem) = set.add(field, value) {
+                errors.extend(problem);
+            }
+        }
+        if errors.is_empty() {
+            Ok(set)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// Adds one field.
+    ///
+    /// # Errors
+    ///
+    /// Every problem with it, each naming the field.
+    pub fn add(&mut self, field: &str, value: &str) -> Result<(), Vec<String>> {
+        let field = field.trim();
+        for kind in [ListKind::Allow, ListKind::Deny] {
+            if let Some(entry) = field.strip_prefix(kind.as_str()).and_then(|e| e.strip_prefix(' ')) {
+                let entry = ListEntry::parse(entry).map_err(|e| vec![e])?;
+                self.lists.insert((kind, entry), value.to_owned());
+                return Ok(());
+            }
+        }
+        let selector = RouteSelector::parse(field).map_err(|e| vec![e])?;
+        let stack = parse_stack(value).map_err(|problems| {
+            problems
+                .into_iter()
+                .map(|p| format!("`{selector}` = '{value}': {p}"))
+                .collect::<Vec<_>>()
+        })?;
+        self.routes.insert(selector, (value.trim().to_owned(), stack));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_and_entries_read_as_written() {
+        let plain = RouteSelector::parse("POST /login").unwrap();
+        assert_eq!((plain.route.as_str(), plain.tier), ("POST /login", None));
+        let tier = RouteSelector::parse(r#"GET /api/search tier "pro""#).unwrap();
+        assert_eq!(tier.tier.as_deref(), Some("pro"));
+        assert_eq!(tier.to_string(), r#"GET /api/search tier "pro""#);
+        for bad in ["/login", "post /login", "POST login", r#"GET /x tier pro"#, r#"GET /x tier "P R""#] {
+            assert!(RouteSelector::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            ListEntry::parse("ip 10.1.2.3/8").unwrap(),
+            ListEntry::Ip("10.0.0.0/8".parse().unwrap())
+        );
+        assert_eq!(
+            ListEntry::parse("ip 2001:db8::1").unwrap().to_string(),
+            "ip 2001:db8::1/128"
+        );
+        assert!(ListEntry::parse("ip 10.0.0.0/33").is_err());
+        assert!(ListEntry::parse("apikey x").unwrap_err().contains("did you mean `api_key`"));
+    }
+
+    #[test]
+    fn a_set_with_one_problem_is_refused_whole() {
+        let ok = RuleSet::from_fields([
+            ("POST /login", r#"limit = 5, window = "5m""#),
+            ("deny ip 203.0.113.0/24", "incident 42"),
+        ])
+        .unwrap();
+        assert_eq!((ok.routes.len(), ok.lists.len()), (1, 1));
+        let errors = RuleSet::from_fields([
+            ("POST /login", r#"limit = 5, window = "5m""#),
+            ("GET /search", r#"limt = 5, window = "5m""#),
+        ])
+        .unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].starts_with("`GET /search`"), "{errors:?}");
+        assert!(errors[0].ends_with("did you mean `limit`?"), "{errors:?}");
+    }
+}

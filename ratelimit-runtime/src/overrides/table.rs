@@ -1,0 +1,358 @@
+//! The overrides in force: every source's accepted rules, checked against the App's declared
+//! routes and turned into policies, as requests read them.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    net::IpAddr,
+    sync::{LazyLock, Mutex},
+};
+
+use ipnet::IpNet;
+use ratelimit_grammar::{Declaration, FailMode, ParsedPart};
+
+use super::rules::{ListEntry, ListKind, RouteSelector, RuleSet};
+use crate::{
+    policy::{Identity, IdentityPart, Limit, Policy, RoutePolicy, Window},
+    registry::RouteDeclaration,
+};
+
+/// Where a route's policy in force comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Source {
+    /// The `#[rate_limit]` attribute.
+    Declared,
+    /// The overrides file.
+    File,
+    /// The Redis hash.
+    Redis,
+}
+
+impl Source {
+    /// `declared`, `file` or `redis`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Source::Declared => "declared",
+            Source::File => "file",
+            Source::Redis => "redis",
+        }
+    }
+}
+
+/// A route's declared routes by label (`POST /login`), as the App mounts them.
+pub(crate) type Catalog = BTreeMap<String, &'static RouteDeclaration>;
+
+/// An override in force on one route (and tier).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overridden {
+    /// The policy in force.
+    pub policy: Policy,
+    /// Where it comes from.
+    pub source: Source,
+    /// The declarations as written.
+    pub text: String,
+}
+
+/// Allow or deny entries of one kind of list.
+#[derive(Debug, Default)]
+pub(crate) struct List {
+    nets: Vec<IpNet>,
+    api_keys: HashSet<String>,
+    user_ids: HashSet<String>,
+}
+
+impl List {
+    fn add(&mut self, entry: &ListEntry) {
+        match entry {
+            ListEntry::Ip(net) => self.nets.push(*net),
+            ListEntry::ApiKey(key) => {
+                self.api_keys.insert(key.clone());
+            }
+            ListEntry::UserId(id) => {
+                self.user_ids.insert(id.clone());
+            }
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.nets.is_empty() && self.api_keys.is_empty() && self.user_ids.is_empty()
+    }
+
+    pub(crate) fn names_keys(&self) -> bool {
+        !self.api_keys.is_empty()
+    }
+
+    pub(crate) fn names_users(&self) -> bool {
+        !self.user_ids.is_empty()
+    }
+
+    /// The kind of the first entry naming a client with this address, API key and user id.
+    pub(crate) fn matches(
+        &self,
+        ip: Option<IpAddr>,
+        api_key: Option<&str>,
+        user_id: Option<&str>,
+    ) -> Option<&'static str> {
+        if ip.is_some_and(|ip| self.nets.iter().any(|net| net.contains(&ip))) {
+            return Some("ip");
+        }
+        if api_key.is_some_and(|key| self.api_keys.contains(key)) {
+            return Some("api_key");
+        }
+        if user_id.is_some_and(|id| self.user_ids.contains(id)) {
+            return Some("user_id");
+        }
+        None
+    }
+}
+
+/// The overrides in force.
+#[derive(Debug, Default)]
+pub(crate) struct Table {
+    /// Changes whenever the table does, so per-worker routes built from it are rebuilt.
+    pub(crate) generation: u64,
+    routes: HashMap<RouteSelector, Overridden>,
+    /// Routes with an override for some tier.
+    tiered: HashSet<String>,
+    pub(crate) allow: List,
+    pub(crate) deny: List,
+}
+
+impl Table {
+    /// The override of `route` (`POST /login`) for `tier`, else for every tier.
+    pub(crate) fn route(&self, route: &str, tier: Option<&str>) -> Option<(&Overridden, bool)> {
+        if let Some(tier) = tier.filter(|_| self.tiered.contains(route)) {
+            let selector = RouteSelector {
+                route: route.to_owned(),
+                tier: Some(tier.to_owned()),
+            };
+            if let Some(found) = self.routes.get(&selector) {
+                return Some((found, true));
+            }
+        }
+        if self.routes.is_empty() {
+            return None;
+        }
+        let selector = RouteSelector {
+            route: route.to_owned(),
+            tier: None,
+        };
+        self.routes.get(&selector).map(|found| (found, false))
+    }
+
+    /// Every override in force, by selector.
+    pub(crate) fn routes(&self) -> impl Iterator<Item = (&RouteSelector, &Overridden)> {
+        self.routes.iter()
+    }
+
+    /// Whether requests need to read anything for the lists.
+    pub(crate) fn has_lists(&self) -> bool {
+        !self.allow.is_empty() || !self.deny.is_empty()
+    }
+
+    /// Builds the table from each source's accepted rules (Redis over the file, route by
+    /// route; lists from both).
+    pub(crate) fn build(generation: u64, sets: &[(Source, &RuleSet)], catalog: &Catalog) -> Table {
+        let mut table = Table {
+            generation,
+            ..Table::default()
+        };
+        for (source, set) in sets {
+            for (selector, (text, stack)) in &set.routes {
+                let Some(declaration) = catalog.get(&selector.route) else {
+                    continue;
+                };
+                let policy = to_policy(stack, declaration.policy.limited().copied(), &selector.route);
+                if selector.tier.is_some() {
+                    table.tiered.insert(selector.route.clone());
+                }
+                table.routes.insert(
+                    selector.clone(),
+                    Overridden {
+                        policy,
+                        source: *source,
+                        text: text.clone(),
+                    },
+                );
+            }
+            for (kind, entry) in set.lists.keys() {
+                match kind {
+                    ListKind::Allow => table.allow.add(entry),
+                    ListKind::Deny => table.deny.add(entry),
+                }
+            }
+        }
+        table
+    }
+}
+
+/// The problems of `set` against the App's routes: every route it names must be declared.
+pub(crate) fn check_routes(set: &RuleSet, catalog: &Catalog) -> Vec<String> {
+    set.routes
+        .keys()
+        .filter(|selector| !catalog.contains_key(&selector.route))
+        .map(|selector| {
+            let known: Vec<&str> = catalog.keys().map(String::as_str).collect();
+            format!(
+                "`{selector}` names no declared route of this App{}; name it as the route table shows it (`METHOD /full/pattern`)",
+                ratelimit_grammar::suggest::did_you_mean(&selector.route, &known)
+            )
+        })
+        .collect()
+}
+
+/// Policies built from overrides, kept for the process's life: a policy's limits are
+/// `'static` (as the attribute's are), so each distinct one is made once.
+static INTERNED: LazyLock<Mutex<HashMap<(String, String), Policy>>> =
+    LazyLock::new(Mutex::default);
+
+/// The policy `stack` declares on the route `route`, declared as `declaration`: a key the
+/// override does not write keeps the attribute's default, except `identity` and `fail`,
+/// which keep the declared route's (an override changes a budget, not who is counted or
+/// what an outage does, unless it says so).
+pub(crate) fn to_policy(stack: &[Declaration], declared: Option<RoutePolicy>, route: &str) -> Policy {
+    let text = format!("{stack:?} {declared:?}");
+    let mut interned = INTERNED.lock().unwrap_or_else(|e| e.into_inner());
+    *interned
+        .entry((route.to_owned(), text))
+        .or_insert_with(|| build_policy(stack, declared, route))
+}
+
+/// The policy `text` (declarations in the attribute's syntax) puts on `route`
+/// (`POST /login`) declared as `declared`, as a service applies an override: for a tool
+/// that reads policies rather than declaring them.
+///
+/// ```
+/// use ratelimit_runtime::{overrides::policy_from_text, Policy};
+///
+/// let policy = policy_from_text("POST /login", r#"limit = 5, window = "5m", identity = "ip""#, None).unwrap();
+/// let Policy::Limited(limited) = policy else { panic!() };
+/// assert_eq!(limited.limits()[0].max(), 5);
+/// let errors = policy_from_text("POST /login", r#"limit = 5"#, None).unwrap_err();
+/// assert!(errors[0].starts_with("missing `window`"));
+/// ```
+///
+/// # Errors
+///
+/// Every problem, in the attribute's words.
+pub fn policy_from_text(
+    route: &str,
+    text: &str,
+    declared: Option<&Policy>,
+) -> Result<Policy, Vec<String>> {
+    let stack = ratelimit_grammar::parse_stack(text)?;
+    let declared = declared.and_then(Policy::limited).copied();
+    Ok(to_policy(&stack, declared, route))
+}
+
+fn leak<T>(items: Vec<T>) -> &'static [T] {
+    Box::leak(items.into_boxed_slice())
+}
+
+fn identity_of(parts: &[ParsedPart]) -> Identity {
+    let parts = parts
+        .iter()
+        .map(|part| match part {
+            ParsedPart::Ip => IdentityPart::Ip,
+            ParsedPart::Username => IdentityPart::Username,
+            ParsedPart::UserId => IdentityPart::UserId,
+            ParsedPart::ApiKey => IdentityPart::ApiKey,
+            ParsedPart::Header(name) => IdentityPart::Header(Box::leak(name.clone().into())),
+        })
+        .collect();
+    Identity::Parts(leak(parts))
+}
+
+fn build_policy(stack: &[Declaration], declared: Option<RoutePolicy>, route: &str) -> Policy {
+    if let Some(reason) = stack.first().and_then(|d| d.exempt.as_ref()) {
+        return Policy::exempt(Box::leak(reason.clone().into_boxed_str()));
+    }
+    let written: Vec<&Vec<ParsedPart>> = stack.iter().filter_map(|d| d.identity.as_ref()).collect();
+    let identity = match written.first() {
+        Some(first) => identity_of(stack.first().and_then(|d| d.identity.as_ref()).unwrap_or(first)),
+        None => declared.map_or(Identity::UserIdElseIp, |p| p.identity()),
+    };
+    let first_parts = stack.first().and_then(|d| d.identity.clone());
+    let differ = written.iter().any(|w| *w != written[0]);
+    let limits = stack
+        .iter()
+        .map(|d| {
+            let mut limit = Limit::new(
+                d.limit.unwrap_or(1),
+                Window::from_millis(d.window.unwrap_or(1)),
+                d.algorithm.unwrap_or(ratelimit_grammar::Algorithm::SlidingWindow),
+            );
+            if let Some(count) = d.count {
+                limit = limit.counting(count);
+            }
+            if let Some(block) = d.block {
+                limit = limit.blocking(Window::from_millis(block));
+            }
+            match &d.identity {
+                Some(own) if differ && Some(own) != first_parts.as_ref() => {
+                    limit.identified_by(identity_of(own))
+                }
+                _ => limit,
+            }
+        })
+        .collect();
+    let shadow = stack.iter().any(|d| d.shadow == Some(true));
+    let method = route.split(' ').next().unwrap_or_default();
+    let fail = match stack.iter().find_map(|d| d.fail) {
+        Some(fail) => fail,
+        None if shadow => FailMode::Open,
+        None => declared.map_or_else(|| FailMode::default_for_methods([method]), |p| p.fail()),
+    };
+    let fail = if shadow && fail != FailMode::Open && stack.iter().all(|d| d.fail.is_none()) {
+        FailMode::Open
+    } else {
+        fail
+    };
+    Policy::Limited(RoutePolicy::new(leak(limits), identity, fail, shadow))
+}
+
+/// A policy in the attribute's syntax (stacked declarations joined by `; `), as the admin
+/// command shows declared policies and an override would write them.
+pub fn declaration_text(policy: &Policy) -> String {
+    let limited = match policy {
+        Policy::Exempt { reason } => return format!("exempt = {reason:?}"),
+        Policy::Limited(limited) => limited,
+    };
+    let window = |w: Window| humantime::format_duration(w.as_duration()).to_string().replace(' ', "");
+    let mixed = limited.limits().iter().any(|l| l.identity().is_some());
+    limited
+        .limits()
+        .iter()
+        .enumerate()
+        .map(|(i, limit)| {
+            let mut keys = vec![
+                format!("limit = {}", limit.max()),
+                format!("window = \"{}\"", window(limit.window())),
+                format!("algorithm = \"{}\"", limit.algorithm().as_str()),
+            ];
+            // A stack whose limits count different identities names one on each.
+            let identity = match (i, limit.identity()) {
+                (_, Some(own)) => Some(own),
+                (0, None) => Some(limited.identity()),
+                _ if mixed => Some(limited.identity()),
+                _ => None,
+            };
+            if let Some(Identity::Parts(_)) = identity {
+                keys.push(format!("identity = \"{}\"", identity.expect("some")));
+            }
+            if limit.count() != ratelimit_grammar::Count::Requests {
+                keys.push(format!("count = \"{}\"", limit.count().as_str()));
+            }
+            if let Some(block) = limit.block() {
+                keys.push(format!("block = \"{}\"", window(block)));
+            }
+            if i == 0 {
+                keys.push(format!("fail = \"{}\"", limited.fail()));
+                if limited.shadow() {
+                    keys.push("shadow = true".to_owned());
+                }
+            }
+            keys.join(", ")
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
