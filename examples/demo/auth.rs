@@ -1,4 +1,5 @@
-//! A stand-in for a real auth layer: `Authorization: Bearer <user>` becomes the user id.
+//! A stand-in for a real auth layer: `Authorization: Bearer <user>` becomes the user id, and
+//! a user named `pro-…` is on the `pro` tier (overrides may give a tier its own limits).
 //!
 //! It trusts the token as is, which no real app may do. It exists so the demo can show
 //! per-user limits; in your app, insert `UserId` from your verified session or token.
@@ -10,7 +11,7 @@ use actix_web::{
     middleware::Next,
     Error, HttpMessage,
 };
-use ratelimit_runtime::identity::UserId;
+use ratelimit_runtime::{identity::UserId, overrides::Tier};
 
 pub async fn bearer_user(
     req: ServiceRequest,
@@ -25,6 +26,9 @@ pub async fn bearer_user(
         .filter(|u| !u.is_empty())
         .map(str::to_owned);
     if let Some(user) = user {
+        if user.starts_with("pro-") {
+            req.extensions_mut().insert(Tier::new("pro"));
+        }
         req.extensions_mut().insert(UserId(user));
     }
     next.call(req).await

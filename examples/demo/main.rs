@@ -4,12 +4,15 @@
 //! cargo run --release --example demo              # in-memory store (limits per instance)
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run --release --example demo
 //! cargo run --release --example demo -- --routes  # print the route table and exit
+//! cargo run --release --example demo -- --routes --json
 //! ```
 //!
 //! Environment: `BIND` (default `127.0.0.1:8080`), `REDIS_URL` (`redis://` or `rediss://`) or
 //! `REDIS_CLUSTER_NODES` (comma-separated node URLs), `TRUSTED_PROXY_HOPS` (default 0),
 //! `RATELIMIT_KEY_SECRET` (16 bytes or more, the same on every instance: usernames and other
-//! personal values in keys are hashed under it), `RUST_LOG` (default `info`).
+//! personal values in keys are hashed under it), `RATELIMIT_OVERRIDES_FILE` (a TOML file of
+//! overrides, re-read when it changes; with Redis, the hash `rl:overrides` is read too, which
+//! `ratelimit-admin` writes), `RUST_LOG` (default `info`).
 
 mod auth;
 mod routes;
@@ -22,6 +25,7 @@ use ratelimit_runtime::{
     coverage::{self, AppFactory},
     identity::{ApiKeySource, TrustedProxies, UsernameReader},
     key::KeySecret,
+    overrides::Overrides,
     store::{redact, MemoryStore, RedisClusterStore, RedisStore, Store},
     RateLimiter,
 };
@@ -74,6 +78,10 @@ fn limiter(store: Arc<dyn Store>) -> Result<RateLimiter, String> {
             UsernameReader::json_or_form::<routes::UsernameOnly>(|c| &c.username)
                 .refuse_unreadable(),
         );
+    let limiter = match overrides() {
+        Some(overrides) => limiter.overrides(overrides),
+        None => limiter,
+    };
     match env::var("RATELIMIT_KEY_SECRET") {
         Ok(secret) => {
             let secret =
@@ -82,6 +90,22 @@ fn limiter(store: Arc<dyn Store>) -> Result<RateLimiter, String> {
         }
         Err(_) => Ok(limiter),
     }
+}
+
+/// Overrides from `RATELIMIT_OVERRIDES_FILE` and, with Redis, from the fleet's hash.
+fn overrides() -> Option<Overrides> {
+    let overrides = Overrides::new().file_from_env("RATELIMIT_OVERRIDES_FILE");
+    let overrides = if let Ok(url) = env::var("REDIS_URL") {
+        overrides.redis(url)
+    } else if let Ok(nodes) = env::var("REDIS_CLUSTER_NODES") {
+        overrides.redis_cluster(nodes.split(',').map(|n| n.trim().to_owned()).collect())
+    } else {
+        overrides
+    };
+    let any = env::var_os("RATELIMIT_OVERRIDES_FILE").is_some()
+        || env::var_os("REDIS_URL").is_some()
+        || env::var_os("REDIS_CLUSTER_NODES").is_some();
+    any.then_some(overrides)
 }
 
 #[actix_web::main]
@@ -113,13 +137,19 @@ async fn main() -> std::process::ExitCode {
     let uncovered = env::var("DEMO_UNCOVERED_ROUTE").is_ok_and(|v| v == "1");
 
     if env::args().any(|a| a == "--routes") {
-        let table = coverage::route_table(app(
-            RateLimiter::new(MemoryStore::new()),
-            metrics,
-            uncovered,
-        ))
-        .await;
-        print!("{table}");
+        let limiter = match overrides() {
+            Some(overrides) => RateLimiter::new(MemoryStore::new()).overrides(overrides),
+            None => RateLimiter::new(MemoryStore::new()),
+        };
+        let mut table = coverage::route_table(app(limiter.clone(), metrics, uncovered)).await;
+        if let Some(overrides) = limiter.overrides_in_use() {
+            table = table.with_overrides(overrides);
+        }
+        if env::args().any(|a| a == "--json") {
+            println!("{}", table.to_json());
+        } else {
+            print!("{table}");
+        }
         return std::process::ExitCode::SUCCESS;
     }
 
@@ -151,6 +181,13 @@ async fn main() -> std::process::ExitCode {
         routes = table.routes.len(),
         "every route has a rate limit or an exemption"
     );
+    // Checks the overrides against these routes and publishes them for `ratelimit-admin`.
+    if let Some(overrides) = limiter.overrides_in_use() {
+        let table = table.with_overrides(overrides);
+        for row in table.routes.iter().filter(|r| r.overridden.is_some()) {
+            tracing::info!(route = %row.label(), source = ?row.source(), "override in force");
+        }
+    }
     // Which store counts, and whether it answered (the demo starts either way: its routes
     // then fail open or closed, as declared).
     let _ = limiter.check_store().await;

@@ -121,7 +121,7 @@ impl Admin {
             return Err(format!(
                 "`{}` names no route the services declare{}; they declare {}",
                 selector.route,
-                ratelimit_grammar::suggest::did_you_mean(&selector.route, &known),
+                ratelimit_grammar::suggest::did_you_mean_any_case(&selector.route, &known),
                 known.iter().map(|r| format!("`{r}`")).collect::<Vec<_>>().join(", ")
             ));
         }

@@ -27,3 +27,14 @@ pub fn list(candidates: &[&str]) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+/// [`did_you_mean`] over candidates in any case (route names such as `GET /search`), compared
+/// without case and shown as written.
+pub fn did_you_mean_any_case(input: &str, candidates: &[&str]) -> String {
+    let folded: Vec<String> = candidates.iter().map(|c| c.to_ascii_lowercase()).collect();
+    let folded: Vec<&str> = folded.iter().map(String::as_str).collect();
+    closest(input, &folded)
+        .and_then(|near| candidates.iter().find(|c| c.eq_ignore_ascii_case(near)))
+        .map(|near| format!("; did you mean `{near}`?"))
+        .unwrap_or_default()
+}

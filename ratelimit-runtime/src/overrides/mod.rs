@@ -219,8 +219,20 @@ impl Overrides {
         routes
     }
 
-    /// Reads every source once now and waits (up to `timeout`) for the result: for a
-    /// startup that should serve its first request under the overrides in force.
+    /// Why each source's last content was refused (every problem, in the attribute's
+    /// words), for the sources whose last content was; the rules in force are the ones
+    /// accepted before.
+    pub fn refused(&self) -> Vec<(Source, Vec<String>)> {
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .refusals()
+    }
+
+    /// Waits (up to `timeout`) until every source has been read once: whether it has. For a
+    /// startup that should serve its first request under the overrides in force
+    /// ([`RateLimiter::overrides`](crate::RateLimiter::overrides) waits up to 2 s itself).
     pub fn wait_loaded(&self, timeout: Duration) -> bool {
         self.shared.wait_loaded(timeout)
     }

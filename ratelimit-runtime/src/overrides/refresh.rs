@@ -31,6 +31,8 @@ pub(crate) struct SourceState {
     accepted: Option<RuleSet>,
     /// Whether the last read failed (logged once per failure streak).
     failing: bool,
+    /// Why the last content read was refused, until one is accepted.
+    pub(crate) refused: Vec<String>,
 }
 
 /// What the thread and the workers share about the sources.
@@ -63,6 +65,7 @@ impl Shared {
                 if !problems.is_empty() {
                     refused(source, &problems);
                     slot.accepted = None;
+                    slot.refused = problems;
                 }
             }
         }
@@ -116,9 +119,13 @@ impl Shared {
                 metrics::counter!("ratelimit_overrides_applied_total", "source" => source.as_str())
                     .increment(1);
                 slot.accepted = Some(set);
+                slot.refused.clear();
                 self.rebuild(&mut state);
             }
-            Err(problems) => refused(source, &problems),
+            Err(problems) => {
+                refused(source, &problems);
+                slot.refused = problems;
+            }
         }
     }
 
@@ -139,6 +146,15 @@ impl Shared {
 }
 
 impl State {
+    /// Why each source's last content was refused, for those whose was.
+    pub(crate) fn refusals(&self) -> Vec<(Source, Vec<String>)> {
+        [(Source::File, &self.file), (Source::Redis, &self.redis)]
+            .into_iter()
+            .filter(|(_, slot)| !slot.refused.is_empty())
+            .map(|(source, slot)| (source, slot.refused.clone()))
+            .collect()
+    }
+
     fn source_mut(&mut self, source: Source) -> &mut SourceState {
         match source {
             Source::File => &mut self.file,

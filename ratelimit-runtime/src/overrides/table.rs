@@ -192,9 +192,9 @@ pub(crate) fn check_routes(set: &RuleSet, catalog: &Catalog) -> Vec<String> {
         .filter(|selector| !catalog.contains_key(&selector.route))
         .map(|selector| {
             let known: Vec<&str> = catalog.keys().map(String::as_str).collect();
+            let hint = ratelimit_grammar::suggest::did_you_mean_any_case(&selector.route, &known);
             format!(
-                "`{selector}` names no declared route of this App{}; name it as the route table shows it (`METHOD /full/pattern`)",
-                ratelimit_grammar::suggest::did_you_mean(&selector.route, &known)
+                "`{selector}` names no declared route of this App{hint}; name it as the route table shows it (`METHOD /full/pattern`)"
             )
         })
         .collect()

@@ -1,0 +1,334 @@
+//! Overrides at run time in one process, against a real Redis: a file re-read without a
+//! restart (never half-written), the Redis hash, rules refused as a whole with the
+//! attribute's messages, allow and deny lists (no store call either way), and tier limits
+//! exact under concurrency in keys of their own.
+
+mod support;
+
+use std::{path::Path, time::Duration};
+
+use actix_web::{
+    body::MessageBody,
+    dev::{Service, ServiceResponse},
+    get,
+    http::StatusCode,
+    middleware::from_fn,
+    test::{self, TestRequest},
+    App, HttpMessage as _, HttpResponse,
+};
+use futures_util::future::join_all;
+use ratelimit_runtime::{
+    identity::{ApiKeySource, UserId},
+    overrides::{Overrides, Source, Tier},
+    rate_limit,
+    store::RedisStore,
+    RateLimiter,
+};
+use redis::Commands as _;
+use support::RedisServer;
+
+#[rate_limit(limit = 100, window = "1m", identity = "ip", fail = "closed")]
+#[get("/search")]
+async fn search() -> HttpResponse {
+    HttpResponse::Ok().finish()
+}
+
+#[rate_limit(limit = 100, window = "1m", identity = "user_id", fail = "closed")]
+#[get("/reports")]
+async fn reports() -> HttpResponse {
+    HttpResponse::Ok().finish()
+}
+
+/// Stand-in auth: `x-user` is the user id; a user named `pro-…` is on the `pro` tier.
+async fn auth(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let user = req
+        .headers()
+        .get("x-user")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(user) = user {
+        if user.starts_with("pro-") {
+            req.extensions_mut().insert(Tier::new("pro"));
+        }
+        req.extensions_mut().insert(UserId(user));
+    }
+    next.call(req).await
+}
+
+async fn app(
+    limiter: RateLimiter,
+) -> impl Service<actix_http::Request, Response = ServiceResponse<impl MessageBody>, Error = actix_web::Error>
+{
+    test::init_service(
+        App::new()
+            .service(search)
+            .service(reports)
+            .wrap(limiter)
+            .wrap(from_fn(auth)),
+    )
+    .await
+}
+
+async fn store(redis: &RedisServer) -> RedisStore {
+    RedisStore::builder(redis.url())
+        .timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap()
+}
+
+fn get(path: &str, ip: &str) -> TestRequest {
+    TestRequest::get()
+        .uri(path)
+        .peer_addr(format!("{ip}:4000").parse().unwrap())
+}
+
+/// The statuses of `n` requests made one after another.
+async fn statuses<S, B>(app: &S, n: usize, request: impl Fn() -> TestRequest) -> Vec<u16>
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+{
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(test::call_service(app, request().to_request()).await.status().as_u16());
+    }
+    out
+}
+
+/// How many scripts Redis has run (`EVALSHA` and `EVAL`), from `INFO commandstats`.
+fn scripts_run(redis: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut redis.connection())
+        .unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Writes `text` to `path` as an operator should: elsewhere, then renamed over it.
+fn replace_file(path: &Path, text: &str) {
+    let staged = path.with_extension("staged");
+    std::fs::write(&staged, text).unwrap();
+    std::fs::rename(&staged, path).unwrap();
+}
+
+/// Waits (up to 2 s) until `holds` on the overrides in force.
+async fn until(overrides: &Overrides, what: &str, holds: impl Fn(&Overrides) -> bool) {
+    let started = std::time::Instant::now();
+    while !holds(overrides) {
+        assert!(started.elapsed() < Duration::from_secs(2), "{what}: not within 2 s; refused: {:?}", overrides.refused());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn limit_in_force(overrides: &Overrides, route: &str) -> Option<u32> {
+    overrides
+        .in_force()
+        .into_iter()
+        .find(|(s, _)| s.route == route && s.tier.is_none())
+        .and_then(|(_, o)| Some(o.policy.limited()?.limits()[0].max()))
+}
+
+#[actix_web::test]
+async fn a_file_override_reloads_without_a_restart_and_a_half_written_file_is_never_applied() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ratelimit.toml");
+    replace_file(&path, "[routes]\n\"GET /search\" = 'limit = 2, window = \"1m\"'\n");
+    let overrides = Overrides::new()
+        .file(&path)
+        .refresh(Duration::from_millis(50));
+    let limiter = RateLimiter::new(store(&redis).await).overrides(overrides.clone());
+    // Read before the App serves (the limiter waits for the first read), and checked against
+    // its routes, which the App's limiter learns on its first request.
+    assert!(overrides.refused().is_empty());
+    let app = app(limiter).await;
+    let seen = statuses(&app, 3, || get("/search", "203.0.113.1")).await;
+    assert_eq!(seen, [200, 200, 429], "the file's limit of 2 holds");
+    assert_eq!(limit_in_force(&overrides, "GET /search"), Some(2));
+    let (_, first) = &overrides.in_force()[0];
+    assert_eq!(first.source, Source::File);
+
+    // A new limit (another window, so a fresh count) without a restart.
+    replace_file(&path, "[routes]\n\"GET /search\" = 'limit = 4, window = \"2m\"'\n");
+    until(&overrides, "the new file", |o| limit_in_force(o, "GET /search") == Some(4)).await;
+    let seen = statuses(&app, 5, || get("/search", "203.0.113.2")).await;
+    assert_eq!(seen, [200, 200, 200, 200, 429]);
+
+    // Written in place and caught half-way: never applied, whatever the reads see.
+    let whole = "[routes]\n\"GET /search\" = 'limit = 6, window = \"3m\"'\n";
+    std::fs::write(&path, &whole[..whole.len() - 12]).unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(limit_in_force(&overrides, "GET /search"), Some(4), "the half-written file stays out");
+    let refused = overrides.refused();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(refused[0].1[0].starts_with("not TOML"), "{refused:?}");
+    std::fs::write(&path, whole).unwrap();
+    until(&overrides, "the completed file", |o| limit_in_force(o, "GET /search") == Some(6)).await;
+    assert!(overrides.refused().is_empty());
+
+    // Removing the override restores the declared policy (100 per minute).
+    replace_file(&path, "");
+    until(&overrides, "no override", |o| o.in_force().is_empty()).await;
+    let seen = statuses(&app, 10, || get("/search", "203.0.113.3")).await;
+    assert!(seen.iter().all(|s| *s == 200), "{seen:?}");
+}
+
+#[actix_web::test]
+async fn invalid_overrides_are_refused_whole_with_the_attributes_messages() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let _: () = conn
+        .hset("rl:overrides", "GET /search", r#"limit = 2, window = "1m""#)
+        .unwrap();
+    let overrides = Overrides::new()
+        .redis(redis.url())
+        .refresh(Duration::from_millis(50));
+    let limiter = RateLimiter::new(store(&redis).await).overrides(overrides.clone());
+    let app = app(limiter).await;
+    let seen = statuses(&app, 3, || get("/search", "203.0.113.1")).await;
+    assert_eq!(seen, [200, 200, 429]);
+    assert_eq!(overrides.in_force()[0].1.source, Source::Redis);
+
+    for (field, value, message) in [
+        ("GET /search", r#"limt = 5, window = "1m""#, "unknown key `limt`; expected one of `limit`, `window`, `identity`, `algorithm`, `fail`, `count`, `block`, `shadow`, `exempt`, `crate`; did you mean `limit`?"),
+        ("GET /serch", r#"limit = 5, window = "1m""#, "`GET /serch` names no declared route of this App; did you mean `GET /search`?"),
+        ("GET /search", r#"limit = 5, window = "40d""#, "31 days"),
+        ("GET /search", r#"limit = 5000, window = "1m", algorithm = "sliding_log""#, "sliding_log"),
+    ] {
+        // The valid rule stays beside the invalid one: the whole hash is refused.
+        let _: () = conn.hset("rl:overrides", field, value).unwrap();
+        let started = std::time::Instant::now();
+        while overrides.refused().is_empty() {
+            assert!(started.elapsed() < Duration::from_secs(2), "{value}: not refused");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let refused = overrides.refused();
+        assert_eq!(refused[0].0, Source::Redis);
+        assert!(refused[0].1.iter().any(|m| m.contains(message)), "{value}: {refused:?}");
+        assert_eq!(limit_in_force(&overrides, "GET /search"), Some(2), "{value}: the previous rules stay");
+        // Put right again before the next case.
+        let _: () = conn.del("rl:overrides").unwrap();
+        let _: () = conn
+            .hset("rl:overrides", "GET /search", r#"limit = 2, window = "1m""#)
+            .unwrap();
+        until(&overrides, "the valid hash again", |o| o.refused().is_empty()).await;
+    }
+    let seen = statuses(&app, 3, || get("/search", "203.0.113.9")).await;
+    assert_eq!(seen, [200, 200, 429], "the valid override held throughout");
+}
+
+#[actix_web::test]
+async fn allowed_and_denied_clients_of_every_kind_cost_no_store_call() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ratelimit.toml");
+    replace_file(
+        &path,
+        r#"
+        [routes]
+        "GET /search" = 'limit = 1, window = "1m"'
+        "GET /reports" = 'limit = 1, window = "1m"'
+        [allow]
+        ips = ["10.0.0.0/8", "2001:db8:aaaa::/48"]
+        api_keys = ["monitoring-key"]
+        user_ids = ["ops-bot"]
+        [deny]
+        ips = ["203.0.113.0/24", "2001:db8:bad::/48", "10.6.6.6"]
+        api_keys = ["stolen-key"]
+        user_ids = ["mallory"]
+        "#,
+    );
+    let overrides = Overrides::new().file(&path).refresh(Duration::from_millis(50));
+    let limiter = RateLimiter::new(store(&redis).await)
+        .api_key(ApiKeySource::new("x-api-key", false))
+        .overrides(overrides.clone());
+    let app = app(limiter).await;
+    // The first request reads the routes; the overrides apply from it on.
+    let _ = statuses(&app, 1, || get("/search", "198.51.100.200")).await;
+    let before = scripts_run(&redis);
+
+    let cases: Vec<(&str, Box<dyn Fn() -> TestRequest>)> = vec![
+        ("ipv4 range", Box::new(|| get("/search", "10.1.2.3"))),
+        ("ipv6 range", Box::new(|| get("/search", "[2001:db8:aaaa::7]"))),
+        ("api key", Box::new(|| get("/search", "198.51.100.1").insert_header(("x-api-key", "monitoring-key")))),
+        ("user id", Box::new(|| get("/reports", "198.51.100.2").insert_header(("x-user", "ops-bot")))),
+    ];
+    for (what, request) in &cases {
+        let seen = statuses(&app, 5, request).await;
+        assert_eq!(seen, [200; 5], "allowed by {what}: never limited");
+    }
+    let denied: Vec<(&str, Box<dyn Fn() -> TestRequest>)> = vec![
+        ("ipv4 range", Box::new(|| get("/search", "203.0.113.50"))),
+        ("ipv6 range", Box::new(|| get("/search", "[2001:db8:bad::1]"))),
+        ("one address, inside an allowed range", Box::new(|| get("/search", "10.6.6.6"))),
+        ("api key", Box::new(|| get("/search", "198.51.100.3").insert_header(("x-api-key", "stolen-key")))),
+        ("user id", Box::new(|| get("/reports", "198.51.100.4").insert_header(("x-user", "mallory")))),
+    ];
+    for (what, request) in &denied {
+        let response = test::call_service(&app, request().to_request()).await;
+        assert_eq!(response.status(), StatusCode::FORBIDDEN, "denied by {what}");
+        assert_eq!(response.headers().get("content-type").unwrap(), "application/problem+json");
+        let body = test::read_body(response).await;
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["status"], 403, "{what}");
+        assert!(body["detail"].as_str().unwrap().contains("deny list"), "{what}: {body}");
+    }
+    assert_eq!(scripts_run(&redis), before, "no store call for a listed client");
+    // A client on neither list is limited, by the override.
+    let seen = statuses(&app, 2, || get("/search", "198.51.100.77")).await;
+    assert_eq!(seen, [200, 429]);
+    assert_eq!(scripts_run(&redis), before + 2);
+}
+
+#[actix_web::test]
+async fn tier_limits_are_exact_under_concurrency_and_keyed_apart() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ratelimit.toml");
+    replace_file(
+        &path,
+        "[routes]\n'GET /reports tier \"pro\"' = 'limit = 7, window = \"1m\"'\n\"GET /reports\" = 'limit = 3, window = \"1m\"'\n",
+    );
+    let overrides = Overrides::new().file(&path);
+    let limiter = RateLimiter::new(store(&redis).await).overrides(overrides.clone());
+    let app = app(limiter).await;
+    // 50 concurrent requests of one pro user: exactly 7 pass.
+    let pro = join_all((0..50).map(|_| {
+        test::call_service(&app, get("/reports", "198.51.100.1").insert_header(("x-user", "pro-ann")).to_request())
+    }))
+    .await;
+    let passed = pro.iter().filter(|r| r.status() == StatusCode::OK).count();
+    assert_eq!(passed, 7, "the pro tier's limit, exactly");
+    assert!(pro.iter().all(|r| matches!(r.status().as_u16(), 200 | 429)));
+    // A user without a tier gets the route's override, in its own key.
+    let plain = join_all((0..20).map(|_| {
+        test::call_service(&app, get("/reports", "198.51.100.1").insert_header(("x-user", "bob")).to_request())
+    }))
+    .await;
+    assert_eq!(plain.iter().filter(|r| r.status() == StatusCode::OK).count(), 3);
+    let keys: Vec<String> = redis.connection().keys("rl:*").unwrap();
+    assert!(keys.iter().any(|k| k.contains("|tier.pro|")), "{keys:?}");
+    assert!(keys.iter().any(|k| !k.contains("tier.")), "{keys:?}");
+}
+
+#[actix_web::test]
+async fn an_app_without_overrides_makes_no_other_redis_call() {
+    let redis = RedisServer::start();
+    let app = app(RateLimiter::new(store(&redis).await)).await;
+    let seen = statuses(&app, 5, || get("/search", "203.0.113.1")).await;
+    assert_eq!(seen, [200; 5]);
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut redis.connection())
+        .unwrap();
+    assert!(!info.contains("cmdstat_hgetall"), "{info}");
+    // One script per request (the first may be sent again as EVAL after NOSCRIPT).
+    let scripts = scripts_run(&redis);
+    assert!((5..=6).contains(&scripts), "{scripts} scripts for 5 requests: {info}");
+}
