@@ -25,3 +25,17 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// Builds (when needed) and locates the `ratelimit-admin` command.
+pub fn admin_command() -> PathBuf {
+    let status = Command::new(option_env!("CARGO").unwrap_or("cargo"))
+        .args(["build", "--quiet", "-p", "ratelimit-admin"])
+        .status()
+        .expect("run cargo");
+    assert!(status.success(), "cargo build -p ratelimit-admin failed");
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>")
+        .join("ratelimit-admin")
+}

@@ -17,7 +17,7 @@ mod server;
 
 pub use backend::{limit_states, Backend, T0, W};
 pub use cluster::{key_slot, serves_slot_zero, RedisCluster};
-pub use example::{example, free_port};
+pub use example::{admin_command, example, free_port};
 pub use fake_stores::{Down, Hung};
 pub use log_capture::CapturedLog;
 pub use proxy::Proxy;

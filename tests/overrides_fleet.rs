@@ -1,0 +1,232 @@
+//! Four demo processes and one Redis, driven by the `ratelimit-admin` command as the people
+//! on call would: an override changes every process's decisions within 2 s and clearing it
+//! restores the declared policy within 2 s; invalid overrides are refused by the command
+//! before anything is written, and by the services when written by hand; a deny entry and
+//! a reset reach every process; every subcommand has `--help`.
+
+mod support;
+
+use std::{
+    process::{Child, Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+use redis::Commands as _;
+use support::{admin_command, example, free_port, RedisServer};
+
+/// A demo process, killed on drop.
+struct Demo {
+    child: Child,
+    base: String,
+    client: awc::Client,
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Demo {
+    async fn start(redis_url: &str) -> Demo {
+        let port = free_port();
+        let child = Command::new(example("demo"))
+            .env("BIND", format!("127.0.0.1:{port}"))
+            .env("REDIS_URL", redis_url)
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the demo");
+        let demo = Demo {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            client: awc::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .finish(),
+        };
+        let started = Instant::now();
+        while demo.status("/health", None).await != Some(200) {
+            assert!(started.elapsed() < Duration::from_secs(30), "the demo did not come up");
+            actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+        }
+        demo
+    }
+
+    async fn status(&self, path: &str, user: Option<&str>) -> Option<u16> {
+        let mut request = self.client.get(format!("{}{path}", self.base));
+        if let Some(user) = user {
+            request = request.insert_header(("authorization", format!("Bearer {user}")));
+        }
+        request.send().await.ok().map(|r| r.status().as_u16())
+    }
+
+    /// The statuses of 4 orders looked up by a user never seen before.
+    async fn fresh_user(&self, n: &mut u32) -> Vec<u16> {
+        *n += 1;
+        let user = format!("fresh-{n}");
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            seen.push(self.status("/orders/1", Some(&user)).await.unwrap_or(0));
+        }
+        seen
+    }
+}
+
+fn admin(redis: &RedisServer, args: &[&str]) -> Output {
+    Command::new(admin_command())
+        .args(args)
+        .env("REDIS_URL", redis.url())
+        .env_remove("REDIS_CLUSTER_NODES")
+        .env_remove("RATELIMIT_KEY_SECRET")
+        .output()
+        .expect("run ratelimit-admin")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Waits until every demo answers a fresh user's 4 lookups with `want`: how long each took.
+async fn until_every(demos: &[Demo], want: &[u16], what: &str) -> Vec<Duration> {
+    let started = Instant::now();
+    let mut took = vec![None; demos.len()];
+    let mut n = 0;
+    while took.iter().any(Option::is_none) {
+        for (i, demo) in demos.iter().enumerate() {
+            if took[i].is_none() && demo.fresh_user(&mut n).await == want {
+                took[i] = Some(started.elapsed());
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{what}: not on every process within 2 s: {took:?}"
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+    }
+    took.into_iter().flatten().collect()
+}
+
+#[actix_web::test]
+async fn the_admin_command_changes_every_process_within_two_seconds() {
+    let redis = RedisServer::start();
+    let mut demos = Vec::new();
+    for _ in 0..4 {
+        demos.push(Demo::start(&redis.url()).await);
+    }
+    // The services publish their routes at startup, for the command to check names.
+    let started = Instant::now();
+    loop {
+        let routes = admin(&redis, &["routes"]);
+        if text(&routes.stdout).contains("GET /orders/{id}") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "routes not published: {}", text(&routes.stdout));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Refused by the command, with the attribute's messages, before anything is written.
+    for (route, declarations, message) in [
+        ("POST /login", r#"limt = 5, window = "5m""#, "did you mean `limit`?"),
+        ("POST /logn", r#"limit = 5, window = "5m""#, "did you mean `POST /login`?"),
+        ("POST /login", r#"limit = 5, window = "40d""#, "31 days"),
+        ("POST /login", r#"limit = 5000, window = "1m", algorithm = "sliding_log""#, "1000"),
+    ] {
+        let out = admin(&redis, &["override", "set", route, declarations]);
+        assert!(!out.status.success(), "{declarations}: accepted");
+        assert!(text(&out.stderr).contains(message), "{declarations}: {}", text(&out.stderr));
+    }
+    let written: Vec<String> = redis.connection().hkeys("rl:overrides").unwrap();
+    assert!(written.is_empty(), "{written:?}");
+
+    // The declared policy first: 4 lookups of a fresh user pass.
+    until_every(&demos, &[200; 4], "the declared policy").await;
+    let out = admin(&redis, &["override", "set", "GET /orders/{id}", r#"limit = 3, window = "1h""#]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let took = until_every(&demos, &[200, 200, 200, 429], "the override").await;
+    eprintln!("override in force on each process after {took:?}");
+
+    // Written by hand and invalid: the services refuse the whole hash, the override stays.
+    let _: () = redis
+        .connection()
+        .hset("rl:overrides", "POST /login", r#"limit = 5, windw = "5m""#)
+        .unwrap();
+    actix_web::rt::time::sleep(Duration::from_millis(1500)).await;
+    until_every(&demos, &[200, 200, 200, 429], "the override, beside a bad field").await;
+    let _: () = redis.connection().hdel("rl:overrides", "POST /login").unwrap();
+
+    // A reset reaches every process (each forgets a refusal within a second).
+    let user = "reset-me";
+    for _ in 0..3 {
+        assert_eq!(demos[0].status("/orders/1", Some(user)).await, Some(200));
+    }
+    for demo in &demos {
+        assert_eq!(demo.status("/orders/1", Some(user)).await, Some(429));
+    }
+    let out = admin(&redis, &["reset", "GET /orders/{id}", "--user-id", user]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    actix_web::rt::time::sleep(Duration::from_millis(1100)).await;
+    for (i, demo) in demos.iter().enumerate() {
+        let status = demo.status("/orders/1", Some(user)).await;
+        if i < 3 {
+            assert_eq!(status, Some(200), "process {i} after the reset");
+        } else {
+            assert_eq!(status, Some(429), "the budget of 3 spent again");
+        }
+    }
+
+    // A deny entry: 403 on every process; removed, served again.
+    let out = admin(&redis, &["deny", "add", "user_id", "mallory", "--note", "incident 42"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let started = Instant::now();
+    for demo in &demos {
+        while demo.status("/orders/1", Some("mallory")).await != Some(403) {
+            assert!(started.elapsed() < Duration::from_secs(2), "deny entry not in force");
+            actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let listed = admin(&redis, &["deny", "list"]);
+    assert_eq!(text(&listed.stdout).trim(), "user_id mallory  # incident 42");
+    assert!(admin(&redis, &["deny", "remove", "user_id", "mallory"]).status.success());
+
+    // Cleared: the declared policy again, within 2 s.
+    let out = admin(&redis, &["override", "clear", "GET /orders/{id}"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let took = until_every(&demos, &[200; 4], "the declared policy again").await;
+    eprintln!("declared policy back on each process after {took:?}");
+    let out = admin(&redis, &["override", "clear", "GET /orders/{id}"]);
+    assert!(!out.status.success(), "clearing twice");
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    let redis_free = [
+        vec![],
+        vec!["routes"],
+        vec!["override"],
+        vec!["override", "list"],
+        vec!["override", "set"],
+        vec!["override", "clear"],
+        vec!["allow"],
+        vec!["allow", "list"],
+        vec!["allow", "add"],
+        vec!["allow", "remove"],
+        vec!["deny"],
+        vec!["deny", "list"],
+        vec!["deny", "add"],
+        vec!["deny", "remove"],
+        vec!["check"],
+        vec!["reset"],
+    ];
+    for args in redis_free {
+        let out = Command::new(admin_command())
+            .args(&args)
+            .arg("--help")
+            .output()
+            .unwrap();
+        let help = text(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        assert!(help.contains("Usage: ratelimit-admin"), "{args:?}: {help}");
+    }
+}
