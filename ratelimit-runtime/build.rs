@@ -4,15 +4,16 @@
 
 use std::{env, fs, path::Path};
 
-/// The scripts Redis runs (five check scripts and the give-back), in `scripts/`; the rest
-/// of that directory is their parts.
-const SCRIPTS: [&str; 6] = [
+/// The scripts Redis runs (five check scripts, the give-back and the peek), in `scripts/`;
+/// the rest of that directory is their parts.
+const SCRIPTS: [&str; 7] = [
     "fixed_window.lua",
     "sliding_window.lua",
     "sliding_log.lua",
     "gcra.lua",
     "check.lua",
     "give_back.lua",
+    "peek.lua",
 ];
 
 fn main() {

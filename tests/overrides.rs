@@ -22,7 +22,7 @@ use ratelimit_runtime::{
     overrides::{Overrides, Source, Tier},
     rate_limit,
     store::RedisStore,
-    RateLimiter,
+    Algorithm, FailMode, Identity, Limit, RateLimiter, RoutePolicy, Window,
 };
 use redis::Commands as _;
 use support::RedisServer;
@@ -331,4 +331,39 @@ async fn an_app_without_overrides_makes_no_other_redis_call() {
     // One script per request (the first may be sent again as EVAL after NOSCRIPT).
     let scripts = scripts_run(&redis);
     assert!((5..=6).contains(&scripts), "{scripts} scripts for 5 requests: {info}");
+}
+
+#[actix_web::test]
+async fn a_clients_state_is_read_without_counting_under_the_policy_in_force() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ratelimit.toml");
+    replace_file(&path, "[routes]\n\"GET /search\" = 'limit = 4, window = \"1m\", algorithm = \"gcra\"'\n");
+    let limiter = RateLimiter::new(store(&redis).await).overrides(Overrides::new().file(&path));
+    let app = app(limiter.clone()).await;
+    let seen = statuses(&app, 2, || get("/search", "203.0.113.1")).await;
+    assert_eq!(seen, [200, 200]);
+    let client = [(ratelimit_runtime::IdentityPart::Ip, "203.0.113.1")];
+    for _ in 0..3 {
+        let states = limiter.state("GET /search", &client).await.unwrap();
+        assert_eq!(states.len(), 1);
+        assert_eq!(states[0].limit.max(), 4, "the override's limit");
+        assert!(states[0].allowed);
+        assert_eq!(states[0].remaining, 1, "two spent, one left after the next");
+    }
+    let seen = statuses(&app, 3, || get("/search", "203.0.113.1")).await;
+    assert_eq!(seen, [200, 200, 429], "peeking counted nothing");
+    let states = limiter.state("GET /search", &client).await.unwrap();
+    assert!(!states[0].allowed && states[0].retry_after > Duration::ZERO);
+    limiter.reset("GET /search", &client).await.unwrap();
+    assert_eq!(statuses(&app, 1, || get("/search", "203.0.113.1")).await, [200], "reset under the override");
+    // The memory store has no peek: a clear error, not a made-up state.
+    const ONE: &[Limit] = &[Limit::new(1, Window::from_secs(1), Algorithm::Gcra)];
+    let policy = RoutePolicy::new(ONE, Identity::UserIdElseIp, FailMode::Open, false);
+    let memory = RateLimiter::new(ratelimit_runtime::store::MemoryStore::new());
+    let error = memory
+        .state_under("GET /search", policy, None, &client)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("cannot show a budget"), "{error}");
 }

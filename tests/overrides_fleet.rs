@@ -156,16 +156,31 @@ async fn the_admin_command_changes_every_process_within_two_seconds() {
     until_every(&demos, &[200, 200, 200, 429], "the override, beside a bad field").await;
     let _: () = redis.connection().hdel("rl:overrides", "POST /login").unwrap();
 
-    // A reset reaches every process (each forgets a refusal within a second).
+    // State and reset of one client, from the command; a reset reaches every process (each
+    // forgets a refusal within a second).
     let user = "reset-me";
-    for _ in 0..3 {
-        assert_eq!(demos[0].status("/orders/1", Some(user)).await, Some(200));
+    let state = |redis: &RedisServer| {
+        let out = admin(redis, &["state", "GET /orders/{id}", "--user-id", user]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    assert_eq!(demos[0].status("/orders/1", Some(user)).await, Some(200));
+    for _ in 0..2 {
+        let once = state(&redis);
+        assert!(once.contains("count 1, remaining 2"), "peeking counts nothing: {once}");
+    }
+    for _ in 0..2 {
+        assert_eq!(demos[1].status("/orders/1", Some(user)).await, Some(200));
     }
     for demo in &demos {
         assert_eq!(demo.status("/orders/1", Some(user)).await, Some(429));
     }
+    let spent = state(&redis);
+    assert!(spent.contains("count 3, remaining 0") && spent.contains("refused for"), "{spent}");
     let out = admin(&redis, &["reset", "GET /orders/{id}", "--user-id", user]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    let whole = state(&redis);
+    assert!(whole.contains("count 0, remaining 3"), "{whole}");
     actix_web::rt::time::sleep(Duration::from_millis(1100)).await;
     for (i, demo) in demos.iter().enumerate() {
         let status = demo.status("/orders/1", Some(user)).await;
@@ -217,6 +232,7 @@ fn every_subcommand_has_help() {
         vec!["deny", "add"],
         vec!["deny", "remove"],
         vec!["check"],
+        vec!["state"],
         vec!["reset"],
     ];
     for args in redis_free {

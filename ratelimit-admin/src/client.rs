@@ -7,11 +7,12 @@ use ratelimit_runtime::{
     key::KeySecret,
     overrides::{policy_from_text, RouteSelector, RuleSet, ROUTES_SUFFIX},
     store::{RedisClusterStore, RedisStore, Store},
-    IdentityPart, Policy, RateLimiter,
+    store::LimitState,
+    IdentityPart, Limit, Policy, RateLimiter,
 };
 use redis::AsyncCommands as _;
 
-use crate::ResetArgs;
+use crate::ClientArgs;
 
 enum Connection {
     Single(redis::aio::MultiplexedConnection),
@@ -152,7 +153,14 @@ impl Admin {
         }
     }
 
-    pub(crate) async fn reset(&self, selector: &RouteSelector, args: &ResetArgs) -> Result<(), String> {
+    /// Resets the client `args` names on `selector`'s route (`reset`), or reads its state
+    /// (`!reset`): each limit's state as its next request would find it.
+    pub(crate) async fn budget(
+        &self,
+        selector: &RouteSelector,
+        args: &ClientArgs,
+        reset: bool,
+    ) -> Result<Vec<(Limit, LimitState)>, String> {
         let Policy::Limited(policy) = self.policy(selector).await? else {
             return Err(format!("`{}` is exempt: it has no budget", selector.route));
         };
@@ -191,11 +199,17 @@ impl Admin {
             let Some(given) = identity_values(identity, args, &headers) else {
                 continue;
             };
-            match limiter
-                .reset_under(&selector.route, policy, selector.tier.as_deref(), &given)
-                .await
-            {
-                Ok(()) => return Ok(()),
+            let tier = selector.tier.as_deref();
+            let done = if reset {
+                limiter
+                    .reset_under(&selector.route, policy, tier, &given)
+                    .await
+                    .map(|()| Vec::new())
+            } else {
+                limiter.state_under(&selector.route, policy, tier, &given).await
+            };
+            match done {
+                Ok(states) => return Ok(states.into_iter().map(|s| (s.limit, s)).collect()),
                 Err(error) => last_error = Some(error.to_string()),
             }
         }
@@ -214,7 +228,7 @@ impl Admin {
 /// missing.
 fn identity_values<'a>(
     identity: ratelimit_runtime::Identity,
-    args: &'a ResetArgs,
+    args: &'a ClientArgs,
     headers: &'a [(String, String)],
 ) -> Option<Vec<(IdentityPart, &'a str)>> {
     use ratelimit_runtime::Identity;

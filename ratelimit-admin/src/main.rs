@@ -59,9 +59,12 @@ enum Command {
         /// Declarations in the attribute's syntax: `'limit = 5, window = "5m"'`.
         declarations: String,
     },
+    /// Shows one client's budget on a route under the policy in force: per limit, its count,
+    /// what is left, when it is whole again, and any lockout. Counts nothing.
+    State(ClientArgs),
     /// Clears one client's budget on a route (counts and lockouts), under the policy in
     /// force.
-    Reset(ResetArgs),
+    Reset(ClientArgs),
 }
 
 #[derive(Subcommand)]
@@ -116,8 +119,9 @@ struct EntryArgs {
     value: String,
 }
 
+/// A client on a route, by the plain values of the parts the route counts.
 #[derive(Args)]
-struct ResetArgs {
+struct ClientArgs {
     /// The route, as the route table names it: `"POST /login"`.
     route: String,
     /// The client's address.
@@ -221,8 +225,29 @@ async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Reset(args) => {
             let selector = selector(&args.route, args.tier.as_deref())?;
-            admin.reset(&selector, &args).await?;
+            admin.budget(&selector, &args, true).await?;
             println!("reset `{selector}` for the client given");
+            Ok(())
+        }
+        Command::State(args) => {
+            let selector = selector(&args.route, args.tier.as_deref())?;
+            for (limit, state) in admin.budget(&selector, &args, false).await? {
+                // The peek answers as the next request would find it: what is left now is
+                // one more than what would be left after it.
+                let left = if state.allowed { state.remaining + 1 } else { 0 };
+                let mut line = format!(
+                    "{limit}: count {}, remaining {left}, whole again in {}s",
+                    limit.max().saturating_sub(left),
+                    state.reset_after.as_secs_f64().ceil()
+                );
+                if !state.allowed {
+                    line.push_str(&format!(
+                        ", refused for {}s",
+                        state.retry_after.as_secs_f64().ceil()
+                    ));
+                }
+                println!("{line}");
+            }
             Ok(())
         }
     }

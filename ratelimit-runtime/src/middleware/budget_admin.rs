@@ -14,7 +14,7 @@ use crate::{
     key::RouteKey,
     policy::{Identity, IdentityPart, Limit, RoutePolicy},
     registry::{self, RouteDeclaration},
-    store::{AdjustRequest, Adjustment, StoreError},
+    store::{AdjustRequest, Adjustment, CheckRequest, LimitState, StoreError},
 };
 
 /// Why a budget could not be reset or given back from code.
@@ -131,6 +131,20 @@ impl RateLimiter {
         tier: Option<&str>,
         identity: &[(IdentityPart, &str)],
     ) -> Result<(), BudgetError> {
+        let (key, limits) = self.key_under(route, policy, tier, identity)?;
+        self.adjust_key(&key, &limits, Adjustment::Reset)
+            .await
+            .map(|_| ())
+    }
+
+    /// The key and limits of `identity` on `route` under `policy` (for `tier`).
+    fn key_under(
+        &self,
+        route: &str,
+        policy: RoutePolicy,
+        tier: Option<&str>,
+        identity: &[(IdentityPart, &str)],
+    ) -> Result<(RouteKey, Vec<Limit>), BudgetError> {
         let unknown = || BudgetError::UnknownRoute(route.to_owned());
         let (method, pattern) = route.trim().split_once(' ').ok_or_else(unknown)?;
         let info = RouteInfo::new("admin", method, pattern.trim().to_owned(), policy);
@@ -138,10 +152,56 @@ impl RateLimiter {
             Some(tier) => info.overridden(policy, Some(tier)),
             None => info,
         };
-        let (key, limits) = self.keyed(route, &info, policy, identity)?;
-        self.adjust_key(&key, &limits, Adjustment::Reset)
-            .await
-            .map(|_| ())
+        self.keyed(route, &info, policy, identity)
+    }
+
+    /// The state of the client identified by `identity` on `route` (named as
+    /// [`reset`](Self::reset) names them), counting nothing: each limit as the client's next
+    /// request would find it (`allowed` whether it would pass, `remaining` what would be
+    /// left after it, `retry_after` while refused or locked out, `reset_after` until the
+    /// budget is whole).
+    ///
+    /// # Errors
+    ///
+    /// As [`reset`](Self::reset); a store that cannot peek answers a store error.
+    pub async fn state(
+        &self,
+        route: &str,
+        identity: &[(IdentityPart, &str)],
+    ) -> Result<Vec<LimitState>, BudgetError> {
+        let (key, limits) = self.budget_key(route, identity)?;
+        self.peek_key(&key, &limits).await
+    }
+
+    /// [`state`](Self::state) on a route this program need not declare, under `policy`, as
+    /// [`reset_under`](Self::reset_under) names it.
+    ///
+    /// # Errors
+    ///
+    /// As [`state`](Self::state).
+    pub async fn state_under(
+        &self,
+        route: &str,
+        policy: RoutePolicy,
+        tier: Option<&str>,
+        identity: &[(IdentityPart, &str)],
+    ) -> Result<Vec<LimitState>, BudgetError> {
+        let (key, limits) = self.key_under(route, policy, tier, identity)?;
+        self.peek_key(&key, &limits).await
+    }
+
+    async fn peek_key(&self, key: &RouteKey, limits: &[Limit]) -> Result<Vec<LimitState>, BudgetError> {
+        let request = CheckRequest {
+            key,
+            limits,
+            now_millis: self.clock.now_millis(),
+        };
+        let timeout = self.timeout.or_else(|| self.store.timeout()).unwrap_or(crate::store::DEFAULT_TIMEOUT);
+        match tokio::time::timeout(timeout, self.store.peek(request)).await {
+            Ok(Ok(decision)) => Ok(decision.limits),
+            Ok(Err(error)) => Err(BudgetError::Store(error)),
+            Err(_) => Err(BudgetError::Store(StoreError::timeout(timeout))),
+        }
     }
 
     async fn change(

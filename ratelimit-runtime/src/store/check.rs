@@ -144,6 +144,17 @@ pub trait Store: Send + Sync + 'static {
         ))))
     }
 
+    /// What a check of `request` would answer now, counting nothing (the client's state,
+    /// for an operator's view; never on the request path). The default answers that the
+    /// store cannot.
+    fn peek<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
+        let _ = request;
+        Box::pin(std::future::ready(Err(StoreError::new(
+            StoreErrorKind::Protocol,
+            format!("the `{}` store cannot show a budget without counting", self.kind()),
+        ))))
+    }
+
     /// The store one actix worker should use, asked once per worker when its App starts, on
     /// that worker's thread; `None` (the default) makes the worker share this store.
     ///

@@ -115,6 +115,11 @@ impl Store for RedisClusterStore {
         Box::pin(link::adjust(self, request, self.timeout))
     }
 
+    /// One identity's limits at a time (their keys share one slot).
+    fn peek<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
+        Box::pin(link::peek(self, request, self.timeout))
+    }
+
     fn kind(&self) -> &'static str {
         "redis-cluster"
     }

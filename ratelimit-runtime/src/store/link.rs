@@ -140,6 +140,16 @@ pub(crate) async fn adjust<S: Linked>(
     script_call::adjust(connection, request, timeout).await
 }
 
+/// What `request`'s check would answer on `store`'s current connection, counting nothing.
+pub(crate) async fn peek<S: Linked>(
+    store: &S,
+    request: CheckRequest<'_>,
+    timeout: Duration,
+) -> Result<Decision, StoreError> {
+    let (_, connection) = store.link().current();
+    script_call::peek(connection, request, timeout).await
+}
+
 /// One check whose limits count different identities, on a Redis Cluster where their keys
 /// live in different slots: one call per identity, all at once (one round trip); when one
 /// refuses, what the others counted is given back where they counted it (one more round

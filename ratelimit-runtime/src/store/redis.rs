@@ -90,6 +90,10 @@ impl Store for RedisStore {
         Box::pin(link::adjust(self, request, self.timeout))
     }
 
+    fn peek<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
+        Box::pin(link::peek(self, request, self.timeout))
+    }
+
     fn kind(&self) -> &'static str {
         "redis"
     }

@@ -156,6 +156,8 @@ enum Action<'a> {
     },
     /// Delete every key given (the limits' keys and their lockout keys).
     Reset,
+    /// What a check would answer, counting nothing.
+    Peek,
 }
 
 /// The lockout key of a limit with a block: `<limit key>:block`, beside the limit's key
@@ -166,9 +168,8 @@ pub(crate) fn block_key(key: &RouteKey, limit: &Limit) -> String {
     block
 }
 
-/// The give-back script (`scripts/give_back.lua`).
-static GIVE_BACK: LazyLock<CheckScript> = LazyLock::new(|| {
-    let source = script!("give_back.lua");
+/// `source` with its digest.
+fn script_of(source: &'static str) -> CheckScript {
     CheckScript {
         source,
         sha1: Box::leak(
@@ -178,7 +179,13 @@ static GIVE_BACK: LazyLock<CheckScript> = LazyLock::new(|| {
                 .into_boxed_str(),
         ),
     }
-});
+}
+
+/// The give-back script (`scripts/give_back.lua`).
+static GIVE_BACK: LazyLock<CheckScript> = LazyLock::new(|| script_of(script!("give_back.lua")));
+
+/// The peek script (`scripts/peek.lua`): a check's answer without counting.
+static PEEK: LazyLock<CheckScript> = LazyLock::new(|| script_of(script!("peek.lua")));
 
 impl<'a> ScriptCall<'a> {
     /// Encodes `request`. `request.limits` must not be empty.
@@ -253,6 +260,17 @@ impl<'a> ScriptCall<'a> {
         }
     }
 
+    /// Encodes a peek at `request`: what its check would answer now, counting nothing.
+    /// `request.limits` must not be empty.
+    pub(crate) fn peek(request: &CheckRequest<'a>) -> Self {
+        ScriptCall {
+            script: *PEEK,
+            action: Action::Peek,
+            member: String::new(),
+            ..ScriptCall::new(request)
+        }
+    }
+
     /// The sliding-log member this call logs, or `""`.
     pub(crate) fn member(&self) -> &str {
         &self.member
@@ -301,7 +319,7 @@ impl<'a> ScriptCall<'a> {
                     cmd.arg(block.as_millis());
                 }
             }
-            (Action::Check, limits) => {
+            (Action::Check | Action::Peek, limits) => {
                 cmd.arg(&self.member);
                 for limit in limits {
                     cmd.arg(algorithm_code(limit.algorithm()))

@@ -52,6 +52,26 @@ pub(crate) async fn check<C: ScriptConnection>(
     }
 }
 
+/// What `request`'s check would answer on `conn` now, counting nothing, within `timeout`.
+pub(crate) async fn peek<C: ScriptConnection>(
+    mut conn: C,
+    request: CheckRequest<'_>,
+    timeout: Duration,
+) -> Result<Decision, StoreError> {
+    if let Some(error) = request.time_out_of_range() {
+        return Err(error);
+    }
+    if request.limits.is_empty() {
+        return Ok(Decision::new(Vec::new()));
+    }
+    let call = ScriptCall::peek(&request);
+    match tokio::time::timeout(timeout, conn.run(&call)).await {
+        Err(_) => Err(StoreError::timeout(timeout)),
+        Ok(Err(err)) => Err(store_error(&err)),
+        Ok(Ok(reply)) => decode(&request, "", reply),
+    }
+}
+
 /// Carries out `request` on `conn` within `timeout`: the units given back (keys deleted, for
 /// a reset). Never retried: a give-back whose reply was lost may have been carried out, and
 /// a second would give back twice.
