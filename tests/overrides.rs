@@ -60,8 +60,11 @@ async fn auth(
 
 async fn app(
     limiter: RateLimiter,
-) -> impl Service<actix_http::Request, Response = ServiceResponse<impl MessageBody>, Error = actix_web::Error>
-{
+) -> impl Service<
+    actix_http::Request,
+    Response = ServiceResponse<impl MessageBody>,
+    Error = actix_web::Error,
+> {
     test::init_service(
         App::new()
             .service(search)
@@ -93,22 +96,18 @@ where
 {
     let mut out = Vec::new();
     for _ in 0..n {
-        out.push(test::call_service(app, request().to_request()).await.status().as_u16());
+        out.push(
+            test::call_service(app, request().to_request())
+                .await
+                .status()
+                .as_u16(),
+        );
     }
     out
 }
 
-/// How many scripts Redis has run (`EVALSHA` and `EVAL`), from `INFO commandstats`.
-fn scripts_run(redis: &RedisServer) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut redis.connection())
-        .unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
-        .sum()
-}
+/// A client described, and how to make its request.
+type Case = (&'static str, Box<dyn Fn() -> TestRequest>);
 
 /// Writes `text` to `path` as an operator should: elsewhere, then renamed over it.
 fn replace_file(path: &Path, text: &str) {
@@ -121,7 +120,11 @@ fn replace_file(path: &Path, text: &str) {
 async fn until(overrides: &Overrides, what: &str, holds: impl Fn(&Overrides) -> bool) {
     let started = std::time::Instant::now();
     while !holds(overrides) {
-        assert!(started.elapsed() < Duration::from_secs(2), "{what}: not within 2 s; refused: {:?}", overrides.refused());
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{what}: not within 2 s; refused: {:?}",
+            overrides.refused()
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -139,7 +142,10 @@ async fn a_file_override_reloads_without_a_restart_and_a_half_written_file_is_ne
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ratelimit.toml");
-    replace_file(&path, "[routes]\n\"GET /search\" = 'limit = 2, window = \"1m\"'\n");
+    replace_file(
+        &path,
+        "[routes]\n\"GET /search\" = 'limit = 2, window = \"1m\"'\n",
+    );
     let overrides = Overrides::new()
         .file(&path)
         .refresh(Duration::from_millis(50));
@@ -155,8 +161,14 @@ async fn a_file_override_reloads_without_a_restart_and_a_half_written_file_is_ne
     assert_eq!(first.source, Source::File);
 
     // A new limit (another window, so a fresh count) without a restart.
-    replace_file(&path, "[routes]\n\"GET /search\" = 'limit = 4, window = \"2m\"'\n");
-    until(&overrides, "the new file", |o| limit_in_force(o, "GET /search") == Some(4)).await;
+    replace_file(
+        &path,
+        "[routes]\n\"GET /search\" = 'limit = 4, window = \"2m\"'\n",
+    );
+    until(&overrides, "the new file", |o| {
+        limit_in_force(o, "GET /search") == Some(4)
+    })
+    .await;
     let seen = statuses(&app, 5, || get("/search", "203.0.113.2")).await;
     assert_eq!(seen, [200, 200, 200, 200, 429]);
 
@@ -164,12 +176,19 @@ async fn a_file_override_reloads_without_a_restart_and_a_half_written_file_is_ne
     let whole = "[routes]\n\"GET /search\" = 'limit = 6, window = \"3m\"'\n";
     std::fs::write(&path, &whole[..whole.len() - 12]).unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(limit_in_force(&overrides, "GET /search"), Some(4), "the half-written file stays out");
+    assert_eq!(
+        limit_in_force(&overrides, "GET /search"),
+        Some(4),
+        "the half-written file stays out"
+    );
     let refused = overrides.refused();
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert!(refused[0].1[0].starts_with("not TOML"), "{refused:?}");
     std::fs::write(&path, whole).unwrap();
-    until(&overrides, "the completed file", |o| limit_in_force(o, "GET /search") == Some(6)).await;
+    until(&overrides, "the completed file", |o| {
+        limit_in_force(o, "GET /search") == Some(6)
+    })
+    .await;
     assert!(overrides.refused().is_empty());
 
     // Removing the override restores the declared policy (100 per minute).
@@ -244,46 +263,81 @@ async fn allowed_and_denied_clients_of_every_kind_cost_no_store_call() {
         user_ids = ["mallory"]
         "#,
     );
-    let overrides = Overrides::new().file(&path).refresh(Duration::from_millis(50));
+    let overrides = Overrides::new()
+        .file(&path)
+        .refresh(Duration::from_millis(50));
     let limiter = RateLimiter::new(store(&redis).await)
         .api_key(ApiKeySource::new("x-api-key", false))
         .overrides(overrides.clone());
     let app = app(limiter).await;
     // The first request reads the routes; the overrides apply from it on.
     let _ = statuses(&app, 1, || get("/search", "198.51.100.200")).await;
-    let before = scripts_run(&redis);
+    let before = redis.scripts_run();
 
-    let cases: Vec<(&str, Box<dyn Fn() -> TestRequest>)> = vec![
+    let cases: Vec<Case> = vec![
         ("ipv4 range", Box::new(|| get("/search", "10.1.2.3"))),
-        ("ipv6 range", Box::new(|| get("/search", "[2001:db8:aaaa::7]"))),
-        ("api key", Box::new(|| get("/search", "198.51.100.1").insert_header(("x-api-key", "monitoring-key")))),
-        ("user id", Box::new(|| get("/reports", "198.51.100.2").insert_header(("x-user", "ops-bot")))),
+        (
+            "ipv6 range",
+            Box::new(|| get("/search", "[2001:db8:aaaa::7]")),
+        ),
+        (
+            "api key",
+            Box::new(|| {
+                get("/search", "198.51.100.1").insert_header(("x-api-key", "monitoring-key"))
+            }),
+        ),
+        (
+            "user id",
+            Box::new(|| get("/reports", "198.51.100.2").insert_header(("x-user", "ops-bot"))),
+        ),
     ];
     for (what, request) in &cases {
         let seen = statuses(&app, 5, request).await;
         assert_eq!(seen, [200; 5], "allowed by {what}: never limited");
     }
-    let denied: Vec<(&str, Box<dyn Fn() -> TestRequest>)> = vec![
+    let denied: Vec<Case> = vec![
         ("ipv4 range", Box::new(|| get("/search", "203.0.113.50"))),
-        ("ipv6 range", Box::new(|| get("/search", "[2001:db8:bad::1]"))),
-        ("one address, inside an allowed range", Box::new(|| get("/search", "10.6.6.6"))),
-        ("api key", Box::new(|| get("/search", "198.51.100.3").insert_header(("x-api-key", "stolen-key")))),
-        ("user id", Box::new(|| get("/reports", "198.51.100.4").insert_header(("x-user", "mallory")))),
+        (
+            "ipv6 range",
+            Box::new(|| get("/search", "[2001:db8:bad::1]")),
+        ),
+        (
+            "one address, inside an allowed range",
+            Box::new(|| get("/search", "10.6.6.6")),
+        ),
+        (
+            "api key",
+            Box::new(|| get("/search", "198.51.100.3").insert_header(("x-api-key", "stolen-key"))),
+        ),
+        (
+            "user id",
+            Box::new(|| get("/reports", "198.51.100.4").insert_header(("x-user", "mallory"))),
+        ),
     ];
     for (what, request) in &denied {
         let response = test::call_service(&app, request().to_request()).await;
         assert_eq!(response.status(), StatusCode::FORBIDDEN, "denied by {what}");
-        assert_eq!(response.headers().get("content-type").unwrap(), "application/problem+json");
+        assert_eq!(
+            response.headers().get("content-type").unwrap(),
+            "application/problem+json"
+        );
         let body = test::read_body(response).await;
         let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(body["status"], 403, "{what}");
-        assert!(body["detail"].as_str().unwrap().contains("deny list"), "{what}: {body}");
+        assert!(
+            body["detail"].as_str().unwrap().contains("deny list"),
+            "{what}: {body}"
+        );
     }
-    assert_eq!(scripts_run(&redis), before, "no store call for a listed client");
+    assert_eq!(
+        redis.scripts_run(),
+        before,
+        "no store call for a listed client"
+    );
     // A client on neither list is limited, by the override.
     let seen = statuses(&app, 2, || get("/search", "198.51.100.77")).await;
     assert_eq!(seen, [200, 429]);
-    assert_eq!(scripts_run(&redis), before + 2);
+    assert_eq!(redis.scripts_run(), before + 2);
 }
 
 #[actix_web::test]
@@ -300,7 +354,12 @@ async fn tier_limits_are_exact_under_concurrency_and_keyed_apart() {
     let app = app(limiter).await;
     // 50 concurrent requests of one pro user: exactly 7 pass.
     let pro = join_all((0..50).map(|_| {
-        test::call_service(&app, get("/reports", "198.51.100.1").insert_header(("x-user", "pro-ann")).to_request())
+        test::call_service(
+            &app,
+            get("/reports", "198.51.100.1")
+                .insert_header(("x-user", "pro-ann"))
+                .to_request(),
+        )
     }))
     .await;
     let passed = pro.iter().filter(|r| r.status() == StatusCode::OK).count();
@@ -308,10 +367,21 @@ async fn tier_limits_are_exact_under_concurrency_and_keyed_apart() {
     assert!(pro.iter().all(|r| matches!(r.status().as_u16(), 200 | 429)));
     // A user without a tier gets the route's override, in its own key.
     let plain = join_all((0..20).map(|_| {
-        test::call_service(&app, get("/reports", "198.51.100.1").insert_header(("x-user", "bob")).to_request())
+        test::call_service(
+            &app,
+            get("/reports", "198.51.100.1")
+                .insert_header(("x-user", "bob"))
+                .to_request(),
+        )
     }))
     .await;
-    assert_eq!(plain.iter().filter(|r| r.status() == StatusCode::OK).count(), 3);
+    assert_eq!(
+        plain
+            .iter()
+            .filter(|r| r.status() == StatusCode::OK)
+            .count(),
+        3
+    );
     let keys: Vec<String> = redis.connection().keys("rl:*").unwrap();
     assert!(keys.iter().any(|k| k.contains("|tier.pro|")), "{keys:?}");
     assert!(keys.iter().any(|k| !k.contains("tier.")), "{keys:?}");
@@ -329,8 +399,11 @@ async fn an_app_without_overrides_makes_no_other_redis_call() {
         .unwrap();
     assert!(!info.contains("cmdstat_hgetall"), "{info}");
     // One script per request (the first may be sent again as EVAL after NOSCRIPT).
-    let scripts = scripts_run(&redis);
-    assert!((5..=6).contains(&scripts), "{scripts} scripts for 5 requests: {info}");
+    let scripts = redis.scripts_run();
+    assert!(
+        (5..=6).contains(&scripts),
+        "{scripts} scripts for 5 requests: {info}"
+    );
 }
 
 #[actix_web::test]
@@ -338,7 +411,10 @@ async fn a_clients_state_is_read_without_counting_under_the_policy_in_force() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ratelimit.toml");
-    replace_file(&path, "[routes]\n\"GET /search\" = 'limit = 4, window = \"1m\", algorithm = \"gcra\"'\n");
+    replace_file(
+        &path,
+        "[routes]\n\"GET /search\" = 'limit = 4, window = \"1m\", algorithm = \"gcra\"'\n",
+    );
     let limiter = RateLimiter::new(store(&redis).await).overrides(Overrides::new().file(&path));
     let app = app(limiter.clone()).await;
     let seen = statuses(&app, 2, || get("/search", "203.0.113.1")).await;
@@ -356,7 +432,11 @@ async fn a_clients_state_is_read_without_counting_under_the_policy_in_force() {
     let states = limiter.state("GET /search", &client).await.unwrap();
     assert!(!states[0].allowed && states[0].retry_after > Duration::ZERO);
     limiter.reset("GET /search", &client).await.unwrap();
-    assert_eq!(statuses(&app, 1, || get("/search", "203.0.113.1")).await, [200], "reset under the override");
+    assert_eq!(
+        statuses(&app, 1, || get("/search", "203.0.113.1")).await,
+        [200],
+        "reset under the override"
+    );
     // The memory store has no peek: a clear error, not a made-up state.
     const ONE: &[Limit] = &[Limit::new(1, Window::from_secs(1), Algorithm::Gcra)];
     let policy = RoutePolicy::new(ONE, Identity::UserIdElseIp, FailMode::Open, false);
@@ -365,5 +445,8 @@ async fn a_clients_state_is_read_without_counting_under_the_policy_in_force() {
         .state_under("GET /search", policy, None, &client)
         .await
         .unwrap_err();
-    assert!(error.to_string().contains("cannot show a budget"), "{error}");
+    assert!(
+        error.to_string().contains("cannot show a budget"),
+        "{error}"
+    );
 }

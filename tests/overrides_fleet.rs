@@ -48,7 +48,10 @@ impl Demo {
         };
         let started = Instant::now();
         while demo.status("/health", None).await != Some(200) {
-            assert!(started.elapsed() < Duration::from_secs(30), "the demo did not come up");
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the demo did not come up"
+            );
             actix_web::rt::time::sleep(Duration::from_millis(50)).await;
         }
         demo
@@ -122,27 +125,55 @@ async fn the_admin_command_changes_every_process_within_two_seconds() {
         if text(&routes.stdout).contains("GET /orders/{id}") {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(5), "routes not published: {}", text(&routes.stdout));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "routes not published: {}",
+            text(&routes.stdout)
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 
     // Refused by the command, with the attribute's messages, before anything is written.
     for (route, declarations, message) in [
-        ("POST /login", r#"limt = 5, window = "5m""#, "did you mean `limit`?"),
-        ("POST /logn", r#"limit = 5, window = "5m""#, "did you mean `POST /login`?"),
+        (
+            "POST /login",
+            r#"limt = 5, window = "5m""#,
+            "did you mean `limit`?",
+        ),
+        (
+            "POST /logn",
+            r#"limit = 5, window = "5m""#,
+            "did you mean `POST /login`?",
+        ),
         ("POST /login", r#"limit = 5, window = "40d""#, "31 days"),
-        ("POST /login", r#"limit = 5000, window = "1m", algorithm = "sliding_log""#, "1000"),
+        (
+            "POST /login",
+            r#"limit = 5000, window = "1m", algorithm = "sliding_log""#,
+            "1000",
+        ),
     ] {
         let out = admin(&redis, &["override", "set", route, declarations]);
         assert!(!out.status.success(), "{declarations}: accepted");
-        assert!(text(&out.stderr).contains(message), "{declarations}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains(message),
+            "{declarations}: {}",
+            text(&out.stderr)
+        );
     }
     let written: Vec<String> = redis.connection().hkeys("rl:overrides").unwrap();
     assert!(written.is_empty(), "{written:?}");
 
     // The declared policy first: 4 lookups of a fresh user pass.
     until_every(&demos, &[200; 4], "the declared policy").await;
-    let out = admin(&redis, &["override", "set", "GET /orders/{id}", r#"limit = 3, window = "1h""#]);
+    let out = admin(
+        &redis,
+        &[
+            "override",
+            "set",
+            "GET /orders/{id}",
+            r#"limit = 3, window = "1h""#,
+        ],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let took = until_every(&demos, &[200, 200, 200, 429], "the override").await;
     eprintln!("override in force on each process after {took:?}");
@@ -153,8 +184,16 @@ async fn the_admin_command_changes_every_process_within_two_seconds() {
         .hset("rl:overrides", "POST /login", r#"limit = 5, windw = "5m""#)
         .unwrap();
     actix_web::rt::time::sleep(Duration::from_millis(1500)).await;
-    until_every(&demos, &[200, 200, 200, 429], "the override, beside a bad field").await;
-    let _: () = redis.connection().hdel("rl:overrides", "POST /login").unwrap();
+    until_every(
+        &demos,
+        &[200, 200, 200, 429],
+        "the override, beside a bad field",
+    )
+    .await;
+    let _: () = redis
+        .connection()
+        .hdel("rl:overrides", "POST /login")
+        .unwrap();
 
     // State and reset of one client, from the command; a reset reaches every process (each
     // forgets a refusal within a second).
@@ -167,7 +206,10 @@ async fn the_admin_command_changes_every_process_within_two_seconds() {
     assert_eq!(demos[0].status("/orders/1", Some(user)).await, Some(200));
     for _ in 0..2 {
         let once = state(&redis);
-        assert!(once.contains("count 1, remaining 2"), "peeking counts nothing: {once}");
+        assert!(
+            once.contains("count 1, remaining 2"),
+            "peeking counts nothing: {once}"
+        );
     }
     for _ in 0..2 {
         assert_eq!(demos[1].status("/orders/1", Some(user)).await, Some(200));
@@ -176,7 +218,10 @@ async fn the_admin_command_changes_every_process_within_two_seconds() {
         assert_eq!(demo.status("/orders/1", Some(user)).await, Some(429));
     }
     let spent = state(&redis);
-    assert!(spent.contains("count 3, remaining 0") && spent.contains("refused for"), "{spent}");
+    assert!(
+        spent.contains("count 3, remaining 0") && spent.contains("refused for"),
+        "{spent}"
+    );
     let out = admin(&redis, &["reset", "GET /orders/{id}", "--user-id", user]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let whole = state(&redis);
@@ -192,18 +237,29 @@ async fn the_admin_command_changes_every_process_within_two_seconds() {
     }
 
     // A deny entry: 403 on every process; removed, served again.
-    let out = admin(&redis, &["deny", "add", "user_id", "mallory", "--note", "incident 42"]);
+    let out = admin(
+        &redis,
+        &["deny", "add", "user_id", "mallory", "--note", "incident 42"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let started = Instant::now();
     for demo in &demos {
         while demo.status("/orders/1", Some("mallory")).await != Some(403) {
-            assert!(started.elapsed() < Duration::from_secs(2), "deny entry not in force");
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "deny entry not in force"
+            );
             actix_web::rt::time::sleep(Duration::from_millis(20)).await;
         }
     }
     let listed = admin(&redis, &["deny", "list"]);
-    assert_eq!(text(&listed.stdout).trim(), "user_id mallory  # incident 42");
-    assert!(admin(&redis, &["deny", "remove", "user_id", "mallory"]).status.success());
+    assert_eq!(
+        text(&listed.stdout).trim(),
+        "user_id mallory  # incident 42"
+    );
+    assert!(admin(&redis, &["deny", "remove", "user_id", "mallory"])
+        .status
+        .success());
 
     // Cleared: the declared policy again, within 2 s.
     let out = admin(&redis, &["override", "clear", "GET /orders/{id}"]);

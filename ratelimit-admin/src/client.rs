@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use ratelimit_runtime::{
     key::KeySecret,
     overrides::{policy_from_text, RouteSelector, RuleSet, ROUTES_SUFFIX},
-    store::{RedisClusterStore, RedisStore, Store},
     store::LimitState,
+    store::{RedisClusterStore, RedisStore, Store},
     IdentityPart, Limit, Policy, RateLimiter,
 };
 use redis::AsyncCommands as _;
@@ -123,7 +123,11 @@ impl Admin {
                 "`{}` names no route the services declare{}; they declare {}",
                 selector.route,
                 ratelimit_grammar::suggest::did_you_mean_any_case(&selector.route, &known),
-                known.iter().map(|r| format!("`{r}`")).collect::<Vec<_>>().join(", ")
+                known
+                    .iter()
+                    .map(|r| format!("`{r}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         Ok(())
@@ -147,8 +151,9 @@ impl Admin {
             .get(&selector.to_string())
             .or_else(|| fields.get(&selector.route));
         match overridden {
-            Some(text) => policy_from_text(&selector.route, text, Some(&declared))
-                .map_err(|e| e.join("\n")),
+            Some(text) => {
+                policy_from_text(&selector.route, text, Some(&declared)).map_err(|e| e.join("\n"))
+            }
             None => Ok(declared),
         }
     }
@@ -182,7 +187,8 @@ impl Admin {
         };
         let mut limiter = RateLimiter::from_arc(store).key_prefix(&args.prefix);
         if let Ok(secret) = std::env::var("RATELIMIT_KEY_SECRET") {
-            let secret = KeySecret::new(secret.trim()).map_err(|e| format!("RATELIMIT_KEY_SECRET: {e}"))?;
+            let secret =
+                KeySecret::new(secret.trim()).map_err(|e| format!("RATELIMIT_KEY_SECRET: {e}"))?;
             limiter = limiter.key_secret(secret);
         }
         let headers: Vec<(String, String)> = args
@@ -206,7 +212,9 @@ impl Admin {
                     .await
                     .map(|()| Vec::new())
             } else {
-                limiter.state_under(&selector.route, policy, tier, &given).await
+                limiter
+                    .state_under(&selector.route, policy, tier, &given)
+                    .await
             };
             match done {
                 Ok(states) => return Ok(states.into_iter().map(|s| (s.limit, s)).collect()),

@@ -26,13 +26,29 @@ use client::Admin;
 #[command(name = "ratelimit-admin", version, propagate_version = true)]
 struct Cli {
     /// The Redis the services read overrides from (`redis://` or `rediss://`).
-    #[arg(long, env = "REDIS_URL", hide_env_values = true, default_value = "redis://127.0.0.1:6379", global = true)]
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6379",
+        global = true
+    )]
     redis: String,
     /// A Redis Cluster instead: its nodes, comma-separated.
-    #[arg(long, env = "REDIS_CLUSTER_NODES", global = true, value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "REDIS_CLUSTER_NODES",
+        global = true,
+        value_delimiter = ','
+    )]
     cluster: Option<Vec<String>>,
     /// The hash the services read overrides from (`Overrides::redis_key`).
-    #[arg(long, env = "RATELIMIT_OVERRIDES_KEY", default_value = "rl:overrides", global = true)]
+    #[arg(
+        long,
+        env = "RATELIMIT_OVERRIDES_KEY",
+        default_value = "rl:overrides",
+        global = true
+    )]
     key: String,
     #[command(subcommand)]
     command: Command,
@@ -167,7 +183,10 @@ async fn run(cli: Cli) -> Result<(), String> {
             let routes = admin.routes().await?;
             let overrides = admin.fields().await?;
             if routes.is_empty() {
-                println!("no service has published its routes to `{}` yet", admin.routes_key());
+                println!(
+                    "no service has published its routes to `{}` yet",
+                    admin.routes_key()
+                );
             }
             for (route, declared) in &routes {
                 println!("{route}\n  declared: {declared}");
@@ -234,7 +253,11 @@ async fn run(cli: Cli) -> Result<(), String> {
             for (limit, state) in admin.budget(&selector, &args, false).await? {
                 // The peek answers as the next request would find it: what is left now is
                 // one more than what would be left after it.
-                let left = if state.allowed { state.remaining + 1 } else { 0 };
+                let left = if state.allowed {
+                    state.remaining + 1
+                } else {
+                    0
+                };
                 let mut line = format!(
                     "{limit}: count {}, remaining {left}, whole again in {}s",
                     limit.max().saturating_sub(left),

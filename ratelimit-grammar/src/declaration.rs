@@ -372,8 +372,7 @@ fn check_stack(stack: &[Declaration]) -> Vec<String> {
     differ(stack, Key::Shadow, written, &mut errors);
     let identities: Vec<&Vec<ParsedPart>> =
         stack.iter().filter_map(|d| d.identity.as_ref()).collect();
-    if identities.iter().any(|i| *i != identities[0])
-        && stack.iter().any(|d| d.identity.is_none())
+    if identities.iter().any(|i| *i != identities[0]) && stack.iter().any(|d| d.identity.is_none())
     {
         errors.push(messages::missing_identity_in_mixed_stack().to_owned());
     }
@@ -412,24 +411,25 @@ mod tests {
         let d = &stack[0];
         assert_eq!(d.limit, Some(10));
         assert_eq!(d.window, Some(300_000));
-        assert_eq!(
-            d.identity,
-            Some(vec![ParsedPart::Ip, ParsedPart::Username])
-        );
+        assert_eq!(d.identity, Some(vec![ParsedPart::Ip, ParsedPart::Username]));
         assert_eq!(d.algorithm, Some(Algorithm::Gcra));
         assert_eq!(d.fail, Some(FailMode::Local));
         assert_eq!(d.count, Some(Count::Failures));
         assert_eq!(d.block, Some(900_000));
         let exempt = parse_stack(r#"exempt = "incident 42; monitoring""#).unwrap();
         assert_eq!(exempt[0].exempt.as_deref(), Some("incident 42; monitoring"));
-        let stacked = parse_stack(r#"limit = 5, window = "1s"; limit = 100, window = "1m""#).unwrap();
+        let stacked =
+            parse_stack(r#"limit = 5, window = "1s"; limit = 100, window = "1m""#).unwrap();
         assert_eq!(stacked.len(), 2);
     }
 
     #[test]
     fn mistakes_get_the_attributes_messages() {
         assert!(errors(r#"limt = 5, window = "5m""#)[0].ends_with("did you mean `limit`?"));
-        assert_eq!(errors(r#"limit = 0, window = "5m""#), [messages::limit_zero()]);
+        assert_eq!(
+            errors(r#"limit = 0, window = "5m""#),
+            [messages::limit_zero()]
+        );
         assert_eq!(
             errors(r#"limit = "10", window = "5m""#),
             [messages::limit_string("10")]
@@ -440,10 +440,7 @@ mod tests {
         );
         assert!(errors(r#"limit = 10, window = "40d""#)[0].contains("31 days"));
         let log = errors(r#"limit = 5000, window = "1m", algorithm = "sliding_log""#);
-        assert_eq!(
-            log,
-            [LimitProblem::SlidingLogTooHigh.message(5000, 1, "")]
-        );
+        assert_eq!(log, [LimitProblem::SlidingLogTooHigh.message(5000, 1, "")]);
         assert_eq!(
             errors(r#"limit = 10"#),
             [messages::missing_limit_or_window(true, false, false).unwrap()]
@@ -456,8 +453,10 @@ mod tests {
             errors(r#"exempt = "x", limit = 3"#),
             [messages::exempt_stands_alone(Key::Limit)]
         );
-        assert!(errors(r#"limit = 1, window = "1m"; limit = 2, window = "1m""#)[0]
-            .contains("repeats the window"));
+        assert!(
+            errors(r#"limit = 1, window = "1m"; limit = 2, window = "1m""#)[0]
+                .contains("repeats the window")
+        );
         assert!(errors(r#"limit: 1, window = "1m""#)[0].starts_with("write `limit = ..`"));
         assert!(errors(r#"limit = 1, window = "1m", crate = "x""#)[0].contains("`crate`"));
         assert!(errors(r#"limit = 1, window = "1m"#)[0].contains("not closed"));

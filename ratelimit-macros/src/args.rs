@@ -288,9 +288,7 @@ fn parse_limit(value: &Expr, cx: &mut Ctxt) -> Slot<u32> {
         Expr::Unary(unary) if matches!(unary.op, UnOp::Neg(_)) => {
             cx.error_spanned(
                 unary,
-                messages::limit_not_positive(
-                    &unary.to_token_stream().to_string().replace(' ', ""),
-                ),
+                messages::limit_not_positive(&unary.to_token_stream().to_string().replace(' ', "")),
             );
             Slot::Invalid
         }

@@ -56,6 +56,9 @@
 //!   - [`guide::algorithms`]: choosing an algorithm.
 //!   - [`guide::identity`]: who a limit counts; trusted proxies; the key secret.
 //!   - [`guide::middleware_order`]: the limiter among auth, CORS and path normalisation.
+//!   - [`guide::sign_in`]: failures only, lockouts, clearing a budget from code.
+//!   - [`guide::overrides`]: changing limits at run time; allow and deny lists; the admin
+//!     command.
 //!   - [`guide::failure_modes`]: timeouts, fail open or closed, recovery.
 //!   - [`guide::headers`]: rate-limit headers, the 429 and the 503.
 //!   - [`guide::tls`]: TLS, passwords and the Redis ACL user.
@@ -69,8 +72,8 @@ pub mod coverage;
 pub mod guide;
 pub mod identity;
 pub mod key;
-pub mod overrides;
 mod middleware;
+pub mod overrides;
 pub mod policy;
 pub mod registry;
 pub mod store;

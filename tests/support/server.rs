@@ -113,6 +113,27 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("connect to test redis on {}: {e}", self.port))
     }
 
+    /// How many scripts this server has run (`EVALSHA` and `EVAL` calls, from `INFO
+    /// commandstats`).
+    pub fn scripts_run(&self) -> u64 {
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.connection())
+            .unwrap();
+        stats
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
     /// The last command of every client connection the server holds, but the asking one.
     pub fn client_commands(&self) -> Vec<String> {
         let list: String = redis::cmd("CLIENT")

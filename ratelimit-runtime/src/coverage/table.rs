@@ -420,7 +420,10 @@ fn row_cells(row: &RouteRow) -> [String; 8] {
             Policy::Exempt { .. } => "exempt".to_owned(),
         };
         let separator = if note.is_empty() { "" } else { "; " };
-        note.push_str(&format!("{separator}tier {tier}: {cell} ({})", overridden.source.as_str()));
+        note.push_str(&format!(
+            "{separator}tier {tier}: {cell} ({})",
+            overridden.source.as_str()
+        ));
     }
     let note = if row.shared_path && row.declaration().is_some() {
         let extra = "custom guard on the path: the default policy applies too";
@@ -461,7 +464,12 @@ fn row_json(row: &RouteRow) -> serde_json::Value {
         value["tiers"] = row
             .tier_overrides
             .iter()
-            .map(|(tier, o)| (tier.clone(), serde_json::json!({"policy": o.text, "source": o.source.as_str()})))
+            .map(|(tier, o)| {
+                (
+                    tier.clone(),
+                    serde_json::json!({"policy": o.text, "source": o.source.as_str()}),
+                )
+            })
             .collect::<serde_json::Map<_, _>>()
             .into();
     }

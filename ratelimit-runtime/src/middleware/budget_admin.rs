@@ -190,13 +190,20 @@ impl RateLimiter {
         self.peek_key(&key, &limits).await
     }
 
-    async fn peek_key(&self, key: &RouteKey, limits: &[Limit]) -> Result<Vec<LimitState>, BudgetError> {
+    async fn peek_key(
+        &self,
+        key: &RouteKey,
+        limits: &[Limit],
+    ) -> Result<Vec<LimitState>, BudgetError> {
         let request = CheckRequest {
             key,
             limits,
             now_millis: self.clock.now_millis(),
         };
-        let timeout = self.timeout.or_else(|| self.store.timeout()).unwrap_or(crate::store::DEFAULT_TIMEOUT);
+        let timeout = self
+            .timeout
+            .or_else(|| self.store.timeout())
+            .unwrap_or(crate::store::DEFAULT_TIMEOUT);
         match tokio::time::timeout(timeout, self.store.peek(request)).await {
             Ok(Ok(decision)) => Ok(decision.limits),
             Ok(Err(error)) => Err(BudgetError::Store(error)),

@@ -135,9 +135,9 @@ impl DeclaredRoutes {
         self.by_path
             .iter()
             .flat_map(|(path, declarations)| {
-                declarations.iter().flat_map(move |d| {
-                    d.methods.iter().map(move |m| (format!("{m} {path}"), *d))
-                })
+                declarations
+                    .iter()
+                    .flat_map(move |d| d.methods.iter().map(move |m| (format!("{m} {path}"), *d)))
             })
             .collect()
     }

@@ -83,7 +83,9 @@ impl Limiter {
         let reads_keys = table.deny.names_keys() || table.allow.names_keys();
         let reads_users = table.deny.names_users() || table.allow.names_users();
         let api_key = reads_keys.then(|| self.sources.api_key.read(req)).flatten();
-        let user_id = reads_users.then(|| self.sources.user_id.read(req)).flatten();
+        let user_id = reads_users
+            .then(|| self.sources.user_id.read(req))
+            .flatten();
         let record = |list: &'static str, kind: &'static str| {
             metrics::counter!(
                 "ratelimit_listed_total",

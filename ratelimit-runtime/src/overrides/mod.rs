@@ -1,69 +1,37 @@
-//! Changing limits at run time, without a build or a deploy: overrides by route, tiers, and
-//! allow and deny lists, from a TOML file and from a Redis hash the fleet shares.
+//! Changing limits while the App runs, without a build or a deploy: overrides by route and
+//! tier, and allow and deny lists, from a TOML file and from a Redis hash the fleet shares.
+//! The guide's chapter [`guide::overrides`](crate::guide::overrides) has the formats, what
+//! holds and the admin command.
 //!
-//! An override is written in the attribute's own syntax and checked by the same grammar,
-//! with the same messages. It replaces the route's declared limits (its whole stack); a key
-//! it does not write takes the attribute's default, except `identity` and `fail`, which
-//! keep the declared route's. `exempt = "<reason>"` lifts a route's limits.
+//! An override is written in the attribute's syntax and checked by its grammar, with its
+//! messages ([`policy_from_text`]); a source with one invalid rule is refused whole and the
+//! rules it had before stay ([`Overrides::refused`] says why).
 //!
-//! ```toml
-//! [routes]
-//! "POST /login" = 'limit = 5, window = "5m", algorithm = "sliding_log"'
-//! # Stacked declarations: an array, or one string with `;` between them.
-//! "GET /api/search" = ['limit = 20, window = "1s"', 'limit = 600, window = "1h"']
-//! # For requests whose tier (the `Tier` your auth layer puts in the request) is "pro".
-//! 'GET /api/search tier "pro"' = 'limit = 200, window = "1s"'
-//!
-//! [allow]               # never limited, no store call
-//! ips = ["10.0.0.0/8", "2001:db8::/32"]
-//! api_keys = ["monitoring-key"]
-//! user_ids = ["ops-bot"]
-//!
-//! [deny]                # answered 403 (problem+json), no store call
-//! ips = ["203.0.113.0/24"]
 //! ```
+//! # actix_web::rt::System::new().block_on(async {
+//! use actix_web::{get, test, App, HttpResponse};
+//! use ratelimit_runtime::{overrides::Overrides, rate_limit, store::MemoryStore, RateLimiter};
 //!
-//! The Redis hash (default key `rl:overrides`) holds the same rules, one per field: the
-//! route selector as the field and the declarations as the value, or `allow <entry>` /
-//! `deny <entry>` with a note as the value (`deny ip 203.0.113.0/24` → `"incident 42"`).
-//! The `ratelimit-admin` command writes it, checking every value first.
+//! #[rate_limit(limit = 100, window = "1m", identity = "ip")]
+//! #[get("/search")]
+//! async fn search() -> HttpResponse {
+//!     HttpResponse::Ok().finish()
+//! }
 //!
-//! ```no_run
-//! use ratelimit_runtime::{overrides::Overrides, store::MemoryStore, RateLimiter};
+//! let dir = std::env::temp_dir().join(format!("overrides-doctest-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir).unwrap();
+//! let path = dir.join("ratelimit.toml");
+//! std::fs::write(&path, "[routes]\n\"GET /search\" = 'limit = 1, window = \"1m\"'\n").unwrap();
 //!
-//! let limiter = RateLimiter::new(MemoryStore::new()).overrides(
-//!     Overrides::new()
-//!         .file("/etc/myapp/ratelimit.toml")
-//!         .redis("redis://127.0.0.1:6379"),
-//! );
+//! // Build the limiter once and clone it into `HttpServer::new`'s closure.
+//! let limiter = RateLimiter::new(MemoryStore::new()).overrides(Overrides::new().file(&path));
+//! let app = test::init_service(App::new().service(search).wrap(limiter)).await;
+//! let call = || test::TestRequest::get().uri("/search").peer_addr("203.0.113.7:1".parse().unwrap()).to_request();
+//! assert_eq!(test::call_service(&app, call()).await.status(), 200);
+//! assert_eq!(test::call_service(&app, call()).await.status(), 429, "the file's limit of 1");
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! # });
 //! ```
-//!
-//! # What holds
-//!
-//! - Each source is read when it changes: the file every [`Overrides::refresh`] (default
-//!   500 ms; applied once two reads in a row agree, so a file caught half-written is never
-//!   applied: write it elsewhere and rename it over the old one to be sure), the Redis hash
-//!   every `refresh` too (one `HGETALL` per process, never per request). A change is in
-//!   force on every instance within about a second; within 2 s is tested.
-//! - A source with one invalid rule (a misspelled key, a route this App does not declare,
-//!   a window out of range, a sliding log above its cap) is refused as a whole: an `error`
-//!   log line naming every problem, the counter `ratelimit_overrides_refused_total{source}`,
-//!   and the previous rules of that source stay in force.
-//! - Redis wins over the file, route by route; lists are the union of both. A client on
-//!   the deny list is refused even when it is on the allow list too.
-//! - Allowed clients are never limited and denied ones get `403` with an
-//!   `application/problem+json` body (counter `ratelimit_listed_total{route, list, kind}`);
-//!   neither costs a store call. Addresses are the ones the limiter resolves (trusted
-//!   proxies); API keys and user ids are read by its sources.
-//! - An App that configures none of this reads nothing and calls nothing more per request.
-//!   With overrides, each request reads one shared pointer; a route with an override
-//!   builds its headers and keys once per worker and change.
-//! - The route table ([`RouteTable::with_overrides`](crate::coverage::RouteTable::with_overrides))
-//!   shows every route's policy in force and its source.
-//!
-//! Policies built from overrides are kept for the process's life (their limits are
-//! `'static`, like the attribute's): each distinct (route, text) written costs a few hundred
-//! bytes once.
 
 mod refresh;
 mod rules;

@@ -88,7 +88,12 @@ impl Shared {
     }
 
     /// A source's content as read now (`None`: could not be read; the rules stay).
-    fn offer(&self, source: Source, content: String, parse: impl FnOnce(&str) -> Result<RuleSet, Vec<String>>) {
+    fn offer(
+        &self,
+        source: Source,
+        content: String,
+        parse: impl FnOnce(&str) -> Result<RuleSet, Vec<String>>,
+    ) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.source_mut(source).seen.as_deref() == Some(content.as_str()) {
             return;
@@ -196,9 +201,9 @@ fn readable(shared: &Shared, source: Source) {
 
 /// The file's rules as fields, in the Redis hash's shape.
 pub(crate) fn parse_file(text: &str) -> Result<RuleSet, Vec<String>> {
-    let document: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-        vec![format!("not TOML: {}", e.message())]
-    })?;
+    let document: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| vec![format!("not TOML: {}", e.message())])?;
     let mut fields: Vec<(String, String)> = Vec::new();
     let mut errors = Vec::new();
     for (section, value) in &document {
@@ -383,7 +388,11 @@ fn run(config: Overrides, shared: Weak<Shared>) {
                 shared.mark_loaded();
             }
             drop(shared);
-            let pause = if settling { FILE_SETTLE } else { config.refresh };
+            let pause = if settling {
+                FILE_SETTLE
+            } else {
+                config.refresh
+            };
             tokio::time::sleep(pause).await;
         }
     });
@@ -506,10 +515,16 @@ mod tests {
             ("[route]\n", "did you mean `routes`?"),
             ("[allow]\nip = [\"10.0.0.0/8\"]\n", "did you mean `ips`?"),
             ("[routes]\n\"POST /login\" = 5\n", "takes a string"),
-            ("[routes]\n\"POST /login\" = 'limit = 5, window = \"5m\"", "not TOML"),
+            (
+                "[routes]\n\"POST /login\" = 'limit = 5, window = \"5m\"",
+                "not TOML",
+            ),
         ] {
             let errors = parse_file(bad).unwrap_err();
-            assert!(errors.iter().any(|e| e.contains(expected)), "{bad}: {errors:?}");
+            assert!(
+                errors.iter().any(|e| e.contains(expected)),
+                "{bad}: {errors:?}"
+            );
         }
     }
 }

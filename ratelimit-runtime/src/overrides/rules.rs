@@ -85,7 +85,9 @@ pub fn check_tier(name: &str) -> Result<(), String> {
     if valid {
         Ok(())
     } else {
-        Err(format!("tier `{name}` must be 1 to {MAX_TIER_LEN} of lower-case letters, digits, `_` and `-`"))
+        Err(format!(
+            "tier `{name}` must be 1 to {MAX_TIER_LEN} of lower-case letters, digits, `_` and `-`"
+        ))
     }
 }
 
@@ -128,7 +130,9 @@ impl ListEntry {
     /// What is wrong with it, in one line.
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
-        let (kind, value) = text.split_once(' ').map_or((text, ""), |(k, v)| (k, v.trim()));
+        let (kind, value) = text
+            .split_once(' ')
+            .map_or((text, ""), |(k, v)| (k, v.trim()));
         if value.is_empty() {
             return Err(format!(
                 "`{text}`: write `ip <address or range>`, `api_key <key>` or `user_id <id>`"
@@ -222,7 +226,10 @@ impl RuleSet {
     pub fn add(&mut self, field: &str, value: &str) -> Result<(), Vec<String>> {
         let field = field.trim();
         for kind in [ListKind::Allow, ListKind::Deny] {
-            if let Some(entry) = field.strip_prefix(kind.as_str()).and_then(|e| e.strip_prefix(' ')) {
+            if let Some(entry) = field
+                .strip_prefix(kind.as_str())
+                .and_then(|e| e.strip_prefix(' '))
+            {
                 let entry = ListEntry::parse(entry).map_err(|e| vec![e])?;
                 self.lists.insert((kind, entry), value.to_owned());
                 return Ok(());
@@ -235,7 +242,8 @@ impl RuleSet {
                 .map(|p| format!("`{selector}` = '{value}': {p}"))
                 .collect::<Vec<_>>()
         })?;
-        self.routes.insert(selector, (value.trim().to_owned(), stack));
+        self.routes
+            .insert(selector, (value.trim().to_owned(), stack));
         Ok(())
     }
 }
@@ -251,7 +259,13 @@ mod tests {
         let tier = RouteSelector::parse(r#"GET /api/search tier "pro""#).unwrap();
         assert_eq!(tier.tier.as_deref(), Some("pro"));
         assert_eq!(tier.to_string(), r#"GET /api/search tier "pro""#);
-        for bad in ["/login", "post /login", "POST login", r#"GET /x tier pro"#, r#"GET /x tier "P R""#] {
+        for bad in [
+            "/login",
+            "post /login",
+            "POST login",
+            r#"GET /x tier pro"#,
+            r#"GET /x tier "P R""#,
+        ] {
             assert!(RouteSelector::parse(bad).is_err(), "{bad}");
         }
         assert_eq!(
@@ -263,7 +277,9 @@ mod tests {
             "ip 2001:db8::1/128"
         );
         assert!(ListEntry::parse("ip 10.0.0.0/33").is_err());
-        assert!(ListEntry::parse("apikey x").unwrap_err().contains("did you mean `api_key`"));
+        assert!(ListEntry::parse("apikey x")
+            .unwrap_err()
+            .contains("did you mean `api_key`"));
     }
 
     #[test]

@@ -161,7 +161,11 @@ impl Table {
                 let Some(declaration) = catalog.get(&selector.route) else {
                     continue;
                 };
-                let policy = to_policy(stack, declaration.policy.limited().copied(), &selector.route);
+                let policy = to_policy(
+                    stack,
+                    declaration.policy.limited().copied(),
+                    &selector.route,
+                );
                 if selector.tier.is_some() {
                     table.tiered.insert(selector.route.clone());
                 }
@@ -202,14 +206,17 @@ pub(crate) fn check_routes(set: &RuleSet, catalog: &Catalog) -> Vec<String> {
 
 /// Policies built from overrides, kept for the process's life: a policy's limits are
 /// `'static` (as the attribute's are), so each distinct one is made once.
-static INTERNED: LazyLock<Mutex<HashMap<(String, String), Policy>>> =
-    LazyLock::new(Mutex::default);
+static INTERNED: LazyLock<Mutex<HashMap<(String, String), Policy>>> = LazyLock::new(Mutex::default);
 
 /// The policy `stack` declares on the route `route`, declared as `declaration`: a key the
 /// override does not write keeps the attribute's default, except `identity` and `fail`,
 /// which keep the declared route's (an override changes a budget, not who is counted or
 /// what an outage does, unless it says so).
-pub(crate) fn to_policy(stack: &[Declaration], declared: Option<RoutePolicy>, route: &str) -> Policy {
+pub(crate) fn to_policy(
+    stack: &[Declaration],
+    declared: Option<RoutePolicy>,
+    route: &str,
+) -> Policy {
     let text = format!("{stack:?} {declared:?}");
     let mut interned = INTERNED.lock().unwrap_or_else(|e| e.into_inner());
     *interned
@@ -268,7 +275,12 @@ fn build_policy(stack: &[Declaration], declared: Option<RoutePolicy>, route: &st
     }
     let written: Vec<&Vec<ParsedPart>> = stack.iter().filter_map(|d| d.identity.as_ref()).collect();
     let identity = match written.first() {
-        Some(first) => identity_of(stack.first().and_then(|d| d.identity.as_ref()).unwrap_or(first)),
+        Some(first) => identity_of(
+            stack
+                .first()
+                .and_then(|d| d.identity.as_ref())
+                .unwrap_or(first),
+        ),
         None => declared.map_or(Identity::UserIdElseIp, |p| p.identity()),
     };
     let first_parts = stack.first().and_then(|d| d.identity.clone());
@@ -279,7 +291,8 @@ fn build_policy(stack: &[Declaration], declared: Option<RoutePolicy>, route: &st
             let mut limit = Limit::new(
                 d.limit.unwrap_or(1),
                 Window::from_millis(d.window.unwrap_or(1)),
-                d.algorithm.unwrap_or(ratelimit_grammar::Algorithm::SlidingWindow),
+                d.algorithm
+                    .unwrap_or(ratelimit_grammar::Algorithm::SlidingWindow),
             );
             if let Some(count) = d.count {
                 limit = limit.counting(count);
@@ -317,7 +330,11 @@ pub fn declaration_text(policy: &Policy) -> String {
         Policy::Exempt { reason } => return format!("exempt = {reason:?}"),
         Policy::Limited(limited) => limited,
     };
-    let window = |w: Window| humantime::format_duration(w.as_duration()).to_string().replace(' ', "");
+    let window = |w: Window| {
+        humantime::format_duration(w.as_duration())
+            .to_string()
+            .replace(' ', "")
+    };
     let mixed = limited.limits().iter().any(|l| l.identity().is_some());
     limited
         .limits()

@@ -151,7 +151,10 @@ pub trait Store: Send + Sync + 'static {
         let _ = request;
         Box::pin(std::future::ready(Err(StoreError::new(
             StoreErrorKind::Protocol,
-            format!("the `{}` store cannot show a budget without counting", self.kind()),
+            format!(
+                "the `{}` store cannot show a budget without counting",
+                self.kind()
+            ),
         ))))
     }
 
