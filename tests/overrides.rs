@@ -39,6 +39,12 @@ async fn reports() -> HttpResponse {
     HttpResponse::Ok().finish()
 }
 
+#[rate_limit(exempt = "load balancer health check")]
+#[get("/health")]
+async fn health() -> HttpResponse {
+    HttpResponse::Ok().finish()
+}
+
 /// Stand-in auth: `x-user` is the user id; a user named `pro-…` is on the `pro` tier.
 async fn auth(
     req: actix_web::dev::ServiceRequest,
@@ -69,6 +75,7 @@ async fn app(
         App::new()
             .service(search)
             .service(reports)
+            .service(health)
             .wrap(limiter)
             .wrap(from_fn(auth)),
     )
@@ -218,6 +225,7 @@ async fn invalid_overrides_are_refused_whole_with_the_attributes_messages() {
         ("GET /search", r#"limt = 5, window = "1m""#, "unknown key `limt`; expected one of `limit`, `window`, `identity`, `algorithm`, `fail`, `count`, `block`, `shadow`, `exempt`, `crate`; did you mean `limit`?"),
         ("GET /serch", r#"limit = 5, window = "1m""#, "`GET /serch` names no declared route of this App; did you mean `GET /search`?"),
         ("GET /search", r#"limit = 5, window = "40d""#, "31 days"),
+        ("GET /health", r#"limit = 5, window = "1m""#, "`GET /health` is declared exempt"),
         ("GET /search", r#"limit = 5000, window = "1m", algorithm = "sliding_log""#, "sliding_log"),
     ] {
         // The valid rule stays beside the invalid one: the whole hash is refused.

@@ -132,6 +132,7 @@ pub fn parse_declaration(text: &str) -> Result<Declaration, Vec<String>> {
     let mut declaration = Declaration::default();
     let mut errors = Vec::new();
     let mut written: Vec<Key> = Vec::new();
+    let mut misspelled: Vec<Key> = Vec::new();
     for pair in split_outside_strings(text, ',') {
         let pair = pair.trim();
         if pair.is_empty() {
@@ -160,6 +161,10 @@ pub fn parse_declaration(text: &str) -> Result<Declaration, Vec<String>> {
         let name = name.trim();
         let Some(key) = Key::from_name(name) else {
             errors.push(Key::unknown_message(name));
+            // A near miss stands for the key it misspells: no "missing `limit`" after `limt`.
+            if let Some(meant) = Key::closest(name).filter(|k| !written.contains(k)) {
+                misspelled.push(meant);
+            }
             continue;
         };
         if written.contains(&key) {
@@ -182,7 +187,7 @@ pub fn parse_declaration(text: &str) -> Result<Declaration, Vec<String>> {
             errors.extend(message);
         }
     }
-    errors.extend(check_one(&declaration, &written));
+    errors.extend(check_one(&declaration, &written, &misspelled));
     if errors.is_empty() {
         Ok(declaration)
     } else {
@@ -264,7 +269,8 @@ fn set(declaration: &mut Declaration, key: Key, value: Value) -> Result<(), Vec<
 }
 
 /// The rules between the keys of one declaration.
-fn check_one(declaration: &Declaration, written: &[Key]) -> Vec<String> {
+/// `misspelled`: keys a near miss stood for, which count as written for what is missing.
+fn check_one(declaration: &Declaration, written: &[Key], misspelled: &[Key]) -> Vec<String> {
     let mut errors = Vec::new();
     if declaration.exempt.is_some() || written.contains(&Key::Exempt) {
         for key in written
@@ -275,9 +281,10 @@ fn check_one(declaration: &Declaration, written: &[Key]) -> Vec<String> {
         }
         return errors;
     }
+    let present = |key: Key| written.contains(&key) || misspelled.contains(&key);
     if let Some(message) = messages::missing_limit_or_window(
-        written.contains(&Key::Limit),
-        written.contains(&Key::Window),
+        present(Key::Limit),
+        present(Key::Window),
         written.contains(&Key::Block),
     ) {
         errors.push(message);
@@ -425,7 +432,13 @@ mod tests {
 
     #[test]
     fn mistakes_get_the_attributes_messages() {
-        assert!(errors(r#"limt = 5, window = "5m""#)[0].ends_with("did you mean `limit`?"));
+        let misspelled = errors(r#"limt = 5, window = "5m""#);
+        assert_eq!(
+            misspelled.len(),
+            1,
+            "no `missing limit` after `limt`: {misspelled:?}"
+        );
+        assert!(misspelled[0].ends_with("did you mean `limit`?"));
         assert_eq!(
             errors(r#"limit = 0, window = "5m""#),
             [messages::limit_zero()]

@@ -47,16 +47,7 @@ pub(crate) struct Limiter {
     pub(crate) declared: OnceCell<DeclaredRoutes>,
     /// The overrides in force, when the limiter reads any.
     pub(crate) overrides: Option<Arc<crate::overrides::Shared>>,
-    /// Routes under an override, built on first use: by route label, policy label and
-    /// tier, with the generation of the overrides they were built from.
-    pub(crate) overridden: RefCell<OverriddenRoutes>,
 }
-
-/// Per-worker routes under overrides (bounded by the routes and tiers overrides name).
-pub(crate) type OverriddenRoutes = std::collections::HashMap<
-    (String, String, Option<String>),
-    (u64, Rc<super::route_info::RouteInfo>),
->;
 
 /// Internal handle in request extensions: the worker's limiter, for the route guards;
 /// whether a limiter has counted the request (a declared route's guard or entry, or a

@@ -48,8 +48,8 @@ impl Limiter {
         if route.is_default_policy() {
             return Resolved::AsIs;
         }
-        let tier = req.extensions().get::<Tier>().cloned();
-        self.resolve_route(&table, route, tier.as_ref())
+        let extensions = req.extensions();
+        Self::resolve_route(&table, route, extensions.get::<Tier>())
     }
 
     /// What the overrides say about a request answered before its route's guard saw it:
@@ -70,7 +70,7 @@ impl Limiter {
         if route.is_default_policy() {
             return Resolved::AsIs;
         }
-        self.resolve_route(&table, route, tier)
+        Self::resolve_route(&table, route, tier)
     }
 
     fn listed(
@@ -115,8 +115,8 @@ impl Limiter {
     }
 
     /// The route's override for `tier`, else for every tier; its per-worker route is built
-    /// once per change of the overrides.
-    fn resolve_route(&self, table: &Table, route: &RouteInfo, tier: Option<&Tier>) -> Resolved {
+    /// once per change of the overrides, and kept on `route`.
+    fn resolve_route(table: &Table, route: &RouteInfo, tier: Option<&Tier>) -> Resolved {
         let Some((overridden, tiered)) = table.route(&route.label, tier.map(Tier::as_str)) else {
             return Resolved::AsIs;
         };
@@ -124,16 +124,19 @@ impl Limiter {
             Policy::Exempt { .. } => return Resolved::Pass,
             Policy::Limited(policy) => policy,
         };
-        let tier = tier.filter(|_| tiered).map(|t| t.as_str().to_owned());
-        let cache_key = (route.label.clone(), route.metrics.policy.clone(), tier);
-        let mut cache = self.overridden.borrow_mut();
-        if let Some((generation, built)) = cache.get(&cache_key) {
+        let tier = tier.filter(|_| tiered).map(Tier::as_str);
+        let mut cache = route.overrides.borrow_mut();
+        let cached = cache.iter_mut().find(|(t, _, _)| t.as_deref() == tier);
+        if let Some((_, generation, built)) = &cached {
             if *generation == table.generation {
                 return Resolved::Route(Rc::clone(built));
             }
         }
-        let built = Rc::new(route.overridden(policy, cache_key.2.as_deref()));
-        cache.insert(cache_key, (table.generation, Rc::clone(&built)));
+        let built = Rc::new(route.overridden(policy, tier));
+        match cached {
+            Some(entry) => *entry = (tier.map(str::to_owned), table.generation, Rc::clone(&built)),
+            None => cache.push((tier.map(str::to_owned), table.generation, Rc::clone(&built))),
+        }
         Resolved::Route(built)
     }
 }

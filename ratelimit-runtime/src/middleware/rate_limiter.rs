@@ -4,7 +4,7 @@
 //! declaration, so no route is ever silently unlimited.
 
 use std::{
-    cell::{OnceCell, RefCell},
+    cell::OnceCell,
     fmt,
     rc::Rc,
     sync::{Arc, OnceLock},
@@ -475,7 +475,6 @@ impl RateLimiter {
             success: self.success,
             declared: OnceCell::new(),
             overrides: self.overrides.as_ref().map(|o| Arc::clone(&o.shared)),
-            overridden: RefCell::default(),
         })
     }
 }

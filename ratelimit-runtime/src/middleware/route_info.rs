@@ -56,6 +56,9 @@ pub(crate) struct RouteInfo {
     discriminator: Option<String>,
     /// The tier an override of this route is for: its keys carry `|tier.<name>`.
     tier: Option<String>,
+    /// This route under the overrides in force, by tier (`None`: every tier), with the
+    /// generation of the overrides each was built from (bounded by the tiers overrides name).
+    pub(crate) overrides: RefCell<Vec<(Option<String>, u64, std::rc::Rc<RouteInfo>)>>,
     /// The key prefix and the key stem of this route under it (`rl:{GET:/orders/:id`),
     /// built on first use.
     key_stem: RefCell<Option<(String, String)>>,
@@ -167,6 +170,7 @@ impl RouteInfo {
             default_policy: false,
             discriminator: None,
             tier: None,
+            overrides: RefCell::default(),
             key_stem: RefCell::default(),
         }
     }

@@ -181,7 +181,7 @@ impl Overrides {
         let table = self.shared.table.load();
         let mut routes: Vec<(RouteSelector, Overridden)> = table
             .routes()
-            .map(|(selector, o)| (selector.clone(), o.clone()))
+            .map(|(selector, o)| (selector, o.clone()))
             .collect();
         routes.sort_by(|a, b| a.0.cmp(&b.0));
         routes

@@ -105,43 +105,54 @@ impl List {
     }
 }
 
+/// The overrides of one route: for every tier, and for some tiers.
+#[derive(Debug, Default)]
+struct RouteOverrides {
+    all: Option<Overridden>,
+    tiers: HashMap<String, Overridden>,
+}
+
 /// The overrides in force.
 #[derive(Debug, Default)]
 pub(crate) struct Table {
     /// Changes whenever the table does, so per-worker routes built from it are rebuilt.
     pub(crate) generation: u64,
-    routes: HashMap<RouteSelector, Overridden>,
-    /// Routes with an override for some tier.
-    tiered: HashSet<String>,
+    /// By route label (`POST /login`), looked up by `&str` on every request.
+    routes: HashMap<String, RouteOverrides>,
     pub(crate) allow: List,
     pub(crate) deny: List,
 }
 
 impl Table {
-    /// The override of `route` (`POST /login`) for `tier`, else for every tier.
+    /// The override of `route` (`POST /login`) for `tier`, else for every tier; whether it
+    /// is the tier's.
     pub(crate) fn route(&self, route: &str, tier: Option<&str>) -> Option<(&Overridden, bool)> {
-        if let Some(tier) = tier.filter(|_| self.tiered.contains(route)) {
-            let selector = RouteSelector {
-                route: route.to_owned(),
-                tier: Some(tier.to_owned()),
-            };
-            if let Some(found) = self.routes.get(&selector) {
-                return Some((found, true));
-            }
+        let found = self.routes.get(route)?;
+        if let Some(own) = tier.and_then(|tier| found.tiers.get(tier)) {
+            return Some((own, true));
         }
-        if self.routes.is_empty() {
-            return None;
-        }
-        let selector = RouteSelector {
-            route: route.to_owned(),
-            tier: None,
-        };
-        self.routes.get(&selector).map(|found| (found, false))
+        found.all.as_ref().map(|all| (all, false))
     }
 
     /// Every override in force, by selector.
-    pub(crate) fn routes(&self) -> impl Iterator<Item = (&RouteSelector, &Overridden)> {
-        self.routes.iter()
+    pub(crate) fn routes(&self) -> impl Iterator<Item = (RouteSelector, &Overridden)> {
+        self.routes.iter().flat_map(|(route, found)| {
+            let all = found.all.iter().map(move |o| {
+                let selector = RouteSelector {
+                    route: route.clone(),
+                    tier: None,
+                };
+                (selector, o)
+            });
+            let tiers = found.tiers.iter().map(move |(tier, o)| {
+                let selector = RouteSelector {
+                    route: route.clone(),
+                    tier: Some(tier.clone()),
+                };
+                (selector, o)
+            });
+            all.chain(tiers)
+        })
     }
 
     /// Whether requests need to read anything for the lists.
@@ -166,17 +177,18 @@ impl Table {
                     declaration.policy.limited().copied(),
                     &selector.route,
                 );
-                if selector.tier.is_some() {
-                    table.tiered.insert(selector.route.clone());
+                let overridden = Overridden {
+                    policy,
+                    source: *source,
+                    text: text.clone(),
+                };
+                let entry = table.routes.entry(selector.route.clone()).or_default();
+                match &selector.tier {
+                    Some(tier) => {
+                        entry.tiers.insert(tier.clone(), overridden);
+                    }
+                    None => entry.all = Some(overridden),
                 }
-                table.routes.insert(
-                    selector.clone(),
-                    Overridden {
-                        policy,
-                        source: *source,
-                        text: text.clone(),
-                    },
-                );
             }
             for (kind, entry) in set.lists.keys() {
                 match kind {
@@ -191,7 +203,17 @@ impl Table {
 
 /// The problems of `set` against the App's routes: every route it names must be declared.
 pub(crate) fn check_routes(set: &RuleSet, catalog: &Catalog) -> Vec<String> {
-    set.routes
+    let exempt = set.routes.keys().filter_map(|selector| {
+        let declaration = catalog.get(&selector.route)?;
+        let Policy::Exempt { reason } = declaration.policy else {
+            return None;
+        };
+        Some(format!(
+            "`{selector}` is declared exempt (\"{reason}\"), so it has no limit to override; declare a limit on it, or leave its clients to the allow and deny lists"
+        ))
+    });
+    let unknown = set
+        .routes
         .keys()
         .filter(|selector| !catalog.contains_key(&selector.route))
         .map(|selector| {
@@ -200,8 +222,8 @@ pub(crate) fn check_routes(set: &RuleSet, catalog: &Catalog) -> Vec<String> {
             format!(
                 "`{selector}` names no declared route of this App{hint}; name it as the route table shows it (`METHOD /full/pattern`)"
             )
-        })
-        .collect()
+        });
+    unknown.chain(exempt).collect()
 }
 
 /// Policies built from overrides, kept for the process's life: a policy's limits are
