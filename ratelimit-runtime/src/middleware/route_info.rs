@@ -58,11 +58,15 @@ pub(crate) struct RouteInfo {
     tier: Option<String>,
     /// This route under the overrides in force, by tier (`None`: every tier), with the
     /// generation of the overrides each was built from (bounded by the tiers overrides name).
-    pub(crate) overrides: RefCell<Vec<(Option<String>, u64, std::rc::Rc<RouteInfo>)>>,
+    pub(crate) overrides: RefCell<Vec<Overridden>>,
     /// The key prefix and the key stem of this route under it (`rl:{GET:/orders/:id`),
     /// built on first use.
     key_stem: RefCell<Option<(String, String)>>,
 }
+
+/// A route under an override: for which tier (`None`: every tier), the generation of the
+/// overrides it was built from, and the route.
+pub(crate) type Overridden = (Option<String>, u64, std::rc::Rc<RouteInfo>);
 
 /// Everything a 429 of one route is made of: equal figures, byte-identical answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
