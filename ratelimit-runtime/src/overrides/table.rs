@@ -92,6 +92,9 @@ impl List {
         api_key: Option<&str>,
         user_id: Option<&str>,
     ) -> Option<&'static str> {
+        // An IPv4 client on an IPv6 socket (`::ffff:203.0.113.7`) is matched as IPv4, as
+        // its keys count it.
+        let ip = ip.map(|ip| ip.to_canonical());
         if ip.is_some_and(|ip| self.nets.iter().any(|net| net.contains(&ip))) {
             return Some("ip");
         }
@@ -394,4 +397,35 @@ pub fn declaration_text(policy: &Policy) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_match_ranges_keys_and_ids_and_mapped_addresses_as_ipv4() {
+        let mut list = List::default();
+        for entry in [
+            "ip 203.0.113.0/24",
+            "ip 2001:db8::/32",
+            "api_key k",
+            "user_id 42",
+        ] {
+            list.add(&ListEntry::parse(entry).unwrap());
+        }
+        let ip = |text: &str| Some(text.parse::<IpAddr>().unwrap());
+        assert_eq!(list.matches(ip("203.0.113.9"), None, None), Some("ip"));
+        assert_eq!(
+            list.matches(ip("::ffff:203.0.113.9"), None, None),
+            Some("ip")
+        );
+        assert_eq!(list.matches(ip("2001:db8:1::1"), None, None), Some("ip"));
+        assert_eq!(
+            list.matches(ip("198.51.100.1"), Some("k"), None),
+            Some("api_key")
+        );
+        assert_eq!(list.matches(None, Some("K"), Some("42")), Some("user_id"));
+        assert_eq!(list.matches(ip("2001:db9::1"), Some("x"), Some("43")), None);
+    }
 }
