@@ -1,6 +1,6 @@
 //! Faults under traffic, through the HTTP path (an App with `#[rate_limit]` routes and a
 //! `RateLimiter` over a Redis store, driven by actix-web's test service): Redis killed,
-//! restarted empty, stalled, and a cluster master killed. No request waits much longer than
+//! restarted empty, stalled, a cluster master killed, and a cluster master's host gone. No request waits much longer than
 //! the store timeout, fail-closed routes answer 503 while no decision can be made, fail-open
 //! routes pass, and once Redis answers again the app decides again by itself, exactly.
 //!
@@ -14,6 +14,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cluster_black_hole;
 mod cluster_failover;
 mod outage;
 mod stalls;

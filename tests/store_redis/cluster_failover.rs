@@ -126,10 +126,10 @@ async fn a_cluster_store_follows_the_failover_of_a_master_that_stopped_answering
     );
 }
 
-/// A Cluster master that is busy now and then (a 2 s command every 3.5 s) makes some checks
-/// of its slots time out, but its connections are not silent: they are kept, not replaced
-/// again and again. A probe's new connections, which answer once the command ends, do not
-/// replace healthy ones, and the old connection has as long to answer as the new one.
+/// A Cluster master that is busy now and then (a 2 s command every 3.5 s) makes checks of
+/// its slots time out until its breaker opens (then they fail at once), but its connection
+/// is not silent: it answers the breaker's probe once the command ends, is kept rather than
+/// replaced, and the master's slots are decided again.
 // One thread: the log capture is the thread's own, and the probes run on it too.
 #[tokio::test]
 async fn a_cluster_master_busy_now_and_then_keeps_the_stores_connections() {
@@ -158,23 +158,39 @@ async fn a_cluster_master_busy_now_and_then_keeps_the_stores_connections() {
             std::thread::sleep(Duration::from_millis(1_500));
         }
     });
-    let (mut timeouts, mut answered) = (0, 0);
+    let (mut timeouts, mut at_once, mut answered, mut busy_answered) = (0, 0, 0, 0);
     while !slow.is_finished() {
         for key in [&busy, &healthy, &healthy] {
             match check(key).await {
-                Ok(_) => answered += 1,
+                Ok(_) => {
+                    answered += 1;
+                    busy_answered += usize::from(std::ptr::eq(key, &busy));
+                }
                 Err(e) if e.kind() == StoreErrorKind::Timeout => timeouts += 1,
+                Err(e) if e.kind() == StoreErrorKind::Connection => at_once += 1,
                 Err(_) => {}
             }
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let opened = connections_received(&cluster.masters()[1]) - before;
-    let replaced = log.text().matches("using the new one").count();
-    println!("{timeouts} timeouts, {answered} answers; master 1 accepted {opened} connections; {replaced} replacements");
+    let text = log.text();
+    let (replaced, opened_breaker) = (
+        text.matches("using the new one").count(),
+        text.matches("did not answer 3 checks in a row").count(),
+    );
+    println!("{timeouts} timeouts, {at_once} failed at once, {answered} answers ({busy_answered} for the busy master); master 1 accepted {opened} connections; {replaced} replacements; the breaker opened {opened_breaker} times");
     assert!(
-        timeouts >= 20,
-        "the busy master made only {timeouts} checks time out"
+        timeouts >= 5 && timeouts + at_once >= 20,
+        "the busy master made only {timeouts} checks time out and {at_once} fail at once"
+    );
+    assert!(
+        opened_breaker >= 1,
+        "the busy master's breaker never opened"
+    );
+    assert!(
+        busy_answered >= 20,
+        "the busy master's slots were decided only {busy_answered} times between its commands"
     );
     assert_eq!(
         replaced, 0,

@@ -113,6 +113,28 @@ impl RedisCluster {
         self.masters[index].kill();
     }
 
+    /// Kills master `index` and binds its port with a listener that never accepts, its
+    /// backlog filled: a host that is gone, where connections are neither accepted nor
+    /// refused (a crashed machine, a deleted pod). The cluster bus port stays closed, so the
+    /// other nodes mark it failed after `cluster-node-timeout` (2 s).
+    pub fn black_hole_master(&mut self, index: usize) -> BlackHole {
+        let port = self.masters[index].port();
+        self.masters[index].kill();
+        BlackHole::bind(port)
+    }
+
+    /// `CONFIG SET name value` on every node.
+    pub fn configure_every_node(&self, name: &str, value: &str) {
+        for node in self.nodes() {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(name)
+                .arg(value)
+                .query(&mut node.connection())
+                .unwrap_or_else(|e| panic!("CONFIG SET {name} {value}: {e}"));
+        }
+    }
+
     /// Adds an empty master (no slots), as before a reshard onto a new node; answers its
     /// index among [`masters`](Self::masters) once every node knows it.
     pub fn add_master(&mut self) -> usize {
@@ -235,6 +257,37 @@ impl RedisCluster {
                 "the test cluster never reached: {what}"
             );
             thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// A loopback port where a connection is never accepted nor refused: a listener that never
+/// accepts, with its backlog full, so a new connection's handshake is never answered.
+pub struct BlackHole {
+    _listener: std::net::TcpListener,
+    _queued: Vec<std::net::TcpStream>,
+}
+
+impl BlackHole {
+    fn bind(port: u16) -> BlackHole {
+        let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let listener = std::net::TcpListener::bind(address)
+            .unwrap_or_else(|e| panic!("binding the black hole on port {port}: {e}"));
+        let mut queued = Vec::new();
+        loop {
+            match std::net::TcpStream::connect_timeout(&address, Duration::from_millis(200)) {
+                Ok(stream) => queued.push(stream),
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => break,
+                Err(e) => panic!("filling the black hole's backlog: {e}"),
+            }
+            assert!(
+                queued.len() < 10_000,
+                "the black hole's backlog never filled"
+            );
+        }
+        BlackHole {
+            _listener: listener,
+            _queued: queued,
         }
     }
 }

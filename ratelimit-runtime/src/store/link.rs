@@ -3,16 +3,13 @@
 //! redis-rs reconnects by itself when a connection errors, but not when it merely stops
 //! answering: the path to Redis may drop packets without a reset (a failover moved the
 //! address, a NAT or conntrack entry was dropped, a proxy or a whole host hung), and the kernel
-//! would retransmit for a quarter of an hour while every check ran into its timeout. A Redis
-//! Cluster connection is no better: it reads the slot map again after a `MOVED` or a
-//! connection error, so while a master that stopped answering is failed over, the checks of its
-//! slots keep going to it. Nor does it leave a connection that answers but cannot serve: one
+//! would retransmit for a quarter of an hour while every check ran into its timeout. Nor does
+//! it leave a connection that answers but cannot serve: one
 //! still open to a primary demoted to replica behind a failover proxy or a DNS name (every
 //! check answered `READONLY`), or a connection manager whose reconnect was refused by Redis
 //! (a `SELECT` answered `BUSY` while a long script ran), which answers that error for ever.
 //! After [`STALLED_AFTER`] failed checks (timeouts or errors) a probe opens a new connection
-//! in the background; it takes the old one's place only if it answers (`PING`; on a Cluster
-//! connection, which reads the slot map anew, every master must answer) while the old one,
+//! in the background; it takes the old one's place only if it answers (`PING`) while the old one,
 //! asked the same and given as long, does not, or was answered `READONLY`. So a Redis that is
 //! busy rather than unreachable (a slow command, a fork, `CLIENT PAUSE`), or a check that
 //! fails on its data, keeps its connections, and is probed less and less often; so is a
@@ -33,13 +30,12 @@ use std::{
 use ::redis::{aio::ConnectionLike, ErrorKind, RedisResult, ServerErrorKind};
 
 use super::{
-    decision::in_order,
     script_call::{self, ScriptConnection},
-    AdjustRequest, Adjustment, CheckRequest, Decision, LimitState, Store, StoreError,
-    StoreErrorKind,
+    AdjustRequest, CheckRequest, Decision, Store, StoreError, StoreErrorKind,
 };
 
-/// Timeouts (see [`StallRule`]) before a connection counts as stalled.
+/// Failed checks in a row (timeouts, errors; a check that answers starts the count again)
+/// before a connection counts as stalled.
 const STALLED_AFTER: u32 = 3;
 
 /// How long after a connection was made, or a probe failed, the first probe for a new
@@ -67,26 +63,13 @@ pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// A connection being opened by a probe: made, and answering.
 pub(crate) type Opening<C> = Pin<Box<dyn Future<Output = RedisResult<C>> + Send>>;
 
-/// Which timeouts make a connection stalled.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum StallRule {
-    /// One server behind the connection: [`STALLED_AFTER`] timeouts in a row (a check that
-    /// answers starts the count again).
-    InARow,
-    /// Many servers behind one connection (a Cluster): checks of the slots whose master
-    /// answers keep answering while those of a stalled master time out, so the count starts
-    /// again only after this long without a timeout. A new connection that did not stop the
-    /// timeouts is not made again sooner than the back-off.
-    WithoutPause(Duration),
-}
-
 /// A store whose checks run over a [`Link`].
 pub(crate) trait Linked: Store + Sync {
-    type Connection: ScriptConnection + Clone + Send + Sync + 'static;
+    type Connection: ScriptConnection + ConnectionLike + Clone + Send + Sync + 'static;
 
     fn link(&self) -> &Arc<Link<Self::Connection>>;
 
-    /// A new connection to the same server or cluster, answering `PING`.
+    /// A new connection to the same server, answering `PING`.
     fn reconnect(&self) -> Opening<Self::Connection>;
 
     /// How long [`Linked::reconnect`] may take before the probe counts as failed; the old
@@ -150,100 +133,6 @@ pub(crate) async fn peek<S: Linked>(
     script_call::peek(connection, request, timeout).await
 }
 
-/// One check whose limits count different identities, on a Redis Cluster where their keys
-/// live in different slots: one call per identity, all at once (one round trip); when one
-/// refuses, what the others counted is given back where they counted it (one more round
-/// trip), so a limit is never charged for a request another refused. The decision has no
-/// receipt: a later give-back takes from what counts then. A failed call fails the check
-/// (what the others counted is given back too) unless another part refused: a refusal
-/// stands. The give-back runs within what is left of `timeout`; cut short, the unit stays
-/// counted (the strict side).
-pub(crate) async fn check_split<S: Linked>(
-    store: &S,
-    request: CheckRequest<'_>,
-    timeout: Duration,
-) -> Result<Decision, StoreError> {
-    let started = std::time::Instant::now();
-    let groups = request.key.groups(request.limits);
-    let checked = futures_util::future::join_all(groups.iter().map(|(key, limits)| {
-        let part = CheckRequest {
-            key,
-            limits,
-            now_millis: request.now_millis,
-        };
-        check(store, part, timeout)
-    }))
-    .await;
-    let all_allowed = checked
-        .iter()
-        .all(|c| c.as_ref().is_ok_and(|decision| decision.allowed));
-    if !all_allowed {
-        let left = timeout.saturating_sub(started.elapsed());
-        let give_backs = groups
-            .iter()
-            .zip(&checked)
-            .filter_map(|((key, limits), c)| {
-                let receipt = c.as_ref().ok().filter(|d| d.allowed)?.receipt.as_ref()?;
-                let change = Adjustment::GiveBack {
-                    units: 1,
-                    receipt: Some(receipt),
-                };
-                Some(adjust(
-                    store,
-                    AdjustRequest::new(key, limits, request.now_millis, change),
-                    left,
-                ))
-            });
-        for given in futures_util::future::join_all(give_backs).await {
-            if let Err(error) = given {
-                tracing::warn!(
-                    target: "ratelimit",
-                    %error,
-                    "a check split across Cluster slots could not give back what one part counted for a request another part refused; it stays counted"
-                );
-            }
-        }
-    }
-    // A refusal by one part stands even when another part failed: the request is refused,
-    // not handed to the route's failure policy (which might let it through). The failed
-    // part's limits report nothing spent.
-    let refused = checked
-        .iter()
-        .any(|c| c.as_ref().is_ok_and(|decision| !decision.allowed));
-    let mut states = Vec::with_capacity(request.limits.len());
-    for ((_, limits), c) in groups.iter().zip(checked) {
-        match c {
-            Ok(decision) => states.extend(decision.limits),
-            Err(_) if refused => states.extend(limits.iter().map(|limit| {
-                LimitState::new(*limit, true, limit.max(), Duration::ZERO, Duration::ZERO)
-            })),
-            Err(error) => return Err(error),
-        }
-    }
-    let limits = in_order(request.limits, states)
-        .ok_or_else(|| StoreError::new(StoreErrorKind::Protocol, "a limit without a state"))?;
-    Ok(Decision::new(limits))
-}
-
-/// [`adjust`] of a request whose limits count different identities, one call per identity's
-/// slot: the units given back (keys deleted) over all.
-pub(crate) async fn adjust_split<S: Linked>(
-    store: &S,
-    request: AdjustRequest<'_>,
-    timeout: Duration,
-) -> Result<u64, StoreError> {
-    let groups = request.key.groups(request.limits);
-    let changed = futures_util::future::join_all(groups.iter().map(|(key, limits)| {
-        adjust(
-            store,
-            AdjustRequest::new(key, limits, request.now_millis, request.change),
-            timeout,
-        )
-    }))
-    .await;
-    changed.into_iter().sum()
-}
-
 /// How a check on a connection ended, for its stall rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Health {
@@ -273,9 +162,8 @@ pub(crate) struct Link<C> {
     /// as a replica decides them) count for nothing.
     read_only: AtomicBool,
     /// Whether the probe's back-off has grown since a check on the current connection was
-    /// last answered ([`StallRule::InARow`]): the next answer resets it.
+    /// last answered: the next answer resets it.
     backed_off: AtomicBool,
-    rule: StallRule,
     probe: Mutex<Probe>,
 }
 
@@ -286,24 +174,20 @@ struct Probe {
     not_before: Instant,
     /// The wait after the next failed probe.
     backoff: Duration,
-    /// When the last timeout was counted ([`StallRule::WithoutPause`]).
-    last_timeout: Option<Instant>,
 }
 
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
-    pub(crate) fn new(connection: C, rule: StallRule) -> Self {
+    pub(crate) fn new(connection: C) -> Self {
         Link {
             connection: RwLock::new((0, connection)),
             generation: AtomicU64::new(0),
             stalled: AtomicU32::new(0),
             read_only: AtomicBool::new(false),
             backed_off: AtomicBool::new(false),
-            rule,
             probe: Mutex::new(Probe {
                 running: false,
                 not_before: Instant::now() + PROBE_BACKOFF,
                 backoff: PROBE_BACKOFF,
-                last_timeout: None,
             }),
         }
     }
@@ -348,27 +232,13 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
         }
         if matches!(health, Health::Answered | Health::AnsweredWithoutWrite) {
             self.read_only.store(false, Ordering::Relaxed);
-            if matches!(self.rule, StallRule::InARow)
-                && (self.stalled.load(Ordering::Relaxed) != 0
-                    || self.backed_off.load(Ordering::Relaxed))
+            if self.stalled.load(Ordering::Relaxed) != 0 || self.backed_off.load(Ordering::Relaxed)
             {
                 self.stalled.store(0, Ordering::Relaxed);
                 self.backed_off.store(false, Ordering::Relaxed);
                 self.probe_state().backoff = PROBE_BACKOFF;
             }
             return;
-        }
-        if let StallRule::WithoutPause(pause) = self.rule {
-            let mut probe = self.probe_state();
-            let now = Instant::now();
-            if probe
-                .last_timeout
-                .is_some_and(|last| now.duration_since(last) > pause)
-            {
-                self.stalled.store(0, Ordering::Relaxed);
-                probe.backoff = PROBE_BACKOFF;
-            }
-            probe.last_timeout = Some(now);
         }
         if self.stalled.fetch_add(1, Ordering::Relaxed) + 1 < STALLED_AFTER {
             return;
@@ -425,26 +295,17 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
                     // be writable either until a check on it writes, so its refusals do not
                     // reset the back-off.
                     link.read_only.store(old_answers, Ordering::Relaxed);
-                    match link.rule {
+                    if old_answers {
                         // The old connection answered, on a replica: the new one may reach the
                         // same replica (no failover proxy in front, nowhere else to go), and
                         // replacing it every second would not help. Until a check on the new
                         // one is answered, the wait grows.
-                        StallRule::InARow if old_answers => {
-                            probe.not_before = Instant::now() + probe.backoff;
-                            probe.backoff = (probe.backoff * 2).min(PROBE_BACKOFF_MAX);
-                            link.backed_off.store(true, Ordering::Relaxed);
-                        }
-                        StallRule::InARow => {
-                            probe.backoff = PROBE_BACKOFF;
-                            probe.not_before = Instant::now() + PROBE_BACKOFF;
-                        }
-                        // Timeouts that go on after this replacement are not a reason to
-                        // replace it again at once.
-                        StallRule::WithoutPause(_) => {
-                            probe.not_before = Instant::now() + probe.backoff;
-                            probe.backoff = (probe.backoff * 2).min(PROBE_BACKOFF_MAX);
-                        }
+                        probe.not_before = Instant::now() + probe.backoff;
+                        probe.backoff = (probe.backoff * 2).min(PROBE_BACKOFF_MAX);
+                        link.backed_off.store(true, Ordering::Relaxed);
+                    } else {
+                        probe.backoff = PROBE_BACKOFF;
+                        probe.not_before = Instant::now() + PROBE_BACKOFF;
                     }
                 }
                 // The old connection answers only an error and Redis refused the new one at

@@ -9,7 +9,7 @@ use ::redis::{
 
 use super::{
     config_error::{redact, StoreConfigError},
-    link::{self, Link, Linked, Opening, StallRule},
+    link::{self, Link, Linked, Opening},
     AdjustFuture, AdjustRequest, CheckFuture, CheckRequest, Store,
 };
 
@@ -106,7 +106,7 @@ impl Store for RedisStore {
         tokio::runtime::Handle::try_current().ok()?;
         let connection = connect(&self.client, &self.config).ok()?;
         Some(Arc::new(RedisStore {
-            link: Arc::new(Link::new(connection, StallRule::InARow)),
+            link: Arc::new(Link::new(connection)),
             ..self.clone()
         }))
     }
@@ -228,7 +228,7 @@ impl RedisStoreBuilder {
         let connection =
             connect(&client, &config).map_err(|err| StoreConfigError::for_url(&self.url, err))?;
         Ok(RedisStore {
-            link: Arc::new(Link::new(connection, StallRule::InARow)),
+            link: Arc::new(Link::new(connection)),
             timeout: self.timeout,
             url: self.url,
             client,

@@ -1,4 +1,5 @@
-//! Running a check script over a Redis connection, standalone or Cluster alike.
+//! Running a check script over a Redis connection, standalone or routed to a Cluster's
+//! master alike.
 //!
 //! `EVALSHA` with the locally computed digest; on `NOSCRIPT` (after a restart, a failover or
 //! `SCRIPT FLUSH`) the same call again as `EVAL` with the source, which also caches the
@@ -11,8 +12,6 @@ use std::{future::Future, time::Duration};
 
 use redis::{
     aio::{ConnectionLike, ConnectionManager},
-    cluster_async::ClusterConnection,
-    cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr},
     ErrorKind, RedisError, ServerErrorKind, Value,
 };
 
@@ -104,7 +103,8 @@ pub(crate) async fn adjust<C: ScriptConnection>(
     }
 }
 
-async fn invoke<C: ConnectionLike + Send>(
+/// `call` as `EVALSHA`, then as `EVAL` after `NOSCRIPT`.
+pub(crate) async fn invoke<C: ConnectionLike + Send>(
     conn: &mut C,
     call: &ScriptCall<'_>,
 ) -> Result<Value, RedisError> {
@@ -117,7 +117,7 @@ async fn invoke<C: ConnectionLike + Send>(
 }
 
 /// A connection a check's script runs over.
-pub(crate) trait ScriptConnection: ConnectionLike + Send {
+pub(crate) trait ScriptConnection: Send {
     /// The script's reply to `call`: `EVALSHA`, then `EVAL` after `NOSCRIPT`.
     fn run<'a>(
         &'a mut self,
@@ -134,54 +134,8 @@ impl ScriptConnection for ConnectionManager {
     }
 }
 
-/// In a Cluster the call goes right after an `ASKING`, in one pipeline routed by the key's
-/// slot: when the slot is migrating and the key has moved, the node that has it runs the
-/// script only right after an `ASKING` on the same connection. redis-rs follows an `ASK` by
-/// sending `ASKING` as a request of its own on that node's connection, which every check to
-/// the node shares, so concurrent checks would spend one another's `ASKING`, be sent back
-/// with `MOVED`, and checks of a migrating slot would time out. In the pipeline the
-/// call's own `ASKING` comes right before it whatever else is in flight, and redis-rs still
-/// routes it, follows `ASK` and `MOVED` (connecting to a node it did not know, such as a
-/// master just added), and retries as configured. On a node that serves the slot `ASKING`
-/// changes nothing. (Following redirects here instead, to send `ASKING` only where an `ASK`
-/// pointed, would fail every check of keys moving to a master added after the store
-/// connected: redis-rs connects to a new node only on its own redirects. The price, documented: while
-/// the slot's master is unreachable mid-migration, redis-rs may send a check to another
-/// node, and the importing one then decides it on a key it does not hold.)
-impl ScriptConnection for ClusterConnection {
-    async fn run<'a>(&'a mut self, call: &'a ScriptCall<'a>) -> Result<Value, RedisError> {
-        let slot = SingleNodeRoutingInfo::SpecificNode(Route::with_key(
-            call.first_key(),
-            SlotAddr::Master,
-        ));
-        match after_asking(self, call.evalsha(), slot.clone()).await {
-            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                after_asking(self, call.eval(), slot).await
-            }
-            other => other,
-        }
-    }
-}
-
-/// `command` right after `ASKING`, in one pipeline to `node`; an error reply is an error.
-async fn after_asking(
-    conn: &mut ClusterConnection,
-    command: redis::Cmd,
-    node: SingleNodeRoutingInfo,
-) -> Result<Value, RedisError> {
-    let mut pipeline = redis::pipe();
-    pipeline.cmd("ASKING").add_command(command);
-    match conn.route_pipeline(pipeline, 1, 1, node).await?.pop() {
-        Some(Value::ServerError(err)) => Err(err.into()),
-        Some(reply) => Ok(reply),
-        None => Err(RedisError::from((
-            ErrorKind::Parse,
-            "no reply to the script call",
-        ))),
-    }
-}
-
-fn is_connection_loss(err: &RedisError) -> bool {
+/// Whether the connection was lost (or could not be made), as opposed to an answer.
+pub(crate) fn is_connection_loss(err: &RedisError) -> bool {
     err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal()
 }
 

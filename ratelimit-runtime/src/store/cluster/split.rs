@@ -1,0 +1,102 @@
+//! A check whose limits count different identities (per IP and per username): on a Cluster
+//! their keys live in different slots, so each identity's limits are one call.
+
+use std::time::Duration;
+
+use super::RedisClusterStore;
+use crate::store::{
+    decision::in_order, AdjustRequest, Adjustment, CheckRequest, Decision, LimitState, StoreError,
+    StoreErrorKind,
+};
+
+/// One check whose limits count different identities, on a Redis Cluster where their keys
+/// live in different slots: one call per identity, all at once (one round trip); when one
+/// refuses, what the others counted is given back where they counted it (one more round
+/// trip), so a limit is never charged for a request another refused. The decision has no
+/// receipt: a later give-back takes from what counts then. A failed call fails the check
+/// (what the others counted is given back too) unless another part refused: a refusal
+/// stands. The give-back runs within what is left of `timeout`; cut short, the unit stays
+/// counted (the strict side).
+pub(super) async fn check(
+    store: &RedisClusterStore,
+    request: CheckRequest<'_>,
+    timeout: Duration,
+) -> Result<Decision, StoreError> {
+    let started = std::time::Instant::now();
+    let groups = request.key.groups(request.limits);
+    let checked = futures_util::future::join_all(groups.iter().map(|(key, limits)| {
+        let part = CheckRequest {
+            key,
+            limits,
+            now_millis: request.now_millis,
+        };
+        store.check_one(part, timeout)
+    }))
+    .await;
+    let all_allowed = checked
+        .iter()
+        .all(|c| c.as_ref().is_ok_and(|decision| decision.allowed));
+    if !all_allowed {
+        let left = timeout.saturating_sub(started.elapsed());
+        let give_backs = groups
+            .iter()
+            .zip(&checked)
+            .filter_map(|((key, limits), c)| {
+                let receipt = c.as_ref().ok().filter(|d| d.allowed)?.receipt.as_ref()?;
+                let change = Adjustment::GiveBack {
+                    units: 1,
+                    receipt: Some(receipt),
+                };
+                Some(store.adjust_one(
+                    AdjustRequest::new(key, limits, request.now_millis, change),
+                    left,
+                ))
+            });
+        for given in futures_util::future::join_all(give_backs).await {
+            if let Err(error) = given {
+                tracing::warn!(
+                    target: "ratelimit",
+                    %error,
+                    "a check split across Cluster slots could not give back what one part counted for a request another part refused; it stays counted"
+                );
+            }
+        }
+    }
+    // A refusal by one part stands even when another part failed: the request is refused,
+    // not handed to the route's failure policy (which might let it through). The failed
+    // part's limits report nothing spent.
+    let refused = checked
+        .iter()
+        .any(|c| c.as_ref().is_ok_and(|decision| !decision.allowed));
+    let mut states = Vec::with_capacity(request.limits.len());
+    for ((_, limits), c) in groups.iter().zip(checked) {
+        match c {
+            Ok(decision) => states.extend(decision.limits),
+            Err(_) if refused => states.extend(limits.iter().map(|limit| {
+                LimitState::new(*limit, true, limit.max(), Duration::ZERO, Duration::ZERO)
+            })),
+            Err(error) => return Err(error),
+        }
+    }
+    let limits = in_order(request.limits, states)
+        .ok_or_else(|| StoreError::new(StoreErrorKind::Protocol, "a limit without a state"))?;
+    Ok(Decision::new(limits))
+}
+
+/// An adjustment of a request whose limits count different identities, one call per identity's
+/// slot: the units given back (keys deleted) over all.
+pub(super) async fn adjust(
+    store: &RedisClusterStore,
+    request: AdjustRequest<'_>,
+    timeout: Duration,
+) -> Result<u64, StoreError> {
+    let groups = request.key.groups(request.limits);
+    let changed = futures_util::future::join_all(groups.iter().map(|(key, limits)| {
+        store.adjust_one(
+            AdjustRequest::new(key, limits, request.now_millis, request.change),
+            timeout,
+        )
+    }))
+    .await;
+    changed.into_iter().sum()
+}
