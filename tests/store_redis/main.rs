@@ -1,5 +1,6 @@
 //! What only Redis can do to a store: forget the script, restart, be down at startup,
-//! stall, refuse a password, hold a key of the wrong type, migrate a slot, fail over. Each
+//! stall, refuse a password, hold a key of the wrong type, migrate a slot, fail over (a
+//! Cluster master, a Sentinel primary). Each
 //! against a harness-started server (or cluster); none of these may turn into a decision or
 //! need an app restart.
 //!
@@ -15,6 +16,7 @@ mod exactness;
 mod lifecycle;
 mod reconnects;
 mod scripts;
+mod sentinel;
 
 use ratelimit_runtime::{
     key::RouteKey,

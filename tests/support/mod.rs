@@ -13,6 +13,7 @@ mod example;
 mod fake_stores;
 mod log_capture;
 mod proxy;
+mod sentinel;
 mod server;
 
 pub use backend::{limit_states, Backend, T0, W};
@@ -21,6 +22,7 @@ pub use example::{admin_command, example, free_port};
 pub use fake_stores::{Down, Hung};
 pub use log_capture::CapturedLog;
 pub use proxy::Proxy;
+pub use sentinel::{SentinelSetup, MASTER_NAME};
 pub use server::{dir_prefix, ping, RedisServer};
 
 /// Calls `attempt` every 50 ms until it succeeds or `within` has passed: its value and how

@@ -1,4 +1,5 @@
-//! Where counters live: Redis (standalone or Cluster) or process memory, behind one trait.
+//! Where counters live: Redis (standalone, Sentinel or Cluster) or process memory, behind one
+//! trait.
 
 mod check;
 mod cluster;
@@ -10,6 +11,7 @@ mod memory;
 mod redis;
 pub(crate) mod script;
 mod script_call;
+mod sentinel;
 pub(crate) mod tls;
 
 pub use check::{
@@ -21,3 +23,4 @@ pub use decision::{Decision, LimitState, Receipt};
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::{MemoryStore, MemoryStoreBuilder, StoredEntry, StoredValue, DEFAULT_CAPACITY};
 pub use redis::{RedisStore, RedisStoreBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
+pub use sentinel::{RedisSentinelStore, RedisSentinelStoreBuilder};
