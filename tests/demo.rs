@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use support::{example, free_port, RedisServer};
+use support::{example, free_port, RedisServer, SentinelSetup, MASTER_NAME};
 
 /// The demo process, killed on drop.
 struct Demo {
@@ -19,10 +19,14 @@ struct Demo {
 
 impl Demo {
     async fn start(redis_url: &str) -> Demo {
+        Demo::start_with(&[("REDIS_URL", redis_url)]).await
+    }
+
+    async fn start_with(envs: &[(&str, &str)]) -> Demo {
         let port = free_port();
         let child = Command::new(example("demo"))
             .env("BIND", format!("127.0.0.1:{port}"))
-            .env("REDIS_URL", redis_url)
+            .envs(envs.iter().copied())
             .env("RUST_LOG", "error")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -248,6 +252,37 @@ async fn every_route_of_the_demo_follows_its_policy() {
     assert!(
         text.contains("# TYPE ratelimit_store_duration_seconds histogram"),
         "{text}"
+    );
+}
+
+/// With `REDIS_SENTINEL_NODES` and `REDIS_SENTINEL_MASTER` the demo counts in the primary
+/// the sentinels name, and never on the replica.
+#[actix_web::test]
+async fn the_demo_counts_in_the_primary_its_sentinels_name() {
+    let setup = actix_web::rt::task::spawn_blocking(SentinelSetup::start)
+        .await
+        .unwrap();
+    let sentinels = setup.sentinel_urls().join(",");
+    let demo = Demo::start_with(&[
+        ("REDIS_SENTINEL_NODES", &sentinels),
+        ("REDIS_SENTINEL_MASTER", MASTER_NAME),
+    ])
+    .await;
+    let login = Some(r#"{"username":"sentinel-user","password":"pw"}"#);
+    assert_eq!(
+        demo.allowed_before_429("POST", "/login", &[JSON], login, 20)
+            .await,
+        10
+    );
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("rl:*")
+        .query(&mut setup.primary().connection())
+        .unwrap();
+    assert!(!keys.is_empty(), "the primary holds no limiter key");
+    assert_eq!(
+        setup.replica().scripts_run(),
+        0,
+        "a check reached the replica"
     );
 }
 

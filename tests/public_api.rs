@@ -14,7 +14,7 @@ use ratelimit_runtime::{
     key::RouteKey,
     store::{
         CheckFuture, CheckRequest, Decision, LimitState, MemoryStore, RedisClusterStore,
-        RedisStore, Store,
+        RedisSentinelStore, RedisStore, Store,
     },
     Algorithm, FailMode, Identity, IdentityPart, Limit, RateLimiter, RoutePolicy, Window,
 };
@@ -234,6 +234,7 @@ fn shared_types_are_send_sync_clone_and_debug() {
     send_sync::<MemoryStore>();
     send_sync_clone::<RedisStore>();
     send_sync_clone::<RedisClusterStore>();
+    send_sync_clone::<RedisSentinelStore>();
     send_sync_clone::<ManualClock>();
     let limiter = RateLimiter::new(MemoryStore::new());
     let shown = format!("{limiter:?}");

@@ -7,12 +7,14 @@
 //! cargo run --release --example demo -- --routes --json
 //! ```
 //!
-//! Environment: `BIND` (default `127.0.0.1:8080`), `REDIS_URL` (`redis://` or `rediss://`) or
-//! `REDIS_CLUSTER_NODES` (comma-separated node URLs), `TRUSTED_PROXY_HOPS` (default 0),
+//! Environment: `BIND` (default `127.0.0.1:8080`), `REDIS_URL` (`redis://` or `rediss://`),
+//! `REDIS_CLUSTER_NODES` (comma-separated node URLs), or `REDIS_SENTINEL_NODES`
+//! (comma-separated sentinel URLs) with `REDIS_SENTINEL_MASTER` (the primary's name) and, when
+//! the primary wants one, `REDIS_SENTINEL_MASTER_PASSWORD`; `TRUSTED_PROXY_HOPS` (default 0),
 //! `RATELIMIT_KEY_SECRET` (16 bytes or more, the same on every instance: usernames and other
 //! personal values in keys are hashed under it), `RATELIMIT_OVERRIDES_FILE` (a TOML file of
-//! overrides, re-read when it changes; with Redis, the hash `rl:overrides` is read too, which
-//! `ratelimit-admin` writes), `RUST_LOG` (default `info`).
+//! overrides, re-read when it changes; with Redis or a Cluster, the hash `rl:overrides` is read
+//! too, which `ratelimit-admin` writes), `RUST_LOG` (default `info`).
 
 mod auth;
 mod routes;
@@ -26,7 +28,7 @@ use ratelimit_runtime::{
     identity::{ApiKeySource, TrustedProxies, UsernameReader},
     key::KeySecret,
     overrides::Overrides,
-    store::{redact, MemoryStore, RedisClusterStore, RedisStore, Store},
+    store::{redact, MemoryStore, RedisClusterStore, RedisSentinelStore, RedisStore, Store},
     RateLimiter,
 };
 
@@ -98,7 +100,7 @@ fn overrides() -> Option<Overrides> {
     let overrides = if let Ok(url) = env::var("REDIS_URL") {
         overrides.redis(url)
     } else if let Ok(nodes) = env::var("REDIS_CLUSTER_NODES") {
-        overrides.redis_cluster(nodes.split(',').map(|n| n.trim().to_owned()).collect())
+        overrides.redis_cluster(url_list(&nodes))
     } else {
         overrides
     };
@@ -222,11 +224,7 @@ async fn store() -> Result<Arc<dyn Store>, String> {
         return Ok(Arc::new(store));
     }
     if let Ok(nodes) = env::var("REDIS_CLUSTER_NODES") {
-        let nodes: Vec<String> = nodes
-            .split(',')
-            .map(|n| n.trim().to_owned())
-            .filter(|n| !n.is_empty())
-            .collect();
+        let nodes = url_list(&nodes);
         let store = RedisClusterStore::builder(nodes.clone())
             .build()
             .await
@@ -234,6 +232,30 @@ async fn store() -> Result<Arc<dyn Store>, String> {
         tracing::info!(nodes = nodes.len(), "counting in Redis Cluster");
         return Ok(Arc::new(store));
     }
-    tracing::warn!("neither REDIS_URL nor REDIS_CLUSTER_NODES is set: counting in process memory, so limits apply per instance, not across the fleet");
+    if let Ok(sentinels) = env::var("REDIS_SENTINEL_NODES") {
+        let sentinels = url_list(&sentinels);
+        let name = env::var("REDIS_SENTINEL_MASTER").map_err(|_| {
+            "REDIS_SENTINEL_NODES is set without REDIS_SENTINEL_MASTER, the name the sentinels know the primary by".to_owned()
+        })?;
+        let mut builder = RedisSentinelStore::builder(sentinels.clone(), name.clone());
+        if let Ok(password) = env::var("REDIS_SENTINEL_MASTER_PASSWORD") {
+            builder = builder.master_password(password);
+        }
+        let store = builder
+            .build()
+            .await
+            .map_err(|e| format!("REDIS_SENTINEL_NODES: {e}"))?;
+        tracing::info!(sentinels = sentinels.len(), master = %name, "counting in the primary the sentinels name");
+        return Ok(Arc::new(store));
+    }
+    tracing::warn!("none of REDIS_URL, REDIS_CLUSTER_NODES and REDIS_SENTINEL_NODES is set: counting in process memory, so limits apply per instance, not across the fleet");
     Ok(Arc::new(MemoryStore::new()))
+}
+
+/// The URLs of a comma-separated list.
+fn url_list(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(|url| url.trim().to_owned())
+        .filter(|url| !url.is_empty())
+        .collect()
 }
