@@ -247,3 +247,107 @@ async fn a_sentinel_failover_under_load_fails_in_time_and_decides_again_exactly(
     );
     assert_exact(&store, "after").await;
 }
+
+/// `(script calls, connections received)` of the server behind `conn`.
+fn script_calls_and_connections(conn: &mut redis::Connection) -> (u64, u64) {
+    let stats: String = redis::cmd("INFO").arg("all").query(conn).unwrap();
+    let field = |line: &str, name: &str| -> Option<u64> {
+        line.split(name)
+            .nth(1)?
+            .split(',')
+            .next()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let scripts = stats
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| field(l, "calls="))
+        .sum();
+    let connections = stats
+        .lines()
+        .find_map(|l| field(l, "total_connections_received:"))
+        .expect("total_connections_received");
+    (scripts, connections)
+}
+
+/// Sentinels and a primary that want passwords of their own: the store signs in to each
+/// with its own, and then, as the standalone store does, sends one script call per check over
+/// one connection; with a wrong password for either, nothing is decided.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_signs_in_to_the_sentinels_and_the_primary_with_their_own_passwords() {
+    let setup = tokio::task::spawn_blocking(|| {
+        SentinelSetup::start_with_passwords("sentinel-secret", "primary-secret")
+    })
+    .await
+    .unwrap();
+    let limits = far();
+    let client = key("signed-in");
+    let check = |store: RedisSentinelStore| {
+        let (limits, client) = (limits, client.clone());
+        async move {
+            store
+                .check(CheckRequest {
+                    key: &client,
+                    limits: &limits,
+                    now_millis: Some(T0),
+                })
+                .await
+        }
+    };
+    let anonymous: Vec<String> = setup
+        .sentinel_urls()
+        .iter()
+        .map(|url| url.replace(":sentinel-secret@", ""))
+        .collect();
+    let without_sentinel_password = RedisSentinelStore::builder(anonymous, MASTER_NAME)
+        .master_password("primary-secret")
+        .build()
+        .await
+        .unwrap();
+    let wrong_primary_password = RedisSentinelStore::builder(setup.sentinel_urls(), MASTER_NAME)
+        .master_password("not-it")
+        .build()
+        .await
+        .unwrap();
+    // The first round of asking may outlast a check; after it, the sentinels' refusal is
+    // the answer at once.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..5 {
+        let refused = check(without_sentinel_password.clone()).await.unwrap_err();
+        assert!(refused.to_string().contains("sentinel"), "{refused}");
+        check(wrong_primary_password.clone()).await.unwrap_err();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let store = RedisSentinelStore::builder(setup.sentinel_urls(), MASTER_NAME)
+        .master_password("primary-secret")
+        .build()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while check(store.clone()).await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the store never reached the primary"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut primary = redis::Client::open(format!(
+        "redis://:primary-secret@127.0.0.1:{}",
+        setup.primary().port()
+    ))
+    .and_then(|c| c.get_connection())
+    .unwrap();
+    let (scripts, connections) = script_calls_and_connections(&mut primary);
+    for _ in 0..100 {
+        assert!(check(store.clone()).await.unwrap().allowed);
+    }
+    let (scripts_after, connections_after) = script_calls_and_connections(&mut primary);
+    assert_eq!(scripts_after - scripts, 100, "script calls for 100 checks");
+    assert_eq!(
+        connections_after, connections,
+        "a check opened a connection"
+    );
+}

@@ -39,36 +39,64 @@ pub struct SentinelSetup {
     primary: RedisServer,
     replica: RedisServer,
     sentinels: Vec<Sentinel>,
+    sentinel_password: Option<String>,
+}
+
+struct Passwords {
+    sentinels: String,
+    primary: String,
 }
 
 impl SentinelSetup {
     /// Starts everything and returns once the replica is in sync and every sentinel knows
     /// the replica and the other two sentinels (which a failover needs).
     pub fn start() -> SentinelSetup {
-        let primary = RedisServer::start();
-        let replica = RedisServer::start_with_args(&[
+        Self::start_with(None)
+    }
+
+    /// As [`start`](Self::start), with passwords: the sentinels' own (`requirepass`, and
+    /// what they tell one another by) and the primary's and replica's.
+    pub fn start_with_passwords(sentinels: &str, primary: &str) -> SentinelSetup {
+        Self::start_with(Some(Passwords {
+            sentinels: sentinels.to_owned(),
+            primary: primary.to_owned(),
+        }))
+    }
+
+    fn start_with(passwords: Option<Passwords>) -> SentinelSetup {
+        let auth: Vec<&str> = match &passwords {
+            Some(p) => vec!["--requirepass", &p.primary, "--masterauth", &p.primary],
+            None => Vec::new(),
+        };
+        let primary = RedisServer::start_with_args(&auth);
+        let mut replica_args = auth.clone();
+        let primary_port = primary.port().to_string();
+        replica_args.extend([
             "--replicaof",
             "127.0.0.1",
-            &primary.port().to_string(),
+            &primary_port,
             "--repl-diskless-sync-delay",
             "0",
             "--repl-ping-replica-period",
             "1",
         ]);
+        let replica = RedisServer::start_with_args(&replica_args);
+        let password = passwords.as_ref().map(|p| p.primary.as_str());
         wait_for("the replica to be in sync", || {
-            info(&replica, "replication").contains("master_link_status:up")
+            info(&replica, "replication", password).contains("master_link_status:up")
         });
-        let sentinels: Vec<Sentinel> = (0..3).map(|_| start_sentinel(primary.port())).collect();
+        let sentinels: Vec<Sentinel> = (0..3)
+            .map(|_| start_sentinel(primary.port(), passwords.as_ref()))
+            .collect();
         let setup = SentinelSetup {
             primary,
             replica,
             sentinels,
+            sentinel_password: passwords.map(|p| p.sentinels),
         };
         wait_for("every sentinel to know the replica and the others", || {
             setup.sentinels.iter().all(|s| {
-                let Ok(mut conn) = redis::Client::open(format!("redis://127.0.0.1:{}", s.port))
-                    .and_then(|c| c.get_connection())
-                else {
+                let Ok(mut conn) = setup.sentinel_connection(s) else {
                     return false;
                 };
                 let replicas: Vec<redis::Value> = redis::cmd("SENTINEL")
@@ -87,12 +115,23 @@ impl SentinelSetup {
         setup
     }
 
-    /// The sentinels' URLs.
+    /// The sentinels' URLs, with their password when they have one.
     pub fn sentinel_urls(&self) -> Vec<String> {
         self.sentinels
             .iter()
-            .map(|s| format!("redis://127.0.0.1:{}", s.port))
+            .map(|s| self.sentinel_url(s))
             .collect()
+    }
+
+    fn sentinel_url(&self, sentinel: &Sentinel) -> String {
+        match &self.sentinel_password {
+            Some(password) => format!("redis://:{password}@127.0.0.1:{}", sentinel.port),
+            None => format!("redis://127.0.0.1:{}", sentinel.port),
+        }
+    }
+
+    fn sentinel_connection(&self, sentinel: &Sentinel) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.sentinel_url(sentinel))?.get_connection()
     }
 
     pub fn primary(&self) -> &RedisServer {
@@ -112,9 +151,7 @@ impl SentinelSetup {
     /// The port every sentinel names as the primary's, once they agree.
     pub fn named_primary_port(&self) -> Option<u16> {
         let mut ports = self.sentinels.iter().map(|s| {
-            let mut conn = redis::Client::open(format!("redis://127.0.0.1:{}", s.port))
-                .and_then(|c| c.get_connection())
-                .ok()?;
+            let mut conn = self.sentinel_connection(s).ok()?;
             let (_, port): (String, u16) = redis::cmd("SENTINEL")
                 .arg("get-master-addr-by-name")
                 .arg(MASTER_NAME)
@@ -127,20 +164,27 @@ impl SentinelSetup {
     }
 }
 
-/// `INFO section` of `server`.
-pub fn info(server: &RedisServer, section: &str) -> String {
+/// `INFO section` of `server`, signed in with `password` when given.
+fn info(server: &RedisServer, section: &str, password: Option<&str>) -> String {
+    let url = match password {
+        Some(password) => format!("redis://:{password}@127.0.0.1:{}", server.port()),
+        None => server.url(),
+    };
+    let Ok(mut conn) = redis::Client::open(url).and_then(|c| c.get_connection()) else {
+        return String::new();
+    };
     redis::cmd("INFO")
         .arg(section)
-        .query(&mut server.connection())
+        .query(&mut conn)
         .unwrap_or_default()
 }
 
 /// A sentinel watching the primary on `primary_port`, on a free port; tried on another port
 /// when another process took this one first.
-fn start_sentinel(primary_port: u16) -> Sentinel {
+fn start_sentinel(primary_port: u16, passwords: Option<&Passwords>) -> Sentinel {
     let mut last_log = String::new();
     for _ in 0..5 {
-        match try_sentinel(primary_port) {
+        match try_sentinel(primary_port, passwords) {
             Ok(sentinel) => return sentinel,
             Err(log) => last_log = log,
         }
@@ -148,7 +192,7 @@ fn start_sentinel(primary_port: u16) -> Sentinel {
     panic!("redis-sentinel did not start after 5 attempts; last log:\n{last_log}");
 }
 
-fn try_sentinel(primary_port: u16) -> Result<Sentinel, String> {
+fn try_sentinel(primary_port: u16, passwords: Option<&Passwords>) -> Result<Sentinel, String> {
     let dir = tempfile::Builder::new()
         .prefix(&dir_prefix())
         .tempdir()
@@ -172,6 +216,17 @@ fn try_sentinel(primary_port: u16) -> Result<Sentinel, String> {
         ),
     )
     .expect("write sentinel.conf");
+    if let Some(p) = passwords {
+        let auth = format!(
+            "requirepass {sentinels}\nsentinel sentinel-pass {sentinels}\n\
+             sentinel auth-pass {MASTER_NAME} {primary}\n",
+            sentinels = p.sentinels,
+            primary = p.primary,
+        );
+        let mut config_text = fs::read_to_string(&config).expect("read sentinel.conf");
+        config_text.push_str(&auth);
+        fs::write(&config, config_text).expect("write sentinel.conf");
+    }
     // The sentinel rewrites its configuration file, which must come first.
     let child = match Command::new("redis-sentinel")
         .arg(&config)

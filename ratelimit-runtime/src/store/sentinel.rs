@@ -17,7 +17,7 @@ use std::{
         atomic::{AtomicU32, AtomicU64, Ordering},
         Arc, Mutex, MutexGuard, Weak,
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use ::redis::{
@@ -40,6 +40,10 @@ const ASK_EVERY: Duration = Duration::from_millis(250);
 /// Timeouts in a row on one connection to the primary before it is dropped.
 const DROP_AFTER: u32 = 3;
 
+/// How long after a failed connection attempt the next one waits, unless the sentinels name
+/// another primary meanwhile.
+const RETRY_AFTER: Duration = Duration::from_millis(100);
+
 /// Counters in the primary of a Redis deployment watched by Sentinel.
 ///
 /// The sentinels are asked every 250 ms which address serves the primary named
@@ -47,7 +51,9 @@ const DROP_AFTER: u32 = 3;
 /// as a master, and follows a failover as soon as they name another: checks resume within
 /// about a quarter of a second of the promotion. A check is never sent to a replica: a
 /// connection that answers `READONLY` (its server was demoted) is dropped at once, as is one
-/// on which checks keep timing out. Every check is one script call over a multiplexed
+/// on which checks keep timing out; after a failed connection attempt (a wrong password, a
+/// primary down until the sentinels name another) checks fail at once for 100 ms rather than
+/// each trying again. Every check is one script call over a multiplexed
 /// connection, and never waits longer than the configured timeout, or
 /// `RateLimiter::timeout` when that is set. Build one per process and share it: under
 /// [`RateLimiter`](crate::RateLimiter) each actix worker opens its own connection (see
@@ -192,12 +198,26 @@ impl RedisSentinelStore {
         if let Some(held) = self.primary.current(named.generation) {
             return Ok(held);
         }
-        let connection = self
-            .watch
-            .client_for(&named.address)?
-            .get_multiplexed_async_connection_with_config(&self.watch.config)
-            .await?;
-        is_master(connection.clone(), &named.address).await?;
+        if let Some(error) = self.primary.refused_lately(named.generation) {
+            return Err(error);
+        }
+        let connected = async {
+            let connection = self
+                .watch
+                .client_for(&named.address)?
+                .get_multiplexed_async_connection_with_config(&self.watch.config)
+                .await?;
+            is_master(connection.clone(), &named.address).await?;
+            Ok(connection)
+        }
+        .await;
+        let connection = match connected {
+            Ok(connection) => connection,
+            Err(error) => {
+                self.primary.refused(named.generation, &error);
+                return Err(error);
+            }
+        };
         Ok(self.primary.install(named.generation, connection))
     }
 }
@@ -275,14 +295,16 @@ struct Watch {
 }
 
 impl Watch {
-    /// The primary the sentinels name now, waiting for a first round of asking if none has
-    /// answered yet.
+    /// The primary the sentinels name now, waiting for the first round of asking if it has
+    /// not ended yet.
     async fn named(&self) -> RedisResult<Arc<Named>> {
         let mut asked = self.asked.subscribe();
         if let Some(named) = self.named.load_full() {
             return Ok(named);
         }
-        let _ = asked.changed().await;
+        if *asked.borrow_and_update() == 0 {
+            let _ = asked.changed().await;
+        }
         self.named.load_full().ok_or_else(|| {
             let why = lock(&self.last_error)
                 .clone()
@@ -428,9 +450,27 @@ struct Primary {
     connecting: tokio::sync::Mutex<()>,
     made: AtomicU64,
     timeouts: AtomicU32,
+    /// The last connection attempt that failed: its generation, when, and why.
+    refused: Mutex<Option<(u64, Instant, RedisError)>>,
 }
 
 impl Primary {
+    /// Why a connection to the primary of `generation` failed less than [`RETRY_AFTER`]
+    /// ago: checks meanwhile fail at once rather than each trying again (a wrong password,
+    /// a primary down until the sentinels name another).
+    fn refused_lately(&self, generation: u64) -> Option<RedisError> {
+        match &*lock(&self.refused) {
+            Some((failed, at, error)) if *failed == generation && at.elapsed() < RETRY_AFTER => {
+                Some(error.clone())
+            }
+            _ => None,
+        }
+    }
+
+    fn refused(&self, generation: u64, error: &RedisError) {
+        *lock(&self.refused) = Some((generation, Instant::now(), error.clone()));
+    }
+
     /// The connection, if it was made for the primary of `generation`.
     fn current(&self, generation: u64) -> Option<Arc<Held>> {
         self.held
