@@ -1,0 +1,342 @@
+//! Redis capacity per core: how many checks one Redis core decides for each algorithm and
+//! for the stack, beside the floor script (`bench/scripts/floor.lua`: `INCR` + `PEXPIRE`),
+//! measured side by side in one run.
+//!
+//! ```text
+//! cargo run --release -p ratelimit-bench --bin redis_capacity              # 3 rounds of 3 s
+//! cargo run --release -p ratelimit-bench --bin redis_capacity -- --smoke   # 1 round of 0.5 s
+//! ```
+//!
+//! It starts its own `redis-server` on a free loopback port pinned to CPU 0 (`taskset`) and
+//! pins itself to CPU 1. The checks go as a fleet's many connections present them: 8
+//! connections, 32 calls in flight on each (pipelined), 10,000 identities in turn, the server's
+//! clock. This project's rows are `RedisStore::check` (the real scripts, `EVALSHA`); the
+//! floor's row is `EVALSHA` of the floor script over the same kind of connection. Redis's
+//! own CPU time (`INFO cpu`, user + system) per check gives the checks one core decides per
+//! second; the achieved rate and how busy Redis was show whether the client kept it busy.
+
+use std::{
+    env,
+    net::TcpListener,
+    process::{Child, Command, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use futures_util::future::join_all;
+use ratelimit_runtime::{
+    key::RouteKey,
+    store::{CheckRequest, RedisStore, Store},
+    Algorithm, IdentityPart, Limit, Window,
+};
+
+const CONNECTIONS: usize = 8;
+const IN_FLIGHT_PER_CONNECTION: usize = 32;
+const IDENTITIES: usize = 10_000;
+const FLOOR: &str = include_str!("../../scripts/floor.lua");
+
+#[derive(Clone, Copy, PartialEq)]
+enum Variant {
+    Floor,
+    Project(&'static str),
+}
+
+fn limits(name: &str) -> Vec<Limit> {
+    let hour = Window::from_secs(3600);
+    match name {
+        "fixed_window" => vec![Limit::new(2_000_000_000, hour, Algorithm::FixedWindow)],
+        "sliding_window" => vec![Limit::new(2_000_000_000, hour, Algorithm::SlidingWindow)],
+        // Each identity is checked about once per 100 ms here: a log of 1,000 per 10 s never
+        // fills, and keeps about 100 entries per key.
+        "sliding_log" => vec![Limit::new(
+            1_000,
+            Window::from_secs(10),
+            Algorithm::SlidingLog,
+        )],
+        "gcra" => vec![Limit::new(1_800_000_000, hour, Algorithm::Gcra)],
+        _ => vec![
+            Limit::new(2_000_000_000, hour, Algorithm::SlidingWindow),
+            Limit::new(1_000_000, Window::from_secs(1), Algorithm::Gcra),
+        ],
+    }
+}
+
+const PROJECT_ROWS: [&str; 5] = [
+    "fixed_window",
+    "sliding_window",
+    "sliding_log",
+    "gcra",
+    "stacked",
+];
+
+/// One measurement: checks decided, Redis CPU seconds, wall seconds.
+#[derive(Clone, Copy, Default)]
+struct Measured {
+    checks: u64,
+    redis_cpu: f64,
+    wall: f64,
+}
+
+struct Redis {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_redis() -> Result<Redis, String> {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("no free port: {e}"))?
+        .port();
+    let dir = env::temp_dir().join(format!("redis-capacity-{port}"));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let child = Command::new("taskset")
+        .args(["-c", "0", "redis-server", "--port", &port.to_string()])
+        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start taskset redis-server (apt-get install -y redis-server util-linux): {e}"))?;
+    let redis = Redis {
+        child,
+        url: format!("redis://127.0.0.1:{port}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while redis::Client::open(redis.url.as_str())
+        .and_then(|c| c.get_connection())
+        .is_err()
+    {
+        if Instant::now() > deadline {
+            return Err("redis-server did not come up".to_owned());
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    Ok(redis)
+}
+
+/// Redis's CPU seconds so far (`used_cpu_user` + `used_cpu_sys`).
+fn redis_cpu(conn: &mut redis::Connection) -> f64 {
+    let info: String = redis::cmd("INFO").arg("cpu").query(conn).unwrap_or_default();
+    info.lines()
+        .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
+        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
+        .sum()
+}
+
+fn keys() -> Vec<RouteKey> {
+    (0..IDENTITIES)
+        .map(|i| {
+            let ip = format!("10.{}.{}.{}", i / 65536, i / 256 % 256, i % 256);
+            RouteKey::new("rl", "GET", "/capacity", &[(IdentityPart::Ip, ip.as_str())])
+        })
+        .collect()
+}
+
+/// Keeps `IN_FLIGHT_PER_CONNECTION` checks in flight on each connection for `duration`.
+async fn load(
+    variant: Variant,
+    duration: Duration,
+    stats: &mut redis::Connection,
+) -> Result<Measured, String> {
+    let keys = keys();
+    let deadline = Instant::now() + duration;
+    let cpu_before = redis_cpu(stats);
+    let started = Instant::now();
+    let lanes = (0..CONNECTIONS * IN_FLIGHT_PER_CONNECTION).map(|lane| {
+        let keys = &keys;
+        async move {
+            let connection = lane / IN_FLIGHT_PER_CONNECTION;
+            Ok::<u64, String>(match variant {
+                Variant::Floor => floor_lane(connection, lane, keys, deadline).await?,
+                Variant::Project(name) => {
+                    project_lane(connection, name, lane, keys, deadline).await?
+                }
+            })
+        }
+    });
+    let checks: u64 = join_all(lanes)
+        .await
+        .into_iter()
+        .collect::<Result<Vec<u64>, String>>()?
+        .into_iter()
+        .sum();
+    let wall = started.elapsed().as_secs_f64();
+    Ok(Measured {
+        checks,
+        redis_cpu: redis_cpu(stats) - cpu_before,
+        wall,
+    })
+}
+
+thread_local! {
+    static FLOOR_CONNECTIONS: std::cell::RefCell<Vec<(redis::aio::MultiplexedConnection, String)>> = const { std::cell::RefCell::new(Vec::new()) };
+    static STORES: std::cell::RefCell<Vec<RedisStore>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+async fn floor_lane(
+    connection: usize,
+    lane: usize,
+    keys: &[RouteKey],
+    deadline: Instant,
+) -> Result<u64, String> {
+    let (mut conn, sha) = FLOOR_CONNECTIONS.with(|c| c.borrow()[connection].clone());
+    let mut n = 0u64;
+    let mut i = lane;
+    while Instant::now() < deadline {
+        let key = format!("{}:floor", keys[i % IDENTITIES].as_str());
+        let count: u64 = redis::cmd("EVALSHA")
+            .arg(&sha)
+            .arg(1)
+            .arg(key)
+            .arg(3_600_000)
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| format!("floor: {e}"))?;
+        if count == 0 {
+            return Err("floor: a count of 0".to_owned());
+        }
+        n += 1;
+        i += CONNECTIONS * IN_FLIGHT_PER_CONNECTION;
+    }
+    Ok(n)
+}
+
+async fn project_lane(
+    connection: usize,
+    name: &str,
+    lane: usize,
+    keys: &[RouteKey],
+    deadline: Instant,
+) -> Result<u64, String> {
+    let store = STORES.with(|s| s.borrow()[connection].clone());
+    let limits = limits(name);
+    let mut n = 0u64;
+    let mut i = lane;
+    while Instant::now() < deadline {
+        let decision = store
+            .check(CheckRequest {
+                key: &keys[i % IDENTITIES],
+                limits: &limits,
+                now_millis: None,
+            })
+            .await
+            .map_err(|e| format!("{name}: {e}"))?;
+        if !decision.allowed {
+            return Err(format!("{name}: a check was refused"));
+        }
+        n += 1;
+        i += CONNECTIONS * IN_FLIGHT_PER_CONNECTION;
+    }
+    Ok(n)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn main() -> Result<(), String> {
+    let smoke = env::args().any(|a| a == "--smoke");
+    let (rounds, duration) = if smoke {
+        (1, Duration::from_millis(500))
+    } else {
+        (3, Duration::from_secs(3))
+    };
+    // This process on CPU 1, Redis alone on CPU 0.
+    let pinned = Command::new("taskset")
+        .args(["-p", "-c", "1", &std::process::id().to_string()])
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run taskset: {e}"))?;
+    if !pinned.success() {
+        return Err("taskset -p -c 1 failed".to_owned());
+    }
+    let redis = start_redis()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut stats = redis::Client::open(redis.url.as_str())
+        .and_then(|c| c.get_connection())
+        .map_err(|e| e.to_string())?;
+    let variants: Vec<Variant> = std::iter::once(Variant::Floor)
+        .chain(PROJECT_ROWS.iter().map(|name| Variant::Project(name)))
+        .collect();
+    let mut results: Vec<Vec<Measured>> = vec![Vec::new(); variants.len()];
+    runtime.block_on(async {
+        for _ in 0..CONNECTIONS {
+            let client = redis::Client::open(redis.url.as_str()).map_err(|e| e.to_string())?;
+            let mut conn = client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|e| e.to_string())?;
+            let sha: String = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(FLOOR)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| e.to_string())?;
+            FLOOR_CONNECTIONS.with(|c| c.borrow_mut().push((conn, sha)));
+            let store = RedisStore::builder(redis.url.clone())
+                .timeout(Duration::from_secs(5))
+                .build()
+                .await
+                .map_err(|e| e.to_string())?;
+            STORES.with(|s| s.borrow_mut().push(store));
+        }
+        // Warm-up: every script loaded, every key made.
+        for variant in &variants {
+            load(*variant, Duration::from_millis(300), &mut stats).await?;
+        }
+        for _ in 0..rounds {
+            for (v, variant) in variants.iter().enumerate() {
+                let measured = load(*variant, duration, &mut stats).await?;
+                results[v].push(measured);
+            }
+        }
+        Ok::<(), String>(())
+    })?;
+
+    let per_core = |m: &Measured| m.checks as f64 / m.redis_cpu.max(1e-9);
+    let floor_per_core: Vec<f64> = results[0].iter().map(per_core).collect();
+    println!(
+        "Redis capacity per core: {rounds} round(s) of {duration:?} per row, {CONNECTIONS} connections x {IN_FLIGHT_PER_CONNECTION} in flight, {IDENTITIES} identities; Redis on CPU 0, this client on CPU 1\n"
+    );
+    println!("| row | checks/s achieved | Redis busy | Redis CPU per check | checks/s per Redis core | × floor |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (v, variant) in variants.iter().enumerate() {
+        let name = match variant {
+            Variant::Floor => "floor (INCR + PEXPIRE)",
+            Variant::Project(name) => name,
+        };
+        let rows = &results[v];
+        let achieved = median(rows.iter().map(|m| m.checks as f64 / m.wall).collect());
+        let busy = median(rows.iter().map(|m| m.redis_cpu / m.wall).collect());
+        let cpu_per_check = median(
+            rows.iter()
+                .map(|m| m.redis_cpu * 1e6 / m.checks.max(1) as f64)
+                .collect(),
+        );
+        let capacity = median(rows.iter().map(per_core).collect());
+        // Ratios round by round, then the median.
+        let ratio = median(
+            rows.iter()
+                .zip(&floor_per_core)
+                .map(|(m, floor)| per_core(m) / floor)
+                .collect(),
+        );
+        println!(
+            "| {name} | {achieved:.0} | {:.0} % | {cpu_per_check:.2} µs | {capacity:.0} | ×{ratio:.2} |",
+            busy * 100.0
+        );
+    }
+    Ok(())
+}
