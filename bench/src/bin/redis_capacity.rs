@@ -124,7 +124,10 @@ fn start_redis() -> Result<Redis, String> {
 
 /// Redis's CPU seconds so far (`used_cpu_user` + `used_cpu_sys`).
 fn redis_cpu(conn: &mut redis::Connection) -> f64 {
-    let info: String = redis::cmd("INFO").arg("cpu").query(conn).unwrap_or_default();
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query(conn)
+        .unwrap_or_default();
     info.lines()
         .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
         .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())

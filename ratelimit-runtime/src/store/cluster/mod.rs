@@ -10,7 +10,11 @@ mod router;
 mod slots;
 mod split;
 
-use std::{fmt, sync::Arc, time::Duration};
+use std::{
+    fmt,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use ::redis::IntoConnectionInfo;
 
@@ -34,13 +38,16 @@ use super::{
 /// waits longer than the configured timeout, or `RateLimiter::timeout` when that is set (at
 /// most the longer of the connect timeout and the configured one).
 ///
-/// A master that stops answering costs only its own slots: after 3 checks in a row that
-/// found it silent or unreachable (timeouts, connection errors), the checks of its slots
-/// fail at once, each route per its fail mode, and no other check waits on it. Every 250 ms
+/// A master that stops answering costs only its own slots: after 3 checks in a row, over at
+/// least 100 ms, that found it silent or unreachable (their timeout passed, or the
+/// connection failed), the checks of its slots fail at once, each route per its fail mode,
+/// and no other check waits on it. Every 250 ms
 /// meanwhile the slot map is read again from the other nodes and the master's address is
-/// sent a `PING`: its slots are checked again as soon as the map names another master for
-/// them (its replica was promoted) or the address answers. A master that is only busy (a
-/// slow command) answers the `PING` when it is done and keeps its connection.
+/// sent a `PING` (the first at once): its slots are checked again as soon as the map names
+/// another master for them (its replica was promoted) or the address answers. A master that
+/// is only busy (a slow command) answers the `PING` when it is done and keeps its
+/// connection. Connections are made in the background (to every master of a new slot map,
+/// and to a node a redirect names); a check waits for one at most its own timeout.
 ///
 /// Build one per process and share it: clones share the connections, and under
 /// [`RateLimiter`](crate::RateLimiter) each actix worker opens its own (see
@@ -92,7 +99,11 @@ impl RedisClusterStore {
         request: CheckRequest<'_>,
         timeout: Duration,
     ) -> Result<Decision, StoreError> {
-        script_call::check(Routed(&self.router), request, timeout).await
+        let routed = Routed {
+            router: &self.router,
+            deadline: Some(Instant::now() + timeout),
+        };
+        script_call::check(routed, request, timeout).await
     }
 
     async fn adjust_one(
@@ -100,7 +111,11 @@ impl RedisClusterStore {
         request: AdjustRequest<'_>,
         timeout: Duration,
     ) -> Result<u64, StoreError> {
-        script_call::adjust(Routed(&self.router), request, timeout).await
+        let routed = Routed {
+            router: &self.router,
+            deadline: None,
+        };
+        script_call::adjust(routed, request, timeout).await
     }
 }
 
@@ -136,11 +151,11 @@ impl Store for RedisClusterStore {
 
     /// One identity's limits at a time (their keys share one slot).
     fn peek<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
-        Box::pin(script_call::peek(
-            Routed(&self.router),
-            request,
-            self.timeout,
-        ))
+        let routed = Routed {
+            router: &self.router,
+            deadline: None,
+        };
+        Box::pin(script_call::peek(routed, request, self.timeout))
     }
 
     fn kind(&self) -> &'static str {

@@ -2,8 +2,10 @@
 //!
 //! The slot map is read with `CLUSTER SLOTS` in the background (after a `MOVED`, and while a
 //! master's breaker is open) and swapped in whole; a check reads it without a lock. Every
-//! master has its own connection and its own breaker: after [`OPEN_AFTER`] checks in a row
-//! that found a master silent or unreachable, its slots fail at once, and nothing else waits.
+//! master has its own connection, made in the background, and its own breaker: after
+//! [`OPEN_AFTER`] checks in a row over at least [`OPEN_SPAN`] that found a master silent or
+//! unreachable (their own deadline passed, or the connection failed), its slots fail at once,
+//! and nothing else waits.
 //! While it is open, the slot map is read again every [`PROBE_EVERY`] from the other nodes,
 //! and the master's address is sent a plain `PING`: the breaker closes when the map names
 //! another master for its slots (a replica was promoted), or when the address answers.
@@ -14,7 +16,7 @@ use std::{
         atomic::{AtomicBool, Ordering},
         Arc, Mutex, MutexGuard, Weak,
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use ::redis::{
@@ -25,7 +27,7 @@ use ::redis::{
 use arc_swap::ArcSwap;
 
 use super::{
-    master::{Master, OPEN_AFTER},
+    master::{Master, OPEN_AFTER, OPEN_SPAN},
     slots::{self, key_slot, Address},
 };
 use crate::store::{
@@ -35,6 +37,12 @@ use crate::store::{
 
 /// How often an open breaker's master is probed, and the slot map read again.
 pub(super) const PROBE_EVERY: Duration = Duration::from_millis(250);
+
+/// The least time between two reads of the slot map.
+const MIN_REFRESH: Duration = Duration::from_millis(100);
+
+/// Nodes asked at once for the slot map.
+const ASKED_AT_ONCE: usize = 3;
 
 /// Redirects (`MOVED`, `ASK`) one call follows.
 const MAX_REDIRECTS: u32 = 5;
@@ -89,6 +97,8 @@ pub(super) struct Router {
     masters: Mutex<HashMap<Address, Arc<Master>>>,
     /// Whether a refresh started by a redirect is under way.
     refreshing: AtomicBool,
+    /// One refresh at a time, and when the last one ended.
+    refreshed_at: tokio::sync::Mutex<Option<Instant>>,
     /// Counts finished refreshes, so that checks waiting for a first map wake.
     refreshes: tokio::sync::watch::Sender<u64>,
     last_error: Mutex<Option<String>>,
@@ -102,6 +112,7 @@ impl Router {
             map: ArcSwap::from_pointee(SlotMap::default()),
             masters: Mutex::default(),
             refreshing: AtomicBool::new(false),
+            refreshed_at: tokio::sync::Mutex::new(None),
             refreshes: tokio::sync::watch::channel(0).0,
             last_error: Mutex::default(),
         })
@@ -124,7 +135,13 @@ impl Router {
     }
 
     /// The script's reply to `call` from the master of its key's slot, redirects followed.
-    pub(super) async fn run(self: &Arc<Self>, call: &ScriptCall<'_>) -> RedisResult<Value> {
+    /// With a `deadline` (a check's own timeout), a call it cuts short counts against its
+    /// master's breaker; without one (a give-back, a peek) only connection errors do.
+    pub(super) async fn run(
+        self: &Arc<Self>,
+        call: &ScriptCall<'_>,
+        deadline: Option<Instant>,
+    ) -> RedisResult<Value> {
         let slot = key_slot(call.first_key().as_bytes());
         let mut master = self.master_of(slot).await?;
         let (mut asking, mut redirects) = (false, 0);
@@ -136,11 +153,16 @@ impl Router {
                     master.address.to_string(),
                 )));
             }
-            let reply = self.send(&master, call, asking).await;
+            let reply = self.send(&master, call, asking, deadline).await;
             let redirect = reply.as_ref().err().and_then(|error| {
                 let moved = error.kind() == ErrorKind::Server(ServerErrorKind::Moved);
                 let (address, _) = error.redirect_node()?;
-                Some((moved, Address::parse(address)?))
+                // A node that does not know its own address names none (`:6381`): it is
+                // the one that answered.
+                Some((
+                    moved,
+                    Address::parse_or_host(address, &master.address.host)?,
+                ))
             });
             match (reply, redirect) {
                 (Err(_), Some((moved, address))) if redirects < MAX_REDIRECTS => {
@@ -162,45 +184,53 @@ impl Router {
     }
 
     /// `call` on `master`'s connection (after `ASKING` when `asking`), counted for its
-    /// breaker: a connection error or a timeout, also the caller's (the call dropped), counts
-    /// against it; any reply, an error reply included, for it.
+    /// breaker: a connection error, or `deadline` passing first, counts against it; any
+    /// reply, an error reply included, for it. A call dropped from outside counts for
+    /// nothing (a client that went away says nothing of the master).
     async fn send(
         self: &Arc<Self>,
         master: &Arc<Master>,
         call: &ScriptCall<'_>,
         asking: bool,
+        deadline: Option<Instant>,
     ) -> RedisResult<Value> {
-        let mut pending = Pending {
-            router: self,
-            master,
-            ended: false,
-        };
-        let held = match master.connection().await {
-            Ok(held) => held,
-            Err(error) => {
-                pending.ended = true;
-                self.failed(master);
-                return Err(error);
-            }
-        };
-        let mut connection = held.connection.clone();
-        let reply = if asking {
-            match after_asking(&mut connection, call.evalsha()).await {
-                Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    after_asking(&mut connection, call.eval()).await
+        let attempt = async {
+            let held = master.connection().await?;
+            let mut connection = held.connection.clone();
+            let reply = if asking {
+                match after_asking(&mut connection, call.evalsha()).await {
+                    Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                        after_asking(&mut connection, call.eval()).await
+                    }
+                    other => other,
                 }
-                other => other,
-            }
-        } else {
-            script_call::invoke(&mut connection, call).await
-        };
-        pending.ended = true;
-        match &reply {
-            Err(error) if script_call::is_connection_loss(error) => {
+            } else {
+                script_call::invoke(&mut connection, call).await
+            };
+            if reply
+                .as_ref()
+                .is_err_and(|error| script_call::is_connection_loss(error))
+            {
                 master.drop_connection(held.id);
+            }
+            reply
+        };
+        let reply = match deadline {
+            Some(deadline) => match tokio::time::timeout_at(deadline.into(), attempt).await {
+                Ok(reply) => reply,
+                Err(_) => {
+                    self.failed(master);
+                    return Err(RedisError::from(std::io::Error::from(
+                        std::io::ErrorKind::TimedOut,
+                    )));
+                }
+            },
+            None => attempt.await,
+        };
+        match &reply {
+            Err(error) if script_call::is_connection_loss(error) || error.is_timeout() => {
                 self.failed(master);
             }
-            Err(error) if error.is_timeout() => self.failed(master),
             _ => master.answered(),
         }
         reply
@@ -302,9 +332,19 @@ impl Router {
         });
     }
 
-    /// Reads the slot map from the first node that answers (the map's masters whose breaker
-    /// is closed, and the seeds) and swaps it in.
+    /// Reads the slot map from the first node that answers (of the map's masters whose
+    /// breaker is closed, then the seeds, [`ASKED_AT_ONCE`] at most) and swaps it in; one
+    /// read at a time, and none sooner than [`MIN_REFRESH`] after the last.
     async fn refresh(&self) {
+        let mut refreshed_at = self.refreshed_at.lock().await;
+        if refreshed_at.is_some_and(|at| at.elapsed() < MIN_REFRESH) {
+            return;
+        }
+        self.read_slot_map().await;
+        *refreshed_at = Some(Instant::now());
+    }
+
+    async fn read_slot_map(&self) {
         let mut asked: Vec<Arc<Master>> = self.map.load().masters();
         for seed in &self.reach.seeds {
             if asked.iter().all(|master| master.address != *seed) {
@@ -315,6 +355,7 @@ impl Router {
             }
         }
         asked.retain(|master| !master.is_open());
+        asked.truncate(ASKED_AT_ONCE);
         let bound = self.reach.probe_timeout;
         let reads = asked.into_iter().map(|master| {
             Box::pin(async move {
@@ -362,23 +403,20 @@ impl Router {
         *lock(&self.last_error) = Some(format!("the slot map could not be read: {error}"));
     }
 
-    /// Makes `ranges` the slot map; masters neither in it nor seeds are forgotten.
+    /// Makes `ranges` the slot map, and starts connecting to its new masters. A master it no
+    /// longer names whose breaker is open is forgotten (its probe ends); others are kept,
+    /// with their connections, for redirects.
     fn apply(&self, ranges: Vec<(u16, u16, Address)>) -> RedisResult<()> {
         let mut map = SlotMap {
             ranges: Vec::with_capacity(ranges.len()),
         };
         for (first, last, address) in ranges {
-            map.ranges.push((first, last, self.master_at(&address)?));
+            let master = self.master_at(&address)?;
+            if master.current().is_none() {
+                master.connect_soon();
+            }
+            map.ranges.push((first, last, master));
         }
-        let changed = {
-            let old = self.map.load();
-            old.ranges.len() != map.ranges.len()
-                || old
-                    .ranges
-                    .iter()
-                    .zip(&map.ranges)
-                    .any(|(a, b)| (a.0, a.1, &a.2.address) != (b.0, b.1, &b.2.address))
-        };
         let named: HashSet<Address> = map
             .ranges
             .iter()
@@ -386,10 +424,13 @@ impl Router {
             .chain(self.reach.seeds.iter().cloned())
             .collect();
         self.map.store(Arc::new(map));
-        lock(&self.masters).retain(|address, _| named.contains(address));
-        if changed {
-            tracing::debug!(target: "ratelimit", "rate-limit store: read a new Redis Cluster slot map");
-        }
+        lock(&self.masters).retain(|address, master| {
+            let orphan = !named.contains(address) && master.is_open();
+            if orphan {
+                master.close();
+            }
+            !orphan
+        });
         Ok(())
     }
 }
@@ -419,8 +460,11 @@ async fn probe(router: Weak<Router>, master: Arc<Master>) {
         }
     };
     let answers = async {
-        loop {
-            tokio::time::sleep(PROBE_EVERY).await;
+        for attempt in 0.. {
+            // The first probe at once: a master that only paused answers it.
+            if attempt > 0 {
+                tokio::time::sleep(PROBE_EVERY).await;
+            }
             let Some(bound) = router.upgrade().map(|router| router.reach.probe_timeout) else {
                 return;
             };
@@ -515,30 +559,19 @@ async fn after_asking(
     }
 }
 
-/// Counts a call given up before it ended (its caller's timeout) against its master.
-struct Pending<'a> {
-    router: &'a Arc<Router>,
-    master: &'a Arc<Master>,
-    ended: bool,
+/// The router as the connection a check's script runs over, with the check's deadline
+/// (`None` for a give-back or a peek).
+pub(super) struct Routed<'a> {
+    pub(super) router: &'a Arc<Router>,
+    pub(super) deadline: Option<Instant>,
 }
-
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        if !self.ended {
-            self.router.failed(self.master);
-        }
-    }
-}
-
-/// The router as the connection a check's script runs over.
-pub(super) struct Routed<'a>(pub(super) &'a Arc<Router>);
 
 impl ScriptConnection for Routed<'_> {
     fn run<'a>(
         &'a mut self,
         call: &'a ScriptCall<'a>,
     ) -> impl std::future::Future<Output = RedisResult<Value>> + Send + 'a {
-        self.0.run(call)
+        self.router.run(call, self.deadline)
     }
 }
 

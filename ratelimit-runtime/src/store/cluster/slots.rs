@@ -33,6 +33,18 @@ pub(super) struct Address {
 }
 
 impl Address {
+    /// `host:port` as a `MOVED` or `ASK` reply names it, `host` being `fallback` when the
+    /// reply names none (`:6381`: the node does not know its own address).
+    pub(super) fn parse_or_host(text: &str, fallback: &str) -> Option<Address> {
+        match text.strip_prefix(':') {
+            Some(port) => Some(Address {
+                host: fallback.to_owned(),
+                port: port.parse().ok()?,
+            }),
+            None => Address::parse(text),
+        }
+    }
+
     /// `host:port` as a `MOVED` or `ASK` reply names it (an IPv6 host unbracketed).
     pub(super) fn parse(text: &str) -> Option<Address> {
         let (host, port) = text.rsplit_once(':')?;
@@ -121,6 +133,8 @@ mod tests {
         assert_eq!(v6.to_string(), "[::1]:7001");
         assert_eq!(Address::parse("nohost"), None);
         assert_eq!(Address::parse(":7000"), None);
+        let unnamed = Address::parse_or_host(":7000", "10.0.0.2").unwrap();
+        assert_eq!(unnamed.to_string(), "10.0.0.2:7000");
     }
 
     #[test]
