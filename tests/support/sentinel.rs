@@ -26,6 +26,17 @@ struct Sentinel {
     child: Child,
 }
 
+impl Sentinel {
+    /// Whether its process is stopped (`T` in `/proc/<pid>/stat`).
+    fn paused(&self) -> bool {
+        fs::read_to_string(format!("/proc/{}/stat", self.child.id())).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('T'))
+        })
+    }
+}
+
 impl Drop for Sentinel {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -142,6 +153,15 @@ impl SentinelSetup {
         &self.replica
     }
 
+    /// Stops sentinel `index` (`SIGSTOP`): its connections stay open and go silent.
+    pub fn pause_sentinel(&self, index: usize) {
+        let status = Command::new("kill")
+            .args(["-STOP", &self.sentinels[index].child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -STOP failed");
+    }
+
     /// Kills the primary (SIGKILL): the sentinels promote the replica once they agree it is
     /// down.
     pub fn kill_primary(&mut self) {
@@ -150,7 +170,7 @@ impl SentinelSetup {
 
     /// The port every sentinel names as the primary's, once they agree.
     pub fn named_primary_port(&self) -> Option<u16> {
-        let mut ports = self.sentinels.iter().map(|s| {
+        let mut ports = self.sentinels.iter().filter(|s| !s.paused()).map(|s| {
             let mut conn = self.sentinel_connection(s).ok()?;
             let (_, port): (String, u16) = redis::cmd("SENTINEL")
                 .arg("get-master-addr-by-name")

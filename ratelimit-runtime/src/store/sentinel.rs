@@ -2,19 +2,21 @@
 //! failover.
 //!
 //! Every 250 ms the sentinels are asked which address serves the primary
-//! (`SENTINEL get-master-addr-by-name`), and the address most of those that answer name is
-//! the primary's. A connection is made to that address only once it answers `ROLE` as a
-//! master, and is dropped as soon as the sentinels name another, it answers `READONLY` (it was
-//! demoted), it fails, or three checks in a row on it time out; the next check connects to
-//! the primary the sentinels name then. So a check is never sent to a replica the sentinels
-//! do not name as primary, and never to one that says it is a replica.
+//! (`SENTINEL get-master-addr-by-name`); the address more than half of the configured
+//! sentinels name is the primary's (without such a majority, the one named before stays). A
+//! connection is made to that address, in the background, only once it answers `ROLE` as a
+//! master, and is dropped as soon as the sentinels name another, it answers `READONLY` (it
+//! was demoted), it fails, or three checks in a row on it time out; the next check connects
+//! to the primary the sentinels name then. So checks go only to a server the sentinels name
+//! as primary and that said it was a master; one sent in the moment between its demotion and
+//! the sentinels' switch is refused by it (`READONLY`), not decided.
 
 use std::{
     collections::HashMap,
     fmt,
     future::Future,
     sync::{
-        atomic::{AtomicU32, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
         Arc, Mutex, MutexGuard, Weak,
     },
     time::{Duration, Instant},
@@ -37,6 +39,9 @@ use super::{
 /// How often the sentinels are asked for the primary's address.
 const ASK_EVERY: Duration = Duration::from_millis(250);
 
+/// How long the other sentinels have to answer a round once one has.
+const ROUND_GRACE: Duration = Duration::from_millis(100);
+
 /// Timeouts in a row on one connection to the primary before it is dropped.
 const DROP_AFTER: u32 = 3;
 
@@ -47,13 +52,14 @@ const RETRY_AFTER: Duration = Duration::from_millis(100);
 /// Counters in the primary of a Redis deployment watched by Sentinel.
 ///
 /// The sentinels are asked every 250 ms which address serves the primary named
-/// `master_name`; the store connects to the address most of them name, once it answers `ROLE`
-/// as a master, and follows a failover as soon as they name another: checks resume within
-/// about a quarter of a second of the promotion. A check is never sent to a replica: a
-/// connection that answers `READONLY` (its server was demoted) is dropped at once, as is one
-/// on which checks keep timing out; after a failed connection attempt (a wrong password, a
-/// primary down until the sentinels name another) checks fail at once for 100 ms rather than
-/// each trying again. Every check is one script call over a multiplexed
+/// `master_name`; the store connects to the address more than half of them name (a sentinel
+/// that does not answer holds a round up to 100 ms after the first answer), once it answers
+/// `ROLE` as a master, and follows a failover as soon as they name another: in the tests,
+/// checks resume within about 0.3 s of the promotion. A connection that answers `READONLY`
+/// (its server was demoted) is dropped at once, as is one on which checks keep timing out;
+/// after a failed connection attempt (a wrong password, a primary down until the sentinels
+/// name another) checks fail at once for 100 ms rather than each trying again. Every check
+/// is one script call over a multiplexed
 /// connection, and never waits longer than the configured timeout, or
 /// `RateLimiter::timeout` when that is set. Build one per process and share it: under
 /// [`RateLimiter`](crate::RateLimiter) each actix worker opens its own connection (see
@@ -77,6 +83,9 @@ pub struct RedisSentinelStore {
     watch: Arc<Watch>,
     primary: Arc<Primary>,
     timeout: Duration,
+    /// The longest a check waits, whatever `RateLimiter::timeout` says: less than the
+    /// connection's response timeout.
+    check_limit: Duration,
 }
 
 impl RedisSentinelStore {
@@ -122,19 +131,25 @@ impl Store for RedisSentinelStore {
     }
 
     fn check_within<'a>(&'a self, request: CheckRequest<'a>, timeout: Duration) -> CheckFuture<'a> {
-        Box::pin(script_call::check(self.on_primary(), request, timeout))
+        let timeout = timeout.min(self.check_limit);
+        let on = self.on_primary(Some(Instant::now() + timeout));
+        Box::pin(script_call::check(on, request, timeout))
     }
 
     fn adjust<'a>(&'a self, request: AdjustRequest<'a>) -> AdjustFuture<'a> {
         Box::pin(script_call::adjust(
-            self.on_primary(),
+            self.on_primary(None),
             request,
             self.timeout,
         ))
     }
 
     fn peek<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
-        Box::pin(script_call::peek(self.on_primary(), request, self.timeout))
+        Box::pin(script_call::peek(
+            self.on_primary(None),
+            request,
+            self.timeout,
+        ))
     }
 
     fn kind(&self) -> &'static str {
@@ -155,26 +170,42 @@ impl Store for RedisSentinelStore {
 }
 
 impl RedisSentinelStore {
-    fn on_primary(&self) -> OnPrimary<'_> {
-        OnPrimary(self)
+    fn on_primary(&self, deadline: Option<Instant>) -> OnPrimary<'_> {
+        OnPrimary {
+            store: self,
+            deadline,
+        }
     }
 
     /// `call` on the primary's connection, made first if there is none or the sentinels
-    /// name another primary since.
-    async fn run(&self, call: &ScriptCall<'_>) -> RedisResult<Value> {
-        let held = self.connection().await?;
-        let mut pending = Pending {
-            primary: &self.primary,
-            id: held.id,
-            ended: false,
+    /// name another primary since. With a `deadline` (a check's own timeout), a call it cuts
+    /// short counts as that connection's timeout; a call dropped from outside counts for
+    /// nothing.
+    async fn run(&self, call: &ScriptCall<'_>, deadline: Option<Instant>) -> RedisResult<Value> {
+        let attempt = async {
+            let held = self.connection().await?;
+            let reply = script_call::invoke(&mut held.connection.clone(), call).await;
+            Ok::<_, RedisError>((held, reply))
         };
-        let reply = script_call::invoke(&mut held.connection.clone(), call).await;
-        pending.ended = true;
+        let (held, reply) = match deadline {
+            Some(deadline) => match tokio::time::timeout_at(deadline.into(), attempt).await {
+                Ok(attempt) => attempt?,
+                Err(_) => {
+                    if let Some(held) = self.primary.held.load_full() {
+                        held.timed_out(&self.primary);
+                    }
+                    return Err(RedisError::from(std::io::Error::from(
+                        std::io::ErrorKind::TimedOut,
+                    )));
+                }
+            },
+            None => attempt.await?,
+        };
         match &reply {
             Err(error) if script_call::is_connection_loss(error) => {
                 self.primary.drop_connection(held.id);
             }
-            Err(error) if error.kind() == ErrorKind::Server(::redis::ServerErrorKind::ReadOnly) => {
+            Err(error) if is_read_only(error) => {
                 tracing::warn!(
                     target: "ratelimit",
                     master_name = %self.watch.master_name,
@@ -182,18 +213,14 @@ impl RedisSentinelStore {
                 );
                 self.primary.drop_connection(held.id);
             }
-            Err(error) if error.is_timeout() => self.primary.timed_out(held.id),
-            _ => self.primary.answered(),
+            _ => held.answered(),
         }
         reply
     }
 
+    /// The connection to the primary the sentinels name; when there is none for it, one is
+    /// made in the background and this waits for it (the caller's timeout bounds the wait).
     async fn connection(&self) -> RedisResult<Arc<Held>> {
-        let named = self.watch.named().await?;
-        if let Some(held) = self.primary.current(named.generation) {
-            return Ok(held);
-        }
-        let _gate = self.primary.connecting.lock().await;
         let named = self.watch.named().await?;
         if let Some(held) = self.primary.current(named.generation) {
             return Ok(held);
@@ -201,25 +228,65 @@ impl RedisSentinelStore {
         if let Some(error) = self.primary.refused_lately(named.generation) {
             return Err(error);
         }
-        let connected = async {
-            let connection = self
-                .watch
-                .client_for(&named.address)?
-                .get_multiplexed_async_connection_with_config(&self.watch.config)
-                .await?;
-            is_master(connection.clone(), &named.address).await?;
-            Ok(connection)
-        }
-        .await;
-        let connection = match connected {
-            Ok(connection) => connection,
-            Err(error) => {
-                self.primary.refused(named.generation, &error);
-                return Err(error);
+        let mut attempts = self.primary.attempts.subscribe();
+        attempts.borrow_and_update();
+        self.connect_soon(&named);
+        loop {
+            if attempts.changed().await.is_err() {
+                break;
             }
-        };
-        Ok(self.primary.install(named.generation, connection))
+            if let Some(held) = self.primary.current(named.generation) {
+                return Ok(held);
+            }
+            if !self.primary.connecting.load(Ordering::Acquire) {
+                break;
+            }
+        }
+        Err(self
+            .primary
+            .refused_lately(named.generation)
+            .unwrap_or_else(|| RedisError::from((ErrorKind::Io, "no connection to the primary"))))
     }
+
+    /// Starts connecting to the primary `named` in the background unless a connection is
+    /// being made: it is used once it answers `ROLE` as a master.
+    fn connect_soon(&self, named: &Named) {
+        if self.primary.connecting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (watch, primary) = (Arc::clone(&self.watch), Arc::clone(&self.primary));
+        let (generation, address) = (named.generation, named.address.clone());
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.primary.connecting.store(false, Ordering::Release);
+            return;
+        };
+        runtime.spawn(async move {
+            let connected = async {
+                let connection = watch
+                    .client_for(&address)?
+                    .get_multiplexed_async_connection_with_config(&watch.config)
+                    .await?;
+                is_master(connection.clone(), &address).await?;
+                Ok::<_, RedisError>(connection)
+            }
+            .await;
+            match connected {
+                Ok(connection) => {
+                    primary.install(generation, connection);
+                }
+                Err(error) => primary.refused(generation, &error),
+            }
+            primary.connecting.store(false, Ordering::Release);
+            primary.attempts.send_modify(|n| *n += 1);
+        });
+    }
+}
+
+/// Whether `error` is Redis's `READONLY`: the server is a replica. Redis 7 answers a script
+/// that writes on a replica with it; Redis 6 wraps it in the script's error.
+fn is_read_only(error: &RedisError) -> bool {
+    error.kind() == ErrorKind::Server(::redis::ServerErrorKind::ReadOnly)
+        || error.to_string().contains("READONLY")
 }
 
 /// Whether the server behind `connection` answers `ROLE` as a master.
@@ -246,15 +313,18 @@ async fn is_master(mut connection: MultiplexedConnection, address: &Address) -> 
     )))
 }
 
-/// The store as the connection a check's script runs over.
-struct OnPrimary<'a>(&'a RedisSentinelStore);
+/// The store as the connection a check's script runs over, with the check's deadline.
+struct OnPrimary<'a> {
+    store: &'a RedisSentinelStore,
+    deadline: Option<Instant>,
+}
 
 impl ScriptConnection for OnPrimary<'_> {
     fn run<'a>(
         &'a mut self,
         call: &'a ScriptCall<'a>,
     ) -> impl Future<Output = RedisResult<Value>> + Send + 'a {
-        self.0.run(call)
+        self.store.run(call, self.deadline)
     }
 }
 
@@ -317,26 +387,58 @@ impl Watch {
         })
     }
 
-    /// Asks every sentinel at once and keeps the address most of those that answer name.
+    /// Asks every sentinel at once and keeps the address more than half of them name.
     async fn ask(&self) {
-        let answers = futures_util::future::join_all(self.sentinels.iter().map(|sentinel| {
-            tokio::time::timeout(
-                self.ask_timeout,
-                sentinel.primary_of(&self.master_name, self.ask_timeout),
-            )
-        }))
-        .await;
+        use futures_util::stream::{FuturesUnordered, StreamExt};
+        let mut answers: FuturesUnordered<_> = self
+            .sentinels
+            .iter()
+            .map(|sentinel| {
+                tokio::time::timeout(
+                    self.ask_timeout,
+                    sentinel.primary_of(&self.master_name, self.ask_timeout),
+                )
+            })
+            .collect();
+        // Decided as soon as more than half of the sentinels agree, so a dead one does not
+        // hold the round; without such a majority the primary stays the one named before.
+        let majority = self.sentinels.len() / 2 + 1;
         let mut votes: HashMap<Address, usize> = HashMap::new();
         let mut error = None;
-        for answer in answers {
+        let mut agreed = None;
+        // Once one sentinel has answered, the others have [`ROUND_GRACE`] to: one that
+        // stopped answering must not hold every round for the ask timeout.
+        let mut grace_ends: Option<Instant> = None;
+        loop {
+            let next = match grace_ends {
+                Some(ends) => match tokio::time::timeout_at(ends.into(), answers.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        error = Some("a sentinel did not answer in time".to_owned());
+                        break;
+                    }
+                },
+                None => answers.next().await,
+            };
+            let Some(answer) = next else {
+                break;
+            };
+            grace_ends.get_or_insert_with(|| Instant::now() + ROUND_GRACE);
             match answer {
-                Ok(Ok(address)) => *votes.entry(address).or_default() += 1,
+                Ok(Ok(address)) => {
+                    let count = votes.entry(address.clone()).or_default();
+                    *count += 1;
+                    if *count >= majority {
+                        agreed = Some(address);
+                        break;
+                    }
+                }
                 Ok(Err(e)) => error = Some(e.to_string()),
                 Err(_) => error = Some("a sentinel did not answer in time".to_owned()),
             }
         }
-        match votes.into_iter().max_by_key(|(_, votes)| *votes) {
-            Some((address, _)) => {
+        match agreed {
+            Some(address) => {
                 let current = self.named.load();
                 if current.as_ref().map(|named| &named.address) != Some(&address) {
                     let generation = current.as_ref().map_or(0, |named| named.generation + 1);
@@ -356,8 +458,14 @@ impl Watch {
                 *lock(&self.last_error) = None;
             }
             None => {
-                *lock(&self.last_error) =
-                    Some(error.unwrap_or_else(|| "no sentinel answered".to_owned()));
+                let why = match error {
+                    Some(error) if votes.is_empty() => error,
+                    _ => format!(
+                        "no {majority} of the {} sentinels named the same primary",
+                        self.sentinels.len()
+                    ),
+                };
+                *lock(&self.last_error) = Some(why);
             }
         }
         self.asked.send_modify(|n| *n += 1);
@@ -437,19 +545,38 @@ impl Sentinel {
 }
 
 /// A store's connection to the primary, numbered, with the sentinels' generation it was made
-/// for.
+/// for, and the checks on it that timed out in a row.
 struct Held {
     id: u64,
     generation: u64,
     connection: MultiplexedConnection,
+    timeouts: AtomicU32,
+}
+
+impl Held {
+    fn answered(&self) {
+        if self.timeouts.load(Ordering::Relaxed) != 0 {
+            self.timeouts.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// A check on it timed out; after [`DROP_AFTER`] in a row it is dropped (a primary
+    /// whose host is gone answers neither way).
+    fn timed_out(&self, primary: &Primary) {
+        if self.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= DROP_AFTER {
+            primary.drop_connection(self.id);
+        }
+    }
 }
 
 #[derive(Default)]
 struct Primary {
     held: ArcSwapOption<Held>,
-    connecting: tokio::sync::Mutex<()>,
+    /// Whether a connection is being made, in a task of its own.
+    connecting: AtomicBool,
+    /// Counts connection attempts that ended.
+    attempts: tokio::sync::watch::Sender<u64>,
     made: AtomicU64,
-    timeouts: AtomicU32,
     /// The last connection attempt that failed: its generation, when, and why.
     refused: Mutex<Option<(u64, Instant, RedisError)>>,
 }
@@ -483,8 +610,8 @@ impl Primary {
             id: self.made.fetch_add(1, Ordering::Relaxed),
             generation,
             connection,
+            timeouts: AtomicU32::new(0),
         });
-        self.timeouts.store(0, Ordering::Relaxed);
         self.held.store(Some(Arc::clone(&held)));
         held
     }
@@ -494,35 +621,6 @@ impl Primary {
             Some(held) if held.id == id => None,
             other => other.clone(),
         });
-    }
-
-    fn answered(&self) {
-        if self.timeouts.load(Ordering::Relaxed) != 0 {
-            self.timeouts.store(0, Ordering::Relaxed);
-        }
-    }
-
-    /// A check on connection `id` timed out; after [`DROP_AFTER`] in a row it is dropped (a
-    /// primary whose host is gone answers neither way).
-    fn timed_out(&self, id: u64) {
-        if self.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= DROP_AFTER {
-            self.drop_connection(id);
-        }
-    }
-}
-
-/// Counts a call given up before it ended (its caller's timeout) as a timeout.
-struct Pending<'a> {
-    primary: &'a Primary,
-    id: u64,
-    ended: bool,
-}
-
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        if !self.ended {
-            self.primary.timed_out(self.id);
-        }
     }
 }
 
@@ -625,9 +723,10 @@ impl RedisSentinelStoreBuilder {
         }
         StoreConfigError::check_timeouts(self.timeout, self.connect_timeout)?;
         super::tls::ensure_crypto_provider();
+        let check_limit = self.connect_timeout.max(self.timeout);
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.connect_timeout.max(self.timeout)));
+            .set_response_timeout(Some(check_limit.saturating_add(check_limit / 4)));
         let mut sentinels = Vec::with_capacity(self.sentinels.len());
         let mut template = None;
         for url in &self.sentinels {
@@ -682,6 +781,7 @@ impl RedisSentinelStoreBuilder {
             watch,
             primary: Arc::new(Primary::default()),
             timeout: self.timeout,
+            check_limit,
         })
     }
 }

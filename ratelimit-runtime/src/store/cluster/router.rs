@@ -3,7 +3,7 @@
 //! The slot map is read with `CLUSTER SLOTS` in the background (after a `MOVED`, and while a
 //! master's breaker is open) and swapped in whole; a check reads it without a lock. Every
 //! master has its own connection, made in the background, and its own breaker: after
-//! [`OPEN_AFTER`] checks in a row over at least [`OPEN_SPAN`] that found a master silent or
+//! [`OPEN_AFTER`] checks in a row over at least [`OPEN_SPAN`](super::master::OPEN_SPAN) that found a master silent or
 //! unreachable (their own deadline passed, or the connection failed), its slots fail at once,
 //! and nothing else waits.
 //! While it is open, the slot map is read again every [`PROBE_EVERY`] from the other nodes,
@@ -27,7 +27,7 @@ use ::redis::{
 use arc_swap::ArcSwap;
 
 use super::{
-    master::{Master, OPEN_AFTER, OPEN_SPAN},
+    master::{Master, OPEN_AFTER},
     slots::{self, key_slot, Address},
 };
 use crate::store::{
@@ -207,10 +207,7 @@ impl Router {
             } else {
                 script_call::invoke(&mut connection, call).await
             };
-            if reply
-                .as_ref()
-                .is_err_and(|error| script_call::is_connection_loss(error))
-            {
+            if reply.as_ref().is_err_and(script_call::is_connection_loss) {
                 master.drop_connection(held.id);
             }
             reply
