@@ -80,12 +80,14 @@ struct Measured {
 struct Redis {
     child: Child,
     url: String,
+    dir: std::path::PathBuf,
 }
 
 impl Drop for Redis {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -108,6 +110,7 @@ fn start_redis() -> Result<Redis, String> {
     let redis = Redis {
         child,
         url: format!("redis://127.0.0.1:{port}"),
+        dir,
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     while redis::Client::open(redis.url.as_str())
