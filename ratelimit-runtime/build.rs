@@ -4,9 +4,10 @@
 
 use std::{env, fs, path::Path};
 
-/// The scripts Redis runs (five check scripts, the give-back and the peek), in `scripts/`;
+/// The scripts Redis runs (five check scripts, the batch, the give-back and the peek), in
+/// `scripts/`;
 /// the rest of that directory is their parts.
-const SCRIPTS: [&str; 7] = [
+const SCRIPTS: [&str; 8] = [
     "fixed_window.lua",
     "sliding_window.lua",
     "sliding_log.lua",
@@ -14,6 +15,7 @@ const SCRIPTS: [&str; 7] = [
     "check.lua",
     "give_back.lua",
     "peek.lua",
+    "batch.lua",
 ];
 
 fn main() {

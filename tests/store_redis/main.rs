@@ -12,6 +12,7 @@ mod support;
 
 mod cluster;
 mod cluster_failover;
+mod coalescing;
 mod exactness;
 mod lifecycle;
 mod reconnects;

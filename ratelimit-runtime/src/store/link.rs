@@ -30,6 +30,7 @@ use std::{
 use ::redis::{aio::ConnectionLike, ErrorKind, RedisResult, ServerErrorKind};
 
 use super::{
+    script::BatchOutcome,
     script_call::{self, ScriptConnection},
     AdjustRequest, CheckRequest, Decision, Store, StoreError, StoreErrorKind,
 };
@@ -106,6 +107,36 @@ pub(crate) async fn check<S: Linked>(
         Ok(decision) if !decision.allowed => Health::AnsweredWithoutWrite,
         // Allowed (the script wrote), or answered in a shape the store refuses: the
         // connection works.
+        Ok(_) | Err(_) => Health::Answered,
+    };
+    link.observe(generation, health, store);
+    checked
+}
+
+/// `units` concurrent checks of `request` in one call on `store`'s current connection within
+/// `timeout`, counted for its stall rule as one check.
+pub(crate) async fn check_batch<S: Linked>(
+    store: &S,
+    request: CheckRequest<'_>,
+    units: u32,
+    timeout: Duration,
+) -> Result<BatchOutcome, StoreError> {
+    let link = store.link();
+    let (generation, connection) = link.current();
+    let mut watch = Watch {
+        store,
+        generation,
+        ended: false,
+    };
+    let checked = script_call::check_batch(connection, request, units, timeout).await;
+    watch.ended = true;
+    let health = match &checked {
+        Err(e) if e.kind() == StoreErrorKind::Timeout => Health::TimedOut,
+        Err(e) if e.is_read_only() => Health::ReadOnly,
+        Err(e) if matches!(e.kind(), StoreErrorKind::Connection | StoreErrorKind::Redis) => {
+            Health::Failed
+        }
+        Ok(outcome) if outcome.passed == 0 => Health::AnsweredWithoutWrite,
         Ok(_) | Err(_) => Health::Answered,
     };
     link.observe(generation, health, store);

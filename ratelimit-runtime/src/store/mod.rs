@@ -3,6 +3,7 @@
 
 mod check;
 mod cluster;
+mod coalesce;
 mod config_error;
 mod decision;
 mod error;

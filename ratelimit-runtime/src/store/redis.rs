@@ -8,6 +8,7 @@ use ::redis::{
 };
 
 use super::{
+    coalesce::Coalescer,
     config_error::{redact, StoreConfigError},
     link::{self, Link, Linked, Opening},
     AdjustFuture, AdjustRequest, CheckFuture, CheckRequest, Store,
@@ -43,6 +44,8 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 #[derive(Clone)]
 pub struct RedisStore {
     link: Arc<Link<ConnectionManager>>,
+    /// Concurrent checks of one key sharing one call (each worker store its own).
+    coalescer: Arc<Coalescer>,
     timeout: Duration,
     url: String,
     /// What another connection to the same server is opened from.
@@ -79,10 +82,13 @@ impl fmt::Debug for RedisStore {
 
 impl Store for RedisStore {
     fn check<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
-        Box::pin(link::check(self, request, self.timeout))
+        self.check_within(request, self.timeout)
     }
 
     fn check_within<'a>(&'a self, request: CheckRequest<'a>, timeout: Duration) -> CheckFuture<'a> {
+        if Coalescer::shares(&request) {
+            return Box::pin(self.coalescer.check(self, request, timeout));
+        }
         Box::pin(link::check(self, request, timeout))
     }
 
@@ -107,6 +113,7 @@ impl Store for RedisStore {
         let connection = connect(&self.client, &self.config).ok()?;
         Some(Arc::new(RedisStore {
             link: Arc::new(Link::new(connection)),
+            coalescer: Arc::default(),
             ..self.clone()
         }))
     }
@@ -229,6 +236,7 @@ impl RedisStoreBuilder {
             connect(&client, &config).map_err(|err| StoreConfigError::for_url(&self.url, err))?;
         Ok(RedisStore {
             link: Arc::new(Link::new(connection)),
+            coalescer: Arc::default(),
             timeout: self.timeout,
             url: self.url,
             client,

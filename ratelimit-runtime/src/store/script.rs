@@ -158,6 +158,10 @@ enum Action<'a> {
     Reset,
     /// What a check would answer, counting nothing.
     Peek,
+    /// `units` concurrent checks of one limit of one client (`scripts/batch.lua`).
+    Batch {
+        units: u32,
+    },
 }
 
 /// The lockout key of a limit with a block: `<limit key>:block`, beside the limit's key
@@ -186,6 +190,9 @@ static GIVE_BACK: LazyLock<CheckScript> = LazyLock::new(|| script_of(script!("gi
 
 /// The peek script (`scripts/peek.lua`): a check's answer without counting.
 static PEEK: LazyLock<CheckScript> = LazyLock::new(|| script_of(script!("peek.lua")));
+
+/// The batch script (`scripts/batch.lua`): concurrent checks of one key in one call.
+static BATCH: LazyLock<CheckScript> = LazyLock::new(|| script_of(script!("batch.lua")));
 
 impl<'a> ScriptCall<'a> {
     /// Encodes `request`. `request.limits` must not be empty.
@@ -271,6 +278,16 @@ impl<'a> ScriptCall<'a> {
         }
     }
 
+    /// Encodes `units` concurrent checks of `request`, whose one limit has no block and
+    /// counts every request.
+    pub(crate) fn batch(request: &CheckRequest<'a>, units: u32) -> Self {
+        ScriptCall {
+            script: *BATCH,
+            action: Action::Batch { units },
+            ..ScriptCall::new(request)
+        }
+    }
+
     /// The sliding-log member this call logs, or `""`.
     pub(crate) fn member(&self) -> &str {
         &self.member
@@ -310,6 +327,15 @@ impl<'a> ScriptCall<'a> {
             None => cmd.arg(""),
         };
         match (self.action, self.limits) {
+            (Action::Batch { units }, limits) => {
+                if let Some(limit) = limits.first() {
+                    cmd.arg(limit.max())
+                        .arg(limit.window().as_millis())
+                        .arg(algorithm_code(limit.algorithm()))
+                        .arg(units)
+                        .arg(&self.member);
+                }
+            }
             (Action::Check, [limit]) => {
                 cmd.arg(limit.max()).arg(limit.window().as_millis());
                 if limit.algorithm() == Algorithm::SlidingLog {
@@ -421,6 +447,43 @@ pub(crate) fn decode(
     } else {
         decision
     })
+}
+
+/// What a batch of concurrent checks of one limit came to: the first `passed` of them pass,
+/// with `remaining` left after them; a request arriving after them would wait
+/// `retry_after` (zero when all passed) and find the budget whole after `reset_after`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchOutcome {
+    pub(crate) passed: u32,
+    pub(crate) remaining: u32,
+    pub(crate) retry_after: Duration,
+    pub(crate) reset_after: Duration,
+}
+
+/// Decodes the batch script's reply: `passed remaining retry_after_ms reset_after_ms now_ms`.
+pub(crate) fn decode_batch(reply: Value) -> Result<BatchOutcome, StoreError> {
+    let text = match &reply {
+        Value::BulkString(bytes) => bytes.as_slice(),
+        Value::SimpleString(text) => text.as_bytes(),
+        other => {
+            return Err(protocol(format!(
+                "expected a string of integers, got {other:?}"
+            )))
+        }
+    };
+    let numbers: Option<Vec<u64>> = text.split(|&byte| byte == b' ').map(parse_count).collect();
+    match numbers.as_deref() {
+        Some(&[passed, remaining, retry, reset, _now]) => Ok(BatchOutcome {
+            passed: u32::try_from(passed).unwrap_or(u32::MAX),
+            remaining: u32::try_from(remaining).unwrap_or(u32::MAX),
+            retry_after: Duration::from_millis(retry),
+            reset_after: Duration::from_millis(reset),
+        }),
+        _ => Err(protocol(format!(
+            "expected 5 non-negative integers, got `{}`",
+            String::from_utf8_lossy(text)
+        ))),
+    }
 }
 
 /// Decodes the give-back script's reply: the units it gave back (the keys it deleted, for

@@ -16,7 +16,7 @@ use redis::{
 };
 
 use super::{
-    script::{decode, decode_given, ScriptCall},
+    script::{decode, decode_batch, decode_given, BatchOutcome, ScriptCall},
     AdjustRequest, Adjustment, CheckRequest, Decision, StoreError, StoreErrorKind,
 };
 
@@ -48,6 +48,26 @@ pub(crate) async fn check<C: ScriptConnection>(
         Err(_) => Err(StoreError::timeout(timeout)),
         Ok(Err(err)) => Err(store_error(&err)),
         Ok(Ok(reply)) => decode(&request, call.member(), reply),
+    }
+}
+
+/// Decides `units` concurrent checks of `request` (one limit, no block, counting every
+/// request) on `conn` in one call within `timeout`. Not retried: a batch whose reply was
+/// lost may have been counted.
+pub(crate) async fn check_batch<C: ScriptConnection>(
+    mut conn: C,
+    request: CheckRequest<'_>,
+    units: u32,
+    timeout: Duration,
+) -> Result<BatchOutcome, StoreError> {
+    if let Some(error) = request.time_out_of_range() {
+        return Err(error);
+    }
+    let call = ScriptCall::batch(&request, units);
+    match tokio::time::timeout(timeout, conn.run(&call)).await {
+        Err(_) => Err(StoreError::timeout(timeout)),
+        Ok(Err(err)) => Err(store_error(&err)),
+        Ok(Ok(reply)) => decode_batch(reply),
     }
 }
 
