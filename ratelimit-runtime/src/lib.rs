@@ -1,11 +1,13 @@
 //! Declarative per-route rate limits for actix-web, shared across every instance through Redis.
 //!
 //! A handler declares its limit with [`rate_limit`] above its route attribute; the App is
-//! wrapped once with a [`RateLimiter`] over a store ([`store::RedisStore`] or
-//! [`store::RedisClusterStore`] for a fleet, [`store::MemoryStore`] for one process and
-//! tests); [`coverage::require_coverage`] returns an error listing every undeclared route,
-//! for `main` to refuse to start on. In Redis, one atomic
-//! Lua script in one round trip decides every limit of a request's route.
+//! wrapped once with a [`RateLimiter`] over a store ([`store::RedisStore`],
+//! [`store::RedisSentinelStore`] or [`store::RedisClusterStore`] for a fleet,
+//! [`store::MemoryStore`] for one process and tests); [`coverage::require_coverage`] returns
+//! an error listing every undeclared route, for `main` to refuse to start on. In Redis, one
+//! atomic Lua script in one round trip decides every limit of a request's route, and
+//! concurrent checks of one key share one call
+//! ([`guide::deployments`](crate::guide::deployments)).
 //!
 //! ```
 //! use actix_web::{post, test, web, App, HttpResponse, Responder};

@@ -23,8 +23,10 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Counters in one Redis server (or a primary behind a failover proxy).
 ///
 /// Every check is one `EVALSHA` of its check script (its algorithm's own for one limit, the
-/// general one for a stack)
-/// over a multiplexed connection that reconnects by itself; a check never waits longer than
+/// general one for a stack) over a multiplexed connection that reconnects by itself, or
+/// shares one: checks of one key (one limit counting every request, no `block`) that arrive
+/// while a check of it is in flight go together in the next call, which the script answers
+/// with how many of them pass, in the order they arrived. A check never waits longer than
 /// the configured timeout, or `RateLimiter::timeout` when that is set. Build one per process
 /// and share it: clones share the connection, and under [`RateLimiter`](crate::RateLimiter)
 /// each actix worker opens one of its own (see [`Store::worker_store`]), so a process holds

@@ -26,6 +26,10 @@
 //!   Redis builds either at the same cost, and redis-rs parses one string for about 4k
 //!   fewer instructions than a four-element array (BENCHMARKS.md, section 6).
 //!
+//! - The batch script (`batch.lua`, concurrent checks of one limit of one key in one call):
+//!   `ARGV[2..6]`: max, window in milliseconds, algorithm code, how many checks wait, the
+//!   member prefix; reply `passed remaining retry_after_ms reset_after_ms now_ms`.
+//!
 //! The general script peeks every limit first and counts the request in all of them only
 //! when all allow it. For a request rejected by another limit, an allowing limit reports the
 //! state it would have had if the request had been counted.
