@@ -63,10 +63,14 @@ impl Coalescer {
     ) -> Result<Decision, StoreError> {
         let started = Instant::now();
         let limit = request.limits[0];
+        // The key names the limit's algorithm and window; its max (an override may change
+        // it while checks are in flight) and the injected time complete the lane.
         let mut lane = request.key.limit_key(&limit);
+        lane.push('#');
+        lane.push_str(itoa::Buffer::new().format(limit.max()));
         if let Some(now) = request.now_millis {
             lane.push('@');
-            lane.push_str(&now.to_string());
+            lane.push_str(itoa::Buffer::new().format(now));
         }
         let waiting = {
             let mut lanes = lock(&self.lanes);
