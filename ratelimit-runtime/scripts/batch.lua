@@ -9,8 +9,9 @@
 --                   exactly as sliding_window_peek.lua compares
 --   sliding log     k = min(n, max - entries), k members `<member>:<i>`
 --   GCRA            k = min(n, floor((tau - (TAT - now)) / T))
--- remaining is what is left after the k; retry_after and reset_after are what a single
--- request arriving after them would be told (0 retry when all n pass).
+-- remaining is what is left after the k (never below 0, also when an override lowered max
+-- under a count already higher); retry_after and reset_after are what a single request
+-- arriving after them would be told (0 retry when all n pass).
 --
 -- KEYS[1] the limit's key; ARGV: the time (see parts/clock.lua), max, window in ms,
 -- algorithm code (fw, sw, sl, gc), n (1 to 100000), the member prefix (sliding log).
@@ -37,7 +38,7 @@ if code == 'fw' then
     local ms, oldest = left, start
     --@include parts/new_window.lua
   end
-  remaining, reset_after = max - count - k, left
+  remaining, reset_after = math.max(0, max - count - k), left
   if k < n then
     retry_after = left
   end
@@ -101,7 +102,7 @@ elseif code == 'sl' then
     --@include parts/extend.lua
   end
   count = count + k
-  remaining, reset_after = max - count, window
+  remaining, reset_after = math.max(0, max - count), window
   if k < n then
     local oldest = redis.call('ZRANGE', key, count - max, count - max, 'WITHSCORES')
     local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
@@ -126,7 +127,7 @@ elseif code == 'gc' then
     --@include parts/ttl.lua
     redis.call('SET', key, string.format('%d', new_tat), 'PX', string.format('%d', ms))
   end
-  remaining = math.floor((tolerance - (new_tat - now_us)) / interval)
+  remaining = math.max(0, math.floor((tolerance - (new_tat - now_us)) / interval))
   reset_after = math.ceil((new_tat - now_us) / 1000)
   if k < n then
     retry_after = math.ceil((new_tat + interval - tolerance - now_us) / 1000)

@@ -92,3 +92,96 @@ async fn a_thousand_concurrent_checks_of_one_key_pass_exactly_the_limit_in_few_c
         }
     }
 }
+
+/// An override that lowers a limit under the count already stored refuses the waiting
+/// checks; it never turns their shared call into an error (which a route failing open would
+/// let through).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_lowered_under_its_count_refuses_a_shared_call_without_an_error() {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap();
+    let store = RedisStore::builder(server.url())
+        .timeout(std::time::Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    for algorithm in Algorithm::ALL {
+        let high = Limit::new(100, Window::from_secs(60), algorithm);
+        let low = Limit::new(10, Window::from_secs(60), algorithm);
+        let key = RouteKey::new(
+            "rl",
+            "POST",
+            "/lowered",
+            &[(IdentityPart::Ip, &format!("{algorithm:?}"))],
+        );
+        let spent = thousand_at_once(&store, &key, high, Some(T0)).await;
+        assert_eq!(spent.iter().filter(|d| d.0).count(), 100, "{algorithm:?}");
+        let lowered = thousand_at_once(&store, &key, low, Some(T0)).await;
+        assert!(
+            lowered.iter().all(|d| !d.0 && d.1 == 0),
+            "{algorithm:?}: a check passed, or was told something remains, under a limit lowered under its count"
+        );
+    }
+}
+
+/// Checks given up at any moment (their tasks aborted, as when clients go away) never leave
+/// a key's lane stalled: afterwards each check of the key is answered at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checks_given_up_mid_lane_never_stall_the_key() {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap();
+    let store = RedisStore::builder(server.url())
+        .timeout(std::time::Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    let key = RouteKey::new("rl", "GET", "/aborted", &[(IdentityPart::Ip, "10.0.0.2")]);
+    let limit = Limit::new(1_000_000, Window::from_secs(60), Algorithm::FixedWindow);
+    for round in 0..20u64 {
+        let tasks: Vec<_> = (0..200u64)
+            .map(|i| {
+                let (store, key) = (store.clone(), key.clone());
+                let handle = tokio::spawn(async move {
+                    let limits = [limit];
+                    store
+                        .check(CheckRequest {
+                            key: &key,
+                            limits: &limits,
+                            now_millis: None,
+                        })
+                        .await
+                });
+                (i, handle)
+            })
+            .collect();
+        for (i, handle) in &tasks {
+            if (i + round) % 3 == 0 {
+                tokio::task::yield_now().await;
+                handle.abort();
+            }
+        }
+        for (_, handle) in tasks {
+            let _ = handle.await;
+        }
+    }
+    let limits = [limit];
+    for _ in 0..10 {
+        let started = std::time::Instant::now();
+        let decision = store
+            .check(CheckRequest {
+                key: &key,
+                limits: &limits,
+                now_millis: None,
+            })
+            .await
+            .expect("a decision");
+        assert!(decision.allowed);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "a check waited {:?} on a stalled lane",
+            started.elapsed()
+        );
+    }
+}

@@ -15,7 +15,7 @@
 //! be counted (the strict side, as for any timed-out check).
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, VecDeque},
     sync::{Mutex, MutexGuard},
     time::{Duration, Instant},
 };
@@ -29,8 +29,11 @@ use super::{
 };
 use crate::policy::{Count, Limit};
 
-/// Checks waiting for a lane's next call.
-type Queue = Vec<oneshot::Sender<Turn>>;
+/// Checks waiting for a lane's next call, in the order they arrived.
+type Queue = VecDeque<oneshot::Sender<Turn>>;
+
+/// The most checks one call decides (the batch script's own bound); more wait for the next.
+const MAX_BATCH: usize = 100_000;
 
 /// What a waiting check is told.
 enum Turn {
@@ -76,37 +79,58 @@ impl Coalescer {
             let mut lanes = lock(&self.lanes);
             match lanes.get_mut(&lane) {
                 None => {
-                    lanes.insert(lane.clone(), Vec::new());
+                    lanes.insert(lane.clone(), VecDeque::new());
                     None
                 }
                 Some(queue) => {
                     let (turn, told) = oneshot::channel();
-                    queue.push(turn);
-                    Some(told)
+                    queue.push_back(turn);
+                    Some(Waiting {
+                        coalescer: self,
+                        lane: &lane,
+                        told: Some(told),
+                    })
                 }
             }
         };
-        let followers = match waiting {
-            None => Vec::new(),
-            Some(told) => match tokio::time::timeout(timeout, told).await {
-                Err(_) => return Err(StoreError::timeout(timeout)),
-                Ok(Err(_)) => {
-                    return Err(StoreError::new(
-                        StoreErrorKind::Timeout,
-                        "the check this one waited for was given up",
-                    ))
+        let mut followers = match waiting {
+            None => VecDeque::new(),
+            Some(mut waiting) => {
+                let told = waiting.told.as_mut().expect("set above");
+                // Timed out, `waiting` still holds the receiver: a lead sent meanwhile is
+                // handed on when it drops.
+                let Ok(turn) = tokio::time::timeout(timeout, told).await else {
+                    return Err(StoreError::timeout(timeout));
+                };
+                waiting.told = None;
+                match turn {
+                    Err(_) => {
+                        return Err(StoreError::new(
+                            StoreErrorKind::Timeout,
+                            "the check this one waited for was given up",
+                        ))
+                    }
+                    Ok(Turn::Decided(decided)) => return decided,
+                    Ok(Turn::Lead(followers)) => followers,
                 }
-                Ok(Ok(Turn::Decided(decided))) => return decided,
-                Ok(Ok(Turn::Lead(followers))) => followers,
-            },
+            }
         };
+        followers.retain(|follower| !follower.is_closed());
+        if followers.len() >= MAX_BATCH {
+            // The rest lead, or join, the next call, before any that arrive later.
+            let rest = followers.split_off(MAX_BATCH - 1);
+            let mut lanes = lock(&self.lanes);
+            if let Some(queue) = lanes.get_mut(&lane) {
+                let later = std::mem::replace(queue, rest);
+                queue.extend(later);
+            }
+        }
         let mut lead = Lead {
             coalescer: self,
-            lane,
+            lane: &lane,
             followers,
             answered: false,
         };
-        lead.followers.retain(|follower| !follower.is_closed());
         let left = timeout.saturating_sub(started.elapsed());
         if lead.followers.is_empty() {
             let decided = link::check(store, request, left).await;
@@ -124,6 +148,31 @@ impl Coalescer {
             let _ = follower.send(Turn::Decided(decided));
         }
         outcome.map(|outcome| decision_at(limit, &outcome, 0))
+    }
+
+    /// Hands `lane` on: `first` (checks not yet answered) then the checks queued in the
+    /// lane go to the first of them still waiting, who leads the next call; with none, the
+    /// lane goes.
+    fn hand_over(&self, lane: &str, first: Queue) {
+        let mut lanes = lock(&self.lanes);
+        let Some(queue) = lanes.get_mut(lane) else {
+            return;
+        };
+        let mut queue = {
+            let later = std::mem::take(queue);
+            let mut all = first;
+            all.extend(later);
+            all
+        };
+        while let Some(next) = queue.pop_front() {
+            match next.send(Turn::Lead(queue)) {
+                Ok(()) => return,
+                // It gave up waiting: the one after it leads.
+                Err(Turn::Lead(rest)) => queue = rest,
+                Err(Turn::Decided(_)) => return,
+            }
+        }
+        lanes.remove(lane);
     }
 }
 
@@ -145,42 +194,43 @@ fn decision_at(limit: Limit, outcome: &BatchOutcome, index: usize) -> Decision {
     Decision::new(vec![state])
 }
 
-/// A check leading its lane's call. When it ends, answered or given up, the next check
-/// waiting leads the next call; given up, the checks of its own batch are told it timed out.
+/// A check leading its lane's call. When it ends, the next check waiting leads the next
+/// call; given up before its call was answered, the checks of its batch go first in the
+/// next (their call may have counted them already: the strict side).
 struct Lead<'a> {
     coalescer: &'a Coalescer,
-    lane: String,
+    lane: &'a str,
     followers: Queue,
     answered: bool,
 }
 
 impl Drop for Lead<'_> {
     fn drop(&mut self) {
-        if !self.answered {
-            for follower in self.followers.drain(..) {
-                let _ = follower.send(Turn::Decided(Err(StoreError::new(
-                    StoreErrorKind::Timeout,
-                    "the check that led this one's call was given up",
-                ))));
-            }
-        }
-        let mut lanes = lock(&self.coalescer.lanes);
-        let Some(queue) = lanes.get_mut(&self.lane) else {
+        let first = if self.answered {
+            VecDeque::new()
+        } else {
+            std::mem::take(&mut self.followers)
+        };
+        self.coalescer.hand_over(self.lane, first);
+    }
+}
+
+/// A check waiting in a lane. Given up after it was told to lead but before it read that
+/// (a client gone, a `select!`), it hands the lead on, so the lane never stalls.
+struct Waiting<'a> {
+    coalescer: &'a Coalescer,
+    lane: &'a str,
+    told: Option<oneshot::Receiver<Turn>>,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let Some(mut told) = self.told.take() else {
             return;
         };
-        let mut queue = std::mem::take(queue);
-        loop {
-            if queue.is_empty() {
-                lanes.remove(&self.lane);
-                return;
-            }
-            let next = queue.remove(0);
-            match next.send(Turn::Lead(queue)) {
-                Ok(()) => return,
-                // It gave up waiting: the one after it leads.
-                Err(Turn::Lead(rest)) => queue = rest,
-                Err(Turn::Decided(_)) => return,
-            }
+        told.close();
+        if let Ok(Turn::Lead(followers)) = told.try_recv() {
+            self.coalescer.hand_over(self.lane, followers);
         }
     }
 }
