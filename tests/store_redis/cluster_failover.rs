@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 
 use ratelimit_runtime::{
     key::RouteKey,
-    store::{CheckRequest, Decision, RedisClusterStore, Store, StoreError, StoreErrorKind},
+    store::{Decision, RedisClusterStore, StoreError, StoreErrorKind},
     Algorithm, IdentityPart, Limit, Window,
 };
 
 use crate::{
-    connections_received,
+    check_key, connections_received,
     support::{self, key_slot, serves_slot_zero, RedisCluster},
 };
 
@@ -29,14 +29,7 @@ async fn check_far_below_its_limit(
     store: &RedisClusterStore,
     key: &RouteKey,
 ) -> Result<Decision, StoreError> {
-    let limits = far_limit();
-    store
-        .check(CheckRequest {
-            key,
-            limits: &limits,
-            now_millis: None,
-        })
-        .await
+    check_key(store, key, &far_limit()).await
 }
 
 /// A store on `cluster` once it decides, with a client whose key lives on master 0 (slots

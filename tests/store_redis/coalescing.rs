@@ -7,11 +7,32 @@ use std::collections::BTreeSet;
 use futures_util::future::join_all;
 use ratelimit_runtime::{
     key::RouteKey,
-    store::{CheckRequest, RedisStore, Store},
+    store::{CheckRequest, Decision, RedisStore, Store},
     Algorithm, IdentityPart, Limit, Window,
 };
 
-use crate::support::{RedisServer, T0};
+use crate::{
+    check_key,
+    support::{RedisServer, T0},
+};
+
+/// A store (5 s timeout) on a server of its own.
+async fn fresh_store() -> (RedisServer, RedisStore) {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap();
+    let store = RedisStore::builder(server.url())
+        .timeout(std::time::Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    (server, store)
+}
+
+/// One check of `key` under `limit` on the server's clock.
+async fn check_now(store: &RedisStore, key: &RouteKey, limit: Limit) -> Decision {
+    check_key(store, key, &[limit]).await.expect("a decision")
+}
 
 async fn thousand_at_once(
     store: &RedisStore,
@@ -38,14 +59,7 @@ async fn thousand_at_once(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_concurrent_checks_of_one_key_pass_exactly_the_limit_in_few_calls() {
-    let server = tokio::task::spawn_blocking(RedisServer::start)
-        .await
-        .unwrap();
-    let store = RedisStore::builder(server.url())
-        .timeout(std::time::Duration::from_secs(5))
-        .build()
-        .await
-        .unwrap();
+    let (server, store) = fresh_store().await;
     for algorithm in Algorithm::ALL {
         for now in [Some(T0 + 1_234), None] {
             let key = RouteKey::new(
@@ -98,14 +112,7 @@ async fn a_thousand_concurrent_checks_of_one_key_pass_exactly_the_limit_in_few_c
 /// let through).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limit_lowered_under_its_count_refuses_a_shared_call_without_an_error() {
-    let server = tokio::task::spawn_blocking(RedisServer::start)
-        .await
-        .unwrap();
-    let store = RedisStore::builder(server.url())
-        .timeout(std::time::Duration::from_secs(5))
-        .build()
-        .await
-        .unwrap();
+    let (_server, store) = fresh_store().await;
     for algorithm in Algorithm::ALL {
         let high = Limit::new(100, Window::from_secs(60), algorithm);
         let low = Limit::new(10, Window::from_secs(60), algorithm);
@@ -129,30 +136,14 @@ async fn a_limit_lowered_under_its_count_refuses_a_shared_call_without_an_error(
 /// a key's lane stalled: afterwards each check of the key is answered at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checks_given_up_mid_lane_never_stall_the_key() {
-    let server = tokio::task::spawn_blocking(RedisServer::start)
-        .await
-        .unwrap();
-    let store = RedisStore::builder(server.url())
-        .timeout(std::time::Duration::from_secs(5))
-        .build()
-        .await
-        .unwrap();
+    let (_server, store) = fresh_store().await;
     let key = RouteKey::new("rl", "GET", "/aborted", &[(IdentityPart::Ip, "10.0.0.2")]);
     let limit = Limit::new(1_000_000, Window::from_secs(60), Algorithm::FixedWindow);
     for round in 0..20u64 {
         let tasks: Vec<_> = (0..200u64)
             .map(|i| {
                 let (store, key) = (store.clone(), key.clone());
-                let handle = tokio::spawn(async move {
-                    let limits = [limit];
-                    store
-                        .check(CheckRequest {
-                            key: &key,
-                            limits: &limits,
-                            now_millis: None,
-                        })
-                        .await
-                });
+                let handle = tokio::spawn(async move { check_now(&store, &key, limit).await });
                 (i, handle)
             })
             .collect();
@@ -166,18 +157,9 @@ async fn checks_given_up_mid_lane_never_stall_the_key() {
             let _ = handle.await;
         }
     }
-    let limits = [limit];
     for _ in 0..10 {
         let started = std::time::Instant::now();
-        let decision = store
-            .check(CheckRequest {
-                key: &key,
-                limits: &limits,
-                now_millis: None,
-            })
-            .await
-            .expect("a decision");
-        assert!(decision.allowed);
+        assert!(check_now(&store, &key, limit).await.allowed);
         assert!(
             started.elapsed() < std::time::Duration::from_secs(1),
             "a check waited {:?} on a stalled lane",

@@ -48,6 +48,21 @@ async fn check(store: &dyn Store, now: u64) -> Result<Decision, StoreError> {
         .await
 }
 
+/// One check of `key` under `limits` on the store's clock.
+async fn check_key(
+    store: &dyn Store,
+    key: &RouteKey,
+    limits: &[Limit],
+) -> Result<Decision, StoreError> {
+    store
+        .check(CheckRequest {
+            key,
+            limits,
+            now_millis: None,
+        })
+        .await
+}
+
 /// Redis's count of connections it accepted so far.
 fn connections_received(node: &RedisServer) -> u64 {
     let info: String = redis::cmd("INFO")
