@@ -1,19 +1,20 @@
 //! Concurrent checks of one key in one process share one script call, and the count stays
 //! exact: 1,000 at once under a limit of 100 pass exactly 100, for every algorithm, in far
-//! fewer calls than checks; a sliding log holds one entry per passed request.
+//! fewer calls than checks, on a standalone Redis, a Cluster and a Sentinel primary; a
+//! sliding log holds one entry per passed request.
 
 use std::collections::BTreeSet;
 
 use futures_util::future::join_all;
 use ratelimit_runtime::{
     key::RouteKey,
-    store::{CheckRequest, Decision, RedisStore, Store},
+    store::{CheckRequest, Decision, RedisClusterStore, RedisSentinelStore, RedisStore, Store},
     Algorithm, IdentityPart, Limit, Window,
 };
 
 use crate::{
     check_key,
-    support::{RedisServer, T0},
+    support::{RedisCluster, RedisServer, SentinelSetup, MASTER_NAME, T0},
 };
 
 /// A store (5 s timeout) on a server of its own.
@@ -35,7 +36,7 @@ async fn check_now(store: &RedisStore, key: &RouteKey, limit: Limit) -> Decision
 }
 
 async fn thousand_at_once(
-    store: &RedisStore,
+    store: &dyn Store,
     key: &RouteKey,
     limit: Limit,
     now: Option<u64>,
@@ -166,4 +167,62 @@ async fn checks_given_up_mid_lane_never_stall_the_key() {
             started.elapsed()
         );
     }
+}
+
+/// 1,000 at once under a limit of 100, every algorithm: exactly 100 pass, each told what is
+/// left after it.
+async fn exactly_the_limit(store: &dyn Store, tag: &str) {
+    for algorithm in Algorithm::ALL {
+        let client = format!("{tag}-{algorithm:?}");
+        let key = RouteKey::new("rl", "POST", "/hot", &[(IdentityPart::Ip, client.as_str())]);
+        let limit = Limit::new(100, Window::from_secs(60), algorithm);
+        let decided = thousand_at_once(store, &key, limit, Some(T0)).await;
+        let told: BTreeSet<u32> = decided.iter().filter(|d| d.0).map(|d| d.1).collect();
+        assert_eq!(
+            decided.iter().filter(|d| d.0).count(),
+            100,
+            "{tag} {algorithm:?}: passed"
+        );
+        assert_eq!(told, (0..100).collect(), "{tag} {algorithm:?}: remaining");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_and_a_sentinel_primary_share_calls_exactly_too() {
+    let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3))
+        .await
+        .unwrap();
+    let store = RedisClusterStore::builder(cluster.urls())
+        .timeout(std::time::Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    let scripts = |cluster: &RedisCluster| -> u64 {
+        cluster.masters().iter().map(RedisServer::scripts_run).sum()
+    };
+    let before = scripts(&cluster);
+    exactly_the_limit(&store, "cluster").await;
+    let calls = scripts(&cluster) - before;
+    assert!(
+        calls < 400,
+        "{calls} script calls for 4 x 1,000 concurrent checks"
+    );
+    println!("Cluster: 4 x 1,000 concurrent checks in {calls} script calls");
+
+    let setup = tokio::task::spawn_blocking(SentinelSetup::start)
+        .await
+        .unwrap();
+    let store = RedisSentinelStore::builder(setup.sentinel_urls(), MASTER_NAME)
+        .timeout(std::time::Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    let before = setup.primary().scripts_run();
+    exactly_the_limit(&store, "sentinel").await;
+    let calls = setup.primary().scripts_run() - before;
+    assert!(
+        calls < 400,
+        "{calls} script calls for 4 x 1,000 concurrent checks"
+    );
+    println!("Sentinel: 4 x 1,000 concurrent checks in {calls} script calls");
 }

@@ -22,11 +22,7 @@ use std::{
 
 use tokio::sync::oneshot;
 
-use super::{
-    link::{self, Linked},
-    script::BatchOutcome,
-    CheckRequest, Decision, LimitState, StoreError, StoreErrorKind,
-};
+use super::{script::BatchOutcome, CheckRequest, Decision, LimitState, StoreError, StoreErrorKind};
 use crate::policy::{Count, Limit};
 
 /// Checks waiting for a lane's next call, in the order they arrived.
@@ -41,6 +37,23 @@ enum Turn {
     Decided(Result<Decision, StoreError>),
     /// It leads the next call, for itself and these.
     Lead(Queue),
+}
+
+/// A store whose checks can share a call: one check alone, or `units` checks of one key
+/// together.
+pub(crate) trait Sharing: Sync {
+    fn check_alone<'a>(
+        &'a self,
+        request: CheckRequest<'a>,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = Result<Decision, StoreError>> + Send + 'a;
+
+    fn check_together<'a>(
+        &'a self,
+        request: CheckRequest<'a>,
+        units: u32,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = Result<BatchOutcome, StoreError>> + Send + 'a;
 }
 
 /// The lanes of one store (one actix worker's): a key with a call in flight has a lane,
@@ -58,7 +71,7 @@ impl Coalescer {
 
     /// Decides `request` (see [`Coalescer::shares`]) on `store` within `timeout`, alone or
     /// with the checks of its key waiting meanwhile.
-    pub(crate) async fn check<S: Linked>(
+    pub(crate) async fn check<S: Sharing>(
         &self,
         store: &S,
         request: CheckRequest<'_>,
@@ -133,12 +146,12 @@ impl Coalescer {
         };
         let left = timeout.saturating_sub(started.elapsed());
         if lead.followers.is_empty() {
-            let decided = link::check(store, request, left).await;
+            let decided = store.check_alone(request, left).await;
             lead.answered = true;
             return decided;
         }
         let units = u32::try_from(lead.followers.len() + 1).unwrap_or(u32::MAX);
-        let outcome = link::check_batch(store, request, units, left).await;
+        let outcome = store.check_together(request, units, left).await;
         lead.answered = true;
         for (index, follower) in std::mem::take(&mut lead.followers).into_iter().enumerate() {
             let decided = outcome

@@ -8,9 +8,10 @@ use ::redis::{
 };
 
 use super::{
-    coalesce::Coalescer,
+    coalesce::{Coalescer, Sharing},
     config_error::{redact, StoreConfigError},
     link::{self, Link, Linked, Opening},
+    script::BatchOutcome,
     AdjustFuture, AdjustRequest, CheckFuture, CheckRequest, Store,
 };
 
@@ -118,6 +119,27 @@ impl Store for RedisStore {
             coalescer: Arc::default(),
             ..self.clone()
         }))
+    }
+}
+
+impl Sharing for RedisStore {
+    fn check_alone<'a>(
+        &'a self,
+        request: CheckRequest<'a>,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = Result<super::Decision, super::StoreError>> + Send + 'a
+    {
+        link::check(self, request, timeout)
+    }
+
+    fn check_together<'a>(
+        &'a self,
+        request: CheckRequest<'a>,
+        units: u32,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = Result<BatchOutcome, super::StoreError>> + Send + 'a
+    {
+        link::check_batch(self, request, units, timeout)
     }
 }
 

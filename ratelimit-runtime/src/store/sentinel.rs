@@ -29,9 +29,10 @@ use ::redis::{
 use arc_swap::ArcSwapOption;
 
 use super::{
+    coalesce::{Coalescer, Sharing},
     config_error::{redact, StoreConfigError},
     redis::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT},
-    script::ScriptCall,
+    script::{BatchOutcome, ScriptCall},
     script_call::{self, ScriptConnection},
     AdjustFuture, AdjustRequest, CheckFuture, CheckRequest, Store,
 };
@@ -59,7 +60,8 @@ const RETRY_AFTER: Duration = Duration::from_millis(100);
 /// (its server was demoted) is dropped at once, as is one on which checks keep timing out;
 /// after a failed connection attempt (a wrong password, a primary down until the sentinels
 /// name another) checks fail at once for 100 ms rather than each trying again. Every check
-/// is one script call over a multiplexed
+/// is one script call (concurrent checks of one key share one, as with
+/// [`RedisStore`](super::RedisStore)) over a multiplexed
 /// connection, and never waits longer than the configured timeout, or
 /// `RateLimiter::timeout` when that is set. Build one per process and share it: under
 /// [`RateLimiter`](crate::RateLimiter) each actix worker opens its own connection (see
@@ -82,6 +84,8 @@ const RETRY_AFTER: Duration = Duration::from_millis(100);
 pub struct RedisSentinelStore {
     watch: Arc<Watch>,
     primary: Arc<Primary>,
+    /// Concurrent checks of one key sharing one call (each worker store its own).
+    coalescer: Arc<Coalescer>,
     timeout: Duration,
     /// The longest a check waits, whatever `RateLimiter::timeout` says: less than the
     /// connection's response timeout.
@@ -132,8 +136,10 @@ impl Store for RedisSentinelStore {
 
     fn check_within<'a>(&'a self, request: CheckRequest<'a>, timeout: Duration) -> CheckFuture<'a> {
         let timeout = timeout.min(self.check_limit);
-        let on = self.on_primary(Some(Instant::now() + timeout));
-        Box::pin(script_call::check(on, request, timeout))
+        if Coalescer::shares(&request) {
+            return Box::pin(self.coalescer.check(self, request, timeout));
+        }
+        Box::pin(self.check_alone(request, timeout))
     }
 
     fn adjust<'a>(&'a self, request: AdjustRequest<'a>) -> AdjustFuture<'a> {
@@ -164,8 +170,30 @@ impl Store for RedisSentinelStore {
         tokio::runtime::Handle::try_current().ok()?;
         Some(Arc::new(RedisSentinelStore {
             primary: Arc::new(Primary::default()),
+            coalescer: Arc::default(),
             ..self.clone()
         }))
+    }
+}
+
+impl Sharing for RedisSentinelStore {
+    fn check_alone<'a>(
+        &'a self,
+        request: CheckRequest<'a>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<super::Decision, super::StoreError>> + Send + 'a {
+        let on = self.on_primary(Some(Instant::now() + timeout));
+        script_call::check(on, request, timeout)
+    }
+
+    fn check_together<'a>(
+        &'a self,
+        request: CheckRequest<'a>,
+        units: u32,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<BatchOutcome, super::StoreError>> + Send + 'a {
+        let on = self.on_primary(Some(Instant::now() + timeout));
+        script_call::check_batch(on, request, units, timeout)
     }
 }
 
@@ -780,6 +808,7 @@ impl RedisSentinelStoreBuilder {
         Ok(RedisSentinelStore {
             watch,
             primary: Arc::new(Primary::default()),
+            coalescer: Arc::default(),
             timeout: self.timeout,
             check_limit,
         })

@@ -24,8 +24,10 @@ use self::{
     slots::Address,
 };
 use super::{
+    coalesce::{Coalescer, Sharing},
     config_error::{redact, StoreConfigError},
     redis::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT},
+    script::BatchOutcome,
     script_call, AdjustFuture, AdjustRequest, CheckFuture, CheckRequest, Decision, Store,
     StoreError,
 };
@@ -49,6 +51,7 @@ use super::{
 /// connection. Connections are made in the background (to every master of a new slot map,
 /// and to a node a redirect names); a check waits for one at most its own timeout.
 ///
+/// Concurrent checks of one key share one call, as with [`RedisStore`](super::RedisStore).
 /// Build one per process and share it: clones share the connections, and under
 /// [`RateLimiter`](crate::RateLimiter) each actix worker opens its own (see
 /// [`Store::worker_store`]).
@@ -65,6 +68,8 @@ use super::{
 #[derive(Clone)]
 pub struct RedisClusterStore {
     router: Arc<Router>,
+    /// Concurrent checks of one key sharing one call (each worker store its own).
+    coalescer: Arc<Coalescer>,
     timeout: Duration,
     /// The longest a check waits, whatever `RateLimiter::timeout` says: less than the
     /// connections' response timeout.
@@ -119,6 +124,29 @@ impl RedisClusterStore {
     }
 }
 
+impl Sharing for RedisClusterStore {
+    fn check_alone<'a>(
+        &'a self,
+        request: CheckRequest<'a>,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = Result<Decision, StoreError>> + Send + 'a {
+        self.check_one(request, timeout)
+    }
+
+    fn check_together<'a>(
+        &'a self,
+        request: CheckRequest<'a>,
+        units: u32,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = Result<BatchOutcome, StoreError>> + Send + 'a {
+        let routed = Routed {
+            router: &self.router,
+            deadline: Some(Instant::now() + timeout),
+        };
+        script_call::check_batch(routed, request, units, timeout)
+    }
+}
+
 impl fmt::Debug for RedisClusterStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let nodes: Vec<String> = self.nodes.iter().map(|url| redact(url)).collect();
@@ -138,6 +166,9 @@ impl Store for RedisClusterStore {
         let timeout = timeout.min(self.check_limit);
         if request.key.spans_identities(request.limits) {
             return Box::pin(split::check(self, request, timeout));
+        }
+        if Coalescer::shares(&request) {
+            return Box::pin(self.coalescer.check(self, request, timeout));
         }
         Box::pin(self.check_one(request, timeout))
     }
@@ -172,6 +203,7 @@ impl Store for RedisClusterStore {
         router.refresh_soon();
         Some(Arc::new(RedisClusterStore {
             router,
+            coalescer: Arc::default(),
             ..self.clone()
         }))
     }
@@ -310,6 +342,7 @@ impl RedisClusterStoreBuilder {
         router.refresh_soon();
         Ok(RedisClusterStore {
             router,
+            coalescer: Arc::default(),
             timeout: self.timeout,
             check_limit,
             nodes: self.nodes,
