@@ -43,17 +43,7 @@ if code == 'fw' then
     retry_after = left
   end
 elseif code == 'sw' then
-  if max * window >= 9007199254740992 then
-    return redis.error_reply(
-      'ERR rate-limit script: a sliding window counts exactly only while max x window (ms) < 2^53'
-    )
-  end
-  local start = now - now % window
-  local e = now - start
-  local field = string.format('%d', start)
-  local counts = redis.call('HMGET', key, field, string.format('%d', start - window))
-  local cur = (counts[1] or 0) + 0
-  local prev = (counts[2] or 0) + 0
+  --@include parts/sliding_window_read.lua
   local weighted = prev * (window - e)
   -- Request j passes when room = max - cur - j >= 0 and weighted <= room x window.
   k = math.max(0, math.min(n, max - cur - math.ceil(weighted / window)))
@@ -110,16 +100,7 @@ elseif code == 'sl' then
     reset_after = newest[2] + window - now
   end
 elseif code == 'gc' then
-  local interval = math.floor(window * 1000 / max)
-  if interval < 1 then
-    interval = 1
-  end
-  local tolerance = interval * max
-  local now_us = now * 1000
-  local tat = (redis.call('GET', key) or 0) + 0
-  if tat < now_us then
-    tat = now_us
-  end
+  --@include parts/gcra_tat.lua
   k = math.max(0, math.min(n, math.floor((tolerance - (tat - now_us)) / interval)))
   local new_tat = tat + k * interval
   if k > 0 then

@@ -1,15 +1,6 @@
 -- gcra_peek.lua: the decision on the stored TAT (formulas in gcra.lua), read, not written.
 do
-  local interval = math.floor(window * 1000 / max)
-  if interval < 1 then
-    interval = 1
-  end
-  local tolerance = interval * max
-  local now_us = now * 1000
-  local tat = (redis.call('GET', key) or 0) + 0
-  if tat < now_us then
-    tat = now_us
-  end
+  --@include parts/gcra_tat.lua
   local new_tat = tat + interval
   ttl, value = math.ceil((new_tat - now_us) / 1000), new_tat
   if new_tat - now_us <= tolerance then

@@ -1,20 +1,7 @@
 -- sliding_window_peek.lua: the estimate over this window and the previous one (formulas in
--- sliding_window.lua), read, not written. Refuses a limit whose max x window reaches 2^53,
--- past which the products below are not exact (`Limit::new` refuses it too; this catches a
--- hand-made call). Both operands are whole and below 2^32, so the comparison itself is
--- exact: a product at or above 2^53 rounds to no less than 2^53.
-if max * window >= 9007199254740992 then
-  return redis.error_reply(
-    'ERR rate-limit script: a sliding window counts exactly only while max x window (ms) < 2^53'
-  )
-end
+-- sliding_window.lua), read, not written.
 do
-  local start = now - now % window
-  local e = now - start
-  local field = string.format('%d', start)
-  local counts = redis.call('HMGET', key, field, string.format('%d', start - window))
-  local cur = (counts[1] or 0) + 0
-  local prev = (counts[2] or 0) + 0
+  --@include parts/sliding_window_read.lua
   local room = max - cur - 1
   ttl, value = 2 * window - e, field
   if room >= 0 and prev * (window - e) <= room * window then

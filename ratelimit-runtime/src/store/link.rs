@@ -97,19 +97,8 @@ pub(crate) async fn check<S: Linked>(
     };
     let checked = script_call::check(connection, request, timeout).await;
     watch.ended = true;
-    let health = match &checked {
-        Err(e) if e.kind() == StoreErrorKind::Timeout => Health::TimedOut,
-        Err(e) if e.is_read_only() => Health::ReadOnly,
-        Err(e) if matches!(e.kind(), StoreErrorKind::Connection | StoreErrorKind::Redis) => {
-            Health::Failed
-        }
-        // Refused: decided without a write, which a replica does as well as a primary.
-        Ok(decision) if !decision.allowed => Health::AnsweredWithoutWrite,
-        // Allowed (the script wrote), or answered in a shape the store refuses: the
-        // connection works.
-        Ok(_) | Err(_) => Health::Answered,
-    };
-    link.observe(generation, health, store);
+    let wrote = checked.as_ref().map(|decision| decision.allowed);
+    link.observe(generation, Health::of(wrote), store);
     checked
 }
 
@@ -130,16 +119,8 @@ pub(crate) async fn check_batch<S: Linked>(
     };
     let checked = script_call::check_batch(connection, request, units, timeout).await;
     watch.ended = true;
-    let health = match &checked {
-        Err(e) if e.kind() == StoreErrorKind::Timeout => Health::TimedOut,
-        Err(e) if e.is_read_only() => Health::ReadOnly,
-        Err(e) if matches!(e.kind(), StoreErrorKind::Connection | StoreErrorKind::Redis) => {
-            Health::Failed
-        }
-        Ok(outcome) if outcome.passed == 0 => Health::AnsweredWithoutWrite,
-        Ok(_) | Err(_) => Health::Answered,
-    };
-    link.observe(generation, health, store);
+    let wrote = checked.as_ref().map(|outcome| outcome.passed > 0);
+    link.observe(generation, Health::of(wrote), store);
     checked
 }
 
@@ -177,6 +158,25 @@ enum Health {
     /// good (redis-rs's connection manager keeps answering a failed reconnect's error, such
     /// as a `SELECT` refused while Redis ran a long script), or the error is the data's.
     Failed,
+}
+
+impl Health {
+    /// How a check ended: whether the script wrote (it counted at least one request), or
+    /// why it failed.
+    fn of(wrote: Result<bool, &StoreError>) -> Health {
+        match wrote {
+            Err(e) if e.kind() == StoreErrorKind::Timeout => Health::TimedOut,
+            Err(e) if e.is_read_only() => Health::ReadOnly,
+            Err(e) if matches!(e.kind(), StoreErrorKind::Connection | StoreErrorKind::Redis) => {
+                Health::Failed
+            }
+            // Refused: decided without a write, which a replica does as well as a primary.
+            Ok(false) => Health::AnsweredWithoutWrite,
+            // Counted (the script wrote), or answered in a shape the store refuses: the
+            // connection works.
+            Ok(true) | Err(_) => Health::Answered,
+        }
+    }
 }
 
 /// A store's connection, replaced when it stalls.

@@ -244,11 +244,8 @@ impl RedisStoreBuilder {
     pub async fn build(self) -> Result<RedisStore, StoreConfigError> {
         StoreConfigError::check_timeouts(self.timeout, self.connect_timeout)?;
         super::tls::ensure_crypto_provider();
-        let client = match &self.tls_root {
-            None => Client::open(self.url.as_str()),
-            Some(pem) => Client::build_with_tls(self.url.as_str(), super::tls::private_ca(pem)),
-        }
-        .map_err(|err| StoreConfigError::for_url(&self.url, err))?;
+        let client = super::tls::client(self.url.as_str(), self.tls_root.as_deref())
+            .map_err(|err| StoreConfigError::for_url(&self.url, err))?;
         StoreConfigError::check_user_has_password(&self.url, client.get_connection_info())?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))

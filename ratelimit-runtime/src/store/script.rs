@@ -389,15 +389,7 @@ pub(crate) fn decode(
     member: &str,
     reply: Value,
 ) -> Result<Decision, StoreError> {
-    let text = match &reply {
-        Value::BulkString(bytes) => bytes.as_slice(),
-        Value::SimpleString(text) => text.as_bytes(),
-        other => {
-            return Err(protocol(format!(
-                "expected a string of integers, got {other:?}"
-            )))
-        }
-    };
+    let text = reply_text(&reply)?;
     let expected = 4 * request.limits.len() + 1;
     let mut numbers = text.split(|&byte| byte == b' ').map(|word| {
         parse_count(word).ok_or_else(|| {
@@ -466,15 +458,7 @@ pub(crate) struct BatchOutcome {
 
 /// Decodes the batch script's reply: `passed remaining retry_after_ms reset_after_ms now_ms`.
 pub(crate) fn decode_batch(reply: Value) -> Result<BatchOutcome, StoreError> {
-    let text = match &reply {
-        Value::BulkString(bytes) => bytes.as_slice(),
-        Value::SimpleString(text) => text.as_bytes(),
-        other => {
-            return Err(protocol(format!(
-                "expected a string of integers, got {other:?}"
-            )))
-        }
-    };
+    let text = reply_text(&reply)?;
     let numbers: Option<Vec<u64>> = text.split(|&byte| byte == b' ').map(parse_count).collect();
     match numbers.as_deref() {
         Some(&[passed, remaining, retry, reset, _now]) => Ok(BatchOutcome {
@@ -486,6 +470,17 @@ pub(crate) fn decode_batch(reply: Value) -> Result<BatchOutcome, StoreError> {
         _ => Err(protocol(format!(
             "expected 5 non-negative integers, got `{}`",
             String::from_utf8_lossy(text)
+        ))),
+    }
+}
+
+/// A check script's reply: one string of integers.
+fn reply_text(reply: &Value) -> Result<&[u8], StoreError> {
+    match reply {
+        Value::BulkString(bytes) => Ok(bytes.as_slice()),
+        Value::SimpleString(text) => Ok(text.as_bytes()),
+        other => Err(protocol(format!(
+            "expected a string of integers, got {other:?}"
         ))),
     }
 }

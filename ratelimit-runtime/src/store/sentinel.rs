@@ -501,18 +501,12 @@ impl Watch {
 
     /// A client for the primary at `address`.
     fn client_for(&self, address: &Address) -> RedisResult<Client> {
-        let mut addr = self.template.addr().clone();
-        if let ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } =
-            &mut addr
-        {
-            host.clone_from(&address.host);
-            *port = address.port;
-        }
-        let info = self.template.clone().set_addr(addr);
-        match &self.tls_root {
-            None => Client::open(info),
-            Some(pem) => Client::build_with_tls(info, super::tls::private_ca(pem)),
-        }
+        super::tls::client_at(
+            &self.template,
+            &address.host,
+            address.port,
+            self.tls_root.as_deref(),
+        )
     }
 }
 
@@ -772,11 +766,8 @@ impl RedisSentinelStoreBuilder {
                     redact(url)
                 )));
             }
-            let client = match &self.tls_root {
-                None => Client::open(info.clone()),
-                Some(pem) => Client::build_with_tls(info.clone(), super::tls::private_ca(pem)),
-            }
-            .map_err(|err| StoreConfigError::for_url(url, err))?;
+            let client = super::tls::client(info.clone(), self.tls_root.as_deref())
+                .map_err(|err| StoreConfigError::for_url(url, err))?;
             template.get_or_insert(info);
             sentinels.push(Sentinel {
                 client,

@@ -1,9 +1,12 @@
 //! TLS set-up shared by the Redis stores.
 
-use redis::TlsCertificates;
+use redis::{
+    Client, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisError, RedisResult,
+    TlsCertificates,
+};
 
 /// Trust `pem` (one CA) instead of the system store; no client certificate.
-pub(super) fn private_ca(pem: &[u8]) -> TlsCertificates {
+fn private_ca(pem: &[u8]) -> TlsCertificates {
     TlsCertificates {
         client_tls: None,
         root_cert: Some(pem.to_vec()),
@@ -18,4 +21,46 @@ pub(crate) fn ensure_crypto_provider() {
         // Another thread may win the race; either way a provider is installed.
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
+}
+
+/// A client for `info`, trusting `tls_root` (one CA, PEM) instead of the system store when
+/// given.
+pub(crate) fn client(
+    info: impl IntoConnectionInfo,
+    tls_root: Option<&[u8]>,
+) -> RedisResult<Client> {
+    match tls_root {
+        None => Client::open(info),
+        Some(pem) => Client::build_with_tls(info, private_ca(pem)),
+    }
+}
+
+/// A client for the server at `host:port` with `template`'s settings (credentials, database,
+/// TLS): a node a Cluster names, the primary sentinels name.
+pub(crate) fn client_at(
+    template: &ConnectionInfo,
+    host: &str,
+    port: u16,
+    tls_root: Option<&[u8]>,
+) -> RedisResult<Client> {
+    let mut addr = template.addr().clone();
+    match &mut addr {
+        ConnectionAddr::Tcp(at, at_port)
+        | ConnectionAddr::TcpTls {
+            host: at,
+            port: at_port,
+            ..
+        } => {
+            at.clear();
+            at.push_str(host);
+            *at_port = port;
+        }
+        _ => {
+            return Err(RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "a Redis node named by its address is reached over TCP",
+            )))
+        }
+    }
+    client(template.clone().set_addr(addr), tls_root)
 }

@@ -21,8 +21,8 @@ use std::{
 
 use ::redis::{
     aio::{ConnectionLike, MultiplexedConnection},
-    AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError,
-    RedisResult, ServerErrorKind, Value,
+    AsyncConnectionConfig, Client, ConnectionInfo, ErrorKind, RedisError, RedisResult,
+    ServerErrorKind, Value,
 };
 use arc_swap::ArcSwap;
 
@@ -293,24 +293,12 @@ impl Router {
 
     /// A client for `address` with the seeds' credentials and TLS.
     fn client_for(&self, address: &Address) -> RedisResult<Client> {
-        let mut addr = self.reach.template.addr().clone();
-        match &mut addr {
-            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
-                host.clone_from(&address.host);
-                *port = address.port;
-            }
-            _ => {
-                return Err(RedisError::from((
-                    ErrorKind::InvalidClientConfig,
-                    "a Redis Cluster is reached over TCP",
-                )))
-            }
-        }
-        let info = self.reach.template.clone().set_addr(addr);
-        match &self.reach.tls_root {
-            None => Client::open(info),
-            Some(pem) => Client::build_with_tls(info, crate::store::tls::private_ca(pem)),
-        }
+        crate::store::tls::client_at(
+            &self.reach.template,
+            &address.host,
+            address.port,
+            self.reach.tls_root.as_deref(),
+        )
     }
 
     /// Starts reading the slot map in the background, unless that is under way.
