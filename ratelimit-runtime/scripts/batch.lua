@@ -1,119 +1,146 @@
--- batch.lua: `n` concurrent requests of one client under one limit, decided in one call:
--- the first `k` of them pass (counted as `k` single checks in a row would count them), the
--- others are refused. The store sends this when requests for one key wait for a check in
--- flight; a request alone goes through its algorithm's own script.
+-- batch.lua: `n` concurrent requests of one client under one limit or a stack of them
+-- (each limit counting every request, none with a block), decided in one call: the first
+-- `k` of them pass, counted in every limit as `k` single checks in a row would count them,
+-- and the others are refused (counted nowhere). The store sends this when requests for one
+-- key wait for a check in flight; a request alone goes through its own script.
 --
--- Per algorithm, with `k` the most of the `n` that fit:
---   fixed window    k = min(n, max - count)
---   sliding window  k = min(n, max - cur - ceil(prev x (window - e) / window)), checked
+-- Per limit, `fits` is the most of the `n` that limit lets pass, and `k` the least `fits`:
+--   fixed window    fits = min(n, max - count)
+--   sliding window  fits = min(n, max - cur - ceil(prev x (window - e) / window)), checked
 --                   exactly as sliding_window_peek.lua compares
---   sliding log     k = min(n, max - entries), k members `<member>:<i>`
---   GCRA            k = min(n, floor((tau - (TAT - now)) / T))
--- remaining is what is left after the k (never below 0, also when an override lowered max
--- under a count already higher); retry_after and reset_after are what a single request
--- arriving after them would be told (0 retry when all n pass).
+--   sliding log     fits = min(n, max - entries); k members `<member>:<j>` are logged
+--   GCRA            fits = min(n, floor((tau - (TAT - now)) / T))
+-- A passed request is told each limit's remaining after the `k` (never below 0, also when
+-- an override lowered max under a count already higher) and reset; a refused one is told
+-- what a check arriving after the `k` is told by each limit: its peek part on the counts
+-- the `k` left (check.lua's first phase).
 --
--- KEYS[1] the limit's key; ARGV: the time (see parts/clock.lua), max, window in ms,
--- algorithm code (fw, sw, sl, gc), n (1 to 100000), the member prefix (sliding log).
--- Returns `k remaining retry_after_ms reset_after_ms now_ms`.
+-- KEYS[i] the key of limit i, i = 1..L; ARGV[1] the time (see parts/clock.lua), ARGV[2]
+-- n (1 to 100000), ARGV[3] the member prefix (a sliding log's, else ''), then per limit
+-- ARGV[3i+1], ARGV[3i+2], ARGV[3i+3]: algorithm code (fw, sw, sl, gc), max, window in ms.
+-- Returns `k`, then per limit `remaining reset_after_ms` (a passed request's, after the
+-- `k`) and `allowed remaining retry_after_ms reset_after_ms` (a refused request's; `0 0 0
+-- 0` when all `n` pass), then `now_ms`.
 
-if #KEYS ~= 1 or #ARGV ~= 6 then
-  return redis.error_reply('ERR rate-limit batch script: expected one key and 6 arguments')
+local limits = (#ARGV - 3) / 3
+if limits < 1 or limits % 1 ~= 0 or #KEYS ~= limits then
+  return redis.error_reply(
+    'ERR rate-limit batch script: expected one key per limit, and 3 arguments plus 3 per limit'
+  )
 end
-local key, max, window, code, n, member =
-  KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), ARGV[6]
---@include parts/bounds.lua
+local n, member = tonumber(ARGV[2]), ARGV[3]
 if n == nil or n < 1 or n > 100000 or n % 1 ~= 0 then
   return redis.error_reply('ERR rate-limit batch script: n must be a whole number from 1 to 100000')
 end
 --@include parts/clock.lua
-local k, remaining, retry_after, reset_after = 0, 0, 0, 0
-if code == 'fw' then
-  local start = now - now % window
-  local field = string.format('%d', start)
-  local left = window - (now - start)
-  local count = (redis.call('HGET', key, field) or 0) + 0
-  k = math.max(0, math.min(n, max - count))
-  if k > 0 and redis.call('HINCRBY', key, field, k) == k then
-    local ms, oldest = left, start
-    --@include parts/new_window.lua
-  end
-  remaining, reset_after = math.max(0, max - count - k), left
-  if k < n then
-    retry_after = left
-  end
-elseif code == 'sw' then
-  --@include parts/sliding_window_read.lua
-  local weighted = prev * (window - e)
-  -- Request j passes when room = max - cur - j >= 0 and weighted <= room x window.
-  k = math.max(0, math.min(n, max - cur - math.ceil(weighted / window)))
-  while k > 0 and weighted > (max - cur - k) * window do
-    k = k - 1
-  end
-  while k < n and max - cur - k - 1 >= 0 and weighted <= (max - cur - k - 1) * window do
-    k = k + 1
-  end
-  if k > 0 and redis.call('HINCRBY', key, field, k) == k then
-    local ms, oldest = 2 * window - e, start - window
-    --@include parts/new_window.lua
-  end
-  cur = cur + k
-  if k > 0 then
-    remaining = max - cur - math.ceil(weighted / window)
-    if remaining < 0 then
-      remaining = 0
+
+-- Phase 1: what each limit holds, and how many of the `n` it lets pass.
+local k, held = n, {}
+for i = 1, limits do
+  local key, code = KEYS[i], ARGV[3 * i + 1]
+  local max, window = tonumber(ARGV[3 * i + 2]), tonumber(ARGV[3 * i + 3])
+  --@include parts/bounds.lua
+  local fits
+  if code == 'fw' then
+    local start = now - now % window
+    local field = string.format('%d', start)
+    local count = (redis.call('HGET', key, field) or 0) + 0
+    fits = max - count
+    held[i] = { start, field, count }
+  elseif code == 'sw' then
+    --@include parts/sliding_window_read.lua
+    local weighted = prev * (window - e)
+    -- Request j passes when room = max - cur - j >= 0 and weighted <= room x window.
+    fits = math.max(0, math.min(n, max - cur - math.ceil(weighted / window)))
+    while fits > 0 and weighted > (max - cur - fits) * window do
+      fits = fits - 1
     end
-  end
-  if k < n then
-    local room = max - cur - 1
-    if room >= 0 then
-      retry_after = (window - e) - math.floor(room * window / prev)
-    else
-      retry_after = (window - e) + window - math.floor((max - 1) * window / cur)
+    while fits < n and max - cur - fits - 1 >= 0 and weighted <= (max - cur - fits - 1) * window do
+      fits = fits + 1
     end
-  end
-  if cur > 0 then
-    reset_after = 2 * window - e
+    held[i] = { start, field, cur, weighted, e }
+  elseif code == 'sl' then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - window))
+    local count = redis.call('ZCARD', key)
+    fits = max - count
+    held[i] = { count }
+  elseif code == 'gc' then
+    --@include parts/gcra_tat.lua
+    fits = math.floor((tolerance - (tat - now_us)) / interval)
+    held[i] = { interval, tolerance, now_us, tat }
   else
-    reset_after = window - e
+    return redis.error_reply('ERR rate-limit batch script: unknown algorithm code')
   end
-elseif code == 'sl' then
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - window))
-  local count = redis.call('ZCARD', key)
-  k = math.max(0, math.min(n, max - count))
-  if k > 0 then
-    local score, args = string.format('%d', now), {}
-    for i = 1, k do
-      args[2 * i - 1] = score
-      args[2 * i] = member .. ':' .. i
-    end
-    redis.call('ZADD', key, unpack(args))
-    local ms = window
-    --@include parts/extend.lua
+  if fits < k then
+    k = math.max(0, fits)
   end
-  count = count + k
-  remaining, reset_after = math.max(0, max - count), window
-  if k < n then
-    local oldest = redis.call('ZRANGE', key, count - max, count - max, 'WITHSCORES')
-    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    retry_after = oldest[2] + window - now
-    reset_after = newest[2] + window - now
-  end
-elseif code == 'gc' then
-  --@include parts/gcra_tat.lua
-  k = math.max(0, math.min(n, math.floor((tolerance - (tat - now_us)) / interval)))
-  local new_tat = tat + k * interval
-  if k > 0 then
-    local ms = math.ceil((new_tat - now_us) / 1000)
-    --@include parts/ttl.lua
-    redis.call('SET', key, string.format('%d', new_tat), 'PX', string.format('%d', ms))
-  end
-  remaining = math.max(0, math.floor((tolerance - (new_tat - now_us)) / interval))
-  reset_after = math.ceil((new_tat - now_us) / 1000)
-  if k < n then
-    retry_after = math.ceil((new_tat + interval - tolerance - now_us) / 1000)
-  end
-else
-  return redis.error_reply('ERR rate-limit batch script: unknown algorithm code')
 end
-return string.format('%d %d %d %d %d', k, remaining, retry_after, reset_after, now)
+
+-- Phase 2: the `k` counted in every limit, and each limit's figures after them.
+local reply = { string.format('%d', k) }
+for i = 1, limits do
+  local key, code = KEYS[i], ARGV[3 * i + 1]
+  local max, window = tonumber(ARGV[3 * i + 2]), tonumber(ARGV[3 * i + 3])
+  local h = held[i]
+  local passed_remaining, passed_reset
+  if code == 'fw' then
+    local start, field, count = h[1], h[2], h[3]
+    local left = window - (now - start)
+    if k > 0 and redis.call('HINCRBY', key, field, k) == k then
+      local ms, oldest = left, start
+      --@include parts/new_window.lua
+    end
+    passed_remaining, passed_reset = max - count - k, left
+  elseif code == 'sw' then
+    local start, field, cur, weighted, e = h[1], h[2], h[3], h[4], h[5]
+    if k > 0 and redis.call('HINCRBY', key, field, k) == k then
+      local ms, oldest = 2 * window - e, start - window
+      --@include parts/new_window.lua
+    end
+    passed_remaining = max - (cur + k) - math.ceil(weighted / window)
+    passed_reset = 2 * window - e
+  elseif code == 'sl' then
+    local count = h[1]
+    if k > 0 then
+      local score, args = string.format('%d', now), {}
+      for j = 1, k do
+        args[2 * j - 1] = score
+        args[2 * j] = member .. ':' .. j
+      end
+      redis.call('ZADD', key, unpack(args))
+      local ms = window
+      --@include parts/extend.lua
+    end
+    passed_remaining, passed_reset = max - count - k, window
+  else
+    local interval, tolerance, now_us, tat = h[1], h[2], h[3], h[4]
+    local new_tat = tat + k * interval
+    if k > 0 then
+      local ms = math.ceil((new_tat - now_us) / 1000)
+      --@include parts/ttl.lua
+      redis.call('SET', key, string.format('%d', new_tat), 'PX', string.format('%d', ms))
+    end
+    passed_remaining = math.floor((tolerance - (new_tat - now_us)) / interval)
+    passed_reset = math.ceil((new_tat - now_us) / 1000)
+  end
+  if passed_remaining < 0 then
+    passed_remaining = 0
+  end
+  local allowed, remaining, retry_after, reset_after, ttl, value = 0, 0, 0, 0, 0, 0
+  if k < n then
+    if code == 'fw' then
+      --@include parts/fixed_window_peek.lua
+    elseif code == 'sw' then
+      --@include parts/sliding_window_peek.lua
+    elseif code == 'sl' then
+      --@include parts/sliding_log_peek.lua
+    else
+      --@include parts/gcra_peek.lua
+    end
+  end
+  reply[i + 1] = string.format(
+    '%d %d %d %d %d %d', passed_remaining, passed_reset, allowed, remaining, retry_after, reset_after
+  )
+end
+reply[limits + 2] = string.format('%d', now)
+return table.concat(reply, ' ')

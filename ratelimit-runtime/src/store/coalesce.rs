@@ -8,9 +8,11 @@
 //! refused. So a hot key costs one script call per round trip rather than one per request,
 //! and the count stays what single checks in a row would have made it.
 //!
-//! Only a check of one limit that counts every request and has no lockout shares a call
-//! (a failures-only limit needs each request's own receipt, a lockout starts on the
-//! refusal itself, a stack decides several limits together). A check that waits longer
+//! A check shares a call when every limit of it counts every request, none has a lockout,
+//! and all count one identity (a failures-only limit needs each request's own receipt, a
+//! lockout starts on the refusal itself, and a stack over two identities is two keys, on a
+//! Cluster two calls). A stack shares as a whole: `k` pass when every limit lets `k` pass.
+//! A check that waits longer
 //! than its timeout fails as a timeout; one that gave up after its batch was sent may still
 //! be counted (the strict side, as for any timed-out check).
 
@@ -23,7 +25,10 @@ use std::{
 use tokio::sync::oneshot;
 
 use super::{script::BatchOutcome, CheckRequest, Decision, LimitState, StoreError, StoreErrorKind};
-use crate::policy::{Count, Limit};
+use crate::{
+    key::algorithm_code,
+    policy::{Count, Limit},
+};
 
 /// Checks waiting for a lane's next call, in the order they arrived.
 type Queue = VecDeque<oneshot::Sender<Turn>>;
@@ -66,7 +71,12 @@ pub(crate) struct Coalescer {
 impl Coalescer {
     /// Whether `request` may share a call with concurrent checks of its key.
     pub(crate) fn shares(request: &CheckRequest<'_>) -> bool {
-        matches!(request.limits, [limit] if limit.block().is_none() && limit.count() == Count::Requests)
+        !request.limits.is_empty()
+            && request
+                .limits
+                .iter()
+                .all(|limit| limit.block().is_none() && limit.count() == Count::Requests)
+            && !request.key.spans_identities(request.limits)
     }
 
     /// Decides `request` (see [`Coalescer::shares`]) on `store` within `timeout`, alone or
@@ -78,15 +88,22 @@ impl Coalescer {
         timeout: Duration,
     ) -> Result<Decision, StoreError> {
         let started = Instant::now();
-        let limit = request.limits[0];
-        // The key names the limit's algorithm and window; its max (an override may change
-        // it while checks are in flight) and the injected time complete the lane.
-        let mut lane = request.key.limit_key(&limit);
-        lane.push('#');
-        lane.push_str(itoa::Buffer::new().format(limit.max()));
+        let limits = request.limits;
+        // The key, and each limit's algorithm, window and max (an override may change a
+        // policy while checks are in flight); the injected time completes the lane.
+        let mut lane = String::with_capacity(request.key.as_str().len() + 24 * limits.len());
+        lane.push_str(request.key.as_str());
+        let mut numbers = itoa::Buffer::new();
+        for limit in limits {
+            lane.push(':');
+            lane.push_str(algorithm_code(limit.algorithm()));
+            lane.push_str(numbers.format(limit.window().as_millis()));
+            lane.push('#');
+            lane.push_str(numbers.format(limit.max()));
+        }
         if let Some(now) = request.now_millis {
             lane.push('@');
-            lane.push_str(itoa::Buffer::new().format(now));
+            lane.push_str(numbers.format(now));
         }
         let waiting = {
             let mut lanes = lock(&self.lanes);
@@ -156,11 +173,11 @@ impl Coalescer {
         for (index, follower) in std::mem::take(&mut lead.followers).into_iter().enumerate() {
             let decided = outcome
                 .as_ref()
-                .map(|outcome| decision_at(limit, outcome, index + 1))
+                .map(|outcome| decision_at(limits, outcome, index + 1))
                 .map_err(Clone::clone);
             let _ = follower.send(Turn::Decided(decided));
         }
-        outcome.map(|outcome| decision_at(limit, &outcome, 0))
+        outcome.map(|outcome| decision_at(limits, &outcome, 0))
     }
 
     /// Hands `lane` on: `first` (checks not yet answered) then the checks queued in the
@@ -189,22 +206,36 @@ impl Coalescer {
     }
 }
 
-/// The decision for the `index`-th (from 0) of a batch's checks, in the order they arrived.
-fn decision_at(limit: Limit, outcome: &BatchOutcome, index: usize) -> Decision {
+/// The decision on `limits` for the `index`-th (from 0) of a batch's checks, in the order
+/// they arrived: a passed one is told what is left after it, a refused one what each limit
+/// tells a check after the passed ones.
+fn decision_at(limits: &[Limit], outcome: &BatchOutcome, index: usize) -> Decision {
     let passed = outcome.passed as usize;
-    let state = if index < passed {
-        let after = u32::try_from(passed - 1 - index).unwrap_or(u32::MAX);
-        LimitState::new(
-            limit,
-            true,
-            outcome.remaining.saturating_add(after),
-            Duration::ZERO,
-            outcome.reset_after,
-        )
-    } else {
-        LimitState::new(limit, false, 0, outcome.retry_after, outcome.reset_after)
-    };
-    Decision::new(vec![state])
+    let after = u32::try_from(passed.saturating_sub(index + 1)).unwrap_or(u32::MAX);
+    let states = limits.iter().zip(&outcome.limits).map(|(limit, figures)| {
+        if index < passed {
+            LimitState::new(
+                *limit,
+                true,
+                figures.remaining.saturating_add(after),
+                Duration::ZERO,
+                figures.reset_after,
+            )
+        } else {
+            let (allowed, remaining, retry_after, reset_after) = figures.then;
+            LimitState::new(*limit, allowed, remaining, retry_after, reset_after)
+        }
+    });
+    let mut states: Vec<LimitState> = states.collect();
+    if index >= passed && states.iter().all(|state| state.allowed) {
+        // A refused check is never let through: were no limit to say why (a reply at odds
+        // with itself), the first refuses it.
+        if let Some(first) = states.first_mut() {
+            first.allowed = false;
+            first.remaining = 0;
+        }
+    }
+    Decision::new(states)
 }
 
 /// A check leading its lane's call. When it ends, the next check waiting leads the next

@@ -25,8 +25,9 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 ///
 /// Every check is one `EVALSHA` of its check script (its algorithm's own for one limit, the
 /// general one for a stack) over a multiplexed connection that reconnects by itself, or
-/// shares one: checks of one key (one limit counting every request, no `block`) that arrive
-/// while a check of it is in flight go together in the next call, which the script answers
+/// shares one: checks of one key (a limit or a stack of one identity, every limit counting
+/// every request, none with a `block`) that arrive while a check of it is in flight go
+/// together in the next call, which the script answers
 /// with how many of them pass, in the order they arrived. A check never waits longer than
 /// the configured timeout, or `RateLimiter::timeout` when that is set. Build one per process
 /// and share it: clones share the connection, and under [`RateLimiter`](crate::RateLimiter)

@@ -26,9 +26,11 @@
 //!   Redis builds either at the same cost, and redis-rs parses one string for about 4k
 //!   fewer instructions than a four-element array (BENCHMARKS.md, section 6).
 //!
-//! - The batch script (`batch.lua`, concurrent checks of one limit of one key in one call):
-//!   `ARGV[2..6]`: max, window in milliseconds, algorithm code, how many checks wait, the
-//!   member prefix; reply `passed remaining retry_after_ms reset_after_ms now_ms`.
+//! - The batch script (`batch.lua`, concurrent checks of one key in one call, under one limit
+//!   or a stack): `ARGV[2]`: how many checks wait, `ARGV[3]`: the member prefix (or `""`),
+//!   then per limit its algorithm code, max and window in milliseconds; reply `passed`,
+//!   then per limit `remaining reset_after_ms` (a passed check's) and `allowed remaining
+//!   retry_after_ms reset_after_ms` (a refused one's), then `now_ms`.
 //!
 //! The general script peeks every limit first and counts the request in all of them only
 //! when all allow it. For a request rejected by another limit, an allowing limit reports the
@@ -162,7 +164,7 @@ enum Action<'a> {
     Reset,
     /// What a check would answer, counting nothing.
     Peek,
-    /// `units` concurrent checks of one limit of one client (`scripts/batch.lua`).
+    /// `units` concurrent checks of one client's limits (`scripts/batch.lua`).
     Batch {
         units: u32,
     },
@@ -282,8 +284,8 @@ impl<'a> ScriptCall<'a> {
         }
     }
 
-    /// Encodes `units` concurrent checks of `request`, whose one limit has no block and
-    /// counts every request.
+    /// Encodes `units` concurrent checks of `request`, whose limits have no block and count
+    /// every request.
     pub(crate) fn batch(request: &CheckRequest<'a>, units: u32) -> Self {
         ScriptCall {
             script: *BATCH,
@@ -332,12 +334,11 @@ impl<'a> ScriptCall<'a> {
         };
         match (self.action, self.limits) {
             (Action::Batch { units }, limits) => {
-                if let Some(limit) = limits.first() {
-                    cmd.arg(limit.max())
-                        .arg(limit.window().as_millis())
-                        .arg(algorithm_code(limit.algorithm()))
-                        .arg(units)
-                        .arg(&self.member);
+                cmd.arg(units).arg(&self.member);
+                for limit in limits {
+                    cmd.arg(algorithm_code(limit.algorithm()))
+                        .arg(limit.max())
+                        .arg(limit.window().as_millis());
                 }
             }
             (Action::Check, [limit]) => {
@@ -445,33 +446,67 @@ pub(crate) fn decode(
     })
 }
 
-/// What a batch of concurrent checks of one limit came to: the first `passed` of them pass,
-/// with `remaining` left after them; a request arriving after them would wait
-/// `retry_after` (zero when all passed) and find the budget whole after `reset_after`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a batch of concurrent checks of one key came to: the first `passed` of them pass,
+/// the others are refused; `limits` holds each limit's figures, in the request's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BatchOutcome {
     pub(crate) passed: u32,
-    pub(crate) remaining: u32,
-    pub(crate) retry_after: Duration,
-    pub(crate) reset_after: Duration,
+    pub(crate) limits: Vec<BatchLimit>,
 }
 
-/// Decodes the batch script's reply: `passed remaining retry_after_ms reset_after_ms now_ms`.
-pub(crate) fn decode_batch(reply: Value) -> Result<BatchOutcome, StoreError> {
+/// One limit's figures after a batch: what the last passed check is told (`remaining`,
+/// `reset_after`), and what every refused one is (`then`: what a check arriving after the
+/// passed ones is told by this limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchLimit {
+    pub(crate) remaining: u32,
+    pub(crate) reset_after: Duration,
+    pub(crate) then: (bool, u32, Duration, Duration),
+}
+
+/// Decodes the batch script's reply for `limits` limits: `passed`, then per limit
+/// `remaining reset_after_ms allowed remaining retry_after_ms reset_after_ms`, then
+/// `now_ms`.
+pub(crate) fn decode_batch(reply: Value, limits: usize) -> Result<BatchOutcome, StoreError> {
     let text = reply_text(&reply)?;
-    let numbers: Option<Vec<u64>> = text.split(|&byte| byte == b' ').map(parse_count).collect();
-    match numbers.as_deref() {
-        Some(&[passed, remaining, retry, reset, _now]) => Ok(BatchOutcome {
-            passed: u32::try_from(passed).unwrap_or(u32::MAX),
-            remaining: u32::try_from(remaining).unwrap_or(u32::MAX),
-            retry_after: Duration::from_millis(retry),
-            reset_after: Duration::from_millis(reset),
-        }),
-        _ => Err(protocol(format!(
-            "expected 5 non-negative integers, got `{}`",
+    let wrong = || {
+        protocol(format!(
+            "expected {} non-negative integers for {limits} limits, got `{}`",
+            6 * limits + 2,
             String::from_utf8_lossy(text)
-        ))),
+        ))
+    };
+    let numbers: Vec<u64> = text
+        .split(|&byte| byte == b' ')
+        .map(parse_count)
+        .collect::<Option<_>>()
+        .ok_or_else(wrong)?;
+    if numbers.len() != 6 * limits + 2 {
+        return Err(wrong());
     }
+    let count = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    let limits = numbers[1..numbers.len() - 1]
+        .chunks_exact(6)
+        .map(|figures| match figures {
+            &[remaining, reset, allowed @ (0 | 1), then_remaining, retry, then_reset] => {
+                Ok(BatchLimit {
+                    remaining: count(remaining),
+                    reset_after: Duration::from_millis(reset),
+                    then: (
+                        allowed == 1,
+                        count(then_remaining),
+                        Duration::from_millis(retry),
+                        Duration::from_millis(then_reset),
+                    ),
+                })
+            }
+            _ => Err(wrong()),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(BatchOutcome {
+        passed: count(numbers[0]),
+        limits,
+    })
 }
 
 /// A check script's reply: one string of integers.
@@ -713,6 +748,39 @@ mod tests {
             Value::Okay,
         ] {
             let err = decode(&request(&key, &limits), "", bad.clone()).unwrap_err();
+            assert_eq!(err.kind(), StoreErrorKind::Protocol, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_batch_reply_gives_the_passed_count_and_each_limits_two_views() {
+        let text = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let outcome =
+            decode_batch(text("3 7 60000 0 0 60000 60000 2 3000 1 1 0 3000 5"), 2).unwrap();
+        assert_eq!(outcome.passed, 3);
+        assert_eq!(
+            outcome.limits,
+            vec![
+                BatchLimit {
+                    remaining: 7,
+                    reset_after: Duration::from_secs(60),
+                    then: (false, 0, Duration::from_secs(60), Duration::from_secs(60)),
+                },
+                BatchLimit {
+                    remaining: 2,
+                    reset_after: Duration::from_secs(3),
+                    then: (true, 1, Duration::ZERO, Duration::from_secs(3)),
+                },
+            ]
+        );
+        for (bad, limits) in [
+            ("3 7 60000 0 0 60000 60000 5", 2),
+            ("3 7 60000 2 0 60000 60000 5", 1),
+            ("3 7 60000 0 0 60000 60000 2 3000 1 1 0 3000", 2),
+            ("3 -7 60000 0 0 60000 60000 5", 1),
+            ("", 1),
+        ] {
+            let err = decode_batch(text(bad), limits).unwrap_err();
             assert_eq!(err.kind(), StoreErrorKind::Protocol, "{bad:?}");
         }
     }

@@ -51,7 +51,7 @@ pub(crate) async fn check<C: ScriptConnection>(
     }
 }
 
-/// Decides `units` concurrent checks of `request` (one limit, no block, counting every
+/// Decides `units` concurrent checks of `request` (limits without a block, counting every
 /// request) on `conn` in one call within `timeout`. Not retried: a batch whose reply was
 /// lost may have been counted.
 pub(crate) async fn check_batch<C: ScriptConnection>(
@@ -67,7 +67,7 @@ pub(crate) async fn check_batch<C: ScriptConnection>(
     match tokio::time::timeout(timeout, conn.run(&call)).await {
         Err(_) => Err(StoreError::timeout(timeout)),
         Ok(Err(err)) => Err(store_error(&err)),
-        Ok(Ok(reply)) => decode_batch(reply),
+        Ok(Ok(reply)) => decode_batch(reply, request.limits.len()),
     }
 }
 
