@@ -216,7 +216,7 @@ impl RouteKey {
         key.push_str(base);
         key.push(':');
         key.push_str(algorithm_code(limit.algorithm()));
-        let _ = write!(key, "{}", limit.window().as_millis());
+        key.push_str(itoa::Buffer::new().format(limit.window().as_millis()));
         key
     }
 

@@ -23,7 +23,7 @@ pub struct MountedDeclaration {
 /// The declared routes of one App.
 #[derive(Debug, Clone, Default)]
 pub struct DeclaredRoutes {
-    by_path: HashMap<String, Vec<&'static RouteDeclaration>>,
+    by_path: HashMap<String, Vec<&'static RouteDeclaration>, foldhash::fast::RandomState>,
     /// The declared full patterns, to match a path against.
     patterns: Vec<(ResourceDef, String)>,
     /// The methods the resources at each full path answer (from their method guards);

@@ -17,7 +17,7 @@
 //! be counted (the strict side, as for any timed-out check).
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::{hash_map::Entry, HashMap, VecDeque},
     sync::{Mutex, MutexGuard},
     time::{Duration, Instant},
 };
@@ -65,7 +65,7 @@ pub(crate) trait Sharing: Sync {
 /// where checks of it that arrive meanwhile wait.
 #[derive(Default)]
 pub(crate) struct Coalescer {
-    lanes: Mutex<HashMap<String, Queue>>,
+    lanes: Mutex<HashMap<String, Queue, foldhash::fast::RandomState>>,
 }
 
 impl Coalescer {
@@ -87,7 +87,6 @@ impl Coalescer {
         request: CheckRequest<'_>,
         timeout: Duration,
     ) -> Result<Decision, StoreError> {
-        let started = Instant::now();
         let limits = request.limits;
         // The key, and each limit's algorithm, window and max (an override may change a
         // policy while checks are in flight); the injected time completes the lane.
@@ -107,12 +106,13 @@ impl Coalescer {
         }
         let waiting = {
             let mut lanes = lock(&self.lanes);
-            match lanes.get_mut(&lane) {
-                None => {
-                    lanes.insert(lane.clone(), VecDeque::new());
+            match lanes.entry(lane.clone()) {
+                Entry::Vacant(vacant) => {
+                    vacant.insert(VecDeque::new());
                     None
                 }
-                Some(queue) => {
+                Entry::Occupied(mut occupied) => {
+                    let queue = occupied.get_mut();
                     let (turn, told) = oneshot::channel();
                     queue.push_back(turn);
                     Some(Waiting {
@@ -123,9 +123,11 @@ impl Coalescer {
                 }
             }
         };
-        let mut followers = match waiting {
-            None => VecDeque::new(),
+        // A check that waited leads with what is left of its timeout.
+        let (mut followers, left) = match waiting {
+            None => (VecDeque::new(), timeout),
             Some(mut waiting) => {
+                let started = Instant::now();
                 let told = waiting.told.as_mut().expect("set above");
                 // Timed out, `waiting` still holds the receiver: a lead sent meanwhile is
                 // handed on when it drops.
@@ -141,7 +143,9 @@ impl Coalescer {
                         ))
                     }
                     Ok(Turn::Decided(decided)) => return decided,
-                    Ok(Turn::Lead(followers)) => followers,
+                    Ok(Turn::Lead(followers)) => {
+                        (followers, timeout.saturating_sub(started.elapsed()))
+                    }
                 }
             }
         };
@@ -161,7 +165,6 @@ impl Coalescer {
             followers,
             answered: false,
         };
-        let left = timeout.saturating_sub(started.elapsed());
         if lead.followers.is_empty() {
             let decided = store.check_alone(request, left).await;
             lead.answered = true;
@@ -185,24 +188,27 @@ impl Coalescer {
     /// lane goes.
     fn hand_over(&self, lane: &str, first: Queue) {
         let mut lanes = lock(&self.lanes);
-        let Some(queue) = lanes.get_mut(lane) else {
+        // Taken out whole (one lookup, the usual case: nobody waits) and put back, under
+        // the same lock, when a waiting check takes the lead.
+        let Some((name, later)) = lanes.remove_entry(lane) else {
             return;
         };
-        let mut queue = {
-            let later = std::mem::take(queue);
-            let mut all = first;
-            all.extend(later);
-            all
-        };
+        let mut queue = first;
+        queue.extend(later);
         while let Some(next) = queue.pop_front() {
             match next.send(Turn::Lead(queue)) {
-                Ok(()) => return,
+                Ok(()) => {
+                    lanes.insert(name, VecDeque::new());
+                    return;
+                }
                 // It gave up waiting: the one after it leads.
                 Err(Turn::Lead(rest)) => queue = rest,
-                Err(Turn::Decided(_)) => return,
+                Err(Turn::Decided(_)) => {
+                    lanes.insert(name, VecDeque::new());
+                    return;
+                }
             }
         }
-        lanes.remove(lane);
     }
 }
 
