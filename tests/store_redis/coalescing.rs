@@ -8,7 +8,10 @@ use std::collections::BTreeSet;
 use futures_util::future::join_all;
 use ratelimit_runtime::{
     key::RouteKey,
-    store::{CheckRequest, Decision, RedisClusterStore, RedisSentinelStore, RedisStore, Store},
+    store::{
+        AdjustRequest, Adjustment, CheckRequest, Decision, RedisClusterStore, RedisSentinelStore,
+        RedisStore, Store,
+    },
     Algorithm, IdentityPart, Limit, Window,
 };
 
@@ -195,6 +198,113 @@ async fn a_thousand_concurrent_checks_of_a_stack_pass_exactly_its_tighter_limit(
                 stacked_exactly(&store, &key, (outer, inner), inner_max, now).await;
                 let calls = server.scripts_run() - calls_before;
                 assert!(calls < 100, "{client}: {calls} script calls");
+            }
+        }
+    }
+}
+
+/// A check that passed in a shared call carries the receipt of where it was counted, so a
+/// give-back returns its own unit: its own log entry, and its own window's count after the
+/// window has moved on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_calls_passed_check_gives_back_exactly_its_own_unit() {
+    let (server, store) = fresh_store().await;
+    let log = Limit::new(100, Window::from_secs(60), Algorithm::SlidingLog);
+    let fixed = Limit::new(100, Window::from_secs(60), Algorithm::FixedWindow);
+    for limits in [vec![log], vec![fixed, log]] {
+        let client = format!("{}-limits", limits.len());
+        let key = RouteKey::new("rl", "POST", "/receipts", &[(IdentityPart::Ip, &client)]);
+        let decided = thousand_decisions(&store, &key, &limits, Some(T0)).await;
+        let shared: Vec<&Decision> = decided
+            .iter()
+            .filter(|d| d.allowed)
+            .filter(|d| {
+                d.receipt
+                    .as_ref()
+                    .and_then(|r| r.member())
+                    .is_some_and(|m| m.contains(':'))
+            })
+            .collect();
+        assert!(
+            shared.len() >= 10,
+            "{client}: {} passed in shared calls",
+            shared.len()
+        );
+        let mut conn = server.connection();
+        // A minute later: the fixed window the units were counted in has ended.
+        let later = T0 + 60_000;
+        for decision in &shared[..10] {
+            let receipt = decision.receipt.as_ref().expect("a receipt");
+            assert_eq!(receipt.counted_at_millis(), T0, "{client}");
+            let member = receipt.member().expect("a log member").to_owned();
+            let logged: Option<f64> = redis::cmd("ZSCORE")
+                .arg(key.limit_key(&log))
+                .arg(&member)
+                .query(&mut conn)
+                .unwrap();
+            assert_eq!(
+                logged,
+                Some(T0 as f64),
+                "{client}: {member} logged at the check's time"
+            );
+            let given = store
+                .adjust(AdjustRequest::new(
+                    &key,
+                    &limits,
+                    Some(T0 + 1),
+                    Adjustment::GiveBack {
+                        units: 1,
+                        receipt: Some(receipt),
+                    },
+                ))
+                .await
+                .expect("a give-back");
+            assert_eq!(given, limits.len() as u64, "{client}: one unit per limit");
+            let logged: Option<f64> = redis::cmd("ZSCORE")
+                .arg(key.limit_key(&log))
+                .arg(&member)
+                .query(&mut conn)
+                .unwrap();
+            assert_eq!(
+                logged, None,
+                "{client}: {member} still logged after its give-back"
+            );
+        }
+        let entries: u64 = redis::cmd("ZCARD")
+            .arg(key.limit_key(&log))
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(entries, 90, "{client}: log entries after 10 give-backs");
+        if limits.len() == 2 {
+            // After its window ended, a unit goes back to the window it was counted in
+            // (the only one holding it), not to the current one.
+            let receipt = shared[10].receipt.as_ref().expect("a receipt");
+            let given = store
+                .adjust(AdjustRequest::new(
+                    &key,
+                    &[fixed],
+                    Some(later),
+                    Adjustment::GiveBack {
+                        units: 1,
+                        receipt: Some(receipt),
+                    },
+                ))
+                .await
+                .expect("a give-back");
+            assert_eq!(given, 1, "{client}");
+            for (now, left) in [(T0, 10), (later, 99)] {
+                let alone = store
+                    .check(CheckRequest {
+                        key: &key,
+                        limits: &[fixed],
+                        now_millis: Some(now),
+                    })
+                    .await
+                    .expect("a decision");
+                assert_eq!(
+                    alone.limits[0].remaining, left,
+                    "{client}: the window at {now}"
+                );
             }
         }
     }

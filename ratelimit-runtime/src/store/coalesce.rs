@@ -213,8 +213,9 @@ impl Coalescer {
 }
 
 /// The decision on `limits` for the `index`-th (from 0) of a batch's checks, in the order
-/// they arrived: a passed one is told what is left after it, a refused one what each limit
-/// tells a check after the passed ones.
+/// they arrived: a passed one is told what is left after it (with the receipt of where it
+/// was counted, for an exact give-back), a refused one what each limit tells a check after
+/// the passed ones.
 fn decision_at(limits: &[Limit], outcome: &BatchOutcome, index: usize) -> Decision {
     let passed = outcome.passed as usize;
     let after = u32::try_from(passed.saturating_sub(index + 1)).unwrap_or(u32::MAX);
@@ -233,7 +234,10 @@ fn decision_at(limits: &[Limit], outcome: &BatchOutcome, index: usize) -> Decisi
         }
     });
     let mut states: Vec<LimitState> = states.collect();
-    if index >= passed && states.iter().all(|state| state.allowed) {
+    if index < passed {
+        return Decision::new(states).with_receipt(outcome.receipt(index));
+    }
+    if states.iter().all(|state| state.allowed) {
         // A refused check is never let through: were no limit to say why (a reply at odds
         // with itself), the first refuses it.
         if let Some(first) = states.first_mut() {

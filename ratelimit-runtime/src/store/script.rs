@@ -448,10 +448,22 @@ pub(crate) fn decode(
 
 /// What a batch of concurrent checks of one key came to: the first `passed` of them pass,
 /// the others are refused; `limits` holds each limit's figures, in the request's order.
+/// The passed ones were counted at `counted_at_millis` on the store's clock, the `j`-th
+/// (from 1) logged as `<member>:<j>` in its sliding logs (`member` empty: no log).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BatchOutcome {
     pub(crate) passed: u32,
     pub(crate) limits: Vec<BatchLimit>,
+    pub(crate) counted_at_millis: u64,
+    pub(crate) member: String,
+}
+
+impl BatchOutcome {
+    /// Where the `index`-th (from 0) passed check was counted, for an exact give-back.
+    pub(crate) fn receipt(&self, index: usize) -> Receipt {
+        let member = (!self.member.is_empty()).then(|| format!("{}:{}", self.member, index + 1));
+        Receipt::new(self.counted_at_millis, member)
+    }
 }
 
 /// One limit's figures after a batch: what the last passed check is told (`remaining`,
@@ -466,8 +478,12 @@ pub(crate) struct BatchLimit {
 
 /// Decodes the batch script's reply for `limits` limits: `passed`, then per limit
 /// `remaining reset_after_ms allowed remaining retry_after_ms reset_after_ms`, then
-/// `now_ms`.
-pub(crate) fn decode_batch(reply: Value, limits: usize) -> Result<BatchOutcome, StoreError> {
+/// `now_ms`; `member` is the prefix the call logged under.
+pub(crate) fn decode_batch(
+    reply: Value,
+    limits: usize,
+    member: &str,
+) -> Result<BatchOutcome, StoreError> {
     let text = reply_text(&reply)?;
     let wrong = || {
         protocol(format!(
@@ -506,6 +522,8 @@ pub(crate) fn decode_batch(reply: Value, limits: usize) -> Result<BatchOutcome, 
     Ok(BatchOutcome {
         passed: count(numbers[0]),
         limits,
+        counted_at_millis: numbers[numbers.len() - 1],
+        member: member.to_owned(),
     })
 }
 
@@ -755,9 +773,14 @@ mod tests {
     #[test]
     fn a_batch_reply_gives_the_passed_count_and_each_limits_two_views() {
         let text = |s: &str| Value::BulkString(s.as_bytes().to_vec());
-        let outcome =
-            decode_batch(text("3 7 60000 0 0 60000 60000 2 3000 1 1 0 3000 5"), 2).unwrap();
+        let outcome = decode_batch(
+            text("3 7 60000 0 0 60000 60000 2 3000 1 1 0 3000 5"),
+            2,
+            "m7",
+        )
+        .unwrap();
         assert_eq!(outcome.passed, 3);
+        assert_eq!(outcome.receipt(1), Receipt::new(5, Some("m7:2".to_owned())));
         assert_eq!(
             outcome.limits,
             vec![
@@ -780,7 +803,7 @@ mod tests {
             ("3 -7 60000 0 0 60000 60000 5", 1),
             ("", 1),
         ] {
-            let err = decode_batch(text(bad), limits).unwrap_err();
+            let err = decode_batch(text(bad), limits, "").unwrap_err();
             assert_eq!(err.kind(), StoreErrorKind::Protocol, "{bad:?}");
         }
     }
