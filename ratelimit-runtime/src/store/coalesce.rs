@@ -9,12 +9,12 @@
 //! and the count stays what single checks in a row would have made it.
 //!
 //! A check shares a call when every limit of it counts every request, none has a lockout,
-//! and all count one identity (a failures-only limit needs each request's own receipt, a
-//! lockout starts on the refusal itself, and a stack over two identities is two keys, on a
-//! Cluster two calls). A stack shares as a whole: `k` pass when every limit lets `k` pass.
-//! A check that waits longer
-//! than its timeout fails as a timeout; one that gave up after its batch was sent may still
-//! be counted (the strict side, as for any timed-out check).
+//! and all count one identity (failures-only limits and lockouts are decided one request
+//! at a time, a lockout starting on the refusal itself; a stack over two identities is two
+//! keys, on a Cluster two calls). A stack shares as a whole: `k` pass when every limit lets
+//! `k` pass. A passed check carries the receipt of where it was counted. A check that
+//! waits longer than its timeout fails as a timeout; one that gave up after its batch was
+//! sent may still be counted (the strict side, as for any timed-out check).
 
 use std::{
     collections::{hash_map::Entry, HashMap, VecDeque},
