@@ -7,7 +7,7 @@
 //! an error listing every undeclared route, for `main` to refuse to start on. In Redis, one
 //! atomic Lua script in one round trip decides every limit of a request's route, and
 //! concurrent checks of one key share one call
-//! ([`guide::deployments`](crate::guide::deployments)).
+//! ([`guide::deployments`]).
 //!
 //! ```
 //! use actix_web::{post, test, web, App, HttpResponse, Responder};
