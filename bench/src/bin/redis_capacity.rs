@@ -1,6 +1,9 @@
 //! Redis capacity per core: how many checks one Redis core decides for each algorithm and
 //! for the stack, beside the floor script (`bench/scripts/floor.lua`: `INCR` + `PEXPIRE`),
-//! measured side by side in one run.
+//! measured side by side in one run. Two more reference scripts split the distance between
+//! them: the floor reading the server's clock first, as the specification has every check do
+//! (`floor_clock.lua`), and that counting in a hash field per window, this project's key
+//! scheme (`floor_window_field.lua`); neither answers any figure.
 //!
 //! ```text
 //! cargo run --release -p ratelimit-bench --bin redis_capacity              # 3 rounds of 3 s
@@ -33,11 +36,30 @@ use ratelimit_runtime::{
 const CONNECTIONS: usize = 8;
 const IN_FLIGHT_PER_CONNECTION: usize = 32;
 const IDENTITIES: usize = 10_000;
-const FLOOR: &str = include_str!("../../scripts/floor.lua");
+
+/// A script the project's rows are measured against: row label, source.
+type Reference = (&'static str, &'static str);
+
+/// The floor first: every ratio is to it.
+const REFERENCES: [Reference; 3] = [
+    (
+        "floor (INCR + PEXPIRE)",
+        include_str!("../../scripts/floor.lua"),
+    ),
+    (
+        "floor + the server's clock (TIME)",
+        include_str!("../../scripts/floor_clock.lua"),
+    ),
+    (
+        "floor + TIME, counted in a field per window (HINCRBY)",
+        include_str!("../../scripts/floor_window_field.lua"),
+    ),
+];
 
 #[derive(Clone, Copy, PartialEq)]
 enum Variant {
-    Floor,
+    /// `REFERENCES[i]`.
+    Reference(usize),
     Project(&'static str),
 }
 
@@ -161,7 +183,9 @@ async fn load(
         async move {
             let connection = lane / IN_FLIGHT_PER_CONNECTION;
             Ok::<u64, String>(match variant {
-                Variant::Floor => floor_lane(connection, lane, keys, deadline).await?,
+                Variant::Reference(script) => {
+                    reference_lane(connection, script, lane, keys, deadline).await?
+                }
                 Variant::Project(name) => {
                     project_lane(connection, name, lane, keys, deadline).await?
                 }
@@ -183,31 +207,34 @@ async fn load(
 }
 
 thread_local! {
-    static FLOOR_CONNECTIONS: std::cell::RefCell<Vec<(redis::aio::MultiplexedConnection, String)>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Per connection: the connection and the digest of each of `REFERENCES`.
+    static REFERENCE_CONNECTIONS: std::cell::RefCell<Vec<(redis::aio::MultiplexedConnection, Vec<String>)>> = const { std::cell::RefCell::new(Vec::new()) };
     static STORES: std::cell::RefCell<Vec<RedisStore>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-async fn floor_lane(
+async fn reference_lane(
     connection: usize,
+    script: usize,
     lane: usize,
     keys: &[RouteKey],
     deadline: Instant,
 ) -> Result<u64, String> {
-    let (mut conn, sha) = FLOOR_CONNECTIONS.with(|c| c.borrow()[connection].clone());
+    let (mut conn, digests) = REFERENCE_CONNECTIONS.with(|c| c.borrow()[connection].clone());
+    let (label, _) = REFERENCES[script];
     let mut n = 0u64;
     let mut i = lane;
     while Instant::now() < deadline {
-        let key = format!("{}:floor", keys[i % IDENTITIES].as_str());
+        let key = format!("{}:reference{script}", keys[i % IDENTITIES].as_str());
         let count: u64 = redis::cmd("EVALSHA")
-            .arg(&sha)
+            .arg(&digests[script])
             .arg(1)
             .arg(key)
             .arg(3_600_000)
             .query_async(&mut conn)
             .await
-            .map_err(|e| format!("floor: {e}"))?;
+            .map_err(|e| format!("{label}: {e}"))?;
         if count == 0 {
-            return Err("floor: a count of 0".to_owned());
+            return Err(format!("{label}: a count of 0"));
         }
         n += 1;
         i += CONNECTIONS * IN_FLIGHT_PER_CONNECTION;
@@ -273,7 +300,8 @@ fn main() -> Result<(), String> {
     let mut stats = redis::Client::open(redis.url.as_str())
         .and_then(|c| c.get_connection())
         .map_err(|e| e.to_string())?;
-    let variants: Vec<Variant> = std::iter::once(Variant::Floor)
+    let variants: Vec<Variant> = (0..REFERENCES.len())
+        .map(Variant::Reference)
         .chain(PROJECT_ROWS.iter().map(|name| Variant::Project(name)))
         .collect();
     let mut results: Vec<Vec<Measured>> = vec![Vec::new(); variants.len()];
@@ -284,13 +312,17 @@ fn main() -> Result<(), String> {
                 .get_multiplexed_async_connection()
                 .await
                 .map_err(|e| e.to_string())?;
-            let sha: String = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(FLOOR)
-                .query_async(&mut conn)
-                .await
-                .map_err(|e| e.to_string())?;
-            FLOOR_CONNECTIONS.with(|c| c.borrow_mut().push((conn, sha)));
+            let mut digests = Vec::new();
+            for (_, source) in REFERENCES {
+                let sha: String = redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(source)
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                digests.push(sha);
+            }
+            REFERENCE_CONNECTIONS.with(|c| c.borrow_mut().push((conn, digests)));
             let store = RedisStore::builder(redis.url.clone())
                 .timeout(Duration::from_secs(5))
                 .build()
@@ -320,7 +352,7 @@ fn main() -> Result<(), String> {
     println!("|---|---:|---:|---:|---:|---:|");
     for (v, variant) in variants.iter().enumerate() {
         let name = match variant {
-            Variant::Floor => "floor (INCR + PEXPIRE)",
+            Variant::Reference(script) => REFERENCES[*script].0,
             Variant::Project(name) => name,
         };
         let rows = &results[v];
