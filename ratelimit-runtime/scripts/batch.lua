@@ -18,9 +18,11 @@
 -- KEYS[i] the key of limit i, i = 1..L; ARGV[1] the time (see parts/clock.lua), ARGV[2]
 -- n (1 to 100000), ARGV[3] the member prefix (a sliding log's, else ''), then per limit
 -- ARGV[3i+1], ARGV[3i+2], ARGV[3i+3]: algorithm code (fw, sw, sl, gc), max, window in ms.
--- Returns `k`, then per limit `remaining reset_after_ms` (a passed request's, after the
--- `k`) and `allowed remaining retry_after_ms reset_after_ms` (a refused request's; `0 0 0
--- 0` when all `n` pass), then `now_ms`.
+-- Returns `k`, then per limit `remaining reset_after` (the last passed request's, after the
+-- `k`; the reset in ms, for GCRA in us: each earlier passed request's is one emission
+-- interval less per request after it, rounded up to ms as gcra.lua rounds) and `allowed
+-- remaining retry_after_ms reset_after_ms` (a refused request's; `0 0 0 0` when all `n`
+-- pass), then `now_ms`.
 
 local limits = (#ARGV - 3) / 3
 if limits < 1 or limits % 1 ~= 0 or #KEYS ~= limits then
@@ -121,7 +123,7 @@ for i = 1, limits do
       redis.call('SET', key, string.format('%d', new_tat), 'PX', string.format('%d', ms))
     end
     passed_remaining = math.floor((tolerance - (new_tat - now_us)) / interval)
-    passed_reset = math.ceil((new_tat - now_us) / 1000)
+    passed_reset = new_tat - now_us
   end
   if passed_remaining < 0 then
     passed_remaining = 0

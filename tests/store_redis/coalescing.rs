@@ -184,6 +184,68 @@ async fn a_thousand_concurrent_checks_of_one_key_pass_exactly_the_limit_in_few_c
     }
 }
 
+/// The figures (allowed, remaining, retry and reset in ms) of each limit of `decision`.
+fn figures(decision: &Decision) -> Vec<(bool, u32, u128, u128)> {
+    decision
+        .limits
+        .iter()
+        .map(|state| {
+            (
+                state.allowed,
+                state.remaining,
+                state.retry_after.as_millis(),
+                state.reset_after.as_millis(),
+            )
+        })
+        .collect()
+}
+
+/// A check decided in a shared call is told what it would be told checked alone in its
+/// place: 1,000 at once under a limit of 100 (and under a stack) get, between them, exactly
+/// the figures of 1,000 checks one after another at the same time, reset included (a GCRA's
+/// reset grows with each unit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_calls_checks_are_told_what_they_would_be_told_alone() {
+    let (_server, store) = fresh_store().await;
+    let now = Some(T0 + 1_234);
+    let mut cases: Vec<Vec<Limit>> = Algorithm::ALL
+        .iter()
+        .map(|&algorithm| vec![Limit::new(100, Window::from_secs(60), algorithm)])
+        .collect();
+    cases.push(vec![
+        Limit::new(150, Window::from_secs(7), Algorithm::Gcra),
+        Limit::new(100, Window::from_secs(60), Algorithm::SlidingWindow),
+    ]);
+    for limits in cases {
+        let label = format!("{limits:?}");
+        let key = |tag: &str| RouteKey::new("rl", "GET", "/alone", &[(IdentityPart::Ip, tag)]);
+        let (shared_key, alone_key) = (
+            key(&format!("shared {label}")),
+            key(&format!("alone {label}")),
+        );
+        let mut shared: Vec<_> = thousand_decisions(&store, &shared_key, &limits, now)
+            .await
+            .iter()
+            .map(figures)
+            .collect();
+        let mut alone = Vec::new();
+        for _ in 0..1_000 {
+            let decision = store
+                .check(CheckRequest {
+                    key: &alone_key,
+                    limits: &limits,
+                    now_millis: now,
+                })
+                .await
+                .expect("a decision");
+            alone.push(figures(&decision));
+        }
+        shared.sort();
+        alone.sort();
+        assert_eq!(shared, alone, "{label}");
+    }
+}
+
 /// A stack of two limits shares calls too, for every pair of algorithms, whichever limit is
 /// the tighter, and counts what passed in both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -192,6 +192,23 @@ impl Limit {
     pub const fn identity(&self) -> Option<Identity> {
         self.identity
     }
+
+    /// A GCRA limit's emission interval in microseconds (see [`gcra_interval_micros`]).
+    pub(crate) const fn gcra_interval_micros(&self) -> u64 {
+        gcra_interval_micros(self.max.get() as u64, self.window.as_millis())
+    }
+}
+
+/// The GCRA's emission interval `T = max(1, floor(window_ms * 1000 / max))` µs, as
+/// `scripts/parts/gcra_tat.lua` computes it: each request moves the theoretical arrival time
+/// on by `T`, and the tolerance `T * max` lets a burst of `max` pass from idle.
+pub(crate) const fn gcra_interval_micros(max: u64, window_millis: u64) -> u64 {
+    let interval = window_millis * 1000 / max;
+    if interval < 1 {
+        1
+    } else {
+        interval
+    }
 }
 
 impl fmt::Display for Limit {

@@ -10,6 +10,7 @@ mod limit;
 mod route_policy;
 
 pub use identity::{Identity, IdentityPart};
+pub(crate) use limit::gcra_interval_micros;
 pub use limit::{
     Limit, Window, MAX_EXACT_SLIDING_PRODUCT, MAX_SLIDING_LOG_LIMIT, MAX_WINDOW_MILLIS,
 };

@@ -27,7 +27,7 @@ use tokio::sync::oneshot;
 use super::{script::BatchOutcome, CheckRequest, Decision, LimitState, StoreError, StoreErrorKind};
 use crate::{
     key::algorithm_code,
-    policy::{Count, Limit},
+    policy::{Algorithm, Count, Limit},
 };
 
 /// Checks waiting for a lane's next call, in the order they arrived.
@@ -226,7 +226,7 @@ fn decision_at(limits: &[Limit], outcome: &BatchOutcome, index: usize) -> Decisi
                 true,
                 figures.remaining.saturating_add(after),
                 Duration::ZERO,
-                figures.reset_after,
+                passed_reset(limit, figures.reset_after, after),
             )
         } else {
             let (allowed, remaining, retry_after, reset_after) = figures.then;
@@ -246,6 +246,20 @@ fn decision_at(limits: &[Limit], outcome: &BatchOutcome, index: usize) -> Decisi
         }
     }
     Decision::new(states)
+}
+
+/// The reset a passed check of `limit` is told when `after` passed checks follow it in its
+/// call, whose last was told `last` (for GCRA in µs, exact): a GCRA's theoretical arrival
+/// time moves on by one interval per check, so each is told its own, in ms rounded up as
+/// `scripts/gcra.lua` tells a check alone; the other algorithms tell every check of one
+/// call the same reset.
+fn passed_reset(limit: &Limit, last: Duration, after: u32) -> Duration {
+    if limit.algorithm() != Algorithm::Gcra {
+        return last;
+    }
+    let micros = u64::try_from(last.as_micros()).unwrap_or(u64::MAX);
+    let own = micros.saturating_sub(u64::from(after).saturating_mul(limit.gcra_interval_micros()));
+    Duration::from_millis(own.div_ceil(1000))
 }
 
 /// A check leading its lane's call. When it ends, the next check waiting leads the next

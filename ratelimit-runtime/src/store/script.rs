@@ -476,14 +476,16 @@ pub(crate) struct BatchLimit {
     pub(crate) then: (bool, u32, Duration, Duration),
 }
 
-/// Decodes the batch script's reply for `limits` limits: `passed`, then per limit
-/// `remaining reset_after_ms allowed remaining retry_after_ms reset_after_ms`, then
-/// `now_ms`; `member` is the prefix the call logged under.
+/// Decodes the batch script's reply for `limits`: `passed`, then per limit `remaining
+/// reset_after allowed remaining retry_after_ms reset_after_ms` (the first reset in ms, for
+/// GCRA in µs), then `now_ms`; `member` is the prefix the call logged under.
 pub(crate) fn decode_batch(
     reply: Value,
-    limits: usize,
+    limits: &[Limit],
     member: &str,
 ) -> Result<BatchOutcome, StoreError> {
+    let algorithms = limits;
+    let limits = limits.len();
     let text = reply_text(&reply)?;
     let wrong = || {
         protocol(format!(
@@ -503,11 +505,16 @@ pub(crate) fn decode_batch(
     let count = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     let limits = numbers[1..numbers.len() - 1]
         .chunks_exact(6)
-        .map(|figures| match figures {
+        .zip(algorithms)
+        .map(|(figures, limit)| match figures {
             &[remaining, reset, allowed @ (0 | 1), then_remaining, retry, then_reset] => {
                 Ok(BatchLimit {
                     remaining: count(remaining),
-                    reset_after: Duration::from_millis(reset),
+                    reset_after: if limit.algorithm() == Algorithm::Gcra {
+                        Duration::from_micros(reset)
+                    } else {
+                        Duration::from_millis(reset)
+                    },
                     then: (
                         allowed == 1,
                         count(then_remaining),
@@ -773,9 +780,13 @@ mod tests {
     #[test]
     fn a_batch_reply_gives_the_passed_count_and_each_limits_two_views() {
         let text = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let limits = [
+            Limit::new(10, Window::from_secs(60), Algorithm::FixedWindow),
+            Limit::new(5, Window::from_secs(3), Algorithm::Gcra),
+        ];
         let outcome = decode_batch(
-            text("3 7 60000 0 0 60000 60000 2 3000 1 1 0 3000 5"),
-            2,
+            text("3 7 60000 0 0 60000 60000 2 3000000 1 1 0 3000 5"),
+            &limits,
             "m7",
         )
         .unwrap();
@@ -796,14 +807,14 @@ mod tests {
                 },
             ]
         );
-        for (bad, limits) in [
+        for (bad, limits_given) in [
             ("3 7 60000 0 0 60000 60000 5", 2),
             ("3 7 60000 2 0 60000 60000 5", 1),
             ("3 7 60000 0 0 60000 60000 2 3000 1 1 0 3000", 2),
             ("3 -7 60000 0 0 60000 60000 5", 1),
             ("", 1),
         ] {
-            let err = decode_batch(text(bad), limits, "").unwrap_err();
+            let err = decode_batch(text(bad), &limits[..limits_given], "").unwrap_err();
             assert_eq!(err.kind(), StoreErrorKind::Protocol, "{bad:?}");
         }
     }

@@ -67,7 +67,7 @@ pub(crate) async fn check_batch<C: ScriptConnection>(
     match tokio::time::timeout(timeout, conn.run(&call)).await {
         Err(_) => Err(StoreError::timeout(timeout)),
         Ok(Err(err)) => Err(store_error(&err)),
-        Ok(Ok(reply)) => decode_batch(reply, request.limits.len(), call.member()),
+        Ok(Ok(reply)) => decode_batch(reply, request.limits, call.member()),
     }
 }
 

@@ -7,9 +7,10 @@ use super::{
     peek::Peek,
     table::{StoredValue, Table, Write},
 };
+use crate::policy::gcra_interval_micros;
 
 pub(super) fn peek(table: &Table, stem: &str, max: u64, window: u64, now: u64) -> Peek {
-    let interval = (window * 1000 / max).max(1);
+    let interval = gcra_interval_micros(max, window);
     let tolerance = interval * max;
     let now_us = now * 1000;
     let tat = match table.get(stem, now) {
