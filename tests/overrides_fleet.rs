@@ -12,7 +12,7 @@ use std::{
 };
 
 use redis::Commands as _;
-use support::{admin_command, example, free_port, RedisServer};
+use support::{admin_command, example, free_port, RedisServer, SentinelSetup, MASTER_NAME};
 
 /// A demo process, killed on drop.
 struct Demo {
@@ -30,10 +30,19 @@ impl Drop for Demo {
 
 impl Demo {
     async fn start(redis_url: &str) -> Demo {
+        Demo::start_with(&[("REDIS_URL", redis_url.to_owned())]).await
+    }
+
+    /// A demo with `redis`, its Redis settings (every other one unset).
+    async fn start_with(redis: &[(&str, String)]) -> Demo {
         let port = free_port();
-        let child = Command::new(example("demo"))
+        let mut command = Command::new(example("demo"));
+        for var in REDIS_VARS {
+            command.env_remove(var);
+        }
+        let child = command
+            .envs(redis.iter().map(|(k, v)| (k, v)))
             .env("BIND", format!("127.0.0.1:{port}"))
-            .env("REDIS_URL", redis_url)
             .env("RUST_LOG", "error")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -77,11 +86,28 @@ impl Demo {
     }
 }
 
+/// The settings that name the demo's and the command's Redis.
+const REDIS_VARS: [&str; 5] = [
+    "REDIS_URL",
+    "REDIS_CLUSTER_NODES",
+    "REDIS_SENTINEL_NODES",
+    "REDIS_SENTINEL_MASTER",
+    "REDIS_SENTINEL_MASTER_PASSWORD",
+];
+
 fn admin(redis: &RedisServer, args: &[&str]) -> Output {
-    Command::new(admin_command())
+    admin_with(&[("REDIS_URL", redis.url())], args)
+}
+
+/// The command with `redis`, its Redis settings (every other one unset).
+fn admin_with(redis: &[(&str, String)], args: &[&str]) -> Output {
+    let mut command = Command::new(admin_command());
+    for var in REDIS_VARS {
+        command.env_remove(var);
+    }
+    command
+        .envs(redis.iter().map(|(k, v)| (k, v)))
         .args(args)
-        .env("REDIS_URL", redis.url())
-        .env_remove("REDIS_CLUSTER_NODES")
         .env_remove("RATELIMIT_KEY_SECRET")
         .output()
         .expect("run ratelimit-admin")
@@ -301,4 +327,81 @@ fn every_subcommand_has_help() {
         assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
         assert!(help.contains("Usage: ratelimit-admin"), "{args:?}: {help}");
     }
+}
+
+/// With Redis Sentinel, the demo reads overrides from the primary the sentinels name and the
+/// command writes them there, before and after a failover: an override set through the
+/// sentinels is in force within 2 s, and one set after the primary died lands in the
+/// promoted replica and is in force within 2 s of being written.
+#[actix_web::test]
+async fn overrides_follow_the_sentinels_primary_through_a_failover() {
+    let mut setup = SentinelSetup::start();
+    let redis = [
+        ("REDIS_SENTINEL_NODES", setup.sentinel_urls().join(",")),
+        ("REDIS_SENTINEL_MASTER", MASTER_NAME.to_owned()),
+    ];
+    let demo = Demo::start_with(&redis).await;
+    let set = |limit: u32| {
+        let out = admin_with(
+            &redis,
+            &[
+                "override",
+                "set",
+                "GET /orders/{id}",
+                &format!(r#"limit = {limit}, window = "1h""#),
+            ],
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    };
+    // The services publish their routes to the primary, for the command to check names.
+    let started = Instant::now();
+    while !text(&admin_with(&redis, &["routes"]).stdout).contains("GET /orders/{id}") {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "routes not published"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    set(3);
+    let field: Option<String> = setup
+        .primary()
+        .connection()
+        .hget("rl:overrides", "GET /orders/{id}")
+        .unwrap();
+    assert_eq!(field.as_deref(), Some(r#"limit = 3, window = "1h""#));
+    until_every(
+        std::slice::from_ref(&demo),
+        &[200, 200, 200, 429],
+        "the override",
+    )
+    .await;
+
+    let replica_port = setup.replica().port();
+    setup.kill_primary();
+    let killed = Instant::now();
+    while setup.named_primary_port() != Some(replica_port) {
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "the sentinels never promoted the replica"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    set(2);
+    let field: Option<String> = setup
+        .replica()
+        .connection()
+        .hget("rl:overrides", "GET /orders/{id}")
+        .unwrap();
+    assert_eq!(
+        field.as_deref(),
+        Some(r#"limit = 2, window = "1h""#),
+        "written to the promoted replica"
+    );
+    let took = until_every(
+        std::slice::from_ref(&demo),
+        &[200, 200, 429, 429],
+        "the override after the failover",
+    )
+    .await;
+    eprintln!("the override written after the failover was in force after {took:?}");
 }

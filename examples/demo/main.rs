@@ -13,8 +13,8 @@
 //! the primary wants one, `REDIS_SENTINEL_MASTER_PASSWORD`; `TRUSTED_PROXY_HOPS` (default 0),
 //! `RATELIMIT_KEY_SECRET` (16 bytes or more, the same on every instance: usernames and other
 //! personal values in keys are hashed under it), `RATELIMIT_OVERRIDES_FILE` (a TOML file of
-//! overrides, re-read when it changes; with Redis or a Cluster, the hash `rl:overrides` is read
-//! too, which `ratelimit-admin` writes), `RUST_LOG` (default `info`).
+//! overrides, re-read when it changes; with Redis, a Cluster or Sentinel, the hash
+//! `rl:overrides` is read too, which `ratelimit-admin` writes), `RUST_LOG` (default `info`).
 
 mod auth;
 mod routes;
@@ -28,7 +28,10 @@ use ratelimit_runtime::{
     identity::{ApiKeySource, TrustedProxies, UsernameReader},
     key::KeySecret,
     overrides::Overrides,
-    store::{redact, MemoryStore, RedisClusterStore, RedisSentinelStore, RedisStore, Store},
+    store::{
+        redact, MemoryStore, RedisClusterStore, RedisSentinelStore, RedisSentinelStoreBuilder,
+        RedisStore, Store,
+    },
     RateLimiter,
 };
 
@@ -101,13 +104,32 @@ fn overrides() -> Option<Overrides> {
         overrides.redis(url)
     } else if let Ok(nodes) = env::var("REDIS_CLUSTER_NODES") {
         overrides.redis_cluster(url_list(&nodes))
+    } else if let Ok(Some(sentinels)) = sentinels() {
+        overrides.redis_sentinel(sentinels)
     } else {
         overrides
     };
     let any = env::var_os("RATELIMIT_OVERRIDES_FILE").is_some()
         || env::var_os("REDIS_URL").is_some()
-        || env::var_os("REDIS_CLUSTER_NODES").is_some();
+        || env::var_os("REDIS_CLUSTER_NODES").is_some()
+        || env::var_os("REDIS_SENTINEL_NODES").is_some();
     any.then_some(overrides)
+}
+
+/// The sentinels of `REDIS_SENTINEL_NODES`, when it is set, with `REDIS_SENTINEL_MASTER`
+/// and `REDIS_SENTINEL_MASTER_PASSWORD`.
+fn sentinels() -> Result<Option<RedisSentinelStoreBuilder>, String> {
+    let Ok(sentinels) = env::var("REDIS_SENTINEL_NODES") else {
+        return Ok(None);
+    };
+    let name = env::var("REDIS_SENTINEL_MASTER").map_err(|_| {
+        "REDIS_SENTINEL_NODES is set without REDIS_SENTINEL_MASTER, the name the sentinels know the primary by".to_owned()
+    })?;
+    let mut builder = RedisSentinelStore::builder(url_list(&sentinels), name);
+    if let Ok(password) = env::var("REDIS_SENTINEL_MASTER_PASSWORD") {
+        builder = builder.master_password(password);
+    }
+    Ok(Some(builder))
 }
 
 #[actix_web::main]
@@ -232,20 +254,13 @@ async fn store() -> Result<Arc<dyn Store>, String> {
         tracing::info!(nodes = nodes.len(), "counting in Redis Cluster");
         return Ok(Arc::new(store));
     }
-    if let Ok(sentinels) = env::var("REDIS_SENTINEL_NODES") {
-        let sentinels = url_list(&sentinels);
-        let name = env::var("REDIS_SENTINEL_MASTER").map_err(|_| {
-            "REDIS_SENTINEL_NODES is set without REDIS_SENTINEL_MASTER, the name the sentinels know the primary by".to_owned()
-        })?;
-        let mut builder = RedisSentinelStore::builder(sentinels.clone(), name.clone());
-        if let Ok(password) = env::var("REDIS_SENTINEL_MASTER_PASSWORD") {
-            builder = builder.master_password(password);
-        }
+    if let Some(builder) = sentinels()? {
         let store = builder
             .build()
             .await
             .map_err(|e| format!("REDIS_SENTINEL_NODES: {e}"))?;
-        tracing::info!(sentinels = sentinels.len(), master = %name, "counting in the primary the sentinels name");
+        let master = env::var("REDIS_SENTINEL_MASTER").unwrap_or_default();
+        tracing::info!(master = %master, "counting in the primary the sentinels name");
         return Ok(Arc::new(store));
     }
     tracing::warn!("none of REDIS_URL, REDIS_CLUSTER_NODES and REDIS_SENTINEL_NODES is set: counting in process memory, so limits apply per instance, not across the fleet");

@@ -7,10 +7,10 @@ use ratelimit_runtime::{
     key::KeySecret,
     overrides::{policy_from_text, RouteSelector, RuleSet, ROUTES_SUFFIX},
     store::LimitState,
-    store::{RedisClusterStore, RedisStore, Store},
+    store::{RedisClusterStore, RedisSentinelStore, RedisStore, Store},
     IdentityPart, Limit, Policy, RateLimiter,
 };
-use redis::AsyncCommands as _;
+use redis::{AsyncCommands as _, IntoConnectionInfo as _};
 
 use crate::ClientArgs;
 
@@ -19,12 +19,26 @@ enum Connection {
     Cluster(redis::cluster_async::ClusterConnection),
 }
 
-/// The overrides hash of one Redis (or Cluster).
+/// Where the services' Redis is.
+pub(crate) enum Target {
+    Url(String),
+    Cluster(Vec<String>),
+    /// The primary these sentinels name `master`.
+    Sentinel {
+        sentinels: Vec<String>,
+        master: String,
+        password: Option<String>,
+    },
+}
+
+/// How long one command or check may take.
+const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The overrides hash of one Redis (a Cluster, or the primary of a Sentinel deployment).
 pub(crate) struct Admin {
     connection: Connection,
     key: String,
-    url: String,
-    cluster: Option<Vec<String>>,
+    target: Target,
 }
 
 fn failed(error: redis::RedisError) -> String {
@@ -32,31 +46,43 @@ fn failed(error: redis::RedisError) -> String {
 }
 
 impl Admin {
-    pub(crate) async fn connect(
-        url: &str,
-        cluster: Option<&[String]>,
-        key: &str,
-    ) -> Result<Admin, String> {
-        let connection = match cluster {
-            Some(nodes) => {
-                let client = redis::cluster::ClusterClient::new(nodes.to_vec()).map_err(failed)?;
+    pub(crate) async fn connect(target: Target, key: &str) -> Result<Admin, String> {
+        let connection = match &target {
+            Target::Cluster(nodes) => {
+                let client = redis::cluster::ClusterClient::new(nodes.clone()).map_err(failed)?;
                 Connection::Cluster(client.get_async_connection().await.map_err(failed)?)
             }
-            None => {
-                let client = redis::Client::open(url).map_err(failed)?;
-                Connection::Single(
-                    client
-                        .get_multiplexed_async_connection()
-                        .await
-                        .map_err(failed)?,
-                )
+            Target::Url(url) => single(redis::Client::open(url.as_str()).map_err(failed)?).await?,
+            Target::Sentinel { sentinels, .. } => {
+                let address = sentinel_store(&target)
+                    .await?
+                    .primary_address()
+                    .await
+                    .map_err(|e| format!("the sentinels: {e}"))?;
+                let scheme = if sentinels.iter().any(|url| url.starts_with("rediss://")) {
+                    "rediss"
+                } else {
+                    "redis"
+                };
+                let mut info = format!("{scheme}://{address}")
+                    .into_connection_info()
+                    .map_err(failed)?;
+                if let Target::Sentinel {
+                    password: Some(password),
+                    ..
+                } = &target
+                {
+                    info = info.set_redis_settings(
+                        redis::RedisConnectionInfo::default().set_password(password),
+                    );
+                }
+                single(redis::Client::open(info).map_err(failed)?).await?
             }
         };
         Ok(Admin {
             connection,
             key: key.to_owned(),
-            url: url.to_owned(),
-            cluster: cluster.map(<[String]>::to_vec),
+            target,
         })
     }
 
@@ -169,21 +195,22 @@ impl Admin {
         let Policy::Limited(policy) = self.policy(selector).await? else {
             return Err(format!("`{}` is exempt: it has no budget", selector.route));
         };
-        let store: std::sync::Arc<dyn Store> = match &self.cluster {
-            Some(nodes) => std::sync::Arc::new(
+        let store: std::sync::Arc<dyn Store> = match &self.target {
+            Target::Cluster(nodes) => std::sync::Arc::new(
                 RedisClusterStore::builder(nodes.clone())
-                    .timeout(std::time::Duration::from_secs(2))
+                    .timeout(TIMEOUT)
                     .build()
                     .await
                     .map_err(|e| e.to_string())?,
             ),
-            None => std::sync::Arc::new(
-                RedisStore::builder(self.url.clone())
-                    .timeout(std::time::Duration::from_secs(2))
+            Target::Url(url) => std::sync::Arc::new(
+                RedisStore::builder(url.clone())
+                    .timeout(TIMEOUT)
                     .build()
                     .await
                     .map_err(|e| e.to_string())?,
             ),
+            Target::Sentinel { .. } => std::sync::Arc::new(sentinel_store(&self.target).await?),
         };
         let mut limiter = RateLimiter::from_arc(store).key_prefix(&args.prefix);
         if let Ok(secret) = std::env::var("RATELIMIT_KEY_SECRET") {
@@ -230,6 +257,41 @@ impl Admin {
             )
         }))
     }
+}
+
+/// A connection to the one server `client` names.
+async fn single(client: redis::Client) -> Result<Connection, String> {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(TIMEOUT))
+        .set_response_timeout(Some(TIMEOUT));
+    Ok(Connection::Single(
+        client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(failed)?,
+    ))
+}
+
+/// A store on the primary `target`'s sentinels name (`target` is a `Target::Sentinel`).
+async fn sentinel_store(target: &Target) -> Result<RedisSentinelStore, String> {
+    let Target::Sentinel {
+        sentinels,
+        master,
+        password,
+    } = target
+    else {
+        return Err("not a Sentinel deployment".to_owned());
+    };
+    let mut builder = RedisSentinelStore::builder(sentinels.clone(), master.clone())
+        .timeout(TIMEOUT)
+        .connect_timeout(TIMEOUT);
+    if let Some(password) = password {
+        builder = builder.master_password(password.clone());
+    }
+    builder
+        .build()
+        .await
+        .map_err(|e| format!("the sentinels: {e}"))
 }
 
 /// The values `args` gives for `identity`'s parts, in its order; `None` when one is

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use ratelimit_runtime::overrides::{ListEntry, ListKind, RouteSelector, RuleSet};
 
-use client::Admin;
+use client::{Admin, Target};
 
 /// Overrides, allow and deny lists, and client budgets of ratelimit-runtime services, in the
 /// Redis they share.
@@ -42,6 +42,26 @@ struct Cli {
         value_delimiter = ','
     )]
     cluster: Option<Vec<String>>,
+    /// Redis Sentinel instead (unless `--cluster`): the sentinels' URLs, comma-separated,
+    /// with `--sentinel-master`; the primary they name is used.
+    #[arg(
+        long,
+        env = "REDIS_SENTINEL_NODES",
+        global = true,
+        value_delimiter = ','
+    )]
+    sentinel: Option<Vec<String>>,
+    /// The name the sentinels know the primary by.
+    #[arg(long, env = "REDIS_SENTINEL_MASTER", global = true)]
+    sentinel_master: Option<String>,
+    /// The primary's password, when it wants one.
+    #[arg(
+        long,
+        env = "REDIS_SENTINEL_MASTER_PASSWORD",
+        hide_env_values = true,
+        global = true
+    )]
+    sentinel_master_password: Option<String>,
     /// The hash the services read overrides from (`Overrides::redis_key`).
     #[arg(
         long,
@@ -177,7 +197,18 @@ fn entry(kind: ListKind, args: &EntryArgs) -> Result<(String, ListEntry), String
 }
 
 async fn run(cli: Cli) -> Result<(), String> {
-    let admin = Admin::connect(&cli.redis, cli.cluster.as_deref(), &cli.key).await?;
+    let target = match (cli.cluster, cli.sentinel) {
+        (Some(nodes), _) => Target::Cluster(nodes),
+        (None, Some(sentinels)) => Target::Sentinel {
+            sentinels,
+            master: cli.sentinel_master.ok_or(
+                "--sentinel (REDIS_SENTINEL_NODES) needs --sentinel-master (REDIS_SENTINEL_MASTER), the name the sentinels know the primary by",
+            )?,
+            password: cli.sentinel_master_password,
+        },
+        (None, None) => Target::Url(cli.redis),
+    };
+    let admin = Admin::connect(target, &cli.key).await?;
     match cli.command {
         Command::Routes => {
             let routes = admin.routes().await?;

@@ -45,6 +45,8 @@ use std::{
 
 use arc_swap::ArcSwap;
 
+use crate::store::RedisSentinelStoreBuilder;
+
 pub use rules::{check_tier, ListEntry, ListKind, RouteSelector, RuleSet, MAX_TIER_LEN};
 pub use table::{declaration_text, policy_from_text, Overridden, Source};
 pub(crate) use table::{Catalog, Table};
@@ -105,6 +107,7 @@ pub struct Overrides {
 pub(crate) enum RedisSource {
     Url(String),
     Cluster(Vec<String>),
+    Sentinel(Box<RedisSentinelStoreBuilder>),
 }
 
 impl std::fmt::Debug for Overrides {
@@ -160,6 +163,23 @@ impl Overrides {
     /// Reads overrides from a Redis Cluster (any of its nodes).
     pub fn redis_cluster(mut self, nodes: Vec<String>) -> Self {
         self.redis = Some(RedisSource::Cluster(nodes));
+        self
+    }
+
+    /// Reads overrides from the primary a Redis Sentinel deployment names, found and
+    /// followed through failovers as [`RedisSentinelStore`](crate::store::RedisSentinelStore)
+    /// finds it (the same builder: sentinels, master name, credentials, TLS; its timeouts
+    /// are the store's, one read takes at most 1 s).
+    ///
+    /// ```no_run
+    /// use ratelimit_runtime::{overrides::Overrides, store::RedisSentinelStore};
+    ///
+    /// let sentinels = RedisSentinelStore::builder(["redis://10.0.0.5:26379"], "limiter")
+    ///     .master_password("secret");
+    /// let overrides = Overrides::new().redis_sentinel(sentinels);
+    /// ```
+    pub fn redis_sentinel(mut self, sentinels: RedisSentinelStoreBuilder) -> Self {
+        self.redis = Some(RedisSource::Sentinel(Box::new(sentinels)));
         self
     }
 

@@ -13,6 +13,7 @@ use super::{
     table::{check_routes, declaration_text, Catalog, Source, Table},
     Overrides, RedisSource, RuleSet, Shared, ROUTES_SUFFIX,
 };
+use crate::store::RedisSentinelStore;
 
 /// How long one read of the Redis hash may take.
 const REDIS_TIMEOUT: Duration = Duration::from_secs(1);
@@ -280,6 +281,8 @@ fn hash_content(fields: &BTreeMap<String, String>) -> String {
 enum Connection {
     Single(redis::aio::MultiplexedConnection),
     Cluster(redis::cluster_async::ClusterConnection),
+    /// Follows the primary itself: kept through errors.
+    Sentinel(RedisSentinelStore),
 }
 
 impl Connection {
@@ -304,13 +307,30 @@ impl Connection {
                     .build()?;
                 Ok(Connection::Cluster(client.get_async_connection().await?))
             }
+            RedisSource::Sentinel(builder) => {
+                let store = builder.as_ref().clone().build().await.map_err(|error| {
+                    redis::RedisError::from((
+                        redis::ErrorKind::InvalidClientConfig,
+                        "the overrides' sentinels",
+                        error.to_string(),
+                    ))
+                })?;
+                Ok(Connection::Sentinel(store))
+            }
         }
+    }
+
+    /// Whether the connection is made anew after an error (a Sentinel store finds the
+    /// primary again itself).
+    fn reopens_after_error(&self) -> bool {
+        !matches!(self, Connection::Sentinel(_))
     }
 
     async fn hgetall(&mut self, key: &str) -> redis::RedisResult<BTreeMap<String, String>> {
         match self {
             Connection::Single(c) => c.hgetall(key).await,
             Connection::Cluster(c) => c.hgetall(key).await,
+            Connection::Sentinel(store) => store.query(redis::cmd("HGETALL").arg(key)).await,
         }
     }
 
@@ -318,6 +338,9 @@ impl Connection {
         match self {
             Connection::Single(c) => c.hset_multiple(key, routes).await,
             Connection::Cluster(c) => c.hset_multiple(key, routes).await,
+            Connection::Sentinel(store) => {
+                store.query(redis::cmd("HSET").arg(key).arg(routes)).await
+            }
         }
     }
 }
@@ -443,14 +466,19 @@ async fn read_redis(
         return;
     };
     let read = tokio::time::timeout(REDIS_TIMEOUT, open.hgetall(&config.redis_key)).await;
+    let reopen = open.reopens_after_error();
     let fields = match read {
         Ok(Ok(fields)) => fields,
         Ok(Err(error)) => {
-            *connection = None;
+            if reopen {
+                *connection = None;
+            }
             return unreadable(shared, Source::Redis, &error);
         }
         Err(_) => {
-            *connection = None;
+            if reopen {
+                *connection = None;
+            }
             return unreadable(shared, Source::Redis, &"the read timed out");
         }
     };

@@ -116,6 +116,58 @@ impl RedisSentinelStore {
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
+
+    /// The primary's address as the sentinels name it now (`host:port`, `[host]:port` for
+    /// an IPv6 host), waiting for their first answer when there has been none yet.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use ratelimit_runtime::store::RedisSentinelStore;
+    ///
+    /// let store = RedisSentinelStore::builder(["redis://10.0.0.5:26379"], "limiter")
+    ///     .build()
+    ///     .await?;
+    /// println!("counting in {}", store.primary_address().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// When no majority of the sentinels names the primary (none answered, or they
+    /// disagree), with why.
+    pub async fn primary_address(&self) -> Result<String, super::StoreError> {
+        let named = self
+            .watch
+            .named()
+            .await
+            .map_err(|error| script_call::store_error(&error))?;
+        let Address { host, port } = &named.address;
+        Ok(if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        })
+    }
+
+    /// `cmd` on the primary's connection (made first when there is none), for reads and
+    /// writes besides checks (the overrides' hash): a lost connection or a demoted primary
+    /// drops the connection, as a check's would.
+    pub(crate) async fn query<T: ::redis::FromRedisValue>(
+        &self,
+        cmd: &::redis::Cmd,
+    ) -> RedisResult<T> {
+        let held = self.connection().await?;
+        let reply: RedisResult<Value> = cmd.query_async(&mut held.connection.clone()).await;
+        match &reply {
+            Err(error) if script_call::is_connection_loss(error) || is_read_only(error) => {
+                self.primary.drop_connection(held.id);
+            }
+            Err(_) => {}
+            Ok(_) => held.answered(),
+        }
+        Ok(::redis::from_redis_value(reply?)?)
+    }
 }
 
 impl fmt::Debug for RedisSentinelStore {
