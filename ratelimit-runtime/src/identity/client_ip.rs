@@ -106,9 +106,7 @@ impl TrustedProxies {
         // must not discard the header (and move the client into the proxy's bucket); only
         // the trusted entry, which a proxy wrote, has to be text.
         let entry = match self.header {
-            ForwardedHeader::XForwardedFor => {
-                nth_from_right(|| forwarded_for_entries(headers), self.hops)
-            }
+            ForwardedHeader::XForwardedFor => forwarded_for_from_right(headers, self.hops),
             ForwardedHeader::Forwarded => forwarded_from_right(headers, self.hops),
         };
         entry
@@ -159,24 +157,19 @@ fn ipv4_text(ip: Ipv4Addr) -> String {
     text
 }
 
-/// The `n`th of `entries` counted from the right (1 = the last), without collecting them:
-/// this runs on every limited request.
-fn nth_from_right<'a, I: Iterator<Item = &'a [u8]>>(
-    entries: impl Fn() -> I,
-    n: usize,
-) -> Option<&'a [u8]> {
-    let index = entries().count().checked_sub(n)?;
-    entries().nth(index)
-}
-
-/// All `X-Forwarded-For` entries, in order, across repeated header lines.
-fn forwarded_for_entries(headers: &HeaderMap) -> impl Iterator<Item = &[u8]> {
-    headers.get_all(X_FORWARDED_FOR).flat_map(|value| {
-        value
-            .as_bytes()
-            .split(|b| *b == b',')
-            .map(<[u8]>::trim_ascii)
-    })
+/// The `n`th `X-Forwarded-For` entry counted from the right (1 = the last), across
+/// repeated header lines, read in one pass from the right: nothing left of it is split.
+fn forwarded_for_from_right(headers: &HeaderMap, n: usize) -> Option<&[u8]> {
+    headers
+        .get_all(X_FORWARDED_FOR)
+        .rev()
+        .flat_map(|value| {
+            value
+                .as_bytes()
+                .rsplit(|b| *b == b',')
+                .map(<[u8]>::trim_ascii)
+        })
+        .nth(n.checked_sub(1)?)
 }
 
 /// The `for=` value of the `n`th element of RFC 7239 `Forwarded` counted from the right (1 =

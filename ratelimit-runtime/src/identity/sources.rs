@@ -180,6 +180,13 @@ fn assemble(
                 fell_back_from: None,
             };
         }
+        // The address alone, the most common identity, without copying it.
+        Identity::Parts([IdentityPart::Ip]) => {
+            return ClientIdentity {
+                parts: vec![(IdentityPart::Ip, ip)],
+                fell_back_from: None,
+            }
+        }
         Identity::Parts(parts) => parts,
     };
     let mut values = Vec::with_capacity(parts.len());
