@@ -404,4 +404,19 @@ async fn overrides_follow_the_sentinels_primary_through_a_failover() {
     )
     .await;
     eprintln!("the override written after the failover was in force after {took:?}");
+
+    // A client's state and reset, through the sentinels, on the promoted primary.
+    let user = "after-the-failover";
+    assert_eq!(demo.status("/orders/1", Some(user)).await, Some(200));
+    let state = || {
+        let out = admin_with(&redis, &["state", "GET /orders/{id}", "--user-id", user]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let once = state();
+    assert!(once.contains("count 1, remaining 1"), "{once}");
+    let out = admin_with(&redis, &["reset", "GET /orders/{id}", "--user-id", user]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let whole = state();
+    assert!(whole.contains("count 0, remaining 2"), "{whole}");
 }

@@ -38,7 +38,16 @@ const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 pub(crate) struct Admin {
     connection: Connection,
     key: String,
-    target: Target,
+    /// Where a client's budget is read or reset.
+    budgets: Budgets,
+}
+
+/// The store a client's budget is read or reset through: one is made per command for a URL
+/// or a Cluster; a Sentinel deployment's is the one that found the primary.
+enum Budgets {
+    Url(String),
+    Cluster(Vec<String>),
+    Sentinel(RedisSentinelStore),
 }
 
 fn failed(error: redis::RedisError) -> String {
@@ -47,42 +56,34 @@ fn failed(error: redis::RedisError) -> String {
 
 impl Admin {
     pub(crate) async fn connect(target: Target, key: &str) -> Result<Admin, String> {
-        let connection = match &target {
+        let (connection, budgets) = match target {
             Target::Cluster(nodes) => {
                 let client = redis::cluster::ClusterClient::new(nodes.clone()).map_err(failed)?;
-                Connection::Cluster(client.get_async_connection().await.map_err(failed)?)
+                let connection = client.get_async_connection().await.map_err(failed)?;
+                (Connection::Cluster(connection), Budgets::Cluster(nodes))
             }
-            Target::Url(url) => single(redis::Client::open(url.as_str()).map_err(failed)?).await?,
-            Target::Sentinel { sentinels, .. } => {
-                let address = sentinel_store(&target)
-                    .await?
+            Target::Url(url) => {
+                let client = redis::Client::open(url.as_str()).map_err(failed)?;
+                (single(client).await?, Budgets::Url(url))
+            }
+            Target::Sentinel {
+                sentinels,
+                master,
+                password,
+            } => {
+                let store = sentinel_store(&sentinels, &master, password.as_deref()).await?;
+                let address = store
                     .primary_address()
                     .await
                     .map_err(|e| format!("the sentinels: {e}"))?;
-                let scheme = if sentinels.iter().any(|url| url.starts_with("rediss://")) {
-                    "rediss"
-                } else {
-                    "redis"
-                };
-                let mut info = format!("{scheme}://{address}")
-                    .into_connection_info()
-                    .map_err(failed)?;
-                if let Target::Sentinel {
-                    password: Some(password),
-                    ..
-                } = &target
-                {
-                    info = info.set_redis_settings(
-                        redis::RedisConnectionInfo::default().set_password(password),
-                    );
-                }
-                single(redis::Client::open(info).map_err(failed)?).await?
+                let client = primary_client(&sentinels, &address, password.as_deref())?;
+                (single(client).await?, Budgets::Sentinel(store))
             }
         };
         Ok(Admin {
             connection,
             key: key.to_owned(),
-            target,
+            budgets,
         })
     }
 
@@ -195,22 +196,22 @@ impl Admin {
         let Policy::Limited(policy) = self.policy(selector).await? else {
             return Err(format!("`{}` is exempt: it has no budget", selector.route));
         };
-        let store: std::sync::Arc<dyn Store> = match &self.target {
-            Target::Cluster(nodes) => std::sync::Arc::new(
+        let store: std::sync::Arc<dyn Store> = match &self.budgets {
+            Budgets::Cluster(nodes) => std::sync::Arc::new(
                 RedisClusterStore::builder(nodes.clone())
                     .timeout(TIMEOUT)
                     .build()
                     .await
                     .map_err(|e| e.to_string())?,
             ),
-            Target::Url(url) => std::sync::Arc::new(
+            Budgets::Url(url) => std::sync::Arc::new(
                 RedisStore::builder(url.clone())
                     .timeout(TIMEOUT)
                     .build()
                     .await
                     .map_err(|e| e.to_string())?,
             ),
-            Target::Sentinel { .. } => std::sync::Arc::new(sentinel_store(&self.target).await?),
+            Budgets::Sentinel(store) => std::sync::Arc::new(store.clone()),
         };
         let mut limiter = RateLimiter::from_arc(store).key_prefix(&args.prefix);
         if let Ok(secret) = std::env::var("RATELIMIT_KEY_SECRET") {
@@ -272,26 +273,44 @@ async fn single(client: redis::Client) -> Result<Connection, String> {
     ))
 }
 
-/// A store on the primary `target`'s sentinels name (`target` is a `Target::Sentinel`).
-async fn sentinel_store(target: &Target) -> Result<RedisSentinelStore, String> {
-    let Target::Sentinel {
-        sentinels,
-        master,
-        password,
-    } = target
-    else {
-        return Err("not a Sentinel deployment".to_owned());
-    };
-    let mut builder = RedisSentinelStore::builder(sentinels.clone(), master.clone())
+/// A store on the primary the `sentinels` name `master`.
+async fn sentinel_store(
+    sentinels: &[String],
+    master: &str,
+    password: Option<&str>,
+) -> Result<RedisSentinelStore, String> {
+    let mut builder = RedisSentinelStore::builder(sentinels.iter().cloned(), master)
         .timeout(TIMEOUT)
         .connect_timeout(TIMEOUT);
     if let Some(password) = password {
-        builder = builder.master_password(password.clone());
+        builder = builder.master_password(password);
     }
     builder
         .build()
         .await
         .map_err(|e| format!("the sentinels: {e}"))
+}
+
+/// A client for the primary at `address` (`host:port`), over TLS when the sentinels are
+/// (`rediss://`), with the primary's own password.
+fn primary_client(
+    sentinels: &[String],
+    address: &str,
+    password: Option<&str>,
+) -> Result<redis::Client, String> {
+    let scheme = if sentinels.iter().any(|url| url.starts_with("rediss://")) {
+        "rediss"
+    } else {
+        "redis"
+    };
+    let mut info = format!("{scheme}://{address}")
+        .into_connection_info()
+        .map_err(failed)?;
+    if let Some(password) = password {
+        info =
+            info.set_redis_settings(redis::RedisConnectionInfo::default().set_password(password));
+    }
+    redis::Client::open(info).map_err(failed)
 }
 
 /// The values `args` gives for `identity`'s parts, in its order; `None` when one is
