@@ -24,7 +24,12 @@ impl Demo {
 
     async fn start_with(envs: &[(&str, &str)]) -> Demo {
         let port = free_port();
-        let child = Command::new(example("demo"))
+        let mut command = Command::new(example("demo"));
+        // Only the deployment this test names (the demo refuses two).
+        for var in ["REDIS_URL", "REDIS_CLUSTER_NODES", "REDIS_SENTINEL_NODES"] {
+            command.env_remove(var);
+        }
+        let child = command
             .env("BIND", format!("127.0.0.1:{port}"))
             .envs(envs.iter().copied())
             .env("RUST_LOG", "error")
@@ -307,6 +312,9 @@ async fn the_demo_fails_closed_and_open_as_its_table_says_when_redis_is_down() {
 fn run(name: &str, args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut command = Command::new(example(name));
     command.args(args).env("RUST_LOG", "error");
+    for var in ["REDIS_URL", "REDIS_CLUSTER_NODES", "REDIS_SENTINEL_NODES"] {
+        command.env_remove(var);
+    }
     for (k, v) in envs {
         command.env(k, v);
     }
@@ -330,6 +338,25 @@ fn routes_prints_the_route_table_and_exits_zero() {
     ] {
         assert!(text.contains(row), "missing `{row}` in:\n{text}");
     }
+}
+
+#[test]
+fn the_demo_refuses_two_redis_deployments_at_once() {
+    let output = run(
+        "demo",
+        &["--routes"],
+        &[
+            ("REDIS_URL", "redis://127.0.0.1:1"),
+            ("REDIS_SENTINEL_NODES", "redis://127.0.0.1:2"),
+            ("REDIS_SENTINEL_MASTER", "m"),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("REDIS_URL and REDIS_SENTINEL_NODES are set together"),
+        "{stderr}"
+    );
 }
 
 #[test]

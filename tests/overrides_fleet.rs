@@ -12,7 +12,9 @@ use std::{
 };
 
 use redis::Commands as _;
-use support::{admin_command, example, free_port, RedisServer, SentinelSetup, MASTER_NAME};
+use support::{
+    admin_command, example, free_port, LoneSentinel, Proxy, RedisServer, SentinelSetup, MASTER_NAME,
+};
 
 /// A demo process, killed on drop.
 struct Demo {
@@ -419,4 +421,56 @@ async fn overrides_follow_the_sentinels_primary_through_a_failover() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let whole = state();
     assert!(whole.contains("count 0, remaining 2"), "{whole}");
+}
+
+/// Overrides read through the sentinels do not stay on a connection to the primary that went
+/// silent (no error, no answer: a dropped NAT entry, a hung proxy): the read times out after
+/// 1 s, the connection is dropped, and a read on a new one finds the change.
+#[actix_web::test]
+async fn sentinel_overrides_leave_a_connection_that_went_silent() {
+    let primary = RedisServer::start();
+    let proxy = Proxy::start(primary.port()).await;
+    let sentinel = LoneSentinel::start(proxy.port());
+    let demo = Demo::start_with(&[
+        ("REDIS_SENTINEL_NODES", sentinel.url()),
+        ("REDIS_SENTINEL_MASTER", MASTER_NAME.to_owned()),
+    ])
+    .await;
+    let set = |limit: u32| {
+        let _: () = primary
+            .connection()
+            .hset(
+                "rl:overrides",
+                "GET /orders/{id}",
+                format!(r#"limit = {limit}, window = "1h""#),
+            )
+            .unwrap();
+    };
+    set(3);
+    until_every(
+        std::slice::from_ref(&demo),
+        &[200, 200, 200, 429],
+        "the override",
+    )
+    .await;
+    proxy.freeze();
+    set(2);
+    // The route fails open while the checks' own connections recover, so the new limit
+    // shows once both the checks and the overrides are on new connections.
+    let frozen = Instant::now();
+    let mut n = 1000;
+    loop {
+        if demo.fresh_user(&mut n).await == [200, 200, 429, 429] {
+            break;
+        }
+        assert!(
+            frozen.elapsed() < Duration::from_secs(10),
+            "the override written after the connection went silent is not in force"
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!(
+        "in force {:?} after the connection went silent",
+        frozen.elapsed()
+    );
 }

@@ -28,10 +28,7 @@ use ratelimit_runtime::{
     identity::{ApiKeySource, TrustedProxies, UsernameReader},
     key::KeySecret,
     overrides::Overrides,
-    store::{
-        redact, MemoryStore, RedisClusterStore, RedisSentinelStore, RedisSentinelStoreBuilder,
-        RedisStore, Store,
-    },
+    store::{redact, MemoryStore, RedisClusterStore, RedisSentinelStore, RedisStore, Store},
     RateLimiter,
 };
 
@@ -57,7 +54,7 @@ pub fn app(
         .wrap(from_fn(auth::bearer_user))
 }
 
-fn limiter(store: Arc<dyn Store>) -> Result<RateLimiter, String> {
+fn limiter(store: Arc<dyn Store>, overrides: Option<Overrides>) -> Result<RateLimiter, String> {
     let hops = match env::var("TRUSTED_PROXY_HOPS") {
         Ok(text) => text
             .trim()
@@ -83,7 +80,7 @@ fn limiter(store: Arc<dyn Store>) -> Result<RateLimiter, String> {
             UsernameReader::json_or_form::<routes::UsernameOnly>(|c| &c.username)
                 .refuse_unreadable(),
         );
-    let limiter = match overrides() {
+    let limiter = match overrides {
         Some(overrides) => limiter.overrides(overrides),
         None => limiter,
     };
@@ -97,30 +94,36 @@ fn limiter(store: Arc<dyn Store>) -> Result<RateLimiter, String> {
     }
 }
 
-/// Overrides from `RATELIMIT_OVERRIDES_FILE` and, with Redis, from the fleet's hash.
-fn overrides() -> Option<Overrides> {
-    let overrides = Overrides::new().file_from_env("RATELIMIT_OVERRIDES_FILE");
-    let overrides = if let Ok(url) = env::var("REDIS_URL") {
-        overrides.redis(url)
-    } else if let Ok(nodes) = env::var("REDIS_CLUSTER_NODES") {
-        overrides.redis_cluster(url_list(&nodes))
-    } else if let Ok(Some(sentinels)) = sentinels() {
-        overrides.redis_sentinel(sentinels)
-    } else {
-        overrides
-    };
-    let any = env::var_os("RATELIMIT_OVERRIDES_FILE").is_some()
-        || env::var_os("REDIS_URL").is_some()
-        || env::var_os("REDIS_CLUSTER_NODES").is_some()
-        || env::var_os("REDIS_SENTINEL_NODES").is_some();
-    any.then_some(overrides)
+/// Where the demo counts and reads the fleet's overrides.
+enum Deployment {
+    Memory,
+    Url(String),
+    Cluster(Vec<String>),
+    Sentinel(RedisSentinelStore),
 }
 
-/// The sentinels of `REDIS_SENTINEL_NODES`, when it is set, with `REDIS_SENTINEL_MASTER`
-/// and `REDIS_SENTINEL_MASTER_PASSWORD`.
-fn sentinels() -> Result<Option<RedisSentinelStoreBuilder>, String> {
+/// The one deployment the environment names: `REDIS_URL`, `REDIS_CLUSTER_NODES` or
+/// `REDIS_SENTINEL_NODES` (with `REDIS_SENTINEL_MASTER` and, when the primary wants one,
+/// `REDIS_SENTINEL_MASTER_PASSWORD`); none is process memory, more than one an error.
+async fn deployment() -> Result<Deployment, String> {
+    let named: Vec<&str> = ["REDIS_URL", "REDIS_CLUSTER_NODES", "REDIS_SENTINEL_NODES"]
+        .into_iter()
+        .filter(|name| env::var_os(name).is_some())
+        .collect();
+    if named.len() > 1 {
+        return Err(format!(
+            "{} are set together: set one of them, the Redis the fleet counts in",
+            named.join(" and ")
+        ));
+    }
+    if let Ok(url) = env::var("REDIS_URL") {
+        return Ok(Deployment::Url(url));
+    }
+    if let Ok(nodes) = env::var("REDIS_CLUSTER_NODES") {
+        return Ok(Deployment::Cluster(url_list(&nodes)));
+    }
     let Ok(sentinels) = env::var("REDIS_SENTINEL_NODES") else {
-        return Ok(None);
+        return Ok(Deployment::Memory);
     };
     let name = env::var("REDIS_SENTINEL_MASTER").map_err(|_| {
         "REDIS_SENTINEL_NODES is set without REDIS_SENTINEL_MASTER, the name the sentinels know the primary by".to_owned()
@@ -129,7 +132,25 @@ fn sentinels() -> Result<Option<RedisSentinelStoreBuilder>, String> {
     if let Ok(password) = env::var("REDIS_SENTINEL_MASTER_PASSWORD") {
         builder = builder.master_password(password);
     }
-    Ok(Some(builder))
+    let store = builder
+        .build()
+        .await
+        .map_err(|e| format!("REDIS_SENTINEL_NODES: {e}"))?;
+    Ok(Deployment::Sentinel(store))
+}
+
+/// Overrides from `RATELIMIT_OVERRIDES_FILE` and, with Redis, from the fleet's hash.
+fn overrides(deployment: &Deployment) -> Option<Overrides> {
+    let overrides = Overrides::new().file_from_env("RATELIMIT_OVERRIDES_FILE");
+    match deployment {
+        Deployment::Url(url) => Some(overrides.redis(url)),
+        Deployment::Cluster(nodes) => Some(overrides.redis_cluster(nodes.clone())),
+        // The store's own clone: one watch of the sentinels, one connection to the primary.
+        Deployment::Sentinel(store) => Some(overrides.redis_sentinel(store)),
+        Deployment::Memory => env::var_os("RATELIMIT_OVERRIDES_FILE")
+            .is_some()
+            .then_some(overrides),
+    }
 }
 
 #[actix_web::main]
@@ -160,8 +181,15 @@ async fn main() -> std::process::ExitCode {
     };
     let uncovered = env::var("DEMO_UNCOVERED_ROUTE").is_ok_and(|v| v == "1");
 
+    let deployment = match deployment().await {
+        Ok(deployment) => deployment,
+        Err(error) => {
+            eprintln!("{error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     if env::args().any(|a| a == "--routes") {
-        let limiter = match overrides() {
+        let limiter = match overrides(&deployment) {
             Some(overrides) => RateLimiter::new(MemoryStore::new()).overrides(overrides),
             None => RateLimiter::new(MemoryStore::new()),
         };
@@ -177,14 +205,14 @@ async fn main() -> std::process::ExitCode {
         return std::process::ExitCode::SUCCESS;
     }
 
-    let store = match store().await {
+    let store = match store(&deployment).await {
         Ok(store) => store,
         Err(error) => {
             eprintln!("{error}");
             return std::process::ExitCode::FAILURE;
         }
     };
-    let limiter = match limiter(store) {
+    let limiter = match limiter(store, overrides(&deployment)) {
         Ok(limiter) => limiter,
         Err(error) => {
             eprintln!("{error}");
@@ -236,35 +264,34 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
-async fn store() -> Result<Arc<dyn Store>, String> {
-    if let Ok(url) = env::var("REDIS_URL") {
-        let store = RedisStore::builder(url.clone())
-            .build()
-            .await
-            .map_err(|e| format!("REDIS_URL `{}`: {e}", redact(&url)))?;
-        tracing::info!(url = %redact(&url), "counting in Redis");
-        return Ok(Arc::new(store));
+async fn store(deployment: &Deployment) -> Result<Arc<dyn Store>, String> {
+    match deployment {
+        Deployment::Url(url) => {
+            let store = RedisStore::builder(url.clone())
+                .build()
+                .await
+                .map_err(|e| format!("REDIS_URL `{}`: {e}", redact(url)))?;
+            tracing::info!(url = %redact(url), "counting in Redis");
+            Ok(Arc::new(store))
+        }
+        Deployment::Cluster(nodes) => {
+            let store = RedisClusterStore::builder(nodes.clone())
+                .build()
+                .await
+                .map_err(|e| format!("REDIS_CLUSTER_NODES: {e}"))?;
+            tracing::info!(nodes = nodes.len(), "counting in Redis Cluster");
+            Ok(Arc::new(store))
+        }
+        Deployment::Sentinel(store) => {
+            let master = env::var("REDIS_SENTINEL_MASTER").unwrap_or_default();
+            tracing::info!(master = %master, "counting in the primary the sentinels name");
+            Ok(Arc::new(store.clone()))
+        }
+        Deployment::Memory => {
+            tracing::warn!("none of REDIS_URL, REDIS_CLUSTER_NODES and REDIS_SENTINEL_NODES is set: counting in process memory, so limits apply per instance, not across the fleet");
+            Ok(Arc::new(MemoryStore::new()))
+        }
     }
-    if let Ok(nodes) = env::var("REDIS_CLUSTER_NODES") {
-        let nodes = url_list(&nodes);
-        let store = RedisClusterStore::builder(nodes.clone())
-            .build()
-            .await
-            .map_err(|e| format!("REDIS_CLUSTER_NODES: {e}"))?;
-        tracing::info!(nodes = nodes.len(), "counting in Redis Cluster");
-        return Ok(Arc::new(store));
-    }
-    if let Some(builder) = sentinels()? {
-        let store = builder
-            .build()
-            .await
-            .map_err(|e| format!("REDIS_SENTINEL_NODES: {e}"))?;
-        let master = env::var("REDIS_SENTINEL_MASTER").unwrap_or_default();
-        tracing::info!(master = %master, "counting in the primary the sentinels name");
-        return Ok(Arc::new(store));
-    }
-    tracing::warn!("none of REDIS_URL, REDIS_CLUSTER_NODES and REDIS_SENTINEL_NODES is set: counting in process memory, so limits apply per instance, not across the fleet");
-    Ok(Arc::new(MemoryStore::new()))
 }
 
 /// The URLs of a comma-separated list.

@@ -291,21 +291,28 @@ async fn sentinel_store(
         .map_err(|e| format!("the sentinels: {e}"))
 }
 
-/// A client for the primary at `address` (`host:port`), over TLS when the sentinels are
-/// (`rediss://`), with the primary's own password.
+/// A client for the primary at `address` (`host:port`), as the services' store reaches it:
+/// with the first sentinel URL's TLS settings (`rediss://`, `#insecure`; the store refuses
+/// sentinels that differ) and the primary's own password.
 fn primary_client(
     sentinels: &[String],
     address: &str,
     password: Option<&str>,
 ) -> Result<redis::Client, String> {
-    let scheme = if sentinels.iter().any(|url| url.starts_with("rediss://")) {
-        "rediss"
-    } else {
-        "redis"
-    };
-    let mut info = format!("{scheme}://{address}")
+    let first = sentinels
+        .first()
+        .ok_or("--sentinel (REDIS_SENTINEL_NODES) names no sentinel")?
+        .as_str()
         .into_connection_info()
         .map_err(failed)?;
+    let url = match first.addr() {
+        redis::ConnectionAddr::TcpTls { insecure: true, .. } => {
+            format!("rediss://{address}/#insecure")
+        }
+        redis::ConnectionAddr::TcpTls { .. } => format!("rediss://{address}"),
+        _ => format!("redis://{address}"),
+    };
+    let mut info = url.into_connection_info().map_err(failed)?;
     if let Some(password) = password {
         info =
             info.set_redis_settings(redis::RedisConnectionInfo::default().set_password(password));

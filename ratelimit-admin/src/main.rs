@@ -15,7 +15,9 @@ mod client;
 
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{
+    parser::ValueSource, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand,
+};
 use ratelimit_runtime::overrides::{ListEntry, ListKind, RouteSelector, RuleSet};
 
 use client::{Admin, Target};
@@ -25,7 +27,10 @@ use client::{Admin, Target};
 #[derive(Parser)]
 #[command(name = "ratelimit-admin", version, propagate_version = true)]
 struct Cli {
-    /// The Redis the services read overrides from (`redis://` or `rediss://`).
+    /// The Redis the services read overrides from (`redis://` or `rediss://`). One of
+    /// `--redis`, `--cluster` and `--sentinel` names the deployment; given on the command
+    /// line it wins over the environment; two on the command line, or two in the
+    /// environment, are refused.
     #[arg(
         long,
         env = "REDIS_URL",
@@ -38,15 +43,18 @@ struct Cli {
     #[arg(
         long,
         env = "REDIS_CLUSTER_NODES",
+        hide_env_values = true,
         global = true,
         value_delimiter = ','
     )]
     cluster: Option<Vec<String>>,
-    /// Redis Sentinel instead (unless `--cluster`): the sentinels' URLs, comma-separated,
-    /// with `--sentinel-master`; the primary they name is used.
+    /// Redis Sentinel instead: the sentinels' URLs, comma-separated, with
+    /// `--sentinel-master`; the primary they name is used, with TLS when they are
+    /// `rediss://`.
     #[arg(
         long,
         env = "REDIS_SENTINEL_NODES",
+        hide_env_values = true,
         global = true,
         value_delimiter = ','
     )]
@@ -54,7 +62,8 @@ struct Cli {
     /// The name the sentinels know the primary by.
     #[arg(long, env = "REDIS_SENTINEL_MASTER", global = true)]
     sentinel_master: Option<String>,
-    /// The primary's password, when it wants one.
+    /// The primary's password, when it wants one (better from the environment: a
+    /// command line is visible to every user of the machine).
     #[arg(
         long,
         env = "REDIS_SENTINEL_MASTER_PASSWORD",
@@ -196,17 +205,57 @@ fn entry(kind: ListKind, args: &EntryArgs) -> Result<(String, ListEntry), String
     Ok((format!("{} {entry}", kind.as_str()), entry))
 }
 
-async fn run(cli: Cli) -> Result<(), String> {
-    let target = match (cli.cluster, cli.sentinel) {
-        (Some(nodes), _) => Target::Cluster(nodes),
-        (None, Some(sentinels)) => Target::Sentinel {
+/// The deployment options, by argument id and as the command line and the environment call
+/// them.
+const DEPLOYMENTS: [(&str, &str, &str); 3] = [
+    ("redis", "--redis", "REDIS_URL"),
+    ("cluster", "--cluster", "REDIS_CLUSTER_NODES"),
+    ("sentinel", "--sentinel", "REDIS_SENTINEL_NODES"),
+];
+
+/// The id of the deployment option in force: the one given on the command line, else the
+/// one the environment gives, else `redis` (its default).
+fn deployment(matches: &ArgMatches) -> Result<&'static str, String> {
+    for source in [ValueSource::CommandLine, ValueSource::EnvVariable] {
+        let given: Vec<_> = DEPLOYMENTS
+            .iter()
+            .filter(|(id, _, _)| matches.value_source(id) == Some(source))
+            .collect();
+        match given.as_slice() {
+            [] => continue,
+            [(id, _, _)] => return Ok(id),
+            more => {
+                let names: Vec<&str> = more
+                    .iter()
+                    .map(|(_, flag, env)| {
+                        if source == ValueSource::CommandLine {
+                            *flag
+                        } else {
+                            *env
+                        }
+                    })
+                    .collect();
+                return Err(format!(
+                    "{} name two Redis deployments: give one",
+                    names.join(" and ")
+                ));
+            }
+        }
+    }
+    Ok("redis")
+}
+
+async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
+    let target = match (deployment, cli.cluster, cli.sentinel) {
+        ("cluster", Some(nodes), _) => Target::Cluster(nodes),
+        ("sentinel", _, Some(sentinels)) => Target::Sentinel {
             sentinels,
             master: cli.sentinel_master.ok_or(
                 "--sentinel (REDIS_SENTINEL_NODES) needs --sentinel-master (REDIS_SENTINEL_MASTER), the name the sentinels know the primary by",
             )?,
             password: cli.sentinel_master_password,
         },
-        (None, None) => Target::Url(cli.redis),
+        _ => Target::Url(cli.redis),
     };
     let admin = Admin::connect(target, &cli.key).await?;
     match cli.command {
@@ -344,8 +393,17 @@ async fn list(admin: &Admin, kind: ListKind, command: ListCommand) -> Result<(),
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(cli).await {
+    let matches = Cli::command().get_matches();
+    let chosen = deployment(&matches);
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
+    let done = match chosen {
+        Ok(chosen) => run(cli, chosen).await,
+        Err(error) => Err(error),
+    };
+    match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");

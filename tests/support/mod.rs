@@ -22,7 +22,7 @@ pub use example::{admin_command, example, free_port};
 pub use fake_stores::{Down, Hung};
 pub use log_capture::CapturedLog;
 pub use proxy::Proxy;
-pub use sentinel::{SentinelSetup, MASTER_NAME};
+pub use sentinel::{LoneSentinel, SentinelSetup, MASTER_NAME};
 pub use server::{dir_prefix, ping, RedisServer};
 
 /// Calls `attempt` every 50 ms until it succeeds or `within` has passed: its value and how

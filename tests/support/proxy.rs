@@ -68,6 +68,10 @@ impl Proxy {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// Black-holes every connection open now.
     pub fn freeze(&self) {
         self.generation.send_modify(|generation| *generation += 1);

@@ -184,6 +184,20 @@ impl SentinelSetup {
     }
 }
 
+/// One sentinel watching the server on `port` (a proxy's, say), killed on drop. Its quorum
+/// is 2, so alone it never fails over: it names that address as long as it runs.
+pub struct LoneSentinel(Sentinel);
+
+impl LoneSentinel {
+    pub fn start(port: u16) -> LoneSentinel {
+        LoneSentinel(start_sentinel(port, None))
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.0.port)
+    }
+}
+
 /// `INFO section` of `server`, signed in with `password` when given.
 fn info(server: &RedisServer, section: &str, password: Option<&str>) -> String {
     let url = match password {

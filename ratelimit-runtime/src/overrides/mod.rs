@@ -45,7 +45,7 @@ use std::{
 
 use arc_swap::ArcSwap;
 
-use crate::store::RedisSentinelStoreBuilder;
+use crate::store::RedisSentinelStore;
 
 pub use rules::{check_tier, ListEntry, ListKind, RouteSelector, RuleSet, MAX_TIER_LEN};
 pub use table::{declaration_text, policy_from_text, Overridden, Source};
@@ -102,12 +102,12 @@ pub struct Overrides {
     pub(crate) shared: Arc<Shared>,
 }
 
-/// How to reach the Redis that holds the overrides.
-#[derive(Debug, Clone)]
+/// How to reach the Redis that holds the overrides (no `Debug`: a URL may hold a password).
+#[derive(Clone)]
 pub(crate) enum RedisSource {
     Url(String),
     Cluster(Vec<String>),
-    Sentinel(Box<RedisSentinelStoreBuilder>),
+    Sentinel(RedisSentinelStore),
 }
 
 impl std::fmt::Debug for Overrides {
@@ -166,20 +166,28 @@ impl Overrides {
         self
     }
 
-    /// Reads overrides from the primary a Redis Sentinel deployment names, found and
-    /// followed through failovers as [`RedisSentinelStore`](crate::store::RedisSentinelStore)
-    /// finds it (the same builder: sentinels, master name, credentials, TLS; its timeouts
-    /// are the store's, one read takes at most 1 s).
+    /// Reads overrides from the primary a Redis Sentinel deployment names, through `store`
+    /// (a clone of it: the same sentinels, credentials, TLS and connection to the primary),
+    /// so they follow the primary through failovers as the store's checks do, and the
+    /// routes are published again to a primary the sentinels newly name. One read takes at
+    /// most 1 s; a read that does not answer in time drops the primary's connection, and
+    /// the next read makes one anew.
     ///
     /// ```no_run
-    /// use ratelimit_runtime::{overrides::Overrides, store::RedisSentinelStore};
+    /// # async fn run() -> Result<(), ratelimit_runtime::store::StoreConfigError> {
+    /// use ratelimit_runtime::{overrides::Overrides, store::RedisSentinelStore, RateLimiter};
     ///
-    /// let sentinels = RedisSentinelStore::builder(["redis://10.0.0.5:26379"], "limiter")
-    ///     .master_password("secret");
-    /// let overrides = Overrides::new().redis_sentinel(sentinels);
+    /// let store = RedisSentinelStore::builder(["redis://10.0.0.5:26379"], "limiter")
+    ///     .master_password("secret")
+    ///     .build()
+    ///     .await?;
+    /// let overrides = Overrides::new().redis_sentinel(&store);
+    /// let limiter = RateLimiter::new(store).overrides(overrides);
+    /// # Ok(())
+    /// # }
     /// ```
-    pub fn redis_sentinel(mut self, sentinels: RedisSentinelStoreBuilder) -> Self {
-        self.redis = Some(RedisSource::Sentinel(Box::new(sentinels)));
+    pub fn redis_sentinel(mut self, store: &RedisSentinelStore) -> Self {
+        self.redis = Some(RedisSource::Sentinel(store.clone()));
         self
     }
 

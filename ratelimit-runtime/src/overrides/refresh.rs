@@ -73,6 +73,14 @@ impl Shared {
         self.rebuild(&mut state);
     }
 
+    /// Has the declared routes published to Redis again at the next read.
+    fn republish(&self) {
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .published = false;
+    }
+
     fn rebuild(&self, state: &mut State) {
         state.generation += 1;
         let empty = Catalog::new();
@@ -281,8 +289,26 @@ fn hash_content(fields: &BTreeMap<String, String>) -> String {
 enum Connection {
     Single(redis::aio::MultiplexedConnection),
     Cluster(redis::cluster_async::ClusterConnection),
-    /// Follows the primary itself: kept through errors.
-    Sentinel(RedisSentinelStore),
+    /// Follows the primary itself: kept through errors. With the primaries named so far
+    /// when the routes were last published.
+    Sentinel(RedisSentinelStore, Option<u64>),
+}
+
+/// No answer within [`REDIS_TIMEOUT`].
+fn timed_out() -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "no answer within 1 s",
+    ))
+}
+
+/// `command`'s answer, or a time-out after [`REDIS_TIMEOUT`].
+async fn within<T>(
+    command: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> redis::RedisResult<T> {
+    tokio::time::timeout(REDIS_TIMEOUT, command)
+        .await
+        .unwrap_or_else(|_| Err(timed_out()))
 }
 
 impl Connection {
@@ -307,39 +333,50 @@ impl Connection {
                     .build()?;
                 Ok(Connection::Cluster(client.get_async_connection().await?))
             }
-            RedisSource::Sentinel(builder) => {
-                let store = builder.as_ref().clone().build().await.map_err(|error| {
-                    redis::RedisError::from((
-                        redis::ErrorKind::InvalidClientConfig,
-                        "the overrides' sentinels",
-                        error.to_string(),
-                    ))
-                })?;
-                Ok(Connection::Sentinel(store))
-            }
+            RedisSource::Sentinel(store) => Ok(Connection::Sentinel(store.clone(), None)),
         }
     }
 
     /// Whether the connection is made anew after an error (a Sentinel store finds the
-    /// primary again itself).
+    /// primary again itself, and drops a connection that failed).
     fn reopens_after_error(&self) -> bool {
-        !matches!(self, Connection::Sentinel(_))
+        !matches!(self, Connection::Sentinel(..))
     }
 
+    /// The hash at `key`, within [`REDIS_TIMEOUT`].
     async fn hgetall(&mut self, key: &str) -> redis::RedisResult<BTreeMap<String, String>> {
         match self {
-            Connection::Single(c) => c.hgetall(key).await,
-            Connection::Cluster(c) => c.hgetall(key).await,
-            Connection::Sentinel(store) => store.query(redis::cmd("HGETALL").arg(key)).await,
+            Connection::Single(c) => within(c.hgetall(key)).await,
+            Connection::Cluster(c) => within(c.hgetall(key)).await,
+            Connection::Sentinel(store, _) => {
+                store
+                    .query(redis::cmd("HGETALL").arg(key), REDIS_TIMEOUT)
+                    .await
+            }
         }
     }
 
+    /// Whether the routes published so far may not be where this connection reads: a
+    /// Sentinel deployment's primary changed since they were.
+    fn moved(&self) -> bool {
+        match self {
+            Connection::Sentinel(store, published) => store.primary_generation() != *published,
+            _ => false,
+        }
+    }
+
+    /// Writes `routes` to the hash at `key`, within [`REDIS_TIMEOUT`].
     async fn publish(&mut self, key: &str, routes: &[(String, String)]) -> redis::RedisResult<()> {
         match self {
-            Connection::Single(c) => c.hset_multiple(key, routes).await,
-            Connection::Cluster(c) => c.hset_multiple(key, routes).await,
-            Connection::Sentinel(store) => {
-                store.query(redis::cmd("HSET").arg(key).arg(routes)).await
+            Connection::Single(c) => within(c.hset_multiple(key, routes)).await,
+            Connection::Cluster(c) => within(c.hset_multiple(key, routes)).await,
+            Connection::Sentinel(store, published) => {
+                let primary = store.primary_generation();
+                store
+                    .query::<u64>(redis::cmd("HSET").arg(key).arg(routes), REDIS_TIMEOUT)
+                    .await?;
+                *published = primary;
+                Ok(())
             }
         }
     }
@@ -465,21 +502,17 @@ async fn read_redis(
     let Some(open) = connection.as_mut() else {
         return;
     };
-    let read = tokio::time::timeout(REDIS_TIMEOUT, open.hgetall(&config.redis_key)).await;
-    let reopen = open.reopens_after_error();
+    let read = open.hgetall(&config.redis_key).await;
     let fields = match read {
-        Ok(Ok(fields)) => fields,
-        Ok(Err(error)) => {
-            if reopen {
+        Ok(fields) => fields,
+        Err(error) => {
+            if open.reopens_after_error() {
                 *connection = None;
             }
+            // The server that answers next may have lost the published routes (a restart
+            // without persistence, a failover): they are published again.
+            shared.republish();
             return unreadable(shared, Source::Redis, &error);
-        }
-        Err(_) => {
-            if reopen {
-                *connection = None;
-            }
-            return unreadable(shared, Source::Redis, &"the read timed out");
         }
     };
     readable(shared, Source::Redis);
@@ -487,6 +520,9 @@ async fn read_redis(
     shared.offer(Source::Redis, content, |_| {
         RuleSet::from_fields(fields.iter().map(|(f, v)| (f.as_str(), v.as_str())))
     });
+    if open.moved() {
+        shared.republish();
+    }
     let routes = {
         let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
         match (&state.catalog, state.published) {
@@ -501,7 +537,7 @@ async fn read_redis(
     };
     if let Some(routes) = routes.filter(|r| !r.is_empty()) {
         let key = format!("{}{ROUTES_SUFFIX}", config.redis_key);
-        if let Ok(Ok(())) = tokio::time::timeout(REDIS_TIMEOUT, open.publish(&key, &routes)).await {
+        if open.publish(&key, &routes).await.is_ok() {
             shared
                 .state
                 .lock()

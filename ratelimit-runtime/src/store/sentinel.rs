@@ -134,8 +134,9 @@ impl RedisSentinelStore {
     ///
     /// # Errors
     ///
-    /// When no majority of the sentinels names the primary (none answered, or they
-    /// disagree), with why.
+    /// When no majority of the sentinels has named a primary yet (none answered, or they
+    /// disagreed), with why. Once one has been named it is kept, and answered, until a
+    /// majority names another.
     pub async fn primary_address(&self) -> Result<String, super::StoreError> {
         let named = self
             .watch
@@ -150,15 +151,45 @@ impl RedisSentinelStore {
         })
     }
 
-    /// `cmd` on the primary's connection (made first when there is none), for reads and
-    /// writes besides checks (the overrides' hash): a lost connection or a demoted primary
-    /// drops the connection, as a check's would.
+    /// Counts the primaries named so far (from 0, the first), once one has been: it moves
+    /// when the sentinels name another.
+    pub(crate) fn primary_generation(&self) -> Option<u64> {
+        self.watch
+            .named
+            .load()
+            .as_ref()
+            .map(|named| named.generation)
+    }
+
+    /// `cmd` on the primary's connection (made first when there is none) within `timeout`,
+    /// for reads and writes besides checks (the overrides' hash). A lost connection, a
+    /// demoted primary or no answer in time drops the connection, so that the next command
+    /// makes one anew (a stalled connection is not kept for want of an error).
     pub(crate) async fn query<T: ::redis::FromRedisValue>(
         &self,
         cmd: &::redis::Cmd,
+        timeout: Duration,
     ) -> RedisResult<T> {
-        let held = self.connection().await?;
-        let reply: RedisResult<Value> = cmd.query_async(&mut held.connection.clone()).await;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let timed_out = || {
+            RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer within {timeout:?}"),
+            ))
+        };
+        let held = tokio::time::timeout_at(deadline, self.connection())
+            .await
+            .map_err(|_| timed_out())??;
+        let reply: RedisResult<Value> =
+            match tokio::time::timeout_at(deadline, cmd.query_async(&mut held.connection.clone()))
+                .await
+            {
+                Ok(reply) => reply,
+                Err(_) => {
+                    self.primary.drop_connection(held.id);
+                    return Err(timed_out());
+                }
+            };
         match &reply {
             Err(error) if script_call::is_connection_loss(error) || is_read_only(error) => {
                 self.primary.drop_connection(held.id);
@@ -777,8 +808,8 @@ impl RedisSentinelStoreBuilder {
     /// # Errors
     ///
     /// When there is no sentinel or no master name, a URL is malformed or names a user
-    /// without a password, a master username comes without a password, or a timeout is
-    /// under 1 ms.
+    /// without a password, the URLs mix `redis://` and `rediss://`, a master username comes
+    /// without a password, or a timeout is under 1 ms.
     pub async fn build(self) -> Result<RedisSentinelStore, StoreConfigError> {
         if self.sentinels.is_empty() {
             return Err(StoreConfigError::new(
@@ -802,7 +833,7 @@ impl RedisSentinelStoreBuilder {
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(check_limit.saturating_add(check_limit / 4)));
         let mut sentinels = Vec::with_capacity(self.sentinels.len());
-        let mut template = None;
+        let mut template: Option<ConnectionInfo> = None;
         for url in &self.sentinels {
             let info = url
                 .as_str()
@@ -817,6 +848,15 @@ impl RedisSentinelStoreBuilder {
                     "the sentinel url `{}` is not a TCP address",
                     redact(url)
                 )));
+            }
+            let tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
+            if let Some(first) = &template {
+                if matches!(first.addr(), ConnectionAddr::TcpTls { .. }) != tls {
+                    return Err(StoreConfigError::new(format!(
+                        "the sentinel urls mix `redis://` and `rediss://` (`{}`): the primary is reached as the first one says, with TLS or without, so give every sentinel the same scheme",
+                        redact(url)
+                    )));
+                }
             }
             let client = super::tls::client(info.clone(), self.tls_root.as_deref())
                 .map_err(|err| StoreConfigError::for_url(url, err))?;
@@ -883,6 +923,21 @@ mod tests {
         assert!(
             err.to_string().contains("without a master password"),
             "{err}"
+        );
+        let err = RedisSentinelStore::builder(
+            [
+                "rediss://127.0.0.1:26379",
+                "redis://:secret@127.0.0.1:26380",
+            ],
+            "m",
+        )
+        .build()
+        .await
+        .unwrap_err();
+        let said = err.to_string();
+        assert!(
+            said.contains("mix `redis://` and `rediss://`") && !said.contains("secret"),
+            "{said}"
         );
     }
 }
