@@ -331,6 +331,51 @@ fn every_subcommand_has_help() {
     }
 }
 
+/// The command works on one deployment: two in the environment, or two on the command line,
+/// are refused before anything is read or written; `--help` shows no environment value (a
+/// URL may hold a password).
+#[test]
+fn the_command_takes_one_deployment() {
+    let refused = |redis: &[(&str, String)], args: &[&str], message: &str| {
+        let out = admin_with(redis, args);
+        assert!(!out.status.success(), "{args:?} accepted");
+        assert!(text(&out.stderr).contains(message), "{}", text(&out.stderr));
+    };
+    refused(
+        &[
+            ("REDIS_URL", "redis://127.0.0.1:1".to_owned()),
+            ("REDIS_CLUSTER_NODES", "redis://127.0.0.1:2".to_owned()),
+        ],
+        &["routes"],
+        "REDIS_URL and REDIS_CLUSTER_NODES name two Redis deployments",
+    );
+    refused(
+        &[],
+        &[
+            "routes",
+            "--redis",
+            "redis://127.0.0.1:1",
+            "--sentinel",
+            "redis://127.0.0.1:2",
+        ],
+        "--redis and --sentinel name two Redis deployments",
+    );
+    let secret = [
+        ("REDIS_URL", "redis://:url-secret@127.0.0.1:1".to_owned()),
+        (
+            "REDIS_SENTINEL_NODES",
+            "redis://:sentinel-secret@127.0.0.1:2".to_owned(),
+        ),
+        (
+            "REDIS_SENTINEL_MASTER_PASSWORD",
+            "primary-secret".to_owned(),
+        ),
+    ];
+    let help = text(&admin_with(&secret, &["--help"]).stdout);
+    assert!(help.contains("REDIS_SENTINEL_NODES"), "{help}");
+    assert!(!help.contains("secret"), "{help}");
+}
+
 /// With Redis Sentinel, the demo reads overrides from the primary the sentinels name and the
 /// command writes them there, before and after a failover: an override set through the
 /// sentinels is in force within 2 s, and one set after the primary died lands in the
