@@ -4,10 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use ratelimit_runtime::store::{RedisClusterStore, RedisStore, Store, StoreErrorKind};
+use ratelimit_runtime::store::{
+    AdjustRequest, Adjustment, CheckRequest, RedisClusterStore, RedisStore, Store, StoreErrorKind,
+};
 
 use crate::{
-    check,
+    check, limits, login,
     support::{Backend, RedisServer, T0},
 };
 
@@ -74,6 +76,59 @@ async fn a_redis_restart_between_checks_is_invisible() {
     assert!(after.allowed);
     assert_eq!(after.limits[0].remaining, 4, "a restarted, empty Redis");
     drop(server);
+}
+
+/// A reset and a read of a client's budget on a connection Redis closed (idle clients
+/// closed by `timeout`, `CLIENT KILL`, a restart) are carried out at the first try, as a
+/// check is: a password reset that clears a sign-in lockout does not fail for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_or_a_peek_on_a_closed_connection_is_carried_out() {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap();
+    let store = RedisStore::builder(server.url()).build().await.unwrap();
+    let (key, limits) = (login(), limits());
+    let request = CheckRequest {
+        key: &key,
+        limits: &limits,
+        now_millis: Some(T0),
+    };
+    let mut admin = server.connection();
+    let mut close_the_stores_connection = || {
+        let _: () = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .arg("SKIPME")
+            .arg("yes")
+            .query(&mut admin)
+            .unwrap();
+    };
+    for _ in 0..2 {
+        store.check(request).await.unwrap();
+    }
+    close_the_stores_connection();
+    store
+        .adjust(AdjustRequest::new(
+            &key,
+            &limits,
+            Some(T0),
+            Adjustment::Reset,
+        ))
+        .await
+        .expect("the first reset on a closed connection");
+    assert_eq!(store.check(request).await.unwrap().limits[0].remaining, 4);
+    close_the_stores_connection();
+    let peeked = store
+        .peek(request)
+        .await
+        .expect("the first peek on a closed connection");
+    assert!(peeked.allowed);
+    assert_eq!(
+        store.check(request).await.unwrap().limits[0].remaining,
+        3,
+        "a peek counts nothing"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -33,18 +33,9 @@ pub(crate) async fn check<C: ScriptConnection>(
         return Ok(Decision::new(Vec::new()));
     }
     let call = ScriptCall::new(&request);
-    let attempt = async {
-        match conn.run(&call).await {
-            // The connection manager has started reconnecting; one more try on the new
-            // connection, still inside the timeout. (A reply lost with the old connection
-            // may already have counted the request: the error is on the strict side.) Not
-            // after the client's own response timeout: the call is most likely still queued
-            // on a busy server, and a second one would count the request twice.
-            Err(err) if is_connection_loss(&err) && !err.is_timeout() => conn.run(&call).await,
-            other => other,
-        }
-    };
-    match tokio::time::timeout(timeout, attempt).await {
+    // A reply lost with the old connection may already have counted the request: a second
+    // try errs on the strict side.
+    match tokio::time::timeout(timeout, run_once_more(&mut conn, &call)).await {
         Err(_) => Err(StoreError::timeout(timeout)),
         Ok(Err(err)) => Err(store_error(&err)),
         Ok(Ok(reply)) => decode(&request, call.member(), reply),
@@ -84,7 +75,8 @@ pub(crate) async fn peek<C: ScriptConnection>(
         return Ok(Decision::new(Vec::new()));
     }
     let call = ScriptCall::peek(&request);
-    match tokio::time::timeout(timeout, conn.run(&call)).await {
+    // Counts nothing: a second try changes nothing.
+    match tokio::time::timeout(timeout, run_once_more(&mut conn, &call)).await {
         Err(_) => Err(StoreError::timeout(timeout)),
         Ok(Err(err)) => Err(store_error(&err)),
         Ok(Ok(reply)) => decode(&request, "", reply),
@@ -92,8 +84,9 @@ pub(crate) async fn peek<C: ScriptConnection>(
 }
 
 /// Carries out `request` on `conn` within `timeout`: the units given back (keys deleted, for
-/// a reset). Never retried: a give-back whose reply was lost may have been carried out, and
-/// a second would give back twice.
+/// a reset). A give-back is never tried twice: one whose reply was lost may have been carried
+/// out, and a second would give back twice. A reset is tried once more after a lost
+/// connection, as a check is: deleting the keys again deletes nothing more.
 pub(crate) async fn adjust<C: ScriptConnection>(
     mut conn: C,
     request: AdjustRequest<'_>,
@@ -116,10 +109,30 @@ pub(crate) async fn adjust<C: ScriptConnection>(
         ),
         Adjustment::Reset => ScriptCall::reset(request.key, request.limits, request.now_millis),
     };
-    match tokio::time::timeout(timeout, conn.run(&call)).await {
+    let attempt = async {
+        match request.change {
+            Adjustment::Reset => run_once_more(&mut conn, &call).await,
+            Adjustment::GiveBack { .. } => conn.run(&call).await,
+        }
+    };
+    match tokio::time::timeout(timeout, attempt).await {
         Err(_) => Err(StoreError::timeout(timeout)),
         Ok(Err(err)) => Err(store_error(&err)),
         Ok(Ok(reply)) => decode_given(reply),
+    }
+}
+
+/// `call` on `conn`, and once more after the connection was lost (a restart, a connection
+/// Redis closed): the connection has started reconnecting, so the second try goes over the
+/// new one, inside the caller's timeout. Not after the client's own response timeout: the
+/// call is then most likely still queued on a busy server. For calls that may run twice.
+async fn run_once_more<C: ScriptConnection>(
+    conn: &mut C,
+    call: &ScriptCall<'_>,
+) -> Result<Value, RedisError> {
+    match conn.run(call).await {
+        Err(err) if is_connection_loss(&err) && !err.is_timeout() => conn.run(call).await,
+        other => other,
     }
 }
 
