@@ -11,8 +11,9 @@ use icu_properties::{props::DefaultIgnorableCodePoint, CodePointSetData};
 /// lookup uses, so that every spelling the store takes for one account shares one budget.
 pub type Canonicalizer = fn(&str) -> String;
 
-/// The default canonical form of a username: default ignorable code points removed
-/// (zero-width characters, bidi controls, variation selectors, soft hyphens), Unicode NFKC
+/// The default canonical form of a username: control characters (`\0`, `\x7f`, C1
+/// controls, tabs and line breaks) and default ignorable code points (zero-width characters,
+/// bidi controls, variation selectors, soft hyphens) removed, Unicode NFKC
 /// (`ｒｅｐｒｏ` → `repro`, `K` (Kelvin) → `K`, composed and decomposed accents alike), full
 /// case folding (`ß` → `ss`, `Σ`/`ς` → `σ`), NFKC again (folding can leave a string
 /// unnormalised), and white space trimmed at both ends.
@@ -32,10 +33,14 @@ pub type Canonicalizer = fn(&str) -> String;
 /// assert_eq!(canonical_username("Straße"), canonical_username("STRASSE"));
 /// assert_eq!(canonical_username("\u{212a}elvin"), "kelvin");
 /// assert_eq!(canonical_username("e\u{301}"), canonical_username("\u{e9}"));
+/// assert_eq!(canonical_username("repro\0"), "repro");
 /// ```
 pub fn canonical_username(raw: &str) -> String {
     let ignorable = CodePointSetData::new::<DefaultIgnorableCodePoint>();
-    let visible: String = raw.chars().filter(|&c| !ignorable.contains(c)).collect();
+    // Invisible in a name as people read it, and dropped or cut at by some account stores
+    // (a C string ends at `\0`), so they must not make a name new to the limiter.
+    let unseen = |c: char| c.is_control() || ignorable.contains(c);
+    let visible: String = raw.chars().filter(|&c| !unseen(c)).collect();
     let nfkc = ComposingNormalizer::new_nfkc();
     let folded = CaseMapper::new()
         .fold_string(&nfkc.normalize(&visible))
@@ -45,7 +50,7 @@ pub fn canonical_username(raw: &str) -> String {
     let normal: String = nfkc
         .normalize(&folded)
         .chars()
-        .filter(|&c| !ignorable.contains(c))
+        .filter(|&c| !unseen(c))
         .collect();
     normal.trim().to_owned()
 }
@@ -69,6 +74,11 @@ mod tests {
             "victim\u{180e}",
             "\u{202a}victim\u{202c}",
             "vic\u{ad}tim",
+            "victim\u{0}",
+            "\u{7}victim",
+            "vic\u{1}tim\u{7f}",
+            "victim\u{9f}",
+            "vic\ttim\r\n",
         ];
         for spelling in spellings {
             assert_eq!(canonical_username(spelling), "victim", "{spelling:?}");
