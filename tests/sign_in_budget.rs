@@ -467,7 +467,7 @@ async fn a_route_may_refuse_bodies_without_a_readable_username() {
         .route_username_reader("POST /login", reader);
     let app = login_app(limiter, &accepted).await;
     // Brotli is not decompressed by the limiter (gzip and deflate are).
-    let compressed = post_from("203.0.113.7", "/login")
+    let compressed = post_from("203.0.113.8", "/login")
         .insert_header(("content-type", "application/json"))
         .insert_header(("content-encoding", "br"))
         .set_payload(&b"\x0b\x02\x80{}\x03"[..]);
@@ -494,6 +494,13 @@ async fn a_route_may_refuse_bodies_without_a_readable_username() {
         assert!(detail.contains(reason), "{detail}");
         assert!(detail.starts_with("POST /login"), "{detail}");
     }
+    // Refused, they still count, in the route's budget for unreadable requests of the
+    // address: a client cannot send them without end.
+    let mut statuses = Vec::new();
+    for _ in 0..=LIMIT {
+        statuses.push(status(&app, post_from("198.51.100.9", "/login")).await);
+    }
+    assert_eq!(statuses, [400, 400, 400, 429]);
     assert_eq!(accepted.0.lock().unwrap().len(), 0, "no handler ran");
     // Readable sign-ins are counted as ever.
     let mut statuses = Vec::new();

@@ -163,8 +163,10 @@ impl UsernameReader {
     }
 
     /// Answers a request whose username cannot be read `400 Bad Request` with a
-    /// `problem+json` body saying why, before any count, instead of counting it in the
-    /// route's one budget for unreadable bodies.
+    /// `problem+json` body saying why, instead of passing it to the handler. It is still
+    /// counted, in the route's one budget for unreadable bodies (per client address) and
+    /// in the route's limits that count no username: once those are spent it gets `429`
+    /// rather than `400`.
     #[must_use]
     pub fn refuse_unreadable(mut self) -> Self {
         self.refuse = true;

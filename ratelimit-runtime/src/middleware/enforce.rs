@@ -360,17 +360,15 @@ impl Limiter {
             None if route.policy.reads_username() => Some(reader.read(req).await),
             submitted => submitted,
         };
-        if let Some(Submitted::Unreadable(why)) = &submitted {
-            if reader.refuses_unreadable() && counting == Counting::Live {
-                tracing::debug!(
-                    target: "ratelimit",
-                    route = %route.label,
-                    reason = why.reason(),
-                    "refused: no readable username"
-                );
-                return Decided::Refuse(answer::unreadable_username(route, why.reason()));
+        // Why the request is refused without a readable username, when its route says so.
+        let refused = match &submitted {
+            Some(Submitted::Unreadable(why))
+                if reader.refuses_unreadable() && counting == Counting::Live =>
+            {
+                Some(why.reason())
             }
-        }
+            _ => None,
+        };
         // One identity per distinct identity the route's limits count by (usually one).
         let mut identities = Vec::with_capacity(route.identities.len());
         let mut submitted = Some(submitted);
@@ -387,7 +385,29 @@ impl Limiter {
                 .await;
             identities.push((*identity, extracted));
         }
-        self.decide_for(&identities, route, handle, counting).await
+        let Some(reason) = refused else {
+            return self.decide_for(&identities, route, handle, counting).await;
+        };
+        // Counted as any refused request is (the route's budget for unreadable requests of
+        // this address, and its limits that count no username): a 429 once that is spent,
+        // else the 400 saying why, so that refused requests are never free.
+        match self
+            .decide_for(&identities, route, handle, Counting::Refused)
+            .await
+        {
+            Decided::Refuse(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
+                Decided::Refuse(response)
+            }
+            Decided::Refuse(_) | Decided::Proceed { .. } => {
+                tracing::debug!(
+                    target: "ratelimit",
+                    route = %route.label,
+                    reason,
+                    "refused: no readable username"
+                );
+                Decided::Refuse(answer::unreadable_username(route, reason))
+            }
+        }
     }
 
     /// The verdict on one client: key → the flood shield, else one store call (none when
