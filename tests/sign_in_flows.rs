@@ -164,6 +164,23 @@ async fn of_100_concurrent_wrong_passwords_exactly_10_reach_the_handler() {
     assert_eq!(refused.count(), 90);
 }
 
+/// The headers tell what is left after the request: a success, whose unit went back, leaves
+/// what the failure before it left.
+#[actix_web::test]
+async fn a_success_headers_count_its_unit_given_back() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let reached = web::Data::new(Reached::default());
+    let app = app(limiter(&server, &clock).await, &reached).await;
+    let mut left = Vec::new();
+    for password in ["wrong", "right", "right", "wrong"] {
+        let response = send(&app, attempt("/login", "dora", password)).await;
+        let remaining = response.headers().get("x-ratelimit-remaining").unwrap();
+        left.push(remaining.to_str().unwrap().to_owned());
+    }
+    assert_eq!(left, ["9", "9", "9", "8"]);
+}
+
 #[actix_web::test]
 async fn right_passwords_use_no_budget_and_a_breach_locks_the_name_out_for_the_block() {
     let server = RedisServer::start();

@@ -196,7 +196,8 @@ impl Limiter {
 
     /// After the handler answered `succeeded`: a request that reserved units in limits that
     /// count failures only gives them back when it succeeded, where its check counted them.
-    /// A failure to give back leaves the units spent (the strict side), logged.
+    /// A failure to give back leaves the units spent (the strict side), logged. Whether
+    /// they went back.
     pub(crate) async fn settle(
         &self,
         key: &RouteKey,
@@ -204,9 +205,9 @@ impl Limiter {
         receipt: Option<&Receipt>,
         succeeded: bool,
         route: &str,
-    ) {
+    ) -> bool {
         if !succeeded {
-            return;
+            return false;
         }
         let failures_only: Vec<Limit> = limits
             .iter()
@@ -214,16 +215,20 @@ impl Limiter {
             .copied()
             .collect();
         if failures_only.is_empty() {
-            return;
+            return false;
         }
         let change = Adjustment::GiveBack { units: 1, receipt };
-        if let Err(error) = self.adjust(key, &failures_only, change).await {
-            tracing::warn!(
-                target: "ratelimit",
-                route,
-                %error,
-                "a success on a route that counts failures only could not give its unit back; it stays spent"
-            );
+        match self.adjust(key, &failures_only, change).await {
+            Ok(_) => true,
+            Err(error) => {
+                tracing::warn!(
+                    target: "ratelimit",
+                    route,
+                    %error,
+                    "a success on a route that counts failures only could not give its unit back; it stays spent"
+                );
+                false
+            }
         }
     }
 }

@@ -29,7 +29,7 @@ use crate::{
     identity::{ClientIdentity, Submitted, Unreadable},
     key::RouteKey,
     overrides::Tier,
-    policy::{FailMode, Identity, RoutePolicy},
+    policy::{Count, FailMode, Identity, RoutePolicy},
     store::{CheckRequest, Decision, LimitState, StoreError, StoreErrorKind},
 };
 
@@ -117,6 +117,7 @@ impl Limiter {
         // decision made in this process while the store failed, nor after the handler reset or
         // gave back the budget itself (it would be given back twice).
         let adjusted = budget.state().adjusted.get();
+        let mut gave_back = false;
         if let Some(decision) = budget
             .decision()
             .filter(|d| d.allowed && !local && !adjusted)
@@ -126,16 +127,22 @@ impl Limiter {
                 Err(error) => error.as_response_error().status_code(),
             };
             let state = budget.state();
-            self.settle(
-                &state.key,
-                state.limits,
-                decision.receipt.as_ref(),
-                (self.success)(status),
-                &route.label,
-            )
-            .await;
+            gave_back = self
+                .settle(
+                    &state.key,
+                    state.limits,
+                    decision.receipt.as_ref(),
+                    (self.success)(status),
+                    &route.label,
+                )
+                .await;
         }
-        let decision = budget.decision();
+        // The headers tell what is left after the request: a success that gave its unit
+        // back has it again in the limits that count failures only.
+        let settled = gave_back
+            .then(|| budget.decision().map(failures_given_back))
+            .flatten();
+        let decision = settled.as_ref().or(budget.decision());
         // A shadow limit is invisible to clients: no headers that would make them back off.
         // Where a declaration applies too and its own limiter counted the request inside,
         // that limiter's figures (or its 429 or 503) stand.
@@ -583,6 +590,17 @@ impl Limiter {
             local: decided_locally,
         }
     }
+}
+
+/// `decision` after its request gave its unit back to the limits that count failures only.
+fn failures_given_back(decision: &Decision) -> Decision {
+    let mut given = decision.clone();
+    for state in &mut given.limits {
+        if state.limit.count() == Count::Failures {
+            state.remaining = state.remaining.saturating_add(1).min(state.limit.max());
+        }
+    }
+    given
 }
 
 /// Whether an answer refused the request rather than serving it: anything but a success
