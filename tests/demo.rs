@@ -328,7 +328,7 @@ fn routes_prints_the_route_table_and_exits_zero() {
     let text = String::from_utf8(output.stdout).unwrap();
     for row in [
         "POST    /login           demo::routes::login",
-        "10/5m sliding_window failures block 15m",
+        "10/5m sliding_log failures block 15m",
         "5/15m sliding_log",
         "300/1m sliding_window",
         "60/1h fixed_window",

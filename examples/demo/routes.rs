@@ -49,6 +49,7 @@ pub const DEMO_PASSWORD: &str = "demo";
     limit = 10,
     window = "5m",
     identity = "username",
+    algorithm = "sliding_log",
     count = "failures",
     block = "15m",
     fail = "closed"
