@@ -224,6 +224,14 @@ async fn one_path_with_a_declared_and_an_undeclared_method() {
         uncovered_patterns(&error),
         [("GET".into(), "/login".into())]
     );
+    // The path's pooled name is `login`'s, which declares POST only: the hint does not send
+    // the reader to `login` for GET.
+    let message = error.to_string();
+    assert!(!message.contains("of `login`"), "{message}");
+    assert!(
+        message.contains("directly above `#[get(\"/login\")]`"),
+        "{message}"
+    );
 }
 
 #[actix_web::test]

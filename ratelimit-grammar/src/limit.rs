@@ -284,6 +284,17 @@ mod tests {
         assert_eq!(parse_window("5m"), Ok(300_000));
         assert_eq!(parse_window("1h30m"), Ok(5_400_000));
         assert_eq!(parse_window("31d"), Ok(MAX_WINDOW_MILLIS));
+        // humantime's other forms, as the guide lists them.
+        for (text, millis) in [
+            ("1h 30m", 5_400_000),
+            ("1w", 604_800_000),
+            ("5min", 300_000),
+            ("2 days", 172_800_000),
+            ("1.5s", 1_500),
+            ("1000us", 1),
+        ] {
+            assert_eq!(parse_window(text), Ok(millis), "{text}");
+        }
         assert!(parse_window("32d")
             .unwrap_err()
             .contains("maximum of 31 days"));

@@ -340,10 +340,18 @@ fn collect(
                         .map(str::to_owned)
                 })
                 .flatten();
+            // The pooled entry's name is the first resource's at this path: for a method
+            // that resource's declaration does not take, it names another handler, so the
+            // row names none rather than send the reader to the wrong function.
+            let resource = node.resource_name.clone().filter(|name| {
+                !declared
+                    .iter()
+                    .any(|d| d.function == name && !d.methods.iter().any(|m| *m == method))
+            });
             found.rows.push(RouteRow {
                 method,
                 pattern: node.full_path.clone(),
-                resource: node.resource_name.clone(),
+                resource,
                 status,
                 shared_path,
                 unlinked_marker,

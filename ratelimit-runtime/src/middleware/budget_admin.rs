@@ -69,7 +69,9 @@ impl RateLimiter {
     /// as the request path does; an address as an IP address). This instance stops refusing
     /// the client at once, the others within a second. Routes are named as the App's route
     /// table names them once the App has served a request; before, by the path written in
-    /// their route attribute (without a scope's prefix).
+    /// their route attribute (without a scope's prefix), and a route mounted under a scope
+    /// is then known only by that path: resetting it clears the key of the unscoped path,
+    /// which none of its requests use. Call it from a handler, or once the App has served.
     ///
     /// ```
     /// # actix_web::rt::System::new().block_on(async {
