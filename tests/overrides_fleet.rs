@@ -68,6 +68,16 @@ impl Demo {
         demo
     }
 
+    /// A sign-in as `username` with `password`, from the loopback address.
+    async fn login(&self, username: &str, password: &str) -> Option<u16> {
+        self.client
+            .post(format!("{}/login", self.base))
+            .send_json(&serde_json::json!({ "username": username, "password": password }))
+            .await
+            .ok()
+            .map(|r| r.status().as_u16())
+    }
+
     async fn status(&self, path: &str, user: Option<&str>) -> Option<u16> {
         let mut request = self.client.get(format!("{}{path}", self.base));
         if let Some(user) = user {
@@ -329,6 +339,91 @@ fn every_subcommand_has_help() {
         assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
         assert!(help.contains("Usage: ratelimit-admin"), "{args:?}: {help}");
     }
+}
+
+/// What the on-call command refuses or warns about, and a sign-in reset that lifts the
+/// name's lockout: a route declared exempt takes no override; a field the services cannot
+/// read (written by hand) makes them refuse the whole hash, so no write is taken until it
+/// is fixed, and listings warn; `reset` with an address and a name clears both budgets.
+#[actix_web::test]
+async fn the_command_keeps_the_hash_one_the_services_take() {
+    let redis = RedisServer::start();
+    let demo = Demo::start(&redis.url()).await;
+    let started = Instant::now();
+    while !text(&admin(&redis, &["routes"]).stdout).contains("GET /health") {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "routes not published"
+        );
+        demo.status("/health", None).await;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = admin(
+        &redis,
+        &[
+            "override",
+            "set",
+            "GET /health",
+            r#"limit = 1, window = "1m""#,
+        ],
+    );
+    assert!(
+        !out.status.success(),
+        "an override of an exempt route was taken"
+    );
+    assert!(
+        text(&out.stderr).contains("declared exempt"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let _: () = redis
+        .connection()
+        .hset("rl:overrides", "POST /orders", "limt = 3")
+        .unwrap();
+    let out = admin(&redis, &["deny", "add", "user_id", "evil"]);
+    assert!(
+        !out.status.success(),
+        "a write beside a refused field was taken"
+    );
+    let said = text(&out.stderr);
+    assert!(
+        said.contains("not written") && said.contains("limt"),
+        "{said}"
+    );
+    let out = admin(&redis, &["override", "list"]);
+    assert!(
+        text(&out.stderr).contains("warning"),
+        "{}",
+        text(&out.stderr)
+    );
+    let _: () = redis
+        .connection()
+        .hdel("rl:overrides", "POST /orders")
+        .unwrap();
+    assert!(admin(&redis, &["deny", "add", "user_id", "evil"])
+        .status
+        .success());
+
+    // 10 failures lock the name out; the 11th attempt is refused, the right password too.
+    for _ in 0..10 {
+        assert_eq!(demo.login("alice", "wrong").await, Some(401));
+    }
+    assert_eq!(demo.login("alice", "demo").await, Some(429));
+    let out = admin(
+        &redis,
+        &[
+            "reset",
+            "POST /login",
+            "--ip",
+            "127.0.0.1",
+            "--username",
+            "alice",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    actix_web::rt::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(demo.login("alice", "demo").await, Some(200));
 }
 
 /// The command works on one deployment: two in the environment, or two on the command line,

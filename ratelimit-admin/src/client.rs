@@ -109,7 +109,55 @@ impl Admin {
         self.hgetall(&self.routes_key()).await
     }
 
+    /// Why the services would refuse the hash as a whole (they apply all of it or none):
+    /// fields the grammar refuses, and route overrides naming a route the services do not
+    /// declare or declare exempt. `change` is a field to be written (`Some(value)`) or
+    /// removed (`None`) first.
+    pub(crate) async fn hash_problems(
+        &self,
+        change: Option<(&str, Option<&str>)>,
+    ) -> Result<Vec<String>, String> {
+        let mut fields = self.fields().await?;
+        match change {
+            Some((field, Some(value))) => {
+                fields.insert(field.to_owned(), value.to_owned());
+            }
+            Some((field, None)) => {
+                fields.remove(field);
+            }
+            None => {}
+        }
+        let set = match RuleSet::from_fields(fields.iter().map(|(f, v)| (f.as_str(), v.as_str()))) {
+            Ok(set) => set,
+            Err(errors) => return Ok(errors),
+        };
+        let routes = self.routes().await?;
+        if routes.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(set
+            .routes
+            .keys()
+            .filter_map(|selector| match routes.get(&selector.route) {
+                None => Some(format!("`{selector}` names no route the services declare")),
+                Some(declared) if declared.starts_with("exempt") => Some(format!(
+                    "`{selector}` is declared exempt, so it has no limit to override"
+                )),
+                Some(_) => None,
+            })
+            .collect())
+    }
+
+    /// Writes `field`, unless the hash would then be one the services refuse as a whole.
     pub(crate) async fn set(&self, field: &str, value: &str) -> Result<(), String> {
+        let problems = self.hash_problems(Some((field, Some(value)))).await?;
+        if !problems.is_empty() {
+            return Err(format!(
+                "not written: the services read `{}` whole and would refuse it, so nothing in it (this change included) would apply:\n  {}\nfix or clear those fields first (`override clear`, `allow remove`, `deny remove`, or HDEL)",
+                self.key,
+                problems.join("\n  ")
+            ));
+        }
         match &self.connection {
             Connection::Single(c) => c.clone().hset(&self.key, field, value).await,
             Connection::Cluster(c) => c.clone().hset(&self.key, field, value).await,
@@ -141,6 +189,15 @@ impl Admin {
             return Err(format!(
                 "no service has published its routes to `{}`, so `{}` cannot be checked against them: start a service that reads overrides from this Redis first",
                 self.routes_key(),
+                selector.route
+            ));
+        }
+        if routes
+            .get(&selector.route)
+            .is_some_and(|declared| declared.starts_with("exempt"))
+        {
+            return Err(format!(
+                "`{}` is declared exempt, so it has no limit to override (the services would refuse the whole hash); declare a limit on it, or use the allow and deny lists",
                 selector.route
             ));
         }
@@ -196,6 +253,13 @@ impl Admin {
         let Policy::Limited(policy) = self.policy(selector).await? else {
             return Err(format!("`{}` is exempt: it has no budget", selector.route));
         };
+        // A tier with no override of its own counts in the route's keys, as the services
+        // count it.
+        let fields = self.fields().await?;
+        let tier = selector
+            .tier
+            .as_deref()
+            .filter(|_| fields.contains_key(&selector.to_string()));
         let store: std::sync::Arc<dyn Store> = match &self.budgets {
             Budgets::Cluster(nodes) => std::sync::Arc::new(
                 RedisClusterStore::builder(nodes.clone())
@@ -228,12 +292,13 @@ impl Admin {
                     .ok_or_else(|| format!("`--header {h}`: write `name=value`"))
             })
             .collect::<Result<_, _>>()?;
-        let mut last_error = None;
+        // Every identity the arguments give (an address and a name on a sign-in route: both
+        // budgets, the name's lockout included).
+        let mut found = None;
         for identity in policy.identities() {
             let Some(given) = identity_values(identity, args, &headers) else {
                 continue;
             };
-            let tier = selector.tier.as_deref();
             let done = if reset {
                 limiter
                     .reset_under(&selector.route, policy, tier, &given)
@@ -244,19 +309,19 @@ impl Admin {
                     .state_under(&selector.route, policy, tier, &given)
                     .await
             };
-            match done {
-                Ok(states) => return Ok(states.into_iter().map(|s| (s.limit, s)).collect()),
-                Err(error) => last_error = Some(error.to_string()),
-            }
+            let states = done.map_err(|error| error.to_string())?;
+            found
+                .get_or_insert_with(Vec::new)
+                .extend(states.into_iter().map(|s| (s.limit, s)));
         }
-        Err(last_error.unwrap_or_else(|| {
+        found.ok_or_else(|| {
             let wanted: Vec<String> = policy.identities().iter().map(ToString::to_string).collect();
             format!(
                 "`{}` counts clients by `{}`: give those parts (`--ip`, `--username`, `--user-id`, `--api-key`, `--header name=value`)",
                 selector.route,
                 wanted.join("` or `")
             )
-        }))
+        })
     }
 }
 

@@ -281,7 +281,7 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
                     }
                 }
             }
-            Ok(())
+            warn_if_refused(&admin).await
         }
         Command::Override(OverrideCommand::List) => {
             for (field, value) in admin.fields().await? {
@@ -289,7 +289,7 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
                     println!("{field} = '{value}'");
                 }
             }
-            Ok(())
+            warn_if_refused(&admin).await
         }
         Command::Override(OverrideCommand::Set {
             route,
@@ -306,7 +306,7 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
             let selector = selector(&route, tier.as_deref())?;
             if admin.remove(&selector.to_string()).await? {
                 println!("cleared `{selector}`: its declared policy is in force again");
-                Ok(())
+                warn_if_refused(&admin).await
             } else {
                 Err(format!("`{selector}` has no override in `{}`", cli.key))
             }
@@ -356,6 +356,19 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
     }
 }
 
+/// Says on stderr when the services refuse the hash as a whole as it stands: nothing in it
+/// is then in force, whatever a listing shows.
+async fn warn_if_refused(admin: &Admin) -> Result<(), String> {
+    let problems = admin.hash_problems(None).await?;
+    if !problems.is_empty() {
+        eprintln!(
+            "warning: the services refuse the overrides hash as a whole, so none of it is in force:\n  {}",
+            problems.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
 async fn list(admin: &Admin, kind: ListKind, command: ListCommand) -> Result<(), String> {
     match command {
         ListCommand::List => {
@@ -369,10 +382,33 @@ async fn list(admin: &Admin, kind: ListKind, command: ListCommand) -> Result<(),
                     }
                 }
             }
-            Ok(())
+            warn_if_refused(admin).await
         }
         ListCommand::Add { entry: args, note } => {
             let (field, entry) = entry(kind, &args)?;
+            if let ListEntry::Ip(net) = &entry {
+                // `10.1.2.3/8` is read as `10.0.0.0/8`, and `127.0.0.1/0` as every address:
+                // a range is written as its first address, so such a slip is caught here.
+                let written = args
+                    .value
+                    .trim()
+                    .split('/')
+                    .next()
+                    .and_then(|address| address.parse::<std::net::IpAddr>().ok())
+                    .map(|address| match address {
+                        std::net::IpAddr::V6(v6) => {
+                            v6.to_ipv4_mapped().map_or(address, std::net::IpAddr::V4)
+                        }
+                        v4 => v4,
+                    });
+                if args.value.contains('/') && written.is_some_and(|address| address != net.addr())
+                {
+                    return Err(format!(
+                        "`{}` has bits set past its prefix: it means the range `{net}`; write that if you mean it",
+                        args.value
+                    ));
+                }
+            }
             // Checked as the services read it, so nothing a service would refuse is written.
             RuleSet::from_fields([(field.as_str(), note.as_str())]).map_err(|e| e.join("\n"))?;
             admin.set(&field, &note).await?;
@@ -383,7 +419,7 @@ async fn list(admin: &Admin, kind: ListKind, command: ListCommand) -> Result<(),
             let (field, entry) = entry(kind, &args)?;
             if admin.remove(&field).await? {
                 println!("removed {} {entry}", kind.as_str());
-                Ok(())
+                warn_if_refused(admin).await
             } else {
                 Err(format!("no entry `{field}`"))
             }

@@ -15,6 +15,9 @@ use super::{
 };
 use crate::store::RedisSentinelStore;
 
+/// How often the declared routes are published to Redis again, whatever happened.
+const REPUBLISH_EVERY: Duration = Duration::from_secs(60);
+
 /// How long one read of the Redis hash may take.
 const REDIS_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -430,10 +433,17 @@ fn run(config: Overrides, shared: Weak<Shared>) {
     runtime.block_on(async move {
         let mut connection: Option<Connection> = None;
         let mut next_redis = Instant::now();
+        let mut next_publish = Instant::now() + REPUBLISH_EVERY;
         loop {
             let Some(shared) = shared.upgrade() else {
                 return;
             };
+            if Instant::now() >= next_publish {
+                // The routes hash may have gone without an error on the way (FLUSHALL, an
+                // eviction, a restored backup): written again now and then.
+                shared.republish();
+                next_publish = Instant::now() + REPUBLISH_EVERY;
+            }
             let mut settling = false;
             if let Some(path) = &config.file {
                 settling = read_file(&shared, path);

@@ -173,11 +173,29 @@ impl fmt::Display for ListEntry {
 fn parse_range(text: &str) -> Result<IpNet, String> {
     if let Ok(net) = text.parse::<IpNet>() {
         // `10.1.2.3/8` means the range it falls in.
-        return Ok(net.trunc());
+        return Ok(unmapped(net.trunc()));
     }
-    text.parse::<IpAddr>().map(IpNet::from).map_err(|_| {
-        format!("`{text}` is no address or range (CIDR): e.g. `203.0.113.0/24`, `2001:db8::/32`, `198.51.100.7`")
-    })
+    text.parse::<IpAddr>()
+        .map(|address| unmapped(IpNet::from(address)))
+        .map_err(|_| {
+            format!("`{text}` is no address or range (CIDR): e.g. `203.0.113.0/24`, `2001:db8::/32`, `198.51.100.7`")
+        })
+}
+
+/// An IPv4-mapped IPv6 range (`::ffff:192.0.2.0/120`) as the IPv4 range it maps: clients
+/// are matched by the IPv4 address such a client connects from, so the mapped form would
+/// match none.
+fn unmapped(net: IpNet) -> IpNet {
+    if let IpNet::V6(v6) = net {
+        if let (Some(v4), Some(prefix)) =
+            (v6.addr().to_ipv4_mapped(), v6.prefix_len().checked_sub(96))
+        {
+            if let Ok(v4) = ipnet::Ipv4Net::new(v4, prefix) {
+                return IpNet::V4(v4);
+            }
+        }
+    }
+    net
 }
 
 /// One source's overrides, checked: every route's declarations parsed, every entry read.
@@ -277,6 +295,13 @@ mod tests {
             "ip 2001:db8::1/128"
         );
         assert!(ListEntry::parse("ip 10.0.0.0/33").is_err());
+        // IPv4-mapped IPv6, as the IPv4 clients it maps are matched.
+        for (mapped, plain) in [
+            ("ip ::ffff:127.0.0.1", "ip 127.0.0.1/32"),
+            ("ip ::ffff:10.0.0.0/104", "ip 10.0.0.0/8"),
+        ] {
+            assert_eq!(ListEntry::parse(mapped).unwrap().to_string(), plain);
+        }
         assert!(ListEntry::parse("apikey x")
             .unwrap_err()
             .contains("did you mean `api_key`"));
