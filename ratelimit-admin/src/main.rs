@@ -385,6 +385,12 @@ async fn list(admin: &Admin, kind: ListKind, command: ListCommand) -> Result<(),
             warn_if_refused(admin).await
         }
         ListCommand::Add { entry: args, note } => {
+            if note.contains(char::is_control) {
+                return Err(
+                    "a note is one line of text: no line breaks or other control characters"
+                        .to_owned(),
+                );
+            }
             let (field, entry) = entry(kind, &args)?;
             if let ListEntry::Ip(net) = &entry {
                 // `10.1.2.3/8` is read as `10.0.0.0/8`, and `127.0.0.1/0` as every address:

@@ -37,6 +37,13 @@ impl RouteSelector {
         };
         let (method, pattern) = route.split_once(' ').ok_or_else(shape)?;
         let pattern = pattern.trim();
+        if method.chars().any(|c| c.is_ascii_lowercase()) && pattern.starts_with('/') {
+            return Err(format!(
+                "{}; did you mean `{} {pattern}`? (methods are upper case)",
+                shape(),
+                method.to_ascii_uppercase()
+            ));
+        }
         if Method::from_bytes(method.as_bytes()).is_err()
             || method.chars().any(|c| c.is_ascii_lowercase())
             || !pattern.starts_with('/')
@@ -280,6 +287,7 @@ mod tests {
         for bad in [
             "/login",
             "post /login",
+            "Post /login",
             "POST login",
             r#"GET /x tier pro"#,
             r#"GET /x tier "P R""#,
@@ -294,6 +302,9 @@ mod tests {
             ListEntry::parse("ip 2001:db8::1").unwrap().to_string(),
             "ip 2001:db8::1/128"
         );
+        assert!(RouteSelector::parse("post /login")
+            .unwrap_err()
+            .contains("did you mean `POST /login`?"));
         assert!(ListEntry::parse("ip 10.0.0.0/33").is_err());
         // IPv4-mapped IPv6, as the IPv4 clients it maps are matched.
         for (mapped, plain) in [
