@@ -219,7 +219,11 @@ impl Admin {
 
     /// The policy in force on `selector`'s route for its tier: the override's, else the
     /// declared one the services published.
-    async fn policy(&self, selector: &RouteSelector) -> Result<Policy, String> {
+    async fn policy(
+        &self,
+        selector: &RouteSelector,
+        fields: &BTreeMap<String, String>,
+    ) -> Result<Policy, String> {
         let routes = self.routes().await?;
         let declared = routes.get(&selector.route).ok_or_else(|| {
             format!(
@@ -230,7 +234,6 @@ impl Admin {
         })?;
         let declared =
             policy_from_text(&selector.route, declared, None).map_err(|e| e.join("\n"))?;
-        let fields = self.fields().await?;
         let overridden = fields
             .get(&selector.to_string())
             .or_else(|| fields.get(&selector.route));
@@ -250,12 +253,12 @@ impl Admin {
         args: &ClientArgs,
         reset: bool,
     ) -> Result<Vec<(Limit, LimitState)>, String> {
-        let Policy::Limited(policy) = self.policy(selector).await? else {
+        let fields = self.fields().await?;
+        let Policy::Limited(policy) = self.policy(selector, &fields).await? else {
             return Err(format!("`{}` is exempt: it has no budget", selector.route));
         };
         // A tier with no override of its own counts in the route's keys, as the services
         // count it.
-        let fields = self.fields().await?;
         let tier = selector
             .tier
             .as_deref()

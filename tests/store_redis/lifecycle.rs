@@ -9,7 +9,7 @@ use ratelimit_runtime::store::{
 };
 
 use crate::{
-    check, limits, login,
+    check, kill_other_clients, limits, login,
     support::{Backend, RedisServer, T0},
 };
 
@@ -94,20 +94,10 @@ async fn a_reset_or_a_peek_on_a_closed_connection_is_carried_out() {
         now_millis: Some(T0),
     };
     let mut admin = server.connection();
-    let mut close_the_stores_connection = || {
-        let _: () = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("TYPE")
-            .arg("normal")
-            .arg("SKIPME")
-            .arg("yes")
-            .query(&mut admin)
-            .unwrap();
-    };
     for _ in 0..2 {
         store.check(request).await.unwrap();
     }
-    close_the_stores_connection();
+    kill_other_clients(&mut admin);
     store
         .adjust(AdjustRequest::new(
             &key,
@@ -118,7 +108,7 @@ async fn a_reset_or_a_peek_on_a_closed_connection_is_carried_out() {
         .await
         .expect("the first reset on a closed connection");
     assert_eq!(store.check(request).await.unwrap().limits[0].remaining, 4);
-    close_the_stores_connection();
+    kill_other_clients(&mut admin);
     let peeked = store
         .peek(request)
         .await

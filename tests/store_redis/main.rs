@@ -74,3 +74,15 @@ fn connections_received(node: &RedisServer) -> u64 {
         .and_then(|n| n.trim().parse().ok())
         .expect("total_connections_received")
 }
+
+/// Closes every client connection of the server but `admin`'s own.
+fn kill_other_clients(admin: &mut redis::Connection) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(admin)
+        .unwrap();
+}

@@ -11,7 +11,7 @@ use ratelimit_runtime::{
 };
 
 use crate::{
-    connections_received, limits, login,
+    connections_received, kill_other_clients, limits, login,
     support::{self, RedisServer},
 };
 
@@ -395,18 +395,6 @@ async fn a_redis_busy_with_a_script_is_not_sent_a_connection_a_second() {
         opened <= 4,
         "{opened} connections opened while Redis ran a 10 s script"
     );
-}
-
-/// Closes every client connection of the server but `admin`'s own.
-fn kill_other_clients(admin: &mut redis::Connection) {
-    let _: () = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .arg("SKIPME")
-        .arg("yes")
-        .query(admin)
-        .unwrap();
 }
 
 /// Runs the Lua `source` on `server` on a thread of its own, until it ends or is killed.

@@ -297,21 +297,13 @@ enum Connection {
     Sentinel(RedisSentinelStore, Option<u64>),
 }
 
-/// No answer within [`REDIS_TIMEOUT`].
-fn timed_out() -> redis::RedisError {
-    redis::RedisError::from(std::io::Error::new(
-        std::io::ErrorKind::TimedOut,
-        "no answer within 1 s",
-    ))
-}
-
 /// `command`'s answer, or a time-out after [`REDIS_TIMEOUT`].
 async fn within<T>(
     command: impl std::future::Future<Output = redis::RedisResult<T>>,
 ) -> redis::RedisResult<T> {
     tokio::time::timeout(REDIS_TIMEOUT, command)
         .await
-        .unwrap_or_else(|_| Err(timed_out()))
+        .unwrap_or_else(|_| Err(crate::store::no_answer_within(REDIS_TIMEOUT)))
 }
 
 impl Connection {

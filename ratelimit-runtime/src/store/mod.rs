@@ -12,6 +12,7 @@ mod memory;
 mod redis;
 pub(crate) mod script;
 mod script_call;
+pub(crate) use script_call::no_answer_within;
 mod sentinel;
 pub(crate) mod tls;
 

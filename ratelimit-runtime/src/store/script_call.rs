@@ -167,6 +167,15 @@ impl ScriptConnection for ConnectionManager {
     }
 }
 
+/// The error of a command that got no answer within `timeout` (an I/O time-out, so it
+/// reads as one wherever errors are sorted: [`store_error`], `RedisError::is_timeout`).
+pub(crate) fn no_answer_within(timeout: Duration) -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("no answer within {timeout:?}"),
+    ))
+}
+
 /// Whether the connection was lost (or could not be made), as opposed to an answer.
 pub(crate) fn is_connection_loss(err: &RedisError) -> bool {
     err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal()

@@ -171,15 +171,9 @@ impl RedisSentinelStore {
         timeout: Duration,
     ) -> RedisResult<T> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let timed_out = || {
-            RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("no answer within {timeout:?}"),
-            ))
-        };
         let held = tokio::time::timeout_at(deadline, self.connection())
             .await
-            .map_err(|_| timed_out())??;
+            .map_err(|_| script_call::no_answer_within(timeout))??;
         let reply: RedisResult<Value> =
             match tokio::time::timeout_at(deadline, cmd.query_async(&mut held.connection.clone()))
                 .await
@@ -187,7 +181,7 @@ impl RedisSentinelStore {
                 Ok(reply) => reply,
                 Err(_) => {
                     self.primary.drop_connection(held.id);
-                    return Err(timed_out());
+                    return Err(script_call::no_answer_within(timeout));
                 }
             };
         match &reply {
