@@ -28,7 +28,7 @@ struct FloorLimit {
     connection: Option<MultiplexedConnection>,
     sha: String,
     /// What this server's keys of the scope start with: the scope, after the process id, so
-    /// (d), (f) and (d′) never count in one another's keys (with shared keys, whichever ran
+    /// (d), (f) and (f′) never count in one another's keys (with shared keys, whichever ran
     /// first would pay for creating the keys in the exact checks).
     key_stem: String,
     limit: u64,

@@ -164,7 +164,7 @@ fn run(options: &Options, work_dir: &WorkDir) -> Result<Health, String> {
     );
     let memory = memory::run(&mut rig, identities, requests_each)?;
 
-    let verdicts = goals::evaluate(&results, &checks, round_trip);
+    let verdicts = goals::evaluate(&results, &checks);
     let report = Report {
         options,
         plan: &plan,

@@ -22,12 +22,12 @@ pub struct Target {
     pub replica: bool,
 }
 
-/// The variants measured twice in each cell, (a′) and (d′): the baselines of the goals.
-pub const REPLICATED: [Variant; 2] = [Variant::NoLimiter, Variant::Floor];
+/// The variants measured twice in each cell, (a′) and (f′): the baselines of the goals.
+pub const REPLICATED: [Variant; 2] = [Variant::NoLimiter, Variant::FloorPerWorker];
 
 impl Target {
     /// (a) to (d), (f), (g), this project's route per algorithm and the stacked one, then
-    /// the replicas (a′) and (d′).
+    /// the replicas (a′) and (f′).
     pub fn all() -> Vec<Target> {
         let others = [
             Variant::NoLimiter,
@@ -219,9 +219,9 @@ mod tests {
         assert_eq!(first[4], "(f) floor-per-worker");
         assert_eq!(first[5], "(e) fixed_window");
         assert_eq!(first[9], "(e) stacked");
-        // The replicas close each cell, as far from (a) and (d) in time as any target.
+        // The replicas close each cell, as far from (a) and (f) in time as any target.
         assert_eq!(first[10], "(a′) none");
-        assert_eq!(first[11], "(d′) floor");
+        assert_eq!(first[11], "(f′) floor-per-worker");
         assert_eq!(order[12].1, plan.cells[1]);
         assert!(order[..111].iter().all(|(round, _, _)| *round == 0));
         let flood: Vec<String> = order
