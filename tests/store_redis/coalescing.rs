@@ -433,6 +433,63 @@ async fn checks_given_up_mid_lane_never_stall_the_key() {
     }
 }
 
+/// A shared call whose connection drops before its reply is sent once more on a new
+/// connection, as a check alone is: the checks waiting for it are decided, not failed, and
+/// counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_call_on_a_dropped_connection_is_sent_once_more() {
+    use std::time::Duration;
+
+    let (server, store) = fresh_store().await;
+    let key = RouteKey::new("rl", "GET", "/dropped", &[(IdentityPart::Ip, "10.0.0.3")]);
+    let limit = Limit::new(1_000, Window::from_secs(600), Algorithm::FixedWindow);
+    assert!(check_now(&store, &key, limit).await.allowed);
+    let mut admin = server.connection();
+    // Scripts wait unanswered; `CLIENT KILL` and `CLIENT UNPAUSE` still run.
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(20_000)
+        .arg("WRITE")
+        .query(&mut admin)
+        .unwrap();
+    let first = {
+        let (store, key) = (store.clone(), key.clone());
+        tokio::spawn(async move { check_key(&store, &key, &[limit]).await })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // These wait in the key's lane for the first, then share one call, sent when the first
+    // times out (5 s after it started, 3 s into their own 5 s).
+    let waiting: Vec<_> = (0..10)
+        .map(|_| {
+            let (store, key) = (store.clone(), key.clone());
+            tokio::spawn(async move { check_key(&store, &key, &[limit]).await })
+        })
+        .collect();
+    let timed_out = first.await.unwrap();
+    assert!(timed_out.is_err(), "the first check, paused: {timed_out:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The shared call is unanswered on the paused server when its connection drops; the
+    // server writes again before a new connection reaches it.
+    crate::kill_other_clients(&mut admin);
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut admin)
+        .unwrap();
+    for waited in waiting {
+        let decided = waited.await.unwrap();
+        assert!(
+            matches!(&decided, Ok(decision) if decision.allowed),
+            "a check of the shared call: {decided:?}"
+        );
+    }
+    // Counted: the first check before the pause, the ten, and this one (the timed-out check
+    // and the dropped call never ran).
+    assert_eq!(
+        check_now(&store, &key, limit).await.limits[0].remaining,
+        988
+    );
+}
+
 /// 1,000 at once under a limit of 100, every algorithm: exactly 100 pass, each told what is
 /// left after it; and under a stack, exactly its tighter limit.
 async fn exactly_the_limit(store: &dyn Store, tag: &str) {

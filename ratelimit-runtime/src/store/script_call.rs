@@ -43,8 +43,9 @@ pub(crate) async fn check<C: ScriptConnection>(
 }
 
 /// Decides `units` concurrent checks of `request` (limits without a block, counting every
-/// request) on `conn` in one call within `timeout`. Not retried: a batch whose reply was
-/// lost may have been counted.
+/// request) on `conn` in one call within `timeout`, tried once more after a lost connection
+/// as a check alone is: the `units` checks are each retried as `units` single checks would
+/// be, and a reply lost with the old connection errs on the strict side by the same units.
 pub(crate) async fn check_batch<C: ScriptConnection>(
     mut conn: C,
     request: CheckRequest<'_>,
@@ -55,7 +56,7 @@ pub(crate) async fn check_batch<C: ScriptConnection>(
         return Err(error);
     }
     let call = ScriptCall::batch(&request, units);
-    match tokio::time::timeout(timeout, conn.run(&call)).await {
+    match tokio::time::timeout(timeout, run_once_more(&mut conn, &call)).await {
         Err(_) => Err(StoreError::timeout(timeout)),
         Ok(Err(err)) => Err(store_error(&err)),
         Ok(Ok(reply)) => decode_batch(reply, request.limits, call.member()),
