@@ -355,3 +355,51 @@ async fn a_crashed_sign_in_counts_as_a_failure() {
     assert_eq!(statuses[19], StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(statuses[18], StatusCode::TOO_MANY_REQUESTS, "{statuses:?}");
 }
+
+/// Before its App has served, a limiter knows the routes of the Apps the startup coverage
+/// check read: a route under a scope is reset by its full label, and its attribute's path
+/// alone (whose key none of its requests use) is refused with the full label.
+#[actix_web::test]
+async fn before_serving_a_scoped_route_is_reset_by_the_label_the_coverage_check_read() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let reached = web::Data::new(Reached::default());
+    let scoped = |limiter: RateLimiter| {
+        App::new()
+            .app_data(reached.clone())
+            .service(web::scope("/api").service(login))
+            .wrap(limiter)
+    };
+    let serving = limiter(&server, &clock).await;
+    ratelimit_runtime::coverage::require_coverage(scoped(serving.clone()))
+        .await
+        .expect("every route declared");
+    let app = test::init_service(scoped(serving)).await;
+    for _ in 0..10 {
+        send(&app, attempt("/api/login", "frank", "wrong")).await;
+    }
+    let locked = send(&app, attempt("/api/login", "frank", "right")).await;
+    assert_eq!(locked.status(), StatusCode::TOO_MANY_REQUESTS);
+    // Another instance's limiter, starting: its App has served nothing yet.
+    let starting = limiter(&server, &clock).await;
+    let name = [(IdentityPart::Username, "frank")];
+    let refused = starting.reset("POST /login", &name).await.unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "`POST /login` is mounted under a scope: name it as `POST /api/login`"
+    );
+    let state = starting.state("POST /api/login", &name).await.unwrap();
+    assert!(
+        !state[0].allowed,
+        "the name's lockout, under the full label"
+    );
+    starting
+        .reset("POST /api/login", &name)
+        .await
+        .expect("the scoped route's reset");
+    assert!(starting.state("POST /api/login", &name).await.unwrap()[0].allowed);
+    // The serving instance asks the store again within a second of its last refusal.
+    clock.advance(Duration::from_millis(1_001));
+    let after = send(&app, attempt("/api/login", "frank", "right")).await;
+    assert_eq!(after.status(), StatusCode::OK, "the lockout is lifted");
+}

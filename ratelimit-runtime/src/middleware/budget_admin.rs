@@ -6,7 +6,9 @@ use std::{fmt, net::IpAddr, sync::Arc};
 use actix_web::http::Method;
 
 use super::{
-    budget::adjust_within, declared_routes::DeclaredRoutes, rate_limiter::RateLimiter,
+    budget::adjust_within,
+    declared_routes::{self, DeclaredRoutes},
+    rate_limiter::RateLimiter,
     route_info::RouteInfo,
 };
 use crate::{
@@ -26,6 +28,14 @@ pub enum BudgetError {
     /// Several declarations answer that label (routes told apart by a guard): their budgets
     /// cannot be named by method and pattern.
     Ambiguous(String),
+    /// The label is the path in the route's attribute, but the App mounts the route under a
+    /// scope: its requests count under the full patterns given (`POST /api/login`).
+    Scoped {
+        /// The label given.
+        route: String,
+        /// The route's labels with their scope's prefix.
+        at: Vec<String>,
+    },
     /// The identity given is not the one the route counts: the parts it needs, in order.
     Identity {
         /// The route's label.
@@ -48,6 +58,11 @@ impl fmt::Display for BudgetError {
                 f,
                 "`{route}` names several declarations (routes told apart by a guard); their budgets cannot be named by method and pattern"
             ),
+            BudgetError::Scoped { route, at } => write!(
+                f,
+                "`{route}` is mounted under a scope: name it as `{}`",
+                at.join("` or `")
+            ),
             BudgetError::Identity { route, expected } => write!(
                 f,
                 "`{route}` counts clients by `{expected}`: give exactly those parts, in that order"
@@ -59,6 +74,51 @@ impl fmt::Display for BudgetError {
 
 impl std::error::Error for BudgetError {}
 
+/// Declarations with `method` (as `takes` says) at `pattern`, before the App has served: those
+/// the Apps the coverage check read mount at that full pattern, with that App's routes;
+/// else those whose route attribute has that path, unless a checked App mounts them only
+/// under a scope, where their requests count under the full pattern.
+fn before_serving(
+    route: &str,
+    method: &Method,
+    pattern: &str,
+    takes: impl Fn(&RouteDeclaration) -> bool,
+) -> Result<(Vec<&'static RouteDeclaration>, Option<Arc<DeclaredRoutes>>), BudgetError> {
+    let checked = declared_routes::checked();
+    let mut found: Vec<&'static RouteDeclaration> = Vec::new();
+    let mut routes = None;
+    for app in &checked {
+        for declaration in app.declarations_at(pattern).iter().filter(|d| takes(d)) {
+            if !found.iter().any(|f| std::ptr::eq(*f, *declaration)) {
+                found.push(declaration);
+            }
+            routes.get_or_insert_with(|| Arc::clone(app));
+        }
+    }
+    if !found.is_empty() {
+        return Ok((found, routes));
+    }
+    let by_attribute: Vec<&'static RouteDeclaration> = registry::declarations()
+        .filter(|d| d.path == pattern && takes(d))
+        .collect();
+    for declaration in &by_attribute {
+        let mut at: Vec<String> = checked
+            .iter()
+            .flat_map(|app| app.mounted_at(declaration))
+            .map(|full| format!("{method} {full}"))
+            .collect();
+        if !at.is_empty() {
+            at.sort();
+            at.dedup();
+            return Err(BudgetError::Scoped {
+                route: route.trim().to_owned(),
+                at,
+            });
+        }
+    }
+    Ok((by_attribute, None))
+}
+
 impl RateLimiter {
     /// Clears the budget of the client identified by `identity` on `route` (`"POST /login"`,
     /// as the route table labels it): the count and lockout of every limit of the route that
@@ -67,11 +127,17 @@ impl RateLimiter {
     /// `identity` gives each part the route counts, in order, with its plain value (a
     /// username as submitted: it is put in canonical form, and hashed under the key secret,
     /// as the request path does; an address as an IP address). This instance stops refusing
-    /// the client at once, the others within a second. Routes are named as the App's route
-    /// table names them once the App has served a request; before, by the path written in
-    /// their route attribute (without a scope's prefix), and a route mounted under a scope
-    /// is then known only by that path: resetting it clears the key of the unscoped path,
-    /// which none of its requests use. Call it from a handler, or once the App has served.
+    /// the client at once, the others within a second.
+    ///
+    /// Routes are named as the App's route table names them, with their scope's prefix.
+    /// Before the App has served a request the limiter has not read its routes: it knows
+    /// those of the Apps [`coverage::require_coverage`](crate::coverage::require_coverage)
+    /// (or another form of the check) read in this process, and a route those Apps mount
+    /// under a scope, named by its attribute's path alone, is refused
+    /// ([`BudgetError::Scoped`]). Without a coverage check it finds routes only by the path in
+    /// their route attribute, and a route under a scope is then found by that path alone,
+    /// whose key none of its requests use. So call it from a handler, once the App has
+    /// served, or after the startup coverage check.
     ///
     /// ```
     /// # actix_web::rt::System::new().block_on(async {
@@ -247,24 +313,24 @@ impl RateLimiter {
         let (method, pattern) = route.trim().split_once(' ').ok_or_else(unknown)?;
         let method = Method::from_bytes(method.as_bytes()).map_err(|_| unknown())?;
         let pattern = pattern.trim();
-        let declared: Option<&DeclaredRoutes> = self.declared.get().map(Arc::as_ref);
-        // The App's own routes once a worker has read them; before, a declaration at that
-        // very path (a route outside any scope).
         let takes = |d: &RouteDeclaration| {
             d.methods.is_empty() || d.methods.iter().any(|m| *m == method.as_str())
         };
-        let found: Vec<&'static RouteDeclaration> = match declared {
-            Some(declared) => declared
-                .declarations_at(pattern)
-                .iter()
-                .copied()
-                .filter(|d| takes(d))
-                .collect(),
-            None => registry::declarations()
-                .filter(|d| d.path == pattern && takes(d))
-                .collect(),
+        // The App's own routes once a worker has read them; before, those of the Apps the
+        // coverage check read, else a declaration at that very path (a route outside any
+        // scope).
+        let (mut found, declared) = match self.declared.get() {
+            Some(declared) => (
+                declared
+                    .declarations_at(pattern)
+                    .iter()
+                    .copied()
+                    .filter(|d| takes(d))
+                    .collect(),
+                Some(Arc::clone(declared)),
+            ),
+            None => before_serving(route, &method, pattern, takes)?,
         };
-        let mut found = found;
         found.dedup_by(|a, b| std::ptr::eq(*a, *b));
         let declaration = match found.as_slice() {
             [one] => *one,
@@ -284,7 +350,7 @@ impl RateLimiter {
             &method,
             Some(pattern.to_owned()),
             declared_policy,
-            declared,
+            declared.as_deref(),
         );
         if overridden.is_some() {
             info = info.overridden(policy, None);

@@ -20,6 +20,29 @@ pub struct MountedDeclaration {
     pub declaration: &'static RouteDeclaration,
 }
 
+/// The declared routes of every App the coverage check read in this process, for naming
+/// routes by their full pattern before a limiter has served (the App's own routes take over
+/// once it has).
+static CHECKED: std::sync::Mutex<Vec<std::sync::Arc<DeclaredRoutes>>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Records the declared routes of an App the coverage check read.
+pub(crate) fn remember_checked(tree: &IntrospectionTree) {
+    let routes = std::sync::Arc::new(DeclaredRoutes::from_tree(tree));
+    CHECKED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(routes);
+}
+
+/// The declared routes of every App the coverage check read so far.
+pub(crate) fn checked() -> Vec<std::sync::Arc<DeclaredRoutes>> {
+    CHECKED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
+
 /// The declared routes of one App.
 #[derive(Debug, Clone, Default)]
 pub struct DeclaredRoutes {
@@ -128,6 +151,15 @@ impl DeclaredRoutes {
     /// included.
     pub fn declarations_at(&self, pattern: &str) -> &[&'static RouteDeclaration] {
         self.all_at.get(pattern).map_or(&[], Vec::as_slice)
+    }
+
+    /// The full patterns `declaration` is mounted at in this App.
+    pub(crate) fn mounted_at(&self, declaration: &'static RouteDeclaration) -> Vec<&str> {
+        self.all_at
+            .iter()
+            .filter(|(_, declarations)| declarations.iter().any(|d| std::ptr::eq(*d, declaration)))
+            .map(|(pattern, _)| pattern.as_str())
+            .collect()
     }
 
     /// Every declared route by label (`POST /api/login`), for overrides to name.
