@@ -404,6 +404,37 @@ async fn the_command_keeps_the_hash_one_the_services_take() {
     assert!(admin(&redis, &["deny", "add", "user_id", "evil"])
         .status
         .success());
+    // Adding an entry again says it was listed, and what its note was.
+    let again = admin(
+        &redis,
+        &["deny", "add", "user_id", "evil", "--note", "abuse"],
+    );
+    assert_eq!(
+        text(&again.stdout).trim(),
+        "deny user_id evil (already listed; its note was empty)"
+    );
+    // A budget nothing counted in is whole, with no time to wait.
+    let out = admin(
+        &redis,
+        &[
+            "state",
+            "POST /login",
+            "--ip",
+            "203.0.113.9",
+            "--username",
+            "bob",
+        ],
+    );
+    let state = text(&out.stdout);
+    assert!(
+        out.status.success() && state.lines().count() >= 2,
+        "{state}{}",
+        text(&out.stderr)
+    );
+    assert!(
+        state.lines().all(|line| line.ends_with(", whole")),
+        "{state}"
+    );
 
     // 10 failures lock the name out; the 11th attempt is refused, the right password too.
     for _ in 0..10 {
@@ -466,6 +497,13 @@ fn the_command_takes_one_deployment() {
             "primary-secret".to_owned(),
         ),
     ];
+    // Nothing names a deployment: the command says which Redis it uses.
+    let out = admin_with(&[], &["routes"]);
+    assert!(
+        text(&out.stderr).contains("using redis://127.0.0.1:6379"),
+        "{}",
+        text(&out.stderr)
+    );
     let help = text(&admin_with(&secret, &["--help"]).stdout);
     assert!(help.contains("REDIS_SENTINEL_NODES"), "{help}");
     assert!(!help.contains("secret"), "{help}");

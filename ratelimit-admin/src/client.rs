@@ -109,24 +109,17 @@ impl Admin {
         self.hgetall(&self.routes_key()).await
     }
 
-    /// Why the services would refuse the hash as a whole (they apply all of it or none):
-    /// fields the grammar refuses, and route overrides naming a route the services do not
-    /// declare or declare exempt. `change` is a field to be written (`Some(value)`) or
-    /// removed (`None`) first.
-    pub(crate) async fn hash_problems(
-        &self,
-        change: Option<(&str, Option<&str>)>,
-    ) -> Result<Vec<String>, String> {
-        let mut fields = self.fields().await?;
-        match change {
-            Some((field, Some(value))) => {
-                fields.insert(field.to_owned(), value.to_owned());
-            }
-            Some((field, None)) => {
-                fields.remove(field);
-            }
-            None => {}
-        }
+    /// Why the services would refuse the hash as it stands as a whole (they apply all of it
+    /// or none): see [`Admin::problems_of`].
+    pub(crate) async fn hash_problems(&self) -> Result<Vec<String>, String> {
+        let fields = self.fields().await?;
+        self.problems_of(&fields).await
+    }
+
+    /// Why the services would refuse a hash of `fields` as a whole: fields the grammar
+    /// refuses, and route overrides naming a route the services do not declare or declare
+    /// exempt.
+    async fn problems_of(&self, fields: &BTreeMap<String, String>) -> Result<Vec<String>, String> {
         let set = match RuleSet::from_fields(fields.iter().map(|(f, v)| (f.as_str(), v.as_str()))) {
             Ok(set) => set,
             Err(errors) => return Ok(errors),
@@ -148,9 +141,12 @@ impl Admin {
             .collect())
     }
 
-    /// Writes `field`, unless the hash would then be one the services refuse as a whole.
-    pub(crate) async fn set(&self, field: &str, value: &str) -> Result<(), String> {
-        let problems = self.hash_problems(Some((field, Some(value)))).await?;
+    /// Writes `field`, unless the hash would then be one the services refuse as a whole:
+    /// the value it replaced, if it was there.
+    pub(crate) async fn set(&self, field: &str, value: &str) -> Result<Option<String>, String> {
+        let mut fields = self.fields().await?;
+        let replaced = fields.insert(field.to_owned(), value.to_owned());
+        let problems = self.problems_of(&fields).await?;
         if !problems.is_empty() {
             return Err(format!(
                 "not written: the services read `{}` whole and would refuse it, so nothing in it (this change included) would apply:\n  {}\nfix or clear those fields first (`override clear`, `allow remove`, `deny remove`, or HDEL)",
@@ -159,10 +155,11 @@ impl Admin {
             ));
         }
         match &self.connection {
-            Connection::Single(c) => c.clone().hset(&self.key, field, value).await,
-            Connection::Cluster(c) => c.clone().hset(&self.key, field, value).await,
+            Connection::Single(c) => c.clone().hset::<_, _, _, ()>(&self.key, field, value).await,
+            Connection::Cluster(c) => c.clone().hset::<_, _, _, ()>(&self.key, field, value).await,
         }
-        .map_err(failed)
+        .map_err(failed)?;
+        Ok(replaced)
     }
 
     /// Whether the field was there.

@@ -298,8 +298,12 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
         }) => {
             let selector = selector(&route, tier.as_deref())?;
             admin.check(&selector, &declarations).await?;
-            admin.set(&selector.to_string(), &declarations).await?;
-            println!("set `{selector}` = '{declarations}'");
+            match admin.set(&selector.to_string(), &declarations).await? {
+                Some(before) if before != declarations => {
+                    println!("set `{selector}` = '{declarations}' (it was '{before}')");
+                }
+                _ => println!("set `{selector}` = '{declarations}'"),
+            }
             Ok(())
         }
         Command::Override(OverrideCommand::Clear { route, tier }) => {
@@ -338,11 +342,15 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
                 } else {
                     0
                 };
-                let mut line = format!(
-                    "{limit}: count {}, remaining {left}, whole again in {}s",
-                    limit.max().saturating_sub(left),
-                    state.reset_after.as_secs_f64().ceil()
-                );
+                let count = limit.max().saturating_sub(left);
+                let mut line = if count == 0 {
+                    format!("{limit}: count 0, remaining {left}, whole")
+                } else {
+                    format!(
+                        "{limit}: count {count}, remaining {left}, whole again in {}s",
+                        state.reset_after.as_secs_f64().ceil()
+                    )
+                };
                 if !state.allowed {
                     line.push_str(&format!(
                         ", refused for {}s",
@@ -359,7 +367,7 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
 /// Says on stderr when the services refuse the hash as a whole as it stands: nothing in it
 /// is then in force, whatever a listing shows.
 async fn warn_if_refused(admin: &Admin) -> Result<(), String> {
-    let problems = admin.hash_problems(None).await?;
+    let problems = admin.hash_problems().await?;
     if !problems.is_empty() {
         eprintln!(
             "warning: the services refuse the overrides hash as a whole, so none of it is in force:\n  {}",
@@ -417,8 +425,21 @@ async fn list(admin: &Admin, kind: ListKind, command: ListCommand) -> Result<(),
             }
             // Checked as the services read it, so nothing a service would refuse is written.
             RuleSet::from_fields([(field.as_str(), note.as_str())]).map_err(|e| e.join("\n"))?;
-            admin.set(&field, &note).await?;
-            println!("{} {entry}", kind.as_str());
+            match admin.set(&field, &note).await? {
+                None => println!("{} {entry}", kind.as_str()),
+                Some(before) if before == note => {
+                    println!("{} {entry} (already listed)", kind.as_str());
+                }
+                Some(before) => println!(
+                    "{} {entry} (already listed; its note was {})",
+                    kind.as_str(),
+                    if before.is_empty() {
+                        "empty".to_owned()
+                    } else {
+                        format!("`{before}`")
+                    }
+                ),
+            }
             Ok(())
         }
         ListCommand::Remove { entry: args } => {
@@ -437,6 +458,12 @@ async fn list(admin: &Admin, kind: ListKind, command: ListCommand) -> Result<(),
 async fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
     let chosen = deployment(&matches);
+    if chosen == Ok("redis") && matches.value_source("redis") == Some(ValueSource::DefaultValue) {
+        // The services may read another Redis: say which one this command writes to.
+        eprintln!(
+            "note: no --redis, REDIS_URL, cluster or sentinel given: using redis://127.0.0.1:6379"
+        );
+    }
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(error) => error.exit(),
