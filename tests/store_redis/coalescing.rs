@@ -17,7 +17,7 @@ use ratelimit_runtime::{
 
 use crate::{
     check_key,
-    support::{RedisCluster, RedisServer, SentinelSetup, MASTER_NAME, T0},
+    support::{Proxy, RedisCluster, RedisServer, SentinelSetup, MASTER_NAME, T0},
 };
 
 /// A store (5 s timeout) on a server of its own.
@@ -487,6 +487,58 @@ async fn a_shared_call_on_a_dropped_connection_is_sent_once_more() {
     assert_eq!(
         check_now(&store, &key, limit).await.limits[0].remaining,
         988
+    );
+}
+
+/// On a Redis slower than half the timeout (every reply 300 ms late, a 500 ms timeout),
+/// a hot key's checks are decided as each would be alone: none fails waiting for a shared
+/// call that could not be answered within its own timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_slow_redis_a_hot_keys_checks_are_decided_as_alone() {
+    use std::time::Duration;
+
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap();
+    let proxy = Proxy::start_late(server.port(), Duration::from_millis(300)).await;
+    let store = RedisStore::builder(proxy.url())
+        .timeout(Duration::from_millis(500))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    let key = RouteKey::new("rl", "GET", "/slow", &[(IdentityPart::Ip, "10.0.0.4")]);
+    let limit = Limit::new(1_000_000, Window::from_secs(600), Algorithm::FixedWindow);
+    // Both scripts (a check's alone, a shared call's) loaded through a store of no delay:
+    // a first call through the proxy would take two round trips (`NOSCRIPT`, then `EVAL`).
+    let direct = RedisStore::builder(server.url()).build().await.unwrap();
+    let warm = thousand_at_once(&direct, &key, limit, None).await;
+    assert!(warm.iter().all(|(allowed, _)| *allowed));
+    assert!(server.scripts_run() < 1_000, "no call was shared");
+    // The proxied connection's own set-up takes round trips too.
+    let mut tries = 0;
+    while check_key(&store, &key, &[limit]).await.is_err() {
+        tries += 1;
+        assert!(tries < 5, "no check decided through the slow proxy");
+    }
+    let mut checks = Vec::new();
+    for _ in 0..40 {
+        let (store, key) = (store.clone(), key.clone());
+        checks.push(tokio::spawn(async move {
+            check_key(&store, &key, &[limit]).await
+        }));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut failed = Vec::new();
+    for check in checks {
+        if let Err(error) = check.await.unwrap() {
+            failed.push(error.to_string());
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of 40 failed: {failed:?}",
+        failed.len()
     );
 }
 

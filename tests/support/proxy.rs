@@ -5,9 +5,13 @@ use std::sync::{
     Arc,
 };
 
+use std::time::Duration;
+
 use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
-    sync::watch,
+    sync::{mpsc, watch},
+    time::Instant,
 };
 
 /// Forwards every connection to `127.0.0.1:<upstream>`. [`Proxy::freeze`] makes every
@@ -25,6 +29,13 @@ pub struct Proxy {
 
 impl Proxy {
     pub async fn start(upstream: u16) -> Proxy {
+        Proxy::start_late(upstream, Duration::ZERO).await
+    }
+
+    /// As [`Proxy::start`], with every reply forwarded `delay` after it arrived: a Redis a
+    /// slow network away. Replies keep their order, and each is late by `delay` alone (not
+    /// by the delays of those before it).
+    pub async fn start_late(upstream: u16, delay: Duration) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy port");
         let port = listener.local_addr().expect("proxy address").port();
         let (generation, _) = watch::channel(0u64);
@@ -41,7 +52,7 @@ impl Proxy {
                         return;
                     };
                     tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = forward(&mut client, &mut server, delay) => {}
                         _ = async {
                             frozen.wait_for(|generation| *generation > born).await.map(|_| ())
                         } => {
@@ -75,5 +86,39 @@ impl Proxy {
     /// Black-holes every connection open now.
     pub fn freeze(&self) {
         self.generation.send_modify(|generation| *generation += 1);
+    }
+}
+
+/// Carries bytes both ways until either side closes, replies `delay` late.
+async fn forward(client: &mut TcpStream, server: &mut TcpStream, delay: Duration) {
+    if delay.is_zero() {
+        let _ = tokio::io::copy_bidirectional(client, server).await;
+        return;
+    }
+    let (mut client_read, mut client_write) = client.split();
+    let (mut server_read, mut server_write) = server.split();
+    let (late, mut due) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let replies_read = async move {
+        let mut buffer = vec![0u8; 64 * 1024];
+        while let Ok(n @ 1..) = server_read.read(&mut buffer).await {
+            if late
+                .send((Instant::now() + delay, buffer[..n].to_vec()))
+                .is_err()
+            {
+                break;
+            }
+        }
+    };
+    let replies_written = async move {
+        while let Some((at, bytes)) = due.recv().await {
+            tokio::time::sleep_until(at).await;
+            if client_write.write_all(&bytes).await.is_err() {
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::io::copy(&mut client_read, &mut server_write) => {}
+        _ = async { tokio::join!(replies_read, replies_written) } => {}
     }
 }

@@ -2,11 +2,15 @@
 //!
 //! The first check of a key runs alone, as usual (its algorithm's own script). Checks of
 //! the same key (and the same injected time) that arrive while it is in flight wait in its
-//! lane; when it is answered, the first of them leads the next call for all of them at once
-//! (`scripts/batch.lua`: `n` waiting, the script answers how many pass), and hands the
-//! others their answers: the first `k` pass, in the order they arrived, the rest are
-//! refused. So a hot key costs one script call per round trip rather than one per request,
-//! and the count stays what single checks in a row would have made it.
+//! lane; when it is answered, the last of them (the one with the most time left) leads the
+//! next call for all of them at once (`scripts/batch.lua`: `n` waiting, the script answers
+//! how many pass), and hands the others their answers: the first `k` pass, in the order
+//! they arrived, the rest are refused. So a hot key costs one script call per round trip
+//! rather than one per request, and the count stays what single checks in a row would have
+//! made it. A check that could not expect the call in flight and one more to be answered
+//! within its timeout, at the last round trip measured and with half of one to spare (a
+//! slow Redis), is decided alone at once instead: waiting would fail it where a call of its
+//! own would not.
 //!
 //! A check shares a call when every limit of it counts every request, none has a lockout,
 //! and all count one identity (failures-only limits and lockouts are decided one request
@@ -18,7 +22,10 @@
 
 use std::{
     collections::{hash_map::Entry, HashMap, VecDeque},
-    sync::{Mutex, MutexGuard},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Mutex, MutexGuard,
+    },
     time::{Duration, Instant},
 };
 
@@ -44,6 +51,16 @@ enum Turn {
     Lead(Queue),
 }
 
+/// How a check entered its key's lane.
+enum Joined<'a> {
+    /// No call in flight: it makes the next alone.
+    First,
+    /// It waits for its turn.
+    Waiting(Waiting<'a>),
+    /// Its turn would come too late: it is decided alone, outside the lane.
+    Not,
+}
+
 /// A store whose checks can share a call: one check alone, or `units` checks of one key
 /// together.
 pub(crate) trait Sharing: Sync {
@@ -65,7 +82,25 @@ pub(crate) trait Sharing: Sync {
 /// where checks of it that arrive meanwhile wait.
 #[derive(Default)]
 pub(crate) struct Coalescer {
-    lanes: Mutex<HashMap<String, Queue, foldhash::fast::RandomState>>,
+    lanes: Mutex<HashMap<String, Lane, foldhash::fast::RandomState>>,
+    /// How long the last call answered took, in µs: what a check joining a lane expects
+    /// its in-flight call and its own to take.
+    round_trip_micros: AtomicU64,
+}
+
+/// A key's call in flight, and the checks waiting for the next.
+struct Lane {
+    started: Instant,
+    queue: Queue,
+}
+
+impl Lane {
+    fn starting_now(queue: Queue) -> Lane {
+        Lane {
+            started: Instant::now(),
+            queue,
+        }
+    }
 }
 
 impl Coalescer {
@@ -104,18 +139,22 @@ impl Coalescer {
             lane.push('@');
             lane.push_str(numbers.format(now));
         }
-        let waiting = {
+        let joined = {
             let mut lanes = lock(&self.lanes);
             match lanes.entry(lane.clone()) {
                 Entry::Vacant(vacant) => {
-                    vacant.insert(VecDeque::new());
-                    None
+                    vacant.insert(Lane::starting_now(VecDeque::new()));
+                    Joined::First
+                }
+                // Waiting for the call in flight, then for one more, would outlast the
+                // timeout (a slow Redis): decided alone at once, as without a lane.
+                Entry::Occupied(occupied) if !self.can_wait(occupied.get().started, timeout) => {
+                    Joined::Not
                 }
                 Entry::Occupied(mut occupied) => {
-                    let queue = occupied.get_mut();
                     let (turn, told) = oneshot::channel();
-                    queue.push_back(turn);
-                    Some(Waiting {
+                    occupied.get_mut().queue.push_back(turn);
+                    Joined::Waiting(Waiting {
                         coalescer: self,
                         lane: &lane,
                         told: Some(told),
@@ -124,9 +163,10 @@ impl Coalescer {
             }
         };
         // A check that waited leads with what is left of its timeout.
-        let (mut followers, left) = match waiting {
-            None => (VecDeque::new(), timeout),
-            Some(mut waiting) => {
+        let (mut followers, left) = match joined {
+            Joined::Not => return store.check_alone(request, timeout).await,
+            Joined::First => (VecDeque::new(), timeout),
+            Joined::Waiting(mut waiting) => {
                 let started = Instant::now();
                 let told = waiting.told.as_mut().expect("set above");
                 // Timed out, `waiting` still holds the receiver: a lead sent meanwhile is
@@ -150,42 +190,59 @@ impl Coalescer {
             }
         };
         followers.retain(|follower| !follower.is_closed());
-        if followers.len() >= MAX_BATCH {
-            // The rest lead, or join, the next call, before any that arrive later.
-            let rest = followers.split_off(MAX_BATCH - 1);
-            let mut lanes = lock(&self.lanes);
-            if let Some(queue) = lanes.get_mut(&lane) {
-                let later = std::mem::replace(queue, rest);
-                queue.extend(later);
-            }
-        }
         let mut lead = Lead {
             coalescer: self,
             lane: &lane,
             followers,
             answered: false,
         };
+        let started = Instant::now();
         if lead.followers.is_empty() {
             let decided = store.check_alone(request, left).await;
             lead.answered = true;
+            if decided.is_ok() {
+                self.measured(started);
+            }
             return decided;
         }
-        let units = u32::try_from(lead.followers.len() + 1).unwrap_or(u32::MAX);
+        // The lead arrived last (it has the most time left): it comes after its followers.
+        let own = lead.followers.len();
+        let units = u32::try_from(own + 1).unwrap_or(u32::MAX);
         let outcome = store.check_together(request, units, left).await;
         lead.answered = true;
+        if outcome.is_ok() {
+            self.measured(started);
+        }
         for (index, follower) in std::mem::take(&mut lead.followers).into_iter().enumerate() {
             let decided = outcome
                 .as_ref()
-                .map(|outcome| decision_at(limits, outcome, index + 1))
+                .map(|outcome| decision_at(limits, outcome, index))
                 .map_err(Clone::clone);
             let _ = follower.send(Turn::Decided(decided));
         }
-        outcome.map(|outcome| decision_at(limits, &outcome, 0))
+        outcome.map(|outcome| decision_at(limits, &outcome, own))
+    }
+
+    /// Whether a check with `timeout` joining a lane whose call started at `started` can
+    /// expect the next call, its own, answered in time: what is left of the call in flight
+    /// and one more, at the last round trip measured, with half a round trip to spare.
+    fn can_wait(&self, started: Instant, timeout: Duration) -> bool {
+        let round_trip = Duration::from_micros(self.round_trip_micros.load(Ordering::Relaxed));
+        let in_flight = (started + round_trip).saturating_duration_since(Instant::now());
+        in_flight + round_trip + round_trip / 2 <= timeout
+    }
+
+    /// Records the round trip of a call answered, started at `started`.
+    fn measured(&self, started: Instant) {
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.round_trip_micros.store(micros, Ordering::Relaxed);
     }
 
     /// Hands `lane` on: `first` (checks not yet answered) then the checks queued in the
-    /// lane go to the first of them still waiting, who leads the next call; with none, the
-    /// lane goes.
+    /// lane, at most [`MAX_BATCH`] of them, go to the last of those still waiting, who leads
+    /// the next call (arriving last, it has the most time left: the call is given the
+    /// longest time any of them has, and each of the others stops waiting at its own
+    /// timeout); the rest wait for the call after. With none waiting, the lane goes.
     fn hand_over(&self, lane: &str, first: Queue) {
         let mut lanes = lock(&self.lanes);
         // Taken out whole (one lookup, the usual case: nobody waits) and put back, under
@@ -194,18 +251,22 @@ impl Coalescer {
             return;
         };
         let mut queue = first;
-        queue.extend(later);
-        while let Some(next) = queue.pop_front() {
+        queue.extend(later.queue);
+        loop {
+            queue.retain(|waiting| !waiting.is_closed());
+            let rest = queue.split_off(queue.len().min(MAX_BATCH));
+            let Some(next) = queue.pop_back() else {
+                return;
+            };
             match next.send(Turn::Lead(queue)) {
-                Ok(()) => {
-                    lanes.insert(name, VecDeque::new());
+                Ok(()) | Err(Turn::Decided(_)) => {
+                    lanes.insert(name, Lane::starting_now(rest));
                     return;
                 }
-                // It gave up waiting: the one after it leads.
-                Err(Turn::Lead(rest)) => queue = rest,
-                Err(Turn::Decided(_)) => {
-                    lanes.insert(name, VecDeque::new());
-                    return;
+                // It gave up waiting: another leads.
+                Err(Turn::Lead(followers)) => {
+                    queue = followers;
+                    queue.extend(rest);
                 }
             }
         }
