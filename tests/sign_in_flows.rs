@@ -179,6 +179,21 @@ async fn a_success_headers_count_its_unit_given_back() {
         left.push(remaining.to_str().unwrap().to_owned());
     }
     assert_eq!(left, ["9", "9", "9", "8"]);
+    // A success on a whole budget leaves it whole: nothing to wait for.
+    let whole = send(&app, attempt("/login", "ezra", "right")).await;
+    let header = |name: &str| {
+        whole
+            .headers()
+            .get(name)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        (header("x-ratelimit-remaining"), header("x-ratelimit-reset")),
+        ("10".to_owned(), "0".to_owned())
+    );
 }
 
 #[actix_web::test]
