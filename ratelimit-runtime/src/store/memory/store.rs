@@ -43,7 +43,7 @@ const SHARDS: usize = 16;
 /// spent n or more.
 /// The first eviction of a live key, and each time the total doubles, is logged as a
 /// warning ([`evicted`](Self::evicted) counts them): the capacity is too small for the
-/// traffic. The capacity is split evenly across 16 shards.
+/// traffic. The capacity is split evenly across 16 shards (fewer below 16 keys).
 ///
 /// Time is the injected `now_millis`, else a monotonic clock started at the system time
 /// when the store was built (a step of the system clock does not move it).
@@ -102,7 +102,7 @@ impl MemoryStore {
     }
 
     fn shard(&self, tag: &str) -> usize {
-        (self.hasher.hash_one(tag) % SHARDS as u64) as usize
+        (self.hasher.hash_one(tag) % self.shards.len() as u64) as usize
     }
 
     fn lock(&self, tag: &str) -> MutexGuard<'_, Table> {
@@ -415,7 +415,7 @@ pub struct MemoryStoreBuilder {
 }
 
 impl MemoryStoreBuilder {
-    /// The most keys the store holds (default [`DEFAULT_CAPACITY`]); at least one per shard.
+    /// The most keys the store holds (default [`DEFAULT_CAPACITY`]).
     ///
     /// # Panics
     ///
@@ -433,11 +433,13 @@ impl MemoryStoreBuilder {
     /// Builds the store.
     pub fn build(self) -> MemoryStore {
         // The shares add up to the capacity exactly (rounding every share up would let the
-        // store hold up to SHARDS - 1 keys more than asked).
-        let (share, rest) = (self.capacity / SHARDS, self.capacity % SHARDS);
+        // store hold up to SHARDS - 1 keys more than asked); a capacity under SHARDS is one
+        // key per shard.
+        let shards = self.capacity.min(SHARDS);
+        let (share, rest) = (self.capacity / shards, self.capacity % shards);
         MemoryStore {
-            shards: (0..SHARDS)
-                .map(|i| Mutex::new(Table::new((share + usize::from(i < rest)).max(1))))
+            shards: (0..shards)
+                .map(|i| Mutex::new(Table::new(share + usize::from(i < rest))))
                 .collect(),
             hasher: RandomState::new(),
             evicted: AtomicU64::new(0),
@@ -528,6 +530,24 @@ mod tests {
             });
         }
         assert!(store.len() <= 64, "{}", store.len());
+    }
+
+    #[test]
+    fn a_capacity_under_the_shard_count_is_still_the_bound() {
+        for capacity in [1, 3, 15] {
+            let store = MemoryStore::builder().capacity(capacity).build();
+            let limits = [Limit::new(5, Window::from_secs(60), Algorithm::FixedWindow)];
+            for i in 0..200 {
+                let key =
+                    RouteKey::new("rl", "GET", "/x", &[(IdentityPart::UserId, &i.to_string())]);
+                store.decide(&CheckRequest {
+                    key: &key,
+                    limits: &limits,
+                    now_millis: Some(1_000_000 + i),
+                });
+            }
+            assert_eq!(store.len(), capacity);
+        }
     }
 
     #[test]
