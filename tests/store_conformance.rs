@@ -82,6 +82,7 @@ conformance!(
     a_clock_that_steps_back_does_not_reset_a_later_window,
     a_clock_that_steps_back_keeps_later_log_entries,
     an_injected_time_past_the_latest_is_refused_by_every_store,
+    a_peek_answers_what_the_next_check_would_and_counts_nothing,
 );
 
 fn limit(max: u32, algorithm: Algorithm) -> Limit {
@@ -572,5 +573,28 @@ async fn an_injected_time_past_the_latest_is_refused_by_every_store(backend: &Ba
         let decided = store.check(at(MAX_INJECTED_MILLIS)).await.unwrap();
         assert!(decided.allowed, "{algorithm}");
         assert_eq!(decided.limits[0].remaining, 4, "{algorithm}");
+    }
+}
+
+/// A peek (an operator's view of a client's budget) answers, for every algorithm under a
+/// stack, exactly what a check at that time answers, and counts nothing: passed and refused.
+async fn a_peek_answers_what_the_next_check_would_and_counts_nothing(backend: &Backend) {
+    let now = T0 + 30_000;
+    let store = backend.store();
+    for algorithm in Algorithm::ALL {
+        let key = client(&format!("/peek-{algorithm:?}"), "203.0.113.9");
+        let limits = [limit(3, algorithm), limit(5, Algorithm::FixedWindow)];
+        for at in now..now + 4 {
+            let request = CheckRequest {
+                key: &key,
+                limits: &limits,
+                now_millis: Some(at),
+            };
+            let peeked = limit_states(&store.peek(request).await.expect("a peek"));
+            let again = limit_states(&store.peek(request).await.expect("a peek"));
+            assert_eq!(peeked, again, "{algorithm:?} at {at}: the peek counted");
+            let checked = limit_states(&backend.check(&key, &limits, at).await);
+            assert_eq!(peeked, checked, "{algorithm:?} at {at}");
+        }
     }
 }

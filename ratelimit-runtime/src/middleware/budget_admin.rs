@@ -231,7 +231,9 @@ impl RateLimiter {
     ///
     /// # Errors
     ///
-    /// As [`reset`](Self::reset); a store that cannot peek answers a store error.
+    /// As [`reset`](Self::reset); a store of your own that does not implement
+    /// [`Store::peek`](crate::store::Store::peek) answers a store error (every store of this
+    /// crate does).
     pub async fn state(
         &self,
         route: &str,

@@ -179,6 +179,24 @@ impl MemoryStore {
         self.after(evicted, limits, allowed, now)
     }
 
+    /// What a check of `request` would answer now, counting nothing: its first phase, as
+    /// `scripts/peek.lua` answers (a lockout a refusal would start is not started). Each
+    /// identity's limits are read under their shard's lock.
+    fn look(&self, request: &CheckRequest<'_>) -> Decision {
+        let now = request.now_millis.unwrap_or_else(|| self.clock.now());
+        let mut states = Vec::with_capacity(request.limits.len());
+        for (key, limits) in request.key.groups(request.limits) {
+            let peeks = peek_all(&mut self.lock(key.hash_tag()), &key, &limits, now);
+            states.extend(
+                limits
+                    .iter()
+                    .zip(&peeks)
+                    .map(|(limit, (p, _))| state_of(*limit, p)),
+            );
+        }
+        Decision::new(in_order(request.limits, states).expect("a state per limit"))
+    }
+
     /// The decision, once the tables are unlocked; evictions counted.
     fn after(&self, evicted: usize, limits: Vec<LimitState>, allowed: bool, now: u64) -> Decision {
         if evicted > 0 {
@@ -326,6 +344,17 @@ fn peek_all(
 /// so the budget is whole when the lockout ends. The states of `limits`, and the writes to
 /// apply to the table (at once with every other write of the check to that table, so that
 /// making room for one cannot evict another).
+/// What `peek` tells of `limit`.
+fn state_of(limit: Limit, peek: &Peek) -> LimitState {
+    LimitState::new(
+        limit,
+        peek.allowed,
+        u32::try_from(peek.remaining).unwrap_or(u32::MAX),
+        Duration::from_millis(peek.retry_after),
+        Duration::from_millis(peek.reset_after),
+    )
+}
+
 fn finish(
     table: &mut Table,
     key: &RouteKey,
@@ -348,15 +377,7 @@ fn finish(
     let states = limits
         .iter()
         .zip(peeks.iter())
-        .map(|(limit, (p, _))| {
-            LimitState::new(
-                *limit,
-                p.allowed,
-                u32::try_from(p.remaining).unwrap_or(u32::MAX),
-                Duration::from_millis(p.retry_after),
-                Duration::from_millis(p.reset_after),
-            )
-        })
+        .map(|(limit, (p, _))| state_of(*limit, p))
         .collect();
     if allowed {
         writes.extend(peeks.iter_mut().filter_map(|(p, _)| {
@@ -400,6 +421,14 @@ impl Store for MemoryStore {
             None => Ok(self.change(&request)),
         };
         Box::pin(std::future::ready(changed))
+    }
+
+    fn peek<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
+        let looked = match request.time_out_of_range() {
+            Some(error) => Err(error),
+            None => Ok(self.look(&request)),
+        };
+        Box::pin(std::future::ready(looked))
     }
 
     fn kind(&self) -> &'static str {
