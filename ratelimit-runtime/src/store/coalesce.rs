@@ -139,16 +139,22 @@ impl Coalescer {
             lane.push('@');
             lane.push_str(numbers.format(now));
         }
+        let arrived = Instant::now();
         let joined = {
             let mut lanes = lock(&self.lanes);
             match lanes.entry(lane.clone()) {
                 Entry::Vacant(vacant) => {
-                    vacant.insert(Lane::starting_now(VecDeque::new()));
+                    vacant.insert(Lane {
+                        started: arrived,
+                        queue: VecDeque::new(),
+                    });
                     Joined::First
                 }
                 // Waiting for the call in flight, then for one more, would outlast the
                 // timeout (a slow Redis): decided alone at once, as without a lane.
-                Entry::Occupied(occupied) if !self.can_wait(occupied.get().started, timeout) => {
+                Entry::Occupied(occupied)
+                    if !self.can_wait(occupied.get().started, arrived, timeout) =>
+                {
                     Joined::Not
                 }
                 Entry::Occupied(mut occupied) => {
@@ -163,11 +169,10 @@ impl Coalescer {
             }
         };
         // A check that waited leads with what is left of its timeout.
-        let (mut followers, left) = match joined {
+        let (mut followers, left, started) = match joined {
             Joined::Not => return store.check_alone(request, timeout).await,
-            Joined::First => (VecDeque::new(), timeout),
+            Joined::First => (VecDeque::new(), timeout, arrived),
             Joined::Waiting(mut waiting) => {
-                let started = Instant::now();
                 let told = waiting.told.as_mut().expect("set above");
                 // Timed out, `waiting` still holds the receiver: a lead sent meanwhile is
                 // handed on when it drops.
@@ -184,7 +189,8 @@ impl Coalescer {
                     }
                     Ok(Turn::Decided(decided)) => return decided,
                     Ok(Turn::Lead(followers)) => {
-                        (followers, timeout.saturating_sub(started.elapsed()))
+                        let now = Instant::now();
+                        (followers, timeout.saturating_sub(now - arrived), now)
                     }
                 }
             }
@@ -196,7 +202,6 @@ impl Coalescer {
             followers,
             answered: false,
         };
-        let started = Instant::now();
         if lead.followers.is_empty() {
             let decided = store.check_alone(request, left).await;
             lead.answered = true;
@@ -223,12 +228,13 @@ impl Coalescer {
         outcome.map(|outcome| decision_at(limits, &outcome, own))
     }
 
-    /// Whether a check with `timeout` joining a lane whose call started at `started` can
-    /// expect the next call, its own, answered in time: what is left of the call in flight
-    /// and one more, at the last round trip measured, with half a round trip to spare.
-    fn can_wait(&self, started: Instant, timeout: Duration) -> bool {
+    /// Whether a check with `timeout`, joining at `now` a lane whose call started at
+    /// `started`, can expect the next call, its own, answered in time: what is left of the
+    /// call in flight and one more, at the last round trip measured, with half a round trip
+    /// to spare.
+    fn can_wait(&self, started: Instant, now: Instant, timeout: Duration) -> bool {
         let round_trip = Duration::from_micros(self.round_trip_micros.load(Ordering::Relaxed));
-        let in_flight = (started + round_trip).saturating_duration_since(Instant::now());
+        let in_flight = (started + round_trip).saturating_duration_since(now);
         in_flight + round_trip + round_trip / 2 <= timeout
     }
 
