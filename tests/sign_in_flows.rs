@@ -418,3 +418,34 @@ async fn before_serving_a_scoped_route_is_reset_by_the_label_the_coverage_check_
     let after = send(&app, attempt("/api/login", "frank", "right")).await;
     assert_eq!(after.status(), StatusCode::OK, "the lockout is lifted");
 }
+
+/// A success on a route that counts failures only gives its unit back in a second store
+/// call, within what the check left of the timeout: on a Redis whose replies come 400 ms
+/// late, with a 500 ms timeout, a right password is answered 500 ms after it arrived, not
+/// after two round trips (800 ms).
+#[actix_web::test]
+async fn a_success_waits_for_the_store_at_most_the_timeout_in_all() {
+    let server = RedisServer::start();
+    let proxy = support::Proxy::start_late(server.port(), Duration::from_millis(400)).await;
+    let store = RedisStore::builder(proxy.url())
+        .timeout(Duration::from_millis(500))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .expect("store");
+    let reached = web::Data::new(Reached::default());
+    let app = app(RateLimiter::new(store), &reached).await;
+    // The connection's set-up and each script's first call (`NOSCRIPT`, then `EVAL`) take
+    // more than one round trip.
+    for _ in 0..4 {
+        send(&app, attempt("/login", "gina", "right")).await;
+    }
+    let started = std::time::Instant::now();
+    let answered = send(&app, attempt("/login", "gina", "right")).await;
+    let took = started.elapsed();
+    assert_eq!(answered.status(), StatusCode::OK);
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_millis(650),
+        "a success answered after {took:?}"
+    );
+}

@@ -7,7 +7,7 @@ use actix_web::{
     dev::Payload, error::ErrorInternalServerError, FromRequest, HttpMessage, HttpRequest,
 };
 
-use super::limiter::Limiter;
+use super::limiter::{Limiter, LimiterHandle};
 use crate::{
     key::RouteKey,
     policy::{Count, Limit},
@@ -195,9 +195,11 @@ impl Limiter {
     }
 
     /// After the handler answered `succeeded`: a request that reserved units in limits that
-    /// count failures only gives them back when it succeeded, where its check counted them.
-    /// A failure to give back leaves the units spent (the strict side), logged. Whether
-    /// they went back.
+    /// count failures only gives them back when it succeeded, where its check counted them,
+    /// within what the request's checks left of its wait for the store (`handle`): a
+    /// request waits for the store at most the timeout in all. A failure to give back (a
+    /// store that did not answer in that time) leaves the units spent (the strict side),
+    /// logged. Whether they went back.
     pub(crate) async fn settle(
         &self,
         key: &RouteKey,
@@ -205,6 +207,7 @@ impl Limiter {
         receipt: Option<&Receipt>,
         succeeded: bool,
         route: &str,
+        handle: &LimiterHandle,
     ) -> bool {
         if !succeeded {
             return false;
@@ -218,7 +221,15 @@ impl Limiter {
             return false;
         }
         let change = Adjustment::GiveBack { units: 1, receipt };
-        match self.adjust(key, &failures_only, change).await {
+        let left = self
+            .store_budget()
+            .saturating_sub(handle.store_waited().unwrap_or_default());
+        let request = AdjustRequest::new(key, &failures_only, self.clock.now_millis(), change);
+        let given = adjust_within(&*self.store, Some(left), request).await;
+        for base in key.bases() {
+            self.shield.forget(base);
+        }
+        match given {
             Ok(_) => true,
             Err(error) => {
                 tracing::warn!(

@@ -134,6 +134,7 @@ impl Limiter {
                     decision.receipt.as_ref(),
                     (self.success)(status),
                     &route.label,
+                    handle,
                 )
                 .await;
         }
@@ -264,8 +265,15 @@ impl Limiter {
         {
             if decision.allowed {
                 let receipt = decision.receipt.as_ref();
-                self.settle(&key, route.policy.limits(), receipt, true, &route.label)
-                    .await;
+                self.settle(
+                    &key,
+                    route.policy.limits(),
+                    receipt,
+                    true,
+                    &route.label,
+                    handle,
+                )
+                .await;
             }
         }
     }
@@ -303,6 +311,14 @@ impl Limiter {
         }
     }
 
+    /// How long one request may wait for the store in all: the limiter's timeout when set,
+    /// else the store's own, else the default.
+    pub(crate) fn store_budget(&self) -> Duration {
+        self.timeout
+            .or_else(|| self.store.timeout())
+            .unwrap_or(crate::store::DEFAULT_TIMEOUT)
+    }
+
     /// One store call for `key`, bounded by the timeout. A request checked twice (the
     /// default policy and a declaration both apply to it) waits for the store at most the
     /// timeout in all: the second call gets what the first left of it (time spent between
@@ -328,9 +344,7 @@ impl Limiter {
                 .is_none()
                 .then_some(crate::store::DEFAULT_TIMEOUT)
         });
-        let budget = own_timer
-            .or_else(|| self.store.timeout())
-            .unwrap_or(crate::store::DEFAULT_TIMEOUT);
+        let budget = self.store_budget();
         let timer = match handle.store_waited() {
             // The first call of the request.
             None => own_timer,
