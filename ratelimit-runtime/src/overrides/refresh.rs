@@ -126,6 +126,13 @@ impl Shared {
         slot.seen = Some(content);
         match checked {
             Ok(set) => {
+                if emptied(source, slot.accepted.as_ref(), &set) {
+                    tracing::warn!(
+                        target: "ratelimit",
+                        source = source.as_str(),
+                        "the overrides hash is gone or empty (cleared, or lost: a Redis restarted without its data, FLUSHALL, an allkeys eviction policy): the declared policies and no allow or deny list are in force again"
+                    );
+                }
                 tracing::info!(
                     target: "ratelimit",
                     source = source.as_str(),
@@ -178,6 +185,15 @@ impl State {
             _ => &mut self.redis,
         }
     }
+}
+
+/// Whether `source`'s rules in force, `before`, give way to none at all in the Redis hash:
+/// Redis drops a hash with its last field, so this reads the same whether the overrides
+/// were cleared one by one or lost with the data (a restart without it, `FLUSHALL`, an
+/// `allkeys-*` eviction), which an operator is told of.
+fn emptied(source: Source, before: Option<&RuleSet>, now: &RuleSet) -> bool {
+    let holds = |set: &RuleSet| !set.routes.is_empty() || !set.lists.is_empty();
+    source == Source::Redis && before.is_some_and(holds) && !holds(now)
 }
 
 fn refused(source: Source, problems: &[String]) {
@@ -552,6 +568,23 @@ async fn read_redis(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_redis_hash_that_held_rules_and_holds_none_is_told() {
+        let rules = RuleSet::from_fields([("POST /login", r#"limit = 5, window = "5m""#)]).unwrap();
+        let none = RuleSet::from_fields(std::iter::empty::<(&str, &str)>()).unwrap();
+        assert!(emptied(Source::Redis, Some(&rules), &none));
+        assert!(
+            !emptied(Source::Redis, Some(&none), &none),
+            "nothing was lost"
+        );
+        assert!(!emptied(Source::Redis, None, &none), "the first read");
+        assert!(!emptied(Source::Redis, Some(&rules), &rules));
+        assert!(
+            !emptied(Source::File, Some(&rules), &none),
+            "a file emptied is an edit"
+        );
+    }
 
     #[test]
     fn the_file_reads_as_the_hash_does() {
