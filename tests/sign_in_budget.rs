@@ -497,10 +497,20 @@ async fn a_route_may_refuse_bodies_without_a_readable_username() {
     // Refused, they still count, in the route's budget for unreadable requests of the
     // address: a client cannot send them without end.
     let mut statuses = Vec::new();
+    let mut left = Vec::new();
     for _ in 0..=LIMIT {
-        statuses.push(status(&app, post_from("198.51.100.9", "/login")).await);
+        let res = test::call_service(&app, post_from("198.51.100.9", "/login").to_request()).await;
+        statuses.push(res.status().as_u16());
+        left.push(
+            res.headers()
+                .get("x-ratelimit-remaining")
+                .map(|v| v.to_str().unwrap().to_owned()),
+        );
     }
     assert_eq!(statuses, [400, 400, 400, 429]);
+    // Each says what is left, as every limited answer does.
+    let told: Vec<Option<&str>> = left.iter().map(Option::as_deref).collect();
+    assert_eq!(told, [Some("2"), Some("1"), Some("0"), Some("0")]);
     assert_eq!(accepted.0.lock().unwrap().len(), 0, "no handler ran");
     // Readable sign-ins are counted as ever.
     let mut statuses = Vec::new();

@@ -419,14 +419,25 @@ impl Limiter {
             Decided::Refuse(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
                 Decided::Refuse(response)
             }
-            Decided::Refuse(_) | Decided::Proceed { .. } => {
+            other => {
                 tracing::debug!(
                     target: "ratelimit",
                     route = %route.label,
                     reason,
                     "refused: no readable username"
                 );
-                Decided::Refuse(answer::unreadable_username(route, reason))
+                let mut response = answer::unreadable_username(route, reason);
+                // Counted, so it tells what is left, as every limited answer does.
+                if let Decided::Proceed {
+                    decision: Some(decision),
+                    ..
+                } = &other
+                {
+                    if let Some(binding) = decision.binding().filter(|_| !route.policy.shadow()) {
+                        headers::insert(response.headers_mut(), self.headers, route, binding);
+                    }
+                }
+                Decided::Refuse(response)
             }
         }
     }
