@@ -309,12 +309,19 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
             probe.running = false;
             match fresh {
                 Ok(Ok(fresh)) if !old_answers || old_read_only => {
-                    tracing::warn!(
-                        target: "ratelimit",
-                        store = kind,
-                        read_only = old_read_only,
-                        "rate-limit store: checks kept failing on a Redis connection that no longer answers, or reaches a read-only replica, while a new one answers; using the new one"
-                    );
+                    if old_answers {
+                        tracing::warn!(
+                            target: "ratelimit",
+                            store = kind,
+                            "rate-limit store: the Redis connection reaches a read-only replica (checks answered READONLY); trying a new connection, which may reach a primary (the address's server is probed less and less often while it stays a replica)"
+                        );
+                    } else {
+                        tracing::warn!(
+                            target: "ratelimit",
+                            store = kind,
+                            "rate-limit store: checks kept failing on a Redis connection that no longer answers, while a new one answers; using the new one"
+                        );
+                    }
                     let mut connection = match link.connection.write() {
                         Ok(connection) => connection,
                         Err(poisoned) => poisoned.into_inner(),
