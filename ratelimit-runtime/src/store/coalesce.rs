@@ -9,8 +9,8 @@
 //! rather than one per request, and the count stays what single checks in a row would have
 //! made it. A check that could not expect the call in flight and one more to be answered
 //! within its timeout, at the last round trip measured and with half of one to spare (a
-//! slow Redis), is decided alone at once instead: waiting would fail it where a call of its
-//! own would not.
+//! slow Redis: over 2/5 of the timeout), is decided alone at once instead: waiting could
+//! fail it where a call of its own would not.
 //!
 //! A check shares a call when every limit of it counts every request, none has a lockout,
 //! and all count one identity (failures-only limits and lockouts are decided one request
@@ -82,26 +82,19 @@ pub(crate) trait Sharing: Sync {
 /// where checks of it that arrive meanwhile wait.
 #[derive(Default)]
 pub(crate) struct Coalescer {
-    lanes: Mutex<HashMap<String, Lane, foldhash::fast::RandomState>>,
-    /// How long the last call answered took, in µs: what a check joining a lane expects
-    /// its in-flight call and its own to take.
+    lanes: Mutex<HashMap<String, Queue, foldhash::fast::RandomState>>,
+    /// How long the last call measured took, in µs (0 before any): what a check joining a
+    /// lane expects the call in flight and its own to take. Measured on shared calls, on
+    /// checks decided alone for not waiting, and on one lone check in [`SAMPLED_EVERY`] (the
+    /// usual call at low concurrency, which so reads no clock), so it follows Redis both
+    /// ways.
     round_trip_micros: AtomicU64,
+    /// Lone checks so far, for sampling their round trips.
+    lone: AtomicU64,
 }
 
-/// A key's call in flight, and the checks waiting for the next.
-struct Lane {
-    started: Instant,
-    queue: Queue,
-}
-
-impl Lane {
-    fn starting_now(queue: Queue) -> Lane {
-        Lane {
-            started: Instant::now(),
-            queue,
-        }
-    }
-}
+/// One lone check in this many has its round trip measured.
+const SAMPLED_EVERY: u64 = 64;
 
 impl Coalescer {
     /// Whether `request` may share a call with concurrent checks of its key.
@@ -139,27 +132,19 @@ impl Coalescer {
             lane.push('@');
             lane.push_str(numbers.format(now));
         }
-        let arrived = Instant::now();
         let joined = {
             let mut lanes = lock(&self.lanes);
             match lanes.entry(lane.clone()) {
                 Entry::Vacant(vacant) => {
-                    vacant.insert(Lane {
-                        started: arrived,
-                        queue: VecDeque::new(),
-                    });
+                    vacant.insert(VecDeque::new());
                     Joined::First
                 }
-                // Waiting for the call in flight, then for one more, would outlast the
+                // Waiting for the call in flight, then for one more, could outlast the
                 // timeout (a slow Redis): decided alone at once, as without a lane.
-                Entry::Occupied(occupied)
-                    if !self.can_wait(occupied.get().started, arrived, timeout) =>
-                {
-                    Joined::Not
-                }
+                Entry::Occupied(_) if !self.can_wait(timeout) => Joined::Not,
                 Entry::Occupied(mut occupied) => {
                     let (turn, told) = oneshot::channel();
-                    occupied.get_mut().queue.push_back(turn);
+                    occupied.get_mut().push_back(turn);
                     Joined::Waiting(Waiting {
                         coalescer: self,
                         lane: &lane,
@@ -170,9 +155,24 @@ impl Coalescer {
         };
         // A check that waited leads with what is left of its timeout.
         let (mut followers, left, started) = match joined {
-            Joined::Not => return store.check_alone(request, timeout).await,
-            Joined::First => (VecDeque::new(), timeout, arrived),
+            Joined::Not => {
+                let started = Instant::now();
+                let decided = store.check_alone(request, timeout).await;
+                if decided.is_ok() {
+                    self.measured(started);
+                }
+                return decided;
+            }
+            Joined::First => {
+                let sampled = self.round_trip_micros.load(Ordering::Relaxed) == 0
+                    || self
+                        .lone
+                        .fetch_add(1, Ordering::Relaxed)
+                        .is_multiple_of(SAMPLED_EVERY);
+                (VecDeque::new(), timeout, sampled.then(Instant::now))
+            }
             Joined::Waiting(mut waiting) => {
+                let arrived = Instant::now();
                 let told = waiting.told.as_mut().expect("set above");
                 // Timed out, `waiting` still holds the receiver: a lead sent meanwhile is
                 // handed on when it drops.
@@ -190,7 +190,7 @@ impl Coalescer {
                     Ok(Turn::Decided(decided)) => return decided,
                     Ok(Turn::Lead(followers)) => {
                         let now = Instant::now();
-                        (followers, timeout.saturating_sub(now - arrived), now)
+                        (followers, timeout.saturating_sub(now - arrived), Some(now))
                     }
                 }
             }
@@ -205,7 +205,7 @@ impl Coalescer {
         if lead.followers.is_empty() {
             let decided = store.check_alone(request, left).await;
             lead.answered = true;
-            if decided.is_ok() {
+            if let (Ok(_), Some(started)) = (&decided, started) {
                 self.measured(started);
             }
             return decided;
@@ -215,7 +215,7 @@ impl Coalescer {
         let units = u32::try_from(own + 1).unwrap_or(u32::MAX);
         let outcome = store.check_together(request, units, left).await;
         lead.answered = true;
-        if outcome.is_ok() {
+        if let (Ok(_), Some(started)) = (&outcome, started) {
             self.measured(started);
         }
         for (index, follower) in std::mem::take(&mut lead.followers).into_iter().enumerate() {
@@ -228,14 +228,12 @@ impl Coalescer {
         outcome.map(|outcome| decision_at(limits, &outcome, own))
     }
 
-    /// Whether a check with `timeout`, joining at `now` a lane whose call started at
-    /// `started`, can expect the next call, its own, answered in time: what is left of the
-    /// call in flight and one more, at the last round trip measured, with half a round trip
-    /// to spare.
-    fn can_wait(&self, started: Instant, now: Instant, timeout: Duration) -> bool {
+    /// Whether a check with `timeout` joining a lane can expect the next call, its own,
+    /// answered in time: the call in flight (at most one round trip more) and one more, at
+    /// the last round trip measured, with half a round trip to spare.
+    fn can_wait(&self, timeout: Duration) -> bool {
         let round_trip = Duration::from_micros(self.round_trip_micros.load(Ordering::Relaxed));
-        let in_flight = (started + round_trip).saturating_duration_since(now);
-        in_flight + round_trip + round_trip / 2 <= timeout
+        round_trip * 5 / 2 <= timeout
     }
 
     /// Records the round trip of a call answered, started at `started`.
@@ -257,7 +255,7 @@ impl Coalescer {
             return;
         };
         let mut queue = first;
-        queue.extend(later.queue);
+        queue.extend(later);
         loop {
             queue.retain(|waiting| !waiting.is_closed());
             let rest = queue.split_off(queue.len().min(MAX_BATCH));
@@ -266,7 +264,7 @@ impl Coalescer {
             };
             match next.send(Turn::Lead(queue)) {
                 Ok(()) | Err(Turn::Decided(_)) => {
-                    lanes.insert(name, Lane::starting_now(rest));
+                    lanes.insert(name, rest);
                     return;
                 }
                 // It gave up waiting: another leads.
