@@ -371,9 +371,10 @@ async fn a_crashed_sign_in_counts_as_a_failure() {
     assert_eq!(statuses[18], StatusCode::TOO_MANY_REQUESTS, "{statuses:?}");
 }
 
-/// Before its App has served, a limiter knows the routes of the Apps the startup coverage
-/// check read: a route under a scope is reset by its full label, and its attribute's path
-/// alone (whose key none of its requests use) is refused with the full label.
+/// Before its App has served, a limiter knows the routes of the App the startup coverage
+/// check built with it inside: a route under a scope is reset by its full label, and its
+/// attribute's path alone (whose key none of its requests use) is refused with the full
+/// label. Another App's limiter in the same process keeps its own routes.
 #[actix_web::test]
 async fn before_serving_a_scoped_route_is_reset_by_the_label_the_coverage_check_read() {
     let server = RedisServer::start();
@@ -385,24 +386,35 @@ async fn before_serving_a_scoped_route_is_reset_by_the_label_the_coverage_check_
             .service(web::scope("/api").service(login))
             .wrap(limiter)
     };
-    let serving = limiter(&server, &clock).await;
-    ratelimit_runtime::coverage::require_coverage(scoped(serving.clone()))
-        .await
-        .expect("every route declared");
-    let app = test::init_service(scoped(serving)).await;
+    let app = test::init_service(scoped(limiter(&server, &clock).await)).await;
     for _ in 0..10 {
         send(&app, attempt("/api/login", "frank", "wrong")).await;
     }
     let locked = send(&app, attempt("/api/login", "frank", "right")).await;
     assert_eq!(locked.status(), StatusCode::TOO_MANY_REQUESTS);
-    // Another instance's limiter, starting: its App has served nothing yet.
+    // Another instance, starting: its coverage check built its App; it has served nothing.
     let starting = limiter(&server, &clock).await;
+    ratelimit_runtime::coverage::require_coverage(scoped(starting.clone()))
+        .await
+        .expect("every route declared");
+    // An App of another shape checked in the same process does not change what it knows.
+    let unscoped = limiter(&server, &clock).await;
+    ratelimit_runtime::coverage::require_coverage(
+        App::new()
+            .app_data(reached.clone())
+            .service(login)
+            .wrap(unscoped.clone()),
+    )
+    .await
+    .expect("every route declared");
     let name = [(IdentityPart::Username, "frank")];
     let refused = starting.reset("POST /login", &name).await.unwrap_err();
     assert_eq!(
         refused.to_string(),
         "`POST /login` is mounted under a scope: name it as `POST /api/login`"
     );
+    assert!(unscoped.reset("POST /login", &name).await.is_ok());
+    assert!(unscoped.reset("POST /api/login", &name).await.is_err());
     let state = starting.state("POST /api/login", &name).await.unwrap();
     assert!(
         !state[0].allowed,

@@ -25,10 +25,6 @@ pub async fn check<T: AppFactory>(app: App<T>) -> Result<RouteTable, CoverageErr
 /// Every route of `app` with its declaration (or none), covered or not.
 pub async fn route_table<T: AppFactory>(app: App<T>) -> RouteTable {
     let tree = probe::introspection_tree(app).await;
-    if let Some(tree) = &tree {
-        // For `RateLimiter::reset` and its kin before the App serves.
-        crate::middleware::declared_routes::remember_checked(tree);
-    }
     RouteTable::from_tree(tree.as_ref())
 }
 

@@ -17,14 +17,19 @@ use actix_web::{
 };
 
 use super::AppFactory;
+use crate::middleware::declared_routes;
 
 type Slot = Rc<RefCell<Option<IntrospectionTree>>>;
 
 pub(super) async fn introspection_tree<T: AppFactory>(app: App<T>) -> Option<IntrospectionTree> {
     let slot: Slot = Rc::default();
+    // The limiters built inside the App learn its routes, for `RateLimiter::reset` and its
+    // kin before the App serves.
+    declared_routes::checking_begins();
     let service = test::init_service(app.wrap(Probe(Rc::clone(&slot)))).await;
     let _ = test::call_service(&service, test::TestRequest::default().to_request()).await;
     let tree = slot.borrow_mut().take();
+    declared_routes::checking_ends(tree.as_ref());
     tree
 }
 

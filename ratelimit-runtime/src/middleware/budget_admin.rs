@@ -1,14 +1,12 @@
 //! `RateLimiter::reset` and `RateLimiter::give_back`: any client's budget on any declared
 //! route, from its plain identity values, keyed exactly as the request path keys it.
 
-use std::{fmt, net::IpAddr, sync::Arc};
+use std::{fmt, net::IpAddr};
 
 use actix_web::http::Method;
 
 use super::{
-    budget::adjust_within,
-    declared_routes::{self, DeclaredRoutes},
-    rate_limiter::RateLimiter,
+    budget::adjust_within, declared_routes::DeclaredRoutes, rate_limiter::RateLimiter,
     route_info::RouteInfo,
 };
 use crate::{
@@ -74,49 +72,49 @@ impl fmt::Display for BudgetError {
 
 impl std::error::Error for BudgetError {}
 
-/// Declarations with `method` (as `takes` says) at `pattern`, before the App has served: those
-/// the Apps the coverage check read mount at that full pattern, with that App's routes;
-/// else those whose route attribute has that path, unless a checked App mounts them only
-/// under a scope, where their requests count under the full pattern.
-fn before_serving(
+/// Declarations with `method` (as `takes` says) at the full pattern `pattern` in `routes`
+/// (an App's, as the limiter read them), else without `routes` those whose route attribute
+/// has that path. Named by its attribute's path, a route the App mounts only under a scope,
+/// where its requests count under the full pattern, is refused with that full label.
+fn declared_at(
+    routes: Option<&DeclaredRoutes>,
     route: &str,
     method: &Method,
     pattern: &str,
     takes: impl Fn(&RouteDeclaration) -> bool,
-) -> Result<(Vec<&'static RouteDeclaration>, Option<Arc<DeclaredRoutes>>), BudgetError> {
-    let checked = declared_routes::checked();
-    let mut found: Vec<&'static RouteDeclaration> = Vec::new();
-    let mut routes = None;
-    for app in &checked {
-        for declaration in app.declarations_at(pattern).iter().filter(|d| takes(d)) {
-            if !found.iter().any(|f| std::ptr::eq(*f, *declaration)) {
-                found.push(declaration);
-            }
-            routes.get_or_insert_with(|| Arc::clone(app));
-        }
-    }
-    if !found.is_empty() {
-        return Ok((found, routes));
-    }
-    let by_attribute: Vec<&'static RouteDeclaration> = registry::declarations()
-        .filter(|d| d.path == pattern && takes(d))
+) -> Result<Vec<&'static RouteDeclaration>, BudgetError> {
+    let by_attribute = || {
+        registry::declarations()
+            .filter(|d| d.path == pattern && takes(d))
+            .collect::<Vec<_>>()
+    };
+    let Some(routes) = routes else {
+        return Ok(by_attribute());
+    };
+    let found: Vec<_> = routes
+        .declarations_at(pattern)
+        .iter()
+        .copied()
+        .filter(|d| takes(d))
         .collect();
-    for declaration in &by_attribute {
-        let mut at: Vec<String> = checked
-            .iter()
-            .flat_map(|app| app.mounted_at(declaration))
+    if !found.is_empty() {
+        return Ok(found);
+    }
+    for declaration in by_attribute() {
+        let mut at: Vec<String> = routes
+            .mounted_at(declaration)
+            .into_iter()
             .map(|full| format!("{method} {full}"))
             .collect();
         if !at.is_empty() {
             at.sort();
-            at.dedup();
             return Err(BudgetError::Scoped {
                 route: route.trim().to_owned(),
                 at,
             });
         }
     }
-    Ok((by_attribute, None))
+    Ok(Vec::new())
 }
 
 impl RateLimiter {
@@ -129,15 +127,14 @@ impl RateLimiter {
     /// as the request path does; an address as an IP address). This instance stops refusing
     /// the client at once, the others within a second.
     ///
-    /// Routes are named as the App's route table names them, with their scope's prefix.
-    /// Before the App has served a request the limiter has not read its routes: it knows
-    /// those of the Apps [`coverage::require_coverage`](crate::coverage::require_coverage)
-    /// (or another form of the check) read in this process, and a route those Apps mount
-    /// under a scope, named by its attribute's path alone, is refused
-    /// ([`BudgetError::Scoped`]). Without a coverage check it finds routes only by the path in
-    /// their route attribute, and a route under a scope is then found by that path alone,
-    /// whose key none of its requests use. So call it from a handler, once the App has
-    /// served, or after the startup coverage check.
+    /// Routes are named as the App's route table names them, with their scope's prefix; a
+    /// route under a scope named by its attribute's path alone is refused
+    /// ([`BudgetError::Scoped`]). The limiter reads the App's routes when the App serves its
+    /// first request, or when [`coverage::require_coverage`](crate::coverage::require_coverage)
+    /// (or another form of the check) builds the App with this limiter inside. Before
+    /// either, it finds routes only by the path in their route attribute, and a route under
+    /// a scope is then found by that path alone, whose key none of its requests use. So call
+    /// it from a handler, once the App has served, or after the startup coverage check.
     ///
     /// ```
     /// # actix_web::rt::System::new().block_on(async {
@@ -318,21 +315,11 @@ impl RateLimiter {
         let takes = |d: &RouteDeclaration| {
             d.methods.is_empty() || d.methods.iter().any(|m| *m == method.as_str())
         };
-        // The App's own routes once a worker has read them; before, those of the Apps the
-        // coverage check read, else a declaration at that very path (a route outside any
-        // scope).
-        let (mut found, declared) = match self.declared.get() {
-            Some(declared) => (
-                declared
-                    .declarations_at(pattern)
-                    .iter()
-                    .copied()
-                    .filter(|d| takes(d))
-                    .collect(),
-                Some(Arc::clone(declared)),
-            ),
-            None => before_serving(route, &method, pattern, takes)?,
-        };
+        // The App's own routes once a worker has read them; before, those of the App the
+        // coverage check read with this limiter inside, else a declaration at that very
+        // path (a route outside any scope).
+        let declared = self.declared.get().or(self.checked.get()).cloned();
+        let mut found = declared_at(declared.as_deref(), route, &method, pattern, takes)?;
         found.dedup_by(|a, b| std::ptr::eq(*a, *b));
         let declaration = match found.as_slice() {
             [one] => *one,

@@ -1,7 +1,11 @@
 //! Which (method, full pattern) pairs of an App carry a `#[rate_limit]` declaration, read from
 //! actix-web's route introspection and the marker guard the attribute adds to each route.
 
-use std::collections::HashMap;
+use std::{
+    cell::RefCell,
+    collections::HashMap,
+    sync::{Arc, OnceLock},
+};
 
 use actix_web::{
     dev::ResourceDef,
@@ -20,27 +24,43 @@ pub struct MountedDeclaration {
     pub declaration: &'static RouteDeclaration,
 }
 
-/// The declared routes of every App the coverage check read in this process, for naming
-/// routes by their full pattern before a limiter has served (the App's own routes take over
-/// once it has).
-static CHECKED: std::sync::Mutex<Vec<std::sync::Arc<DeclaredRoutes>>> =
-    std::sync::Mutex::new(Vec::new());
+/// Where the coverage check's build of an App, on this thread, collects the limiters in it.
+type Checking = Vec<Arc<OnceLock<Arc<DeclaredRoutes>>>>;
 
-/// Records the declared routes of an App the coverage check read.
-pub(crate) fn remember_checked(tree: &IntrospectionTree) {
-    let routes = std::sync::Arc::new(DeclaredRoutes::from_tree(tree));
-    CHECKED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .push(routes);
+thread_local! {
+    static CHECKING: RefCell<Option<Checking>> = const { RefCell::new(None) };
 }
 
-/// The declared routes of every App the coverage check read so far.
-pub(crate) fn checked() -> Vec<std::sync::Arc<DeclaredRoutes>> {
-    CHECKED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone()
+/// The coverage check starts building an App on this thread: the limiters built meanwhile
+/// ([`limiter_built`]) are given its routes by [`checking_ends`].
+pub(crate) fn checking_begins() {
+    CHECKING.with(|checking| *checking.borrow_mut() = Some(Vec::new()));
+}
+
+/// A limiter's service was built: inside the App being checked, if one is, it records
+/// `slot`, where that App's routes go.
+pub(crate) fn limiter_built(slot: &Arc<OnceLock<Arc<DeclaredRoutes>>>) {
+    CHECKING.with(|checking| {
+        if let Some(built) = checking.borrow_mut().as_mut() {
+            built.push(Arc::clone(slot));
+        }
+    });
+}
+
+/// The coverage check read `tree` off the App it built: each limiter built inside it learns
+/// the App's declared routes (the first App checked with it, if several are).
+pub(crate) fn checking_ends(tree: Option<&IntrospectionTree>) {
+    let built = CHECKING.with(|checking| checking.borrow_mut().take());
+    let (Some(built), Some(tree)) = (built, tree) else {
+        return;
+    };
+    if built.is_empty() {
+        return;
+    }
+    let routes = Arc::new(DeclaredRoutes::from_tree(tree));
+    for slot in built {
+        let _ = slot.set(Arc::clone(&routes));
+    }
 }
 
 /// The declared routes of one App.

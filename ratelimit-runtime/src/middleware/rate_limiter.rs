@@ -57,6 +57,9 @@ pub struct RateLimiter {
     pub(super) shield: Arc<OnceLock<Arc<FloodShield>>>,
     /// The App's declared routes, as the first worker to serve a request read them.
     pub(super) declared: Arc<OnceLock<Arc<DeclaredRoutes>>>,
+    /// The declared routes of the App the coverage check read with this limiter inside,
+    /// for naming routes before it serves.
+    pub(super) checked: Arc<OnceLock<Arc<DeclaredRoutes>>>,
     /// How many instances share the store: a route that fails `local` gets this share.
     instances: u32,
     /// The local limiter of routes that fail `local`, shared by every worker.
@@ -113,6 +116,7 @@ impl RateLimiter {
             default_fail: None,
             shield: Arc::default(),
             declared: Arc::default(),
+            checked: Arc::default(),
             instances: 1,
             fallback: Arc::default(),
             success: success_or_redirect,

@@ -39,6 +39,7 @@ where
     type Future = Ready<Result<Self::Transform, Self::InitError>>;
 
     fn new_transform(&self, service: S) -> Self::Future {
+        super::declared_routes::limiter_built(&self.checked);
         ready(Ok(RateLimiterService {
             service: Rc::new(service),
             limiter: self.worker_limiter(),

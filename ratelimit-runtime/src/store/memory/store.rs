@@ -29,6 +29,8 @@ pub const DEFAULT_CAPACITY: usize = 100_000;
 
 /// Route keys are spread over this many independently locked shards.
 const SHARDS: usize = 16;
+/// The fewest keys a shard holds, below which the store takes fewer shards.
+const MIN_SHARD_KEYS: usize = 64;
 
 /// Counters in process memory, with the same semantics as the Redis scripts.
 ///
@@ -43,7 +45,8 @@ const SHARDS: usize = 16;
 /// spent n or more.
 /// The first eviction of a live key, and each time the total doubles, is logged as a
 /// warning ([`evicted`](Self::evicted) counts them): the capacity is too small for the
-/// traffic. The capacity is split evenly across 16 shards (fewer below 16 keys).
+/// traffic. The capacity is split evenly across 16 shards (fewer, of 64 keys at least, for a
+/// capacity under 1,024).
 ///
 /// Time is the injected `now_millis`, else a monotonic clock started at the system time
 /// when the store was built (a step of the system clock does not move it).
@@ -339,11 +342,6 @@ fn peek_all(
     peeks
 }
 
-/// The commit phase on one table: every write when the request is `allowed`; else each
-/// limit with a block that refused by its own count locks the client out, its count gone
-/// so the budget is whole when the lockout ends. The states of `limits`, and the writes to
-/// apply to the table (at once with every other write of the check to that table, so that
-/// making room for one cannot evict another).
 /// What `peek` tells of `limit`.
 fn state_of(limit: Limit, peek: &Peek) -> LimitState {
     LimitState::new(
@@ -355,6 +353,11 @@ fn state_of(limit: Limit, peek: &Peek) -> LimitState {
     )
 }
 
+/// The commit phase on one table: every write when the request is `allowed`; else each
+/// limit with a block that refused by its own count locks the client out, its count gone
+/// so the budget is whole when the lockout ends. The states of `limits`, and the writes to
+/// apply to the table (at once with every other write of the check to that table, so that
+/// making room for one cannot evict another).
 fn finish(
     table: &mut Table,
     key: &RouteKey,
@@ -462,9 +465,10 @@ impl MemoryStoreBuilder {
     /// Builds the store.
     pub fn build(self) -> MemoryStore {
         // The shares add up to the capacity exactly (rounding every share up would let the
-        // store hold up to SHARDS - 1 keys more than asked); a capacity under SHARDS is one
-        // key per shard.
-        let shards = self.capacity.min(SHARDS);
+        // store hold up to SHARDS - 1 keys more than asked). A small capacity takes fewer
+        // shards: keys land in shards by hash, and a full shard evicts a live client while
+        // another has room.
+        let shards = (self.capacity / MIN_SHARD_KEYS).clamp(1, SHARDS);
         let (share, rest) = (self.capacity / shards, self.capacity % shards);
         MemoryStore {
             shards: (0..shards)
@@ -576,6 +580,31 @@ mod tests {
                 });
             }
             assert_eq!(store.len(), capacity);
+        }
+    }
+
+    /// A small store is one table: as many live clients as its capacity all keep their
+    /// counts (spread over shards by hash, two could land in one shard of one key and evict
+    /// each other while another shard stood empty, each getting its budget back).
+    #[test]
+    fn a_small_store_keeps_as_many_live_clients_as_its_capacity() {
+        let limits = [Limit::new(1, Window::from_secs(60), Algorithm::FixedWindow)];
+        for round in 0..50u64 {
+            let store = MemoryStore::builder().capacity(2).build();
+            let keys: Vec<RouteKey> = (0..2)
+                .map(|i| {
+                    let id = format!("{round}-{i}");
+                    RouteKey::new("rl", "GET", "/x", &[(IdentityPart::UserId, &id)])
+                })
+                .collect();
+            for (at, key) in keys.iter().chain(&keys).enumerate() {
+                let decided = store.decide(&CheckRequest {
+                    key,
+                    limits: &limits,
+                    now_millis: Some(1_000_000 + at as u64),
+                });
+                assert_eq!(decided.allowed, at < 2, "round {round}, check {at}");
+            }
         }
     }
 
