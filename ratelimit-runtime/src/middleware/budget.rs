@@ -184,14 +184,24 @@ impl Limiter {
         limits: &'a [Limit],
         change: Adjustment<'a>,
     ) -> Pin<Box<dyn Future<Output = Result<u64, StoreError>> + 'a>> {
-        Box::pin(async move {
-            let request = AdjustRequest::new(key, limits, self.clock.now_millis(), change);
-            let changed = adjust_within(&*self.store, self.timeout, request).await;
-            for base in key.bases() {
-                self.shield.forget(base);
-            }
-            changed
-        })
+        Box::pin(self.adjust_within(key, limits, change, self.timeout))
+    }
+
+    /// [`adjust`](Self::adjust) bounded by `timeout` (`None`: the store's own, else the
+    /// default).
+    async fn adjust_within(
+        &self,
+        key: &RouteKey,
+        limits: &[Limit],
+        change: Adjustment<'_>,
+        timeout: Option<Duration>,
+    ) -> Result<u64, StoreError> {
+        let request = AdjustRequest::new(key, limits, self.clock.now_millis(), change);
+        let changed = adjust_within(&*self.store, timeout, request).await;
+        for base in key.bases() {
+            self.shield.forget(base);
+        }
+        changed
     }
 
     /// After the handler answered `succeeded`: a request that reserved units in limits that
@@ -224,12 +234,10 @@ impl Limiter {
         let left = self
             .store_budget()
             .saturating_sub(handle.store_waited().unwrap_or_default());
-        let request = AdjustRequest::new(key, &failures_only, self.clock.now_millis(), change);
-        let given = adjust_within(&*self.store, Some(left), request).await;
-        for base in key.bases() {
-            self.shield.forget(base);
-        }
-        match given {
+        match self
+            .adjust_within(key, &failures_only, change, Some(left))
+            .await
+        {
             Ok(_) => true,
             Err(error) => {
                 tracing::warn!(
