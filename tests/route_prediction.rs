@@ -388,3 +388,47 @@ async fn normalize_path_outside_the_limiter_keeps_a_trailing_slash_on_its_route(
     let statuses = statuses_of(&inside, 6, probe_slash).await;
     assert!(statuses.contains(&429), "{statuses:?}");
 }
+
+#[rate_limit(limit = 7, window = "1m", identity = "ip")]
+#[get("/budgeted")]
+async fn budgeted(budget: ratelimit_runtime::Budget) -> impl Responder {
+    HttpResponse::Ok().body(format!("{:?} {:?}", budget.limit(), budget.remaining()))
+}
+
+async fn default_budget(budget: Option<ratelimit_runtime::Budget>) -> HttpResponse {
+    let figures = budget.map(|budget| (budget.limit(), budget.remaining()));
+    HttpResponse::Ok().body(format!("{figures:?}"))
+}
+
+#[actix_web::test]
+async fn under_nested_limiters_a_handler_gets_the_budget_of_the_check_that_counted_it() {
+    let limiter = limiter(MemoryStore::new());
+    let app = test::init_service(
+        App::new()
+            .service(
+                web::scope("/admin")
+                    .wrap(limiter.clone())
+                    .service(budgeted)
+                    .route("/plain", web::get().to(default_budget)),
+            )
+            .route("/outside", web::get().to(default_budget))
+            .wrap(limiter),
+    )
+    .await;
+    let body = |uri: &'static str| {
+        let app = &app;
+        async move {
+            let res = test::call_service(app, from("203.0.113.7").uri(uri).to_request()).await;
+            assert_eq!(res.status(), 200, "{uri}");
+            String::from_utf8(test::read_body(res).await.to_vec()).unwrap()
+        }
+    };
+    // The declared route's own check (7 per minute), not the default policy's.
+    assert_eq!(body("/admin/budgeted").await, "Some(7) Some(6)");
+    assert_eq!(body("/admin/budgeted").await, "Some(7) Some(5)");
+    // Undeclared, in the scope and outside it: the default policy (3 per minute, per
+    // route) counted by the App's limiter; the scope's counts nothing more.
+    assert_eq!(body("/admin/plain").await, "Some((Some(3), Some(2)))");
+    assert_eq!(body("/admin/plain").await, "Some((Some(3), Some(1)))");
+    assert_eq!(body("/outside").await, "Some((Some(3), Some(2)))");
+}

@@ -282,3 +282,53 @@ async fn every_worker_checks_over_its_own_connection_and_all_share_one_budget() 
     );
     handle.stop(true).await;
 }
+
+#[actix_web::test]
+async fn each_header_family_alone_or_both_tell_the_same_exact_figures() {
+    use ratelimit_runtime::HeaderFamilies;
+
+    for (x_ratelimit, ietf_draft) in [(true, true), (true, false), (false, true)] {
+        let families = HeaderFamilies {
+            x_ratelimit,
+            ietf_draft,
+        };
+        let limiter = RateLimiter::new(MemoryStore::new())
+            .clock(ManualClock::at(T0))
+            .headers(families);
+        let app = test::init_service(app(limiter)).await;
+        for left in [2, 1, 0] {
+            let res =
+                test::call_service(&app, from("203.0.113.9").uri("/orders/1").to_request()).await;
+            assert_eq!(res.status(), 200, "{families:?}");
+            let get = |name: &str| {
+                res.headers()
+                    .get(name)
+                    .map(|value| value.to_str().unwrap().to_owned())
+            };
+            // A sliding window of a minute: what counts now stops counting at the end of the
+            // next window.
+            let reset = "120";
+            if x_ratelimit {
+                assert_eq!(get("x-ratelimit-limit").as_deref(), Some("3"));
+                assert_eq!(get("x-ratelimit-remaining"), Some(left.to_string()));
+                assert_eq!(get("x-ratelimit-reset").as_deref(), Some(reset));
+            } else {
+                assert_eq!(get("x-ratelimit-remaining"), None, "{families:?}");
+                assert_eq!(get("x-ratelimit-reset"), None, "{families:?}");
+            }
+            if ietf_draft {
+                assert_eq!(
+                    get("ratelimit-policy").as_deref(),
+                    Some("\"get_order\";q=3;w=60")
+                );
+                assert_eq!(
+                    get("ratelimit"),
+                    Some(format!("\"get_order\";r={left};t={reset}"))
+                );
+            } else {
+                assert_eq!(get("ratelimit"), None, "{families:?}");
+                assert_eq!(get("ratelimit-policy"), None, "{families:?}");
+            }
+        }
+    }
+}

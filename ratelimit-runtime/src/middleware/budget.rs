@@ -51,7 +51,7 @@ use crate::{
 #[derive(Clone)]
 pub struct Budget(Rc<BudgetState>);
 
-/// What the request path leaves in a request's extensions for [`Budget`].
+/// What the request path leaves for [`Budget`], with the request's limiter handle.
 pub(crate) struct BudgetState {
     pub(crate) limiter: Rc<Limiter>,
     pub(crate) key: RouteKey,
@@ -79,8 +79,8 @@ impl FromRequest for Budget {
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         std::future::ready(
             req.extensions()
-                .get::<Budget>()
-                .cloned()
+                .get::<LimiterHandle>()
+                .and_then(LimiterHandle::budget)
                 .ok_or_else(|| {
                     ErrorInternalServerError(
                         "`Budget` was extracted on a route no `#[rate_limit]` or `RateLimiter` limits; take `Option<Budget>` where a route may have none",

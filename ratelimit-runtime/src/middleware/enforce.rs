@@ -110,7 +110,7 @@ impl Limiter {
             decision,
             adjusted: std::cell::Cell::new(false),
         });
-        req.extensions_mut().insert(budget.clone());
+        handle.set_budget(budget.clone());
         let answer = service.call(req).await;
         // Units reserved in limits that count failures only go back after a success (not
         // after a panic, which drops this future: a crash counts as a failure). Not for a

@@ -13,8 +13,8 @@ use std::{
 use actix_web::dev::ServiceRequest;
 
 use super::{
-    declared_routes::DeclaredRoutes, flood_shield::FloodShield, header_families::HeaderFamilies,
-    local_fallback::LocalFallback,
+    budget::Budget, declared_routes::DeclaredRoutes, flood_shield::FloodShield,
+    header_families::HeaderFamilies, local_fallback::LocalFallback,
 };
 use crate::{
     clock::Clock,
@@ -77,6 +77,10 @@ struct Passage {
     /// How long the request has waited for the store so far, once it has: a second call
     /// waits only for what is left of the timeout.
     store_waited: Cell<Option<Duration>>,
+    /// The budget of the last check this limiter made of the request, for the handler's
+    /// [`Budget`] (kept here rather than as an extension of its own: one insert less on
+    /// every request).
+    budget: RefCell<Option<Budget>>,
     /// The handle of a `RateLimiter` further out (one on the App, another on a scope).
     outer: Option<LimiterHandle>,
 }
@@ -100,6 +104,7 @@ impl LimiterHandle {
             store_error: RefCell::default(),
             store_waited: Cell::new(None),
             client: Cell::new(None),
+            budget: RefCell::new(None),
             outer,
         }))
     }
@@ -154,6 +159,19 @@ impl LimiterHandle {
     pub(crate) fn add_store_wait(&self, waited: Duration) {
         let total = self.store_waited().unwrap_or_default() + waited;
         self.0.store_waited.set(Some(total));
+    }
+
+    /// Keeps `budget`, the request's latest check, for the handler.
+    pub(crate) fn set_budget(&self, budget: Budget) {
+        *self.0.budget.borrow_mut() = Some(budget);
+    }
+
+    /// The budget of the request's latest check: the innermost limiter's that checked it
+    /// (a route's guard runs inside the limiters around it, so its check is the latest).
+    pub(crate) fn budget(&self) -> Option<Budget> {
+        self.0
+            .chain()
+            .find_map(|passage| passage.budget.borrow().clone())
     }
 
     pub(crate) fn record_store_error(&self, error: &StoreError) {

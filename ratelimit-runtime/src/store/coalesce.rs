@@ -21,10 +21,11 @@
 //! sent may still be counted (the strict side, as for any timed-out check).
 
 use std::{
-    collections::{hash_map::Entry, HashMap, VecDeque},
+    cell::RefCell,
+    collections::{HashMap, VecDeque},
     sync::{
         atomic::{AtomicU64, Ordering},
-        Mutex, MutexGuard,
+        Arc, Mutex, MutexGuard,
     },
     time::{Duration, Instant},
 };
@@ -47,14 +48,14 @@ const MAX_BATCH: usize = 100_000;
 enum Turn {
     /// Its answer, from a call another check led.
     Decided(Result<Decision, StoreError>),
-    /// It leads the next call, for itself and these.
-    Lead(Queue),
+    /// It leads the next call of the lane named, for itself and these.
+    Lead(Queue, Arc<str>),
 }
 
 /// How a check entered its key's lane.
 enum Joined<'a> {
-    /// No call in flight: it makes the next alone.
-    First,
+    /// No call in flight: it makes the next alone, in the lane named.
+    First(Arc<str>),
     /// It waits for its turn.
     Waiting(Waiting<'a>),
     /// Its turn would come too late: it is decided alone, outside the lane.
@@ -82,7 +83,7 @@ pub(crate) trait Sharing: Sync {
 /// where checks of it that arrive meanwhile wait.
 #[derive(Default)]
 pub(crate) struct Coalescer {
-    lanes: Mutex<HashMap<String, Queue, foldhash::fast::RandomState>>,
+    lanes: Mutex<HashMap<Arc<str>, Queue, foldhash::fast::RandomState>>,
     /// How long the last call measured took, in µs (0 before any): what a check joining a
     /// lane expects the call in flight and its own to take. Measured on shared calls, on
     /// checks decided alone for not waiting, and on one lone check in [`SAMPLED_EVERY`] (the
@@ -95,6 +96,12 @@ pub(crate) struct Coalescer {
 
 /// One lone check in this many has its round trip measured.
 const SAMPLED_EVERY: u64 = 64;
+
+thread_local! {
+    /// Where a check writes its lane's name to look it up: a name is allocated only for a
+    /// lane that opens, not for each check that joins one.
+    static LANE_NAME: RefCell<String> = const { RefCell::new(String::new()) };
+}
 
 impl Coalescer {
     /// Whether `request` may share a call with concurrent checks of its key.
@@ -116,45 +123,45 @@ impl Coalescer {
         timeout: Duration,
     ) -> Result<Decision, StoreError> {
         let limits = request.limits;
-        // The key, and each limit's algorithm, window and max (an override may change a
-        // policy while checks are in flight); the injected time completes the lane.
-        let mut lane = String::with_capacity(request.key.as_str().len() + 24 * limits.len());
-        lane.push_str(request.key.as_str());
-        let mut numbers = itoa::Buffer::new();
-        for limit in limits {
-            lane.push(':');
-            lane.push_str(algorithm_code(limit.algorithm()));
-            lane.push_str(numbers.format(limit.window().as_millis()));
-            lane.push('#');
-            lane.push_str(numbers.format(limit.max()));
-        }
-        if let Some(now) = request.now_millis {
-            lane.push('@');
-            lane.push_str(numbers.format(now));
-        }
-        let joined = {
+        let joined = LANE_NAME.with_borrow_mut(|lane| {
+            // The key, and each limit's algorithm, window and max (an override may change
+            // a policy while checks are in flight); the injected time completes the lane.
+            lane.clear();
+            lane.push_str(request.key.as_str());
+            let mut numbers = itoa::Buffer::new();
+            for limit in limits {
+                lane.push(':');
+                lane.push_str(algorithm_code(limit.algorithm()));
+                lane.push_str(numbers.format(limit.window().as_millis()));
+                lane.push('#');
+                lane.push_str(numbers.format(limit.max()));
+            }
+            if let Some(now) = request.now_millis {
+                lane.push('@');
+                lane.push_str(numbers.format(now));
+            }
             let mut lanes = lock(&self.lanes);
-            match lanes.entry(lane.clone()) {
-                Entry::Vacant(vacant) => {
-                    vacant.insert(VecDeque::new());
-                    Joined::First
+            match lanes.get_mut(lane.as_str()) {
+                None => {
+                    let name: Arc<str> = Arc::from(lane.as_str());
+                    lanes.insert(Arc::clone(&name), VecDeque::new());
+                    Joined::First(name)
                 }
                 // Waiting for the call in flight, then for one more, could outlast the
                 // timeout (a slow Redis): decided alone at once, as without a lane.
-                Entry::Occupied(_) if !self.can_wait(timeout) => Joined::Not,
-                Entry::Occupied(mut occupied) => {
+                Some(_) if !self.can_wait(timeout) => Joined::Not,
+                Some(queue) => {
                     let (turn, told) = oneshot::channel();
-                    occupied.get_mut().push_back(turn);
+                    queue.push_back(turn);
                     Joined::Waiting(Waiting {
                         coalescer: self,
-                        lane: &lane,
                         told: Some(told),
                     })
                 }
             }
-        };
+        });
         // A check that waited leads with what is left of its timeout.
-        let (mut followers, left, started) = match joined {
+        let (mut followers, lane, left, started) = match joined {
             Joined::Not => {
                 let started = Instant::now();
                 let decided = store.check_alone(request, timeout).await;
@@ -163,13 +170,13 @@ impl Coalescer {
                 }
                 return decided;
             }
-            Joined::First => {
+            Joined::First(lane) => {
                 let sampled = self.round_trip_micros.load(Ordering::Relaxed) == 0
                     || self
                         .lone
                         .fetch_add(1, Ordering::Relaxed)
                         .is_multiple_of(SAMPLED_EVERY);
-                (VecDeque::new(), timeout, sampled.then(Instant::now))
+                (VecDeque::new(), lane, timeout, sampled.then(Instant::now))
             }
             Joined::Waiting(mut waiting) => {
                 let arrived = Instant::now();
@@ -188,9 +195,10 @@ impl Coalescer {
                         ))
                     }
                     Ok(Turn::Decided(decided)) => return decided,
-                    Ok(Turn::Lead(followers)) => {
+                    Ok(Turn::Lead(followers, lane)) => {
                         let now = Instant::now();
-                        (followers, timeout.saturating_sub(now - arrived), Some(now))
+                        let left = timeout.saturating_sub(now - arrived);
+                        (followers, lane, left, Some(now))
                     }
                 }
             }
@@ -198,7 +206,7 @@ impl Coalescer {
         followers.retain(|follower| !follower.is_closed());
         let mut lead = Lead {
             coalescer: self,
-            lane: &lane,
+            lane,
             followers,
             answered: false,
         };
@@ -262,13 +270,13 @@ impl Coalescer {
             let Some(next) = queue.pop_back() else {
                 return;
             };
-            match next.send(Turn::Lead(queue)) {
+            match next.send(Turn::Lead(queue, Arc::clone(&name))) {
                 Ok(()) | Err(Turn::Decided(_)) => {
                     lanes.insert(name, rest);
                     return;
                 }
                 // It gave up waiting: another leads.
-                Err(Turn::Lead(followers)) => {
+                Err(Turn::Lead(followers, _)) => {
                     queue = followers;
                     queue.extend(rest);
                 }
@@ -332,7 +340,7 @@ fn passed_reset(limit: &Limit, last: Duration, after: u32) -> Duration {
 /// next (their call may have counted them already: the strict side).
 struct Lead<'a> {
     coalescer: &'a Coalescer,
-    lane: &'a str,
+    lane: Arc<str>,
     followers: Queue,
     answered: bool,
 }
@@ -344,7 +352,7 @@ impl Drop for Lead<'_> {
         } else {
             std::mem::take(&mut self.followers)
         };
-        self.coalescer.hand_over(self.lane, first);
+        self.coalescer.hand_over(&self.lane, first);
     }
 }
 
@@ -352,7 +360,6 @@ impl Drop for Lead<'_> {
 /// (a client gone, a `select!`), it hands the lead on, so the lane never stalls.
 struct Waiting<'a> {
     coalescer: &'a Coalescer,
-    lane: &'a str,
     told: Option<oneshot::Receiver<Turn>>,
 }
 
@@ -362,8 +369,8 @@ impl Drop for Waiting<'_> {
             return;
         };
         told.close();
-        if let Ok(Turn::Lead(followers)) = told.try_recv() {
-            self.coalescer.hand_over(self.lane, followers);
+        if let Ok(Turn::Lead(followers, lane)) = told.try_recv() {
+            self.coalescer.hand_over(&lane, followers);
         }
     }
 }
