@@ -118,25 +118,32 @@ impl Limiter {
         // gave back the budget itself (it would be given back twice).
         let adjusted = budget.state().adjusted.get();
         let mut gave_back = false;
+        // Only a limit that counts failures only has anything to give back. The give-back
+        // is boxed, as are the other paths few requests take (a username read, the local
+        // fallback): each request's future stays small.
+        let counts_failures = route
+            .policy
+            .limits()
+            .iter()
+            .any(|limit| limit.count() == Count::Failures);
         if let Some(decision) = budget
             .decision()
-            .filter(|d| d.allowed && !local && !adjusted)
+            .filter(|d| d.allowed && !local && !adjusted && counts_failures)
         {
             let status = match &answer {
                 Ok(response) => response.status(),
                 Err(error) => error.as_response_error().status_code(),
             };
             let state = budget.state();
-            gave_back = self
-                .settle(
-                    &state.key,
-                    state.limits,
-                    decision.receipt.as_ref(),
-                    (self.success)(status),
-                    &route.label,
-                    handle,
-                )
-                .await;
+            gave_back = Box::pin(self.settle(
+                &state.key,
+                state.limits,
+                decision.receipt.as_ref(),
+                (self.success)(status),
+                &route.label,
+                handle,
+            ))
+            .await;
         }
         // The headers tell what is left after the request: a success that gave its unit
         // back has it again in the limits that count failures only.
@@ -378,7 +385,7 @@ impl Limiter {
     ) -> Decided {
         let reader = self.sources.username_reader(&route.label);
         let submitted = match submitted {
-            None if route.policy.reads_username() => Some(reader.read(req).await),
+            None if route.policy.reads_username() => Some(Box::pin(reader.read(req)).await),
             submitted => submitted,
         };
         // Why the request is refused without a readable username, when its route says so.
@@ -518,16 +525,15 @@ impl Limiter {
                 };
                 telemetry::store_error(&route.metrics, &client, Outcome::FailedLocal, &failure);
                 decided_locally = true;
-                self.fallback
-                    .decide(
-                        &route.label,
-                        &route.metrics.policy,
-                        &key,
-                        policy.limits(),
-                        self.clock.now_millis(),
-                        &error,
-                    )
-                    .await
+                Box::pin(self.fallback.decide(
+                    &route.label,
+                    &route.metrics.policy,
+                    &key,
+                    policy.limits(),
+                    self.clock.now_millis(),
+                    &error,
+                ))
+                .await
             }
             Err(error) => {
                 // A shadow limit never rejects, so it cannot refuse during an outage either.

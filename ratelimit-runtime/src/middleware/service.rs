@@ -243,7 +243,9 @@ where
             let mut req = req;
             return Box::pin(async move {
                 if reads_body {
-                    handle.read_username(&mut req, &route_label).await;
+                    // Boxed, as is the count after the fact: paths few requests take keep
+                    // every request's future small.
+                    Box::pin(handle.read_username(&mut req, &route_label)).await;
                 }
                 let answer = service.call(req).await;
                 if handle.counted() {
@@ -283,9 +285,7 @@ where
                     ),
                     Counts::Default(route) => Rc::clone(route),
                 };
-                limiter
-                    .count_answered(answer, &route, client, &handle)
-                    .await
+                Box::pin(limiter.count_answered(answer, &route, client, &handle)).await
             });
         }
         let limiter = Rc::clone(&self.limiter);

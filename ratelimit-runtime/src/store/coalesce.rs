@@ -115,7 +115,8 @@ impl Coalescer {
     }
 
     /// Decides `request` (see [`Coalescer::shares`]) on `store` within `timeout`, alone or
-    /// with the checks of its key waiting meanwhile.
+    /// with the checks of its key waiting meanwhile. The store calls are boxed: most checks
+    /// of a hot key only wait, and their futures stay small.
     pub(crate) async fn check<S: Sharing>(
         &self,
         store: &S,
@@ -164,7 +165,7 @@ impl Coalescer {
         let (mut followers, lane, left, started) = match joined {
             Joined::Not => {
                 let started = Instant::now();
-                let decided = store.check_alone(request, timeout).await;
+                let decided = Box::pin(store.check_alone(request, timeout)).await;
                 if decided.is_ok() {
                     self.measured(started);
                 }
@@ -211,7 +212,7 @@ impl Coalescer {
             answered: false,
         };
         if lead.followers.is_empty() {
-            let decided = store.check_alone(request, left).await;
+            let decided = Box::pin(store.check_alone(request, left)).await;
             lead.answered = true;
             if let (Ok(_), Some(started)) = (&decided, started) {
                 self.measured(started);
@@ -221,7 +222,7 @@ impl Coalescer {
         // The lead arrived last (it has the most time left): it comes after its followers.
         let own = lead.followers.len();
         let units = u32::try_from(own + 1).unwrap_or(u32::MAX);
-        let outcome = store.check_together(request, units, left).await;
+        let outcome = Box::pin(store.check_together(request, units, left)).await;
         lead.answered = true;
         if let (Ok(_), Some(started)) = (&outcome, started) {
             self.measured(started);
