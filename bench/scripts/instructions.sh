@@ -3,6 +3,7 @@
 #
 #   bash bench/scripts/instructions.sh [requests]            (default 1000)
 #   bash bench/scripts/instructions.sh --redis [requests]    Redis's instructions instead
+#   bash bench/scripts/instructions.sh -c 64 [requests]      over 64 connections (ab -k)
 #
 # Throughput on a shared VM moves by tens of percent from one measurement to the next;
 # instruction counts do not (within 1 % between repeats), so this is how two builds of the
@@ -27,11 +28,20 @@ if [ "${1:-}" = --redis ]; then
     profile=redis
     shift
 fi
+# Connections at once: 1 sends the requests one after another over one connection (curl);
+# more sends them with ab's keep-alive connections, where concurrent checks share calls.
+connections=1
+if [ "${1:-}" = -c ]; then
+    connections=${2:?instructions.sh: -c needs a number of connections}
+    shift 2
+fi
 requests=${1:-1000}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 server=${BENCH_SERVER:-$root/target/release/bench_server}
-for tool in valgrind callgrind_control curl redis-server; do
-    command -v "$tool" >/dev/null || { echo "instructions.sh: \`$tool\` is missing (apt-get install -y valgrind curl redis-server)" >&2; exit 1; }
+tools="valgrind callgrind_control curl redis-server"
+[ "$connections" -gt 1 ] && tools="$tools ab"
+for tool in $tools; do
+    command -v "$tool" >/dev/null || { echo "instructions.sh: \`$tool\` is missing (apt-get install -y valgrind curl redis-server apache2-utils)" >&2; exit 1; }
 done
 [ -x "$server" ] || { echo "instructions.sh: no $server; run \`cargo build --release -p ratelimit-bench\`" >&2; exit 1; }
 
@@ -88,6 +98,11 @@ done
 # `X-Forwarded-For` the servers read as the client (one trusted proxy), as wrk sends it.
 send() {
     local url=$1 count=$2 args=()
+    if [ "$connections" -gt 1 ]; then
+        ab -q -k -n "$count" -c "$connections" -H 'X-Forwarded-For: 198.18.255.1' "$url" >"$work/ab.log" 2>&1 \
+            || { echo "instructions.sh: ab failed:" >&2; cat "$work/ab.log" >&2; exit 1; }
+        return
+    fi
     for _ in $(seq "$count"); do args+=("$url" -o /dev/null); done
     curl -s -H 'X-Forwarded-For: 198.18.255.1' "${args[@]}"
 }

@@ -1,13 +1,13 @@
 //! A client's budget on a route, from code: the [`Budget`] extractor a handler takes, and
 //! `RateLimiter::reset` / `RateLimiter::give_back` for any route and identity.
 
-use std::{cell::Cell, fmt, future::Future, pin::Pin, rc::Rc, time::Duration};
+use std::{fmt, future::Future, pin::Pin, rc::Rc, time::Duration};
 
 use actix_web::{
     dev::Payload, error::ErrorInternalServerError, FromRequest, HttpMessage, HttpRequest,
 };
 
-use super::limiter::{Limiter, LimiterHandle};
+use super::limiter::{BudgetState, Limiter, LimiterHandle};
 use crate::{
     key::RouteKey,
     policy::{Count, Limit},
@@ -51,18 +51,6 @@ use crate::{
 #[derive(Clone)]
 pub struct Budget(Rc<BudgetState>);
 
-/// What the request path leaves for [`Budget`], with the request's limiter handle.
-pub(crate) struct BudgetState {
-    pub(crate) limiter: Rc<Limiter>,
-    pub(crate) key: RouteKey,
-    pub(crate) limits: &'static [Limit],
-    /// The store's decision; `None` when the store failed and the route let the request
-    /// through.
-    pub(crate) decision: Option<Decision>,
-    /// Whether the handler reset or gave back this budget itself.
-    pub(crate) adjusted: Cell<bool>,
-}
-
 impl fmt::Debug for Budget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Budget")
@@ -81,6 +69,7 @@ impl FromRequest for Budget {
             req.extensions()
                 .get::<LimiterHandle>()
                 .and_then(LimiterHandle::budget)
+                .map(Budget)
                 .ok_or_else(|| {
                     ErrorInternalServerError(
                         "`Budget` was extracted on a route no `#[rate_limit]` or `RateLimiter` limits; take `Option<Budget>` where a route may have none",
@@ -93,6 +82,11 @@ impl FromRequest for Budget {
 impl Budget {
     pub(crate) fn new(state: BudgetState) -> Self {
         Budget(Rc::new(state))
+    }
+
+    /// The state, shared with the request's limiter handle.
+    pub(crate) fn shared(&self) -> Rc<BudgetState> {
+        Rc::clone(&self.0)
     }
 
     pub(crate) fn state(&self) -> &BudgetState {

@@ -17,10 +17,10 @@ use actix_web::{
 
 use super::{
     answer,
-    budget::{Budget, BudgetState},
+    budget::Budget,
     flood_shield::Blocked,
     headers,
-    limiter::{Limiter, LimiterHandle},
+    limiter::{BudgetState, Limiter, LimiterHandle},
     overridden::Resolved,
     route_info::RouteInfo,
     telemetry::{self, Client, Outcome, StoreFailure},
@@ -110,7 +110,7 @@ impl Limiter {
             decision,
             adjusted: std::cell::Cell::new(false),
         });
-        handle.set_budget(budget.clone());
+        handle.set_budget(budget.shared());
         let answer = service.call(req).await;
         // Units reserved in limits that count failures only go back after a success (not
         // after a panic, which drops this future: a crash counts as a failure). Not for a

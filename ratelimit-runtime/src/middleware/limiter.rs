@@ -13,14 +13,15 @@ use std::{
 use actix_web::dev::ServiceRequest;
 
 use super::{
-    budget::Budget, declared_routes::DeclaredRoutes, flood_shield::FloodShield,
-    header_families::HeaderFamilies, local_fallback::LocalFallback,
+    declared_routes::DeclaredRoutes, flood_shield::FloodShield, header_families::HeaderFamilies,
+    local_fallback::LocalFallback,
 };
 use crate::{
     clock::Clock,
     identity::{IdentitySources, Submitted},
-    key::KeySecret,
-    store::{Store, StoreError},
+    key::{KeySecret, RouteKey},
+    policy::Limit,
+    store::{Decision, Store, StoreError},
 };
 
 /// Everything a request needs from the limiter; one per worker.
@@ -47,6 +48,19 @@ pub(crate) struct Limiter {
     pub(crate) declared: OnceCell<DeclaredRoutes>,
     /// The overrides in force, when the limiter reads any.
     pub(crate) overrides: Option<Arc<crate::overrides::Shared>>,
+}
+
+/// What the request path leaves, with the request's handle, for the handler's
+/// [`Budget`](super::Budget).
+pub(crate) struct BudgetState {
+    pub(crate) limiter: Rc<Limiter>,
+    pub(crate) key: RouteKey,
+    pub(crate) limits: &'static [Limit],
+    /// The store's decision; `None` when the store failed and the route let the request
+    /// through.
+    pub(crate) decision: Option<Decision>,
+    /// Whether the handler reset or gave back this budget itself.
+    pub(crate) adjusted: Cell<bool>,
 }
 
 /// Internal handle in request extensions: the worker's limiter, for the route guards;
@@ -78,9 +92,9 @@ struct Passage {
     /// waits only for what is left of the timeout.
     store_waited: Cell<Option<Duration>>,
     /// The budget of the last check this limiter made of the request, for the handler's
-    /// [`Budget`] (kept here rather than as an extension of its own: one insert less on
+    /// `Budget` (kept here rather than as an extension of its own: one insert less on
     /// every request).
-    budget: RefCell<Option<Budget>>,
+    budget: RefCell<Option<Rc<BudgetState>>>,
     /// The handle of a `RateLimiter` further out (one on the App, another on a scope).
     outer: Option<LimiterHandle>,
 }
@@ -162,13 +176,13 @@ impl LimiterHandle {
     }
 
     /// Keeps `budget`, the request's latest check, for the handler.
-    pub(crate) fn set_budget(&self, budget: Budget) {
+    pub(crate) fn set_budget(&self, budget: Rc<BudgetState>) {
         *self.0.budget.borrow_mut() = Some(budget);
     }
 
     /// The budget of the request's latest check: the innermost limiter's that checked it
     /// (a route's guard runs inside the limiters around it, so its check is the latest).
-    pub(crate) fn budget(&self) -> Option<Budget> {
+    pub(crate) fn budget(&self) -> Option<Rc<BudgetState>> {
         self.0
             .chain()
             .find_map(|passage| passage.budget.borrow().clone())
