@@ -432,3 +432,39 @@ async fn under_nested_limiters_a_handler_gets_the_budget_of_the_check_that_count
     assert_eq!(body("/admin/plain").await, "Some((Some(3), Some(1)))");
     assert_eq!(body("/outside").await, "Some((Some(3), Some(2)))");
 }
+
+#[rate_limit(limit = 2000, window = "1m", identity = "ip")]
+#[get("/orders/{id}")]
+async fn order() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[actix_web::test]
+async fn every_path_of_a_pattern_counts_in_its_budget_past_the_remembered_paths() {
+    let app = test::init_service(
+        App::new()
+            .service(order)
+            .route("/{tail:.*}", web::get().to(undeclared))
+            .wrap(limiter(MemoryStore::new())),
+    )
+    .await;
+    // More distinct paths than the limiter remembers patterns for (1,024), one long one
+    // past the length it remembers, and the first paths again.
+    let long = format!("/orders/{}", "9".repeat(300));
+    let paths = (0..1100)
+        .map(|id| format!("/orders/{id}"))
+        .chain([long])
+        .chain((0..3).map(|id| format!("/orders/{id}")));
+    let mut left = 2000;
+    for path in paths {
+        let res = test::call_service(&app, from("203.0.113.7").uri(&path).to_request()).await;
+        assert_eq!(res.status(), 200, "{path}");
+        left -= 1;
+        let remaining = res.headers().get("x-ratelimit-remaining").unwrap();
+        assert_eq!(remaining.to_str().unwrap(), left.to_string(), "{path}");
+    }
+    // An undeclared path still gets the default policy (3 per minute), however many
+    // declared paths came before.
+    let other = || from("203.0.113.7").uri("/elsewhere");
+    assert_eq!(statuses_of(&app, 4, other).await, [200, 200, 200, 429]);
+}

@@ -45,6 +45,7 @@ where
             limiter: self.worker_limiter(),
             config: self.clone(),
             defaults: RefCell::default(),
+            patterns: RefCell::default(),
             unguarded: Rc::default(),
             counted_routes: Rc::default(),
         }))
@@ -59,6 +60,10 @@ pub struct RateLimiterService<S> {
     /// Undeclared routes seen so far, by method label and pattern (bounded: patterns come
     /// from the App, methods are folded by `method_label`).
     defaults: RefCell<DefaultRoutes>,
+    /// The route pattern of each path seen so far (bounded), as the App's resource map
+    /// matches it: the map does not change while the App serves, and matching it again
+    /// for every request costs more than one lookup.
+    patterns: RefCell<Patterns>,
     /// Declared-looking routes that a request reached without passing their guard: another
     /// resource on the same path served it. They get the default policy from then on.
     unguarded: Rc<RefCell<HashMap<String, Vec<Method>>>>,
@@ -129,7 +134,32 @@ type DefaultRoutes = HashMap<(&'static str, String), Rc<RouteInfo>>;
 /// The most undeclared (method, pattern) pairs remembered per worker.
 const MAX_REMEMBERED_DEFAULTS: usize = 1024;
 
+/// Route patterns by path (`None`: no resource matches it).
+type Patterns = HashMap<Box<str>, Option<Rc<str>>, foldhash::fast::RandomState>;
+
+/// The most paths whose pattern is remembered per worker, and the longest remembered: paths
+/// past either are matched every time.
+const MAX_REMEMBERED_PATHS: usize = 1024;
+const MAX_REMEMBERED_PATH_LEN: usize = 256;
+
 impl<S> RateLimiterService<S> {
+    /// The route pattern `path` matches in the App's resource map, if any.
+    fn pattern(&self, req: &ServiceRequest, path: &str) -> Option<Rc<str>> {
+        if let Some(pattern) = self.patterns.borrow().get(path) {
+            return pattern.clone();
+        }
+        let pattern: Option<Rc<str>> = req
+            .request()
+            .resource_map()
+            .match_pattern(path)
+            .map(Rc::from);
+        let mut patterns = self.patterns.borrow_mut();
+        if patterns.len() < MAX_REMEMBERED_PATHS && path.len() <= MAX_REMEMBERED_PATH_LEN {
+            patterns.insert(Box::from(path), pattern.clone());
+        }
+        pattern
+    }
+
     fn default_route(&self, method: &Method, pattern: String) -> Rc<RouteInfo> {
         let mut defaults = self.defaults.borrow_mut();
         let method = method_label(method);
@@ -199,7 +229,7 @@ where
         // The path as the router matches it: decoded (`/admin/p%61nel` is `/admin/panel`),
         // not as the client wrote it.
         let path = req.match_info().as_str();
-        let mut pattern = req.request().resource_map().match_pattern(path);
+        let mut pattern = self.pattern(&req, path);
         let mut declaration = pattern
             .as_deref()
             .and_then(|p| declared.declaration(req.method(), p).filter(|_| guarded(p)));
@@ -209,14 +239,14 @@ where
             if let Some((past, found)) = declared.past(req.method(), first, path) {
                 if guarded(past) {
                     declaration = Some(found);
-                    pattern = Some(past.to_owned());
+                    pattern = Some(Rc::from(past));
                 }
             }
         }
         let service = Rc::clone(&self.service);
         if let Some(declaration) = declaration {
             // Found by its pattern, so there is one.
-            let pattern = pattern.unwrap_or_default();
+            let pattern = pattern.unwrap_or_else(|| Rc::from(""));
             let unguarded = Rc::clone(&self.unguarded);
             let limiter = Rc::clone(&self.limiter);
             let counted_routes = Rc::clone(&self.counted_routes);
@@ -237,7 +267,7 @@ where
             let counts = match declaration.policy {
                 Policy::Limited(policy) => Counts::Declared(policy),
                 Policy::Exempt { .. } => {
-                    Counts::Default(self.default_route(req.method(), pattern.clone()))
+                    Counts::Default(self.default_route(req.method(), pattern.to_string()))
                 }
             };
             let mut req = req;
@@ -269,7 +299,7 @@ where
                     );
                     unguarded
                         .borrow_mut()
-                        .entry(pattern.clone())
+                        .entry(pattern.to_string())
                         .or_default()
                         .push(method.clone());
                 }
@@ -278,7 +308,7 @@ where
                     Counts::Declared(policy) => counted_route(
                         &counted_routes,
                         declaration,
-                        pattern,
+                        pattern.to_string(),
                         method,
                         *policy,
                         limiter.declared.get(),
@@ -289,7 +319,7 @@ where
             });
         }
         let limiter = Rc::clone(&self.limiter);
-        let pattern = pattern.unwrap_or_else(|| "<unmatched>".to_owned());
+        let pattern = pattern.map_or_else(|| "<unmatched>".to_owned(), |p| p.to_string());
         let route = self.default_route(req.method(), pattern);
         handle.mark_counted();
         Box::pin(async move { limiter.enforce(req, &route, &*service, &handle).await })

@@ -128,15 +128,28 @@ pub fn check_script_sha1() -> &'static str {
     &SHA1S[Algorithm::ALL.len()]
 }
 
-/// Random per process, so members from different instances never collide.
-static MEMBER_PREFIX: LazyLock<u64> =
-    LazyLock::new(|| RandomState::new().hash_one(std::process::id()));
+/// Random per process, so members from different instances never collide: 16 hex digits.
+static MEMBER_PREFIX: LazyLock<String> =
+    LazyLock::new(|| format!("{:016x}", RandomState::new().hash_one(std::process::id())));
 static MEMBER_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// A sliding-log member unique to one request: a random per-process prefix and a counter.
+/// A sliding-log member unique to one request: a random per-process prefix and a counter
+/// in hex (written by hand: this runs on every sliding-log check).
 fn unique_member() -> String {
     let n = MEMBER_COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{:016x}{n:x}", *MEMBER_PREFIX)
+    let mut member = String::with_capacity(MEMBER_PREFIX.len() + 16);
+    member.push_str(&MEMBER_PREFIX);
+    push_hex(&mut member, n);
+    member
+}
+
+/// `n` in lowercase hex without leading zeros, as `{:x}` writes it.
+fn push_hex(out: &mut String, n: u64) {
+    let digits = (64 - n.leading_zeros()).max(1).div_ceil(4);
+    for shift in (0..digits).rev() {
+        let digit = (n >> (shift * 4)) & 0xf;
+        out.push(char::from(b"0123456789abcdef"[digit as usize]));
+    }
 }
 
 /// One encoded script call: the keys and arguments of `EVALSHA`/`EVAL`. Numbers go into the
@@ -461,7 +474,15 @@ pub(crate) struct BatchOutcome {
 impl BatchOutcome {
     /// Where the `index`-th (from 0) passed check was counted, for an exact give-back.
     pub(crate) fn receipt(&self, index: usize) -> Receipt {
-        let member = (!self.member.is_empty()).then(|| format!("{}:{}", self.member, index + 1));
+        let member = (!self.member.is_empty()).then(|| {
+            let mut numbers = itoa::Buffer::new();
+            let index = numbers.format(index + 1);
+            let mut member = String::with_capacity(self.member.len() + 1 + index.len());
+            member.push_str(&self.member);
+            member.push(':');
+            member.push_str(index);
+            member
+        });
         Receipt::new(self.counted_at_millis, member)
     }
 }
@@ -582,6 +603,50 @@ mod tests {
         key::RouteKey,
         policy::{Algorithm, IdentityPart, Limit, Window},
     };
+
+    #[test]
+    fn members_are_the_prefix_and_the_counter_in_hex_as_format_writes_them() {
+        let mut n = 1u64;
+        for value in [0, 1, 9, 10, 15, 16, 255, 256, 4095, u64::MAX - 1, u64::MAX]
+            .into_iter()
+            .chain(std::iter::from_fn(|| {
+                n = n
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                Some(n >> (n % 64))
+            }))
+            .take(1_000)
+        {
+            let mut hex = String::new();
+            push_hex(&mut hex, value);
+            assert_eq!(hex, format!("{value:x}"));
+        }
+        let (first, second) = (unique_member(), unique_member());
+        assert_ne!(first, second);
+        for member in [first, second] {
+            assert!(member.starts_with(MEMBER_PREFIX.as_str()), "{member}");
+            assert_eq!(MEMBER_PREFIX.len(), 16);
+            assert!(member.bytes().all(|b| b.is_ascii_hexdigit()), "{member}");
+        }
+    }
+
+    #[test]
+    fn a_batch_receipt_names_the_member_of_each_passed_check() {
+        let outcome = BatchOutcome {
+            passed: 3,
+            limits: Vec::new(),
+            counted_at_millis: 7,
+            member: "abc".to_owned(),
+        };
+        assert_eq!(outcome.receipt(0).member(), Some("abc:1"));
+        assert_eq!(outcome.receipt(11).member(), Some("abc:12"));
+        assert_eq!(outcome.receipt(0).counted_at_millis(), 7);
+        let unlogged = BatchOutcome {
+            member: String::new(),
+            ..outcome
+        };
+        assert_eq!(unlogged.receipt(0).member(), None);
+    }
 
     fn request<'a>(key: &'a RouteKey, limits: &'a [Limit]) -> CheckRequest<'a> {
         CheckRequest {
