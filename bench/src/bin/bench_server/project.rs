@@ -7,8 +7,8 @@
 //!
 //! `allow` limits cannot be reached in a run: 2,000,000,000 per hour, except the sliding
 //! log, which the attribute caps at 1,000 per window: 1,000 per ms (1,000,000 per second,
-//! far above any measured rate, where 1,000 per 10 ms was reached in bursts at 256
-//! connections; the log then holds about rate × 1 ms entries), and the
+//! far above any measured rate, bursts of 256 connections included; the log then holds
+//! about rate × 1 ms entries), and the
 //! GCRA's, which spaces requests a whole number of microseconds apart: 1,800,000,000 per hour
 //! (2 µs apart) alone, 1,000,000 per second (1 µs) in the stacked policy.
 
