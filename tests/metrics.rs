@@ -46,6 +46,11 @@ async fn shadow() -> impl Responder {
     HttpResponse::Ok()
 }
 
+/// Held by each test of this binary while it runs: a snapshot drains the recorder's
+/// histograms, and a sample recorded while another test's snapshot drains them can be lost
+/// (`AtomicBucket::clear_with`), so the tests run one at a time.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The recorder of this test binary, installed once; every test counts on routes of its own.
 fn snapshotter() -> &'static Snapshotter {
     static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
@@ -122,6 +127,7 @@ fn counter(snapshot: &[Series], name: &str, route: &str, decision: &str) -> u64 
 
 #[actix_web::test]
 async fn every_decision_is_counted_by_route_and_the_store_latency_is_recorded() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     snapshotter();
     let mut server = RedisServer::start();
     let store = RedisStore::builder(server.url())
@@ -271,6 +277,7 @@ mod tenant_b {
 /// from the handler's text, is the same for both).
 #[actix_web::test]
 async fn identical_handlers_in_two_modules_on_one_path_count_apart() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let tenant = |name: &'static str| guard::Header("x-tenant", name);
     let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
     let app = test::init_service(
@@ -303,6 +310,7 @@ async fn identical_handlers_in_two_modules_on_one_path_count_apart() {
 /// a hash, and each has a `policy` label of its own.
 #[actix_web::test]
 async fn same_named_declarations_of_one_path_count_apart() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     snapshotter();
     let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
     let app =
@@ -349,6 +357,7 @@ async fn same_named_declarations_of_one_path_count_apart() {
 /// second policy meeting it again logs at debug.
 #[actix_web::test]
 async fn policies_on_one_path_count_apart_and_one_store_failure_counts_once() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     snapshotter();
     let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
     let app =
@@ -407,6 +416,7 @@ async fn admin() -> impl Responder {
 /// 401, and it passed uncounted.
 #[actix_web::test]
 async fn a_request_answered_before_the_limiter_is_not_reported_as_a_503() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     snapshotter();
     let captured = CapturedLog::start(tracing::Level::ERROR);
     let app = test::init_service(
@@ -453,6 +463,7 @@ async fn login() -> impl Responder {
 /// missing, as the rejection's line does.
 #[actix_web::test]
 async fn log_lines_name_the_limit_that_applied_and_the_missing_identity_part() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let captured = CapturedLog::start(tracing::Level::WARN);
     let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
     let app = test::init_service(App::new().service(stacked).wrap(limiter)).await;
@@ -506,6 +517,7 @@ async fn cached() -> impl Responder {
 /// the client got its 200: it counts as allowed, logged at info.
 #[actix_web::test]
 async fn a_served_request_counted_after_the_fact_is_not_reported_as_rejected() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     snapshotter();
     let captured = CapturedLog::start(tracing::Level::INFO);
     let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
@@ -558,6 +570,7 @@ async fn outage() -> impl Responder {
 /// counts each.
 #[actix_web::test]
 async fn an_outage_is_one_error_line_and_a_store_error_counted_per_request() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     snapshotter();
     let errors_before = counted(
         &snapshot(),
