@@ -6,7 +6,7 @@
 //! [`store::MemoryStore`] for one process and tests); [`coverage::require_coverage`] returns
 //! an error listing every undeclared route, for `main` to refuse to start on. In Redis, one
 //! atomic Lua script in one round trip decides every limit of a request's route, and
-//! concurrent checks of one key share one call
+//! concurrent checks of one key share calls, at most two in flight per key and worker
 //! ([`guide::deployments`]).
 //!
 //! ```

@@ -542,6 +542,61 @@ async fn on_a_slow_redis_a_hot_keys_checks_are_decided_as_alone() {
     );
 }
 
+/// At most two calls of one key are in flight from one store: with every reply 400 ms late,
+/// of five checks of a key started together two are sent at once, each alone, and the other
+/// three wait; when the first is answered they go together in one call. Each is counted
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_calls_of_a_key_are_in_flight_at_most() {
+    use std::time::Duration;
+
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap();
+    let proxy = Proxy::start_late(server.port(), Duration::from_millis(400)).await;
+    let store = RedisStore::builder(proxy.url())
+        .timeout(Duration::from_secs(5))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    let limit = Limit::new(1_000, Window::from_secs(600), Algorithm::FixedWindow);
+    // Both scripts loaded, and the proxied connection made, on a key of their own.
+    let warm = RouteKey::new("rl", "GET", "/warm", &[(IdentityPart::Ip, "10.0.0.5")]);
+    let direct = RedisStore::builder(server.url()).build().await.unwrap();
+    assert!(thousand_at_once(&direct, &warm, limit, None)
+        .await
+        .iter()
+        .any(|(allowed, _)| *allowed));
+    let mut tries = 0;
+    while check_key(&store, &warm, &[limit]).await.is_err() {
+        tries += 1;
+        assert!(tries < 5, "no check decided through the slow proxy");
+    }
+    let key = RouteKey::new("rl", "GET", "/two", &[(IdentityPart::Ip, "10.0.0.6")]);
+    let before = server.scripts_run();
+    let checks: Vec<_> = (0..5)
+        .map(|_| {
+            let (store, key) = (store.clone(), key.clone());
+            tokio::spawn(async move { check_key(&store, &key, &[limit]).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(server.scripts_run() - before, 2, "calls before any answer");
+    for check in checks {
+        let decided = check.await.unwrap();
+        assert!(
+            matches!(&decided, Ok(decision) if decision.allowed),
+            "{decided:?}"
+        );
+    }
+    assert_eq!(server.scripts_run() - before, 3, "calls in all");
+    assert_eq!(
+        check_now(&direct, &key, limit).await.limits[0].remaining,
+        1_000 - 6
+    );
+}
+
 /// 1,000 at once under a limit of 100, every algorithm: exactly 100 pass, each told what is
 /// left after it; and under a stack, exactly its tighter limit.
 async fn exactly_the_limit(store: &dyn Store, tag: &str) {

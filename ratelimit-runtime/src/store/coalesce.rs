@@ -1,13 +1,16 @@
 //! Concurrent checks of one key sharing one script call.
 //!
-//! The first check of a key runs alone, as usual (its algorithm's own script). Checks of
-//! the same key (and the same injected time) that arrive while it is in flight wait in its
-//! lane; when it is answered, the last of them (the one with the most time left) leads the
-//! next call for all of them at once (`scripts/batch.lua`: `n` waiting, the script answers
-//! how many pass), and hands the others their answers: the first `k` pass, in the order
-//! they arrived, the rest are refused. So a hot key costs one script call per round trip
-//! rather than one per request, and the count stays what single checks in a row would have
-//! made it. A check that could not expect the call in flight and one more to be answered
+//! A check of a key with fewer than two calls in flight runs alone, as usual (its
+//! algorithm's own script). Checks of the same key (and the same injected time) that arrive
+//! while two are in flight wait in its lane; when one is answered, the last of them (the
+//! one with the most time left) leads the next call for all of them at once
+//! (`scripts/batch.lua`: `n` waiting, the script answers how many pass), and hands the
+//! others their answers: the first `k` pass, in the order they arrived, the rest are
+//! refused. So a hot key costs at most two script calls per round trip rather than one per
+//! request (two, not one, so that the worker decides one call's checks while the other is
+//! on its way instead of idling), and the count stays what single checks in a row would
+//! have made it: each call is atomic, and one connection's calls run in the order sent.
+//! A check that could not expect a call in flight and one more to be answered
 //! within its timeout, at the last round trip measured and with half of one to spare (a
 //! slow Redis: over 2/5 of the timeout), is decided alone at once instead: waiting could
 //! fail it where a call of its own would not.
@@ -44,6 +47,20 @@ type Queue = VecDeque<oneshot::Sender<Turn>>;
 /// The most checks one call decides (the batch script's own bound); more wait for the next.
 const MAX_BATCH: usize = 100_000;
 
+/// The most calls of one key in flight at once from one store (one worker): while one is
+/// on its way, the worker decides the answers of the other, so it never idles for a round
+/// trip with every check of a hot key waiting. One call more than that would only split
+/// batches (more calls, no less idle time).
+const CALLS_IN_FLIGHT: usize = 2;
+
+/// A key with calls in flight: its name, how many calls, and the checks waiting for the
+/// next.
+struct Lane {
+    name: Arc<str>,
+    in_flight: usize,
+    waiting: Queue,
+}
+
 /// What a waiting check is told.
 enum Turn {
     /// Its answer, from a call another check led.
@@ -54,7 +71,7 @@ enum Turn {
 
 /// How a check entered its key's lane.
 enum Joined<'a> {
-    /// No call in flight: it makes the next alone, in the lane named.
+    /// Room for a call of its own: it makes one alone, in the lane named.
     First(Arc<str>),
     /// It waits for its turn.
     Waiting(Waiting<'a>),
@@ -79,11 +96,11 @@ pub(crate) trait Sharing: Sync {
     ) -> impl std::future::Future<Output = Result<BatchOutcome, StoreError>> + Send + 'a;
 }
 
-/// The lanes of one store (one actix worker's): a key with a call in flight has a lane,
-/// where checks of it that arrive meanwhile wait.
+/// The lanes of one store (one actix worker's): a key with calls in flight has a lane,
+/// where checks of it that arrive while [`CALLS_IN_FLIGHT`] are in flight wait.
 #[derive(Default)]
 pub(crate) struct Coalescer {
-    lanes: Mutex<HashMap<Arc<str>, Queue, foldhash::fast::RandomState>>,
+    lanes: Mutex<HashMap<Arc<str>, Lane, foldhash::fast::RandomState>>,
     /// How long the last call measured took, in µs (0 before any): what a check joining a
     /// lane expects the call in flight and its own to take. Measured on shared calls, on
     /// checks decided alone for not waiting, and on one lone check in [`SAMPLED_EVERY`] (the
@@ -145,15 +162,26 @@ impl Coalescer {
             match lanes.get_mut(lane.as_str()) {
                 None => {
                     let name: Arc<str> = Arc::from(lane.as_str());
-                    lanes.insert(Arc::clone(&name), VecDeque::new());
+                    lanes.insert(
+                        Arc::clone(&name),
+                        Lane {
+                            name: Arc::clone(&name),
+                            in_flight: 1,
+                            waiting: VecDeque::new(),
+                        },
+                    );
                     Joined::First(name)
                 }
-                // Waiting for the call in flight, then for one more, could outlast the
+                Some(entry) if entry.in_flight < CALLS_IN_FLIGHT && entry.waiting.is_empty() => {
+                    entry.in_flight += 1;
+                    Joined::First(Arc::clone(&entry.name))
+                }
+                // Waiting for a call in flight, then for one more, could outlast the
                 // timeout (a slow Redis): decided alone at once, as without a lane.
                 Some(_) if !self.can_wait(timeout) => Joined::Not,
-                Some(queue) => {
+                Some(entry) => {
                     let (turn, told) = oneshot::channel();
-                    queue.push_back(turn);
+                    entry.waiting.push_back(turn);
                     Joined::Waiting(Waiting {
                         coalescer: self,
                         told: Some(told),
@@ -251,29 +279,33 @@ impl Coalescer {
         self.round_trip_micros.store(micros, Ordering::Relaxed);
     }
 
-    /// Hands `lane` on: `first` (checks not yet answered) then the checks queued in the
-    /// lane, at most [`MAX_BATCH`] of them, go to the last of those still waiting, who leads
-    /// the next call (arriving last, it has the most time left: the call is given the
-    /// longest time any of them has, and each of the others stops waiting at its own
-    /// timeout); the rest wait for the call after. With none waiting, the lane goes.
+    /// Hands on the place of one call of `lane` that ended: `first` (checks not yet
+    /// answered) then the checks queued in the lane, at most [`MAX_BATCH`] of them, go to
+    /// the last of those still waiting, who leads the next call (arriving last, it has the
+    /// most time left: the call is given the longest time any of them has, and each of the
+    /// others stops waiting at its own timeout); the rest wait for the call after. With
+    /// none waiting and no other call in flight, the lane goes.
     fn hand_over(&self, lane: &str, first: Queue) {
         let mut lanes = lock(&self.lanes);
-        // Taken out whole (one lookup, the usual case: nobody waits) and put back, under
-        // the same lock, when a waiting check takes the lead.
-        let Some((name, later)) = lanes.remove_entry(lane) else {
+        let Some(entry) = lanes.get_mut(lane) else {
             return;
         };
+        entry.in_flight = entry.in_flight.saturating_sub(1);
         let mut queue = first;
-        queue.extend(later);
+        queue.extend(std::mem::take(&mut entry.waiting));
         loop {
             queue.retain(|waiting| !waiting.is_closed());
             let rest = queue.split_off(queue.len().min(MAX_BATCH));
             let Some(next) = queue.pop_back() else {
+                if entry.in_flight == 0 {
+                    lanes.remove(lane);
+                }
                 return;
             };
-            match next.send(Turn::Lead(queue, Arc::clone(&name))) {
+            match next.send(Turn::Lead(queue, Arc::clone(&entry.name))) {
                 Ok(()) | Err(Turn::Decided(_)) => {
-                    lanes.insert(name, rest);
+                    entry.in_flight += 1;
+                    entry.waiting = rest;
                     return;
                 }
                 // It gave up waiting: another leads.

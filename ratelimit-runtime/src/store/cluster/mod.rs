@@ -51,7 +51,7 @@ use super::{
 /// connection. Connections are made in the background (to every master of a new slot map,
 /// and to a node a redirect names); a check waits for one at most its own timeout.
 ///
-/// Concurrent checks of one key share one call, as with [`RedisStore`](super::RedisStore).
+/// Concurrent checks of one key share calls, as with [`RedisStore`](super::RedisStore).
 /// Build one per process and share it: clones share the connections, and under
 /// [`RateLimiter`](crate::RateLimiter) each actix worker opens its own (see
 /// [`Store::worker_store`]).
