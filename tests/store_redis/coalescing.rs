@@ -10,7 +10,7 @@ use ratelimit_runtime::{
     key::RouteKey,
     store::{
         AdjustRequest, Adjustment, CheckRequest, Decision, RedisClusterStore, RedisSentinelStore,
-        RedisStore, Store,
+        RedisStore, Store, StoreError,
     },
     Algorithm, IdentityPart, Limit, Window,
 };
@@ -542,18 +542,15 @@ async fn on_a_slow_redis_a_hot_keys_checks_are_decided_as_alone() {
     );
 }
 
-/// At most two calls of one key are in flight from one store: with every reply 400 ms late,
-/// of five checks of a key started together two are sent at once, each alone, and the other
-/// three wait; when the first is answered they go together in one call. Each is counted
-/// once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_calls_of_a_key_are_in_flight_at_most() {
+/// A store (5 s timeout) whose every reply comes `delay` late (a proxy), with both scripts
+/// loaded and its connection made, and a store straight to the same server.
+async fn late_store(delay: std::time::Duration) -> (RedisServer, Proxy, RedisStore, RedisStore) {
     use std::time::Duration;
 
     let server = tokio::task::spawn_blocking(RedisServer::start)
         .await
         .unwrap();
-    let proxy = Proxy::start_late(server.port(), Duration::from_millis(400)).await;
+    let proxy = Proxy::start_late(server.port(), delay).await;
     let store = RedisStore::builder(proxy.url())
         .timeout(Duration::from_secs(5))
         .connect_timeout(Duration::from_secs(5))
@@ -561,7 +558,6 @@ async fn two_calls_of_a_key_are_in_flight_at_most() {
         .await
         .unwrap();
     let limit = Limit::new(1_000, Window::from_secs(600), Algorithm::FixedWindow);
-    // Both scripts loaded, and the proxied connection made, on a key of their own.
     let warm = RouteKey::new("rl", "GET", "/warm", &[(IdentityPart::Ip, "10.0.0.5")]);
     let direct = RedisStore::builder(server.url()).build().await.unwrap();
     assert!(thousand_at_once(&direct, &warm, limit, None)
@@ -573,18 +569,57 @@ async fn two_calls_of_a_key_are_in_flight_at_most() {
         tries += 1;
         assert!(tries < 5, "no check decided through the slow proxy");
     }
+    // The round trip the store measures last is a shared call's (one round trip), not the
+    // connection's first (more).
+    let limits = [limit];
+    let shared = join_all((0..3).map(|_| check_key(&store, &warm, &limits))).await;
+    assert!(shared.iter().all(Result::is_ok), "{shared:?}");
+    (server, proxy, store, direct)
+}
+
+/// Spawns a check of `key` under `limit` within `timeout`, answering how long it took.
+fn spawn_check(
+    store: &RedisStore,
+    key: &RouteKey,
+    limit: Limit,
+    timeout: std::time::Duration,
+) -> tokio::task::JoinHandle<(Result<Decision, StoreError>, std::time::Duration)> {
+    let (store, key) = (store.clone(), key.clone());
+    tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let decided = store
+            .check_within(
+                CheckRequest {
+                    key: &key,
+                    limits: &[limit],
+                    now_millis: None,
+                },
+                timeout,
+            )
+            .await;
+        (decided, started.elapsed())
+    })
+}
+
+/// At most two calls of one key are in flight from one store: with every reply 400 ms late,
+/// of five checks of a key started together two are sent at once, each alone, and the other
+/// three wait; when the first is answered they go together in one call. Each is counted
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_calls_of_a_key_are_in_flight_at_most() {
+    use std::time::Duration;
+
+    let (server, _proxy, store, direct) = late_store(Duration::from_millis(400)).await;
+    let limit = Limit::new(1_000, Window::from_secs(600), Algorithm::FixedWindow);
     let key = RouteKey::new("rl", "GET", "/two", &[(IdentityPart::Ip, "10.0.0.6")]);
     let before = server.scripts_run();
     let checks: Vec<_> = (0..5)
-        .map(|_| {
-            let (store, key) = (store.clone(), key.clone());
-            tokio::spawn(async move { check_key(&store, &key, &[limit]).await })
-        })
+        .map(|_| spawn_check(&store, &key, limit, Duration::from_secs(5)))
         .collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(server.scripts_run() - before, 2, "calls before any answer");
     for check in checks {
-        let decided = check.await.unwrap();
+        let (decided, _) = check.await.unwrap();
         assert!(
             matches!(&decided, Ok(decision) if decision.allowed),
             "{decided:?}"
@@ -594,6 +629,94 @@ async fn two_calls_of_a_key_are_in_flight_at_most() {
     assert_eq!(
         check_now(&direct, &key, limit).await.limits[0].remaining,
         1_000 - 6
+    );
+}
+
+/// A check given up while its shared call is on its way (its client gone) takes nothing
+/// with it: the call goes on, every other check of it is answered, and each is counted
+/// once (the one given up too, on the strict side: its call was sent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_given_up_mid_call_leaves_the_others_counted_once() {
+    use std::time::Duration;
+
+    let (_server, _proxy, store, direct) = late_store(Duration::from_millis(200)).await;
+    let limit = Limit::new(1_000, Window::from_secs(600), Algorithm::FixedWindow);
+    let key = RouteKey::new("rl", "GET", "/given-up", &[(IdentityPart::Ip, "10.0.0.7")]);
+    let five = Duration::from_secs(5);
+    // Two calls alone, answered at ~200 ms; fifty wait and go together then.
+    let alone = [
+        spawn_check(&store, &key, limit, five),
+        spawn_check(&store, &key, limit, five),
+    ];
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut waiting: Vec<_> = (0..50)
+        .map(|_| spawn_check(&store, &key, limit, five))
+        .collect();
+    let last = waiting.pop().expect("fifty");
+    tokio::time::sleep(Duration::from_millis(280)).await;
+    // ~300 ms: the shared call is on its way, its answer due at ~400 ms.
+    last.abort();
+    for check in alone.into_iter().chain(waiting) {
+        let (decided, _) = check.await.unwrap();
+        assert!(
+            matches!(&decided, Ok(decision) if decision.allowed),
+            "{decided:?}"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // 52 checks (2 alone, 50 shared, the one given up among them), and this one.
+    assert_eq!(
+        check_now(&direct, &key, limit).await.limits[0].remaining,
+        1_000 - 53
+    );
+}
+
+/// A shared call is given the latest deadline of the checks it decides, not that of the
+/// last to arrive: when Redis stalls, a check with a short timeout that joined last fails
+/// at its own timeout, and one with time to spare that joined before it is still answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_call_waits_as_long_as_its_most_patient_check() {
+    use std::time::Duration;
+
+    let (server, _proxy, store, direct) = late_store(Duration::from_millis(200)).await;
+    let limit = Limit::new(1_000, Window::from_secs(600), Algorithm::FixedWindow);
+    let key = RouteKey::new("rl", "GET", "/patient", &[(IdentityPart::Ip, "10.0.0.8")]);
+    let five = Duration::from_secs(5);
+    let alone = [
+        spawn_check(&store, &key, limit, five),
+        spawn_check(&store, &key, limit, five),
+    ];
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let patient = spawn_check(&store, &key, limit, Duration::from_secs(2));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // Waits (2.5 round trips of ~200 ms fit in 600 ms) and is due at ~640 ms.
+    let hurried = spawn_check(&store, &key, limit, Duration::from_millis(600));
+    tokio::time::sleep(Duration::from_millis(110)).await;
+    // ~150 ms: the two calls alone have run; the shared call, sent at ~200 ms, runs when
+    // Redis writes again at ~600 ms and is answered at ~800 ms.
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(450)
+        .arg("WRITE")
+        .query(&mut server.connection())
+        .unwrap();
+    for check in alone {
+        assert!(check.await.unwrap().0.unwrap().allowed);
+    }
+    let (hurried, hurried_took) = hurried.await.unwrap();
+    assert!(
+        hurried.is_err(),
+        "the hurried check, after {hurried_took:?}: {hurried:?}"
+    );
+    let (patient, patient_took) = patient.await.unwrap();
+    assert!(
+        matches!(&patient, Ok(decision) if decision.allowed),
+        "the patient check, after {patient_took:?}: {patient:?}"
+    );
+    // Both were counted: the hurried one's call was sent (the strict side).
+    assert_eq!(
+        check_now(&direct, &key, limit).await.limits[0].remaining,
+        1_000 - 5
     );
 }
 

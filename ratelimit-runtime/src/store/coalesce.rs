@@ -2,26 +2,29 @@
 //!
 //! A check of a key with fewer than two calls in flight runs alone, as usual (its
 //! algorithm's own script). Checks of the same key (and the same injected time) that arrive
-//! while two are in flight wait in its lane; when one is answered, the last of them (the
-//! one with the most time left) leads the next call for all of them at once
-//! (`scripts/batch.lua`: `n` waiting, the script answers how many pass), and hands the
-//! others their answers: the first `k` pass, in the order they arrived, the rest are
-//! refused. So a hot key costs at most two script calls per round trip rather than one per
-//! request (two, not one, so that the worker decides one call's checks while the other is
-//! on its way instead of idling), and the count stays what single checks in a row would
-//! have made it: each call is atomic, and one connection's calls run in the order sent.
-//! A check that could not expect a call in flight and one more to be answered
-//! within its timeout, at the last round trip measured and with half of one to spare (a
-//! slow Redis: over 2/5 of the timeout), is decided alone at once instead: waiting could
-//! fail it where a call of its own would not.
+//! while two are in flight wait in its lane; when one is answered, all of them (at most
+//! [`MAX_BATCH`]) go in the next call at once (`scripts/batch.lua`: `n` waiting, the script
+//! answers how many pass), and each is handed its answer: the first `k` pass, in the order
+//! they arrived, the rest are refused. So a hot key costs at most two script calls per
+//! round trip rather than one per request (two, not one, so that the worker decides one
+//! call's checks while the other is on its way instead of idling), and the count stays what
+//! single checks in a row would have made it: each call is atomic, and one connection's
+//! calls run in the order sent. A check that could not expect a call in flight and one
+//! more to be answered within its timeout, at the last round trip measured and with half of
+//! one to spare (a slow Redis: over 2/5 of the timeout), is decided alone at once instead:
+//! waiting could fail it where a call of its own would not.
+//!
+//! A shared call runs in a task of its own, not in any one check's future: a check that
+//! gives up (its client gone, its timeout) never takes the others' call with it, so each
+//! of them is counted once, and the call is given the latest deadline of the checks it
+//! decides, each of which stops waiting at its own. A check that gave up after its call
+//! was sent may still be counted (the strict side, as for any timed-out check).
 //!
 //! A check shares a call when every limit of it counts every request, none has a lockout,
 //! and all count one identity (failures-only limits and lockouts are decided one request
 //! at a time, a lockout starting on the refusal itself; a stack over two identities is two
 //! keys, on a Cluster two calls). A stack shares as a whole: `k` pass when every limit lets
-//! `k` pass. A passed check carries the receipt of where it was counted. A check that
-//! waits longer than its timeout fails as a timeout; one that gave up after its batch was
-//! sent may still be counted (the strict side, as for any timed-out check).
+//! `k` pass. A passed check carries the receipt of where it was counted.
 
 use std::{
     cell::RefCell,
@@ -37,12 +40,19 @@ use tokio::sync::oneshot;
 
 use super::{script::BatchOutcome, CheckRequest, Decision, LimitState, StoreError, StoreErrorKind};
 use crate::{
-    key::algorithm_code,
+    key::{algorithm_code, RouteKey},
     policy::{Algorithm, Count, Limit},
 };
 
+/// A check waiting for its lane's next call: when it stops waiting, and where its answer
+/// goes.
+struct Waiter {
+    deadline: Instant,
+    answer: oneshot::Sender<Result<Decision, StoreError>>,
+}
+
 /// Checks waiting for a lane's next call, in the order they arrived.
-type Queue = VecDeque<oneshot::Sender<Turn>>;
+type Queue = VecDeque<Waiter>;
 
 /// The most checks one call decides (the batch script's own bound); more wait for the next.
 const MAX_BATCH: usize = 100_000;
@@ -53,35 +63,40 @@ const MAX_BATCH: usize = 100_000;
 /// batches (more calls, no less idle time).
 const CALLS_IN_FLIGHT: usize = 2;
 
-/// A key with calls in flight: its name, how many calls, and the checks waiting for the
-/// next.
+/// What a lane's shared calls decide, owned (the key, the limits, the injected time), so
+/// that a call runs in a task of its own.
+struct Shared {
+    key: RouteKey,
+    limits: Vec<Limit>,
+    now_millis: Option<u64>,
+}
+
+/// A key with calls in flight: its name, how many calls, the checks waiting for the next,
+/// and what that call decides (kept by the first check that waited).
 struct Lane {
     name: Arc<str>,
     in_flight: usize,
     waiting: Queue,
-}
-
-/// What a waiting check is told.
-enum Turn {
-    /// Its answer, from a call another check led.
-    Decided(Result<Decision, StoreError>),
-    /// It leads the next call of the lane named, for itself and these.
-    Lead(Queue, Arc<str>),
+    shared: Option<Arc<Shared>>,
 }
 
 /// How a check entered its key's lane.
-enum Joined<'a> {
+enum Joined {
     /// Room for a call of its own: it makes one alone, in the lane named.
-    First(Arc<str>),
-    /// It waits for its turn.
-    Waiting(Waiting<'a>),
+    Alone(Arc<str>),
+    /// It waits for the next shared call's answer.
+    Waiting(oneshot::Receiver<Result<Decision, StoreError>>),
     /// Its turn would come too late: it is decided alone, outside the lane.
     Not,
 }
 
 /// A store whose checks can share a call: one check alone, or `units` checks of one key
-/// together.
-pub(crate) trait Sharing: Sync {
+/// together. Clones share the connections and the [`Coalescer`], so a shared call runs on
+/// a clone in a task of its own.
+pub(crate) trait Sharing: Clone + Send + Sync + 'static {
+    /// The lanes of this store's keys.
+    fn coalescer(&self) -> &Coalescer;
+
     fn check_alone<'a>(
         &'a self,
         request: CheckRequest<'a>,
@@ -131,9 +146,9 @@ impl Coalescer {
             && !request.key.spans_identities(request.limits)
     }
 
-    /// Decides `request` (see [`Coalescer::shares`]) on `store` within `timeout`, alone or
-    /// with the checks of its key waiting meanwhile. The store calls are boxed: most checks
-    /// of a hot key only wait, and their futures stay small.
+    /// Decides `request` (see [`Coalescer::shares`]) on `store` (whose coalescer this is)
+    /// within `timeout`, alone or with the checks of its key waiting meanwhile. The store
+    /// calls are boxed: most checks of a hot key only wait, and their futures stay small.
     pub(crate) async fn check<S: Sharing>(
         &self,
         store: &S,
@@ -162,107 +177,72 @@ impl Coalescer {
             match lanes.get_mut(lane.as_str()) {
                 None => {
                     let name: Arc<str> = Arc::from(lane.as_str());
-                    lanes.insert(
-                        Arc::clone(&name),
-                        Lane {
-                            name: Arc::clone(&name),
-                            in_flight: 1,
-                            waiting: VecDeque::new(),
-                        },
-                    );
-                    Joined::First(name)
+                    let opened = Lane {
+                        name: Arc::clone(&name),
+                        in_flight: 1,
+                        waiting: VecDeque::new(),
+                        shared: None,
+                    };
+                    lanes.insert(Arc::clone(&name), opened);
+                    Joined::Alone(name)
                 }
                 Some(entry) if entry.in_flight < CALLS_IN_FLIGHT && entry.waiting.is_empty() => {
                     entry.in_flight += 1;
-                    Joined::First(Arc::clone(&entry.name))
+                    Joined::Alone(Arc::clone(&entry.name))
                 }
                 // Waiting for a call in flight, then for one more, could outlast the
                 // timeout (a slow Redis): decided alone at once, as without a lane.
                 Some(_) if !self.can_wait(timeout) => Joined::Not,
                 Some(entry) => {
-                    let (turn, told) = oneshot::channel();
-                    entry.waiting.push_back(turn);
-                    Joined::Waiting(Waiting {
-                        coalescer: self,
-                        told: Some(told),
-                    })
+                    let (answer, told) = oneshot::channel();
+                    entry.waiting.push_back(Waiter {
+                        deadline: Instant::now() + timeout,
+                        answer,
+                    });
+                    entry.shared.get_or_insert_with(|| {
+                        Arc::new(Shared {
+                            key: request.key.clone(),
+                            limits: limits.to_vec(),
+                            now_millis: request.now_millis,
+                        })
+                    });
+                    Joined::Waiting(told)
                 }
             }
         });
-        // A check that waited leads with what is left of its timeout.
-        let (mut followers, lane, left, started) = match joined {
+        match joined {
             Joined::Not => {
                 let started = Instant::now();
                 let decided = Box::pin(store.check_alone(request, timeout)).await;
                 if decided.is_ok() {
                     self.measured(started);
                 }
-                return decided;
+                decided
             }
-            Joined::First(lane) => {
+            Joined::Waiting(told) => match tokio::time::timeout(timeout, told).await {
+                Err(_) => Err(StoreError::timeout(timeout)),
+                Ok(Ok(decided)) => decided,
+                Ok(Err(_)) => Err(StoreError::new(
+                    StoreErrorKind::Timeout,
+                    "the shared call this check waited for was dropped",
+                )),
+            },
+            Joined::Alone(lane) => {
                 let sampled = self.round_trip_micros.load(Ordering::Relaxed) == 0
                     || self
                         .lone
                         .fetch_add(1, Ordering::Relaxed)
                         .is_multiple_of(SAMPLED_EVERY);
-                (VecDeque::new(), lane, timeout, sampled.then(Instant::now))
-            }
-            Joined::Waiting(mut waiting) => {
-                let arrived = Instant::now();
-                let told = waiting.told.as_mut().expect("set above");
-                // Timed out, `waiting` still holds the receiver: a lead sent meanwhile is
-                // handed on when it drops.
-                let Ok(turn) = tokio::time::timeout(timeout, told).await else {
-                    return Err(StoreError::timeout(timeout));
-                };
-                waiting.told = None;
-                match turn {
-                    Err(_) => {
-                        return Err(StoreError::new(
-                            StoreErrorKind::Timeout,
-                            "the check this one waited for was given up",
-                        ))
-                    }
-                    Ok(Turn::Decided(decided)) => return decided,
-                    Ok(Turn::Lead(followers, lane)) => {
-                        let now = Instant::now();
-                        let left = timeout.saturating_sub(now - arrived);
-                        (followers, lane, left, Some(now))
-                    }
+                let started = sampled.then(Instant::now);
+                // Answered or given up, its place in the lane goes to the checks waiting.
+                let _call = Call { store, lane: &lane };
+                let decided = Box::pin(store.check_alone(request, timeout)).await;
+                if let (Ok(_), Some(started)) = (&decided, started) {
+                    self.measured(started);
                 }
+                decided
             }
-        };
-        followers.retain(|follower| !follower.is_closed());
-        let mut lead = Lead {
-            coalescer: self,
-            lane,
-            followers,
-            answered: false,
-        };
-        if lead.followers.is_empty() {
-            let decided = Box::pin(store.check_alone(request, left)).await;
-            lead.answered = true;
-            if let (Ok(_), Some(started)) = (&decided, started) {
-                self.measured(started);
-            }
-            return decided;
         }
-        // The lead arrived last (it has the most time left): it comes after its followers.
-        let own = lead.followers.len();
-        let units = u32::try_from(own + 1).unwrap_or(u32::MAX);
-        let outcome = Box::pin(store.check_together(request, units, left)).await;
-        lead.answered = true;
-        if let (Ok(_), Some(started)) = (&outcome, started) {
-            self.measured(started);
-        }
-        for (index, follower) in std::mem::take(&mut lead.followers).into_iter().enumerate() {
-            let decided = outcome
-                .as_ref()
-                .map(|outcome| decision_at(limits, outcome, index))
-                .map_err(Clone::clone);
-            let _ = follower.send(Turn::Decided(decided));
-        }
-        outcome.map(|outcome| decision_at(limits, &outcome, own))
     }
 
     /// Whether a check with `timeout` joining a lane can expect the next call, its own,
@@ -279,42 +259,69 @@ impl Coalescer {
         self.round_trip_micros.store(micros, Ordering::Relaxed);
     }
 
-    /// Hands on the place of one call of `lane` that ended: `first` (checks not yet
-    /// answered) then the checks queued in the lane, at most [`MAX_BATCH`] of them, go to
-    /// the last of those still waiting, who leads the next call (arriving last, it has the
-    /// most time left: the call is given the longest time any of them has, and each of the
-    /// others stops waiting at its own timeout); the rest wait for the call after. With
-    /// none waiting and no other call in flight, the lane goes.
-    fn hand_over(&self, lane: &str, first: Queue) {
+    /// Hands on the place of one call of `lane` that ended: the checks still waiting in the
+    /// lane, at most [`MAX_BATCH`] of them, go in the next call, in a task of its own on
+    /// `store` (a clone of the store this coalescer serves); the rest wait for the call
+    /// after. With none waiting and no other call in flight, the lane goes.
+    fn hand_over<S: Sharing>(&self, store: &S, lane: &str) {
         let mut lanes = lock(&self.lanes);
         let Some(entry) = lanes.get_mut(lane) else {
             return;
         };
         entry.in_flight = entry.in_flight.saturating_sub(1);
-        let mut queue = first;
-        queue.extend(std::mem::take(&mut entry.waiting));
-        loop {
-            queue.retain(|waiting| !waiting.is_closed());
-            let rest = queue.split_off(queue.len().min(MAX_BATCH));
-            let Some(next) = queue.pop_back() else {
-                if entry.in_flight == 0 {
-                    lanes.remove(lane);
-                }
-                return;
-            };
-            match next.send(Turn::Lead(queue, Arc::clone(&entry.name))) {
-                Ok(()) | Err(Turn::Decided(_)) => {
-                    entry.in_flight += 1;
-                    entry.waiting = rest;
-                    return;
-                }
-                // It gave up waiting: another leads.
-                Err(Turn::Lead(followers, _)) => {
-                    queue = followers;
-                    queue.extend(rest);
-                }
+        entry.waiting.retain(|waiting| !waiting.answer.is_closed());
+        let next = match (&entry.shared, entry.waiting.is_empty()) {
+            (Some(shared), false) => tokio::runtime::Handle::try_current()
+                .ok()
+                .map(|runtime| (runtime, Arc::clone(shared))),
+            _ => None,
+        };
+        let Some((runtime, shared)) = next else {
+            // None waits (or, outside any runtime, no call can be made: the waiting are
+            // told that their call was dropped).
+            entry.waiting.clear();
+            if entry.in_flight == 0 {
+                lanes.remove(lane);
             }
-        }
+            return;
+        };
+        let rest = entry.waiting.split_off(entry.waiting.len().min(MAX_BATCH));
+        let batch = std::mem::replace(&mut entry.waiting, rest);
+        entry.in_flight += 1;
+        let lane = Arc::clone(&entry.name);
+        drop(lanes);
+        runtime.spawn(call_together(store.clone(), lane, shared, batch));
+    }
+}
+
+/// One shared call of `lane` for `batch`, in the order they arrived, given the latest
+/// deadline among them; then the lane's next.
+async fn call_together<S: Sharing>(store: S, lane: Arc<str>, shared: Arc<Shared>, batch: Queue) {
+    let _call = Call {
+        store: &store,
+        lane: &lane,
+    };
+    let started = Instant::now();
+    let latest = batch.iter().map(|waiting| waiting.deadline).max();
+    let left = latest.map_or(Duration::ZERO, |latest| {
+        latest.saturating_duration_since(started)
+    });
+    let units = u32::try_from(batch.len()).unwrap_or(u32::MAX);
+    let request = CheckRequest {
+        key: &shared.key,
+        limits: &shared.limits,
+        now_millis: shared.now_millis,
+    };
+    let outcome = store.check_together(request, units, left).await;
+    if outcome.is_ok() {
+        store.coalescer().measured(started);
+    }
+    for (index, waiting) in batch.into_iter().enumerate() {
+        let decided = outcome
+            .as_ref()
+            .map(|outcome| decision_at(&shared.limits, outcome, index))
+            .map_err(Clone::clone);
+        let _ = waiting.answer.send(decided);
     }
 }
 
@@ -368,43 +375,16 @@ fn passed_reset(limit: &Limit, last: Duration, after: u32) -> Duration {
     Duration::from_millis(own.div_ceil(1000))
 }
 
-/// A check leading its lane's call. When it ends, the next check waiting leads the next
-/// call; given up before its call was answered, the checks of its batch go first in the
-/// next (their call may have counted them already: the strict side).
-struct Lead<'a> {
-    coalescer: &'a Coalescer,
-    lane: Arc<str>,
-    followers: Queue,
-    answered: bool,
+/// A call of a lane in flight. When it ends, answered or given up, the checks waiting in
+/// its lane go in the next.
+struct Call<'a, S: Sharing> {
+    store: &'a S,
+    lane: &'a str,
 }
 
-impl Drop for Lead<'_> {
+impl<S: Sharing> Drop for Call<'_, S> {
     fn drop(&mut self) {
-        let first = if self.answered {
-            VecDeque::new()
-        } else {
-            std::mem::take(&mut self.followers)
-        };
-        self.coalescer.hand_over(&self.lane, first);
-    }
-}
-
-/// A check waiting in a lane. Given up after it was told to lead but before it read that
-/// (a client gone, a `select!`), it hands the lead on, so the lane never stalls.
-struct Waiting<'a> {
-    coalescer: &'a Coalescer,
-    told: Option<oneshot::Receiver<Turn>>,
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        let Some(mut told) = self.told.take() else {
-            return;
-        };
-        told.close();
-        if let Ok(Turn::Lead(followers, lane)) = told.try_recv() {
-            self.coalescer.hand_over(&lane, followers);
-        }
+        self.store.coalescer().hand_over(self.store, self.lane);
     }
 }
 

@@ -124,6 +124,10 @@ impl Store for RedisStore {
 }
 
 impl Sharing for RedisStore {
+    fn coalescer(&self) -> &Coalescer {
+        &self.coalescer
+    }
+
     fn check_alone<'a>(
         &'a self,
         request: CheckRequest<'a>,

@@ -254,6 +254,10 @@ impl Store for RedisSentinelStore {
 }
 
 impl Sharing for RedisSentinelStore {
+    fn coalescer(&self) -> &Coalescer {
+        &self.coalescer
+    }
+
     fn check_alone<'a>(
         &'a self,
         request: CheckRequest<'a>,

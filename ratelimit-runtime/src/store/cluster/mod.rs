@@ -125,6 +125,10 @@ impl RedisClusterStore {
 }
 
 impl Sharing for RedisClusterStore {
+    fn coalescer(&self) -> &Coalescer {
+        &self.coalescer
+    }
+
     fn check_alone<'a>(
         &'a self,
         request: CheckRequest<'a>,
