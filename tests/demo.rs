@@ -321,6 +321,23 @@ fn run(name: &str, args: &[&str], envs: &[(&str, &str)]) -> Output {
     command.output().expect("run the example")
 }
 
+/// `--routes --json` prints JSON alone on stdout at the default log level (its log lines,
+/// such as the warning that no key secret is set, go to stderr).
+#[test]
+fn routes_json_is_json_alone_at_the_default_log_level() {
+    let output = run("demo", &["--routes", "--json"], &[("RUST_LOG", "info")]);
+    assert!(output.status.success());
+    let table: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)));
+    let routes = table["routes"].as_array().expect("a list of routes");
+    assert!(
+        routes
+            .iter()
+            .any(|route| route["method"] == "POST" && route["pattern"] == "/login"),
+        "{table}"
+    );
+}
+
 #[test]
 fn routes_prints_the_route_table_and_exits_zero() {
     let output = run("demo", &["--routes"], &[]);

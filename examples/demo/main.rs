@@ -155,7 +155,9 @@ fn overrides(deployment: &Deployment) -> Option<Overrides> {
 
 #[actix_web::main]
 async fn main() -> std::process::ExitCode {
+    // Logs go to stderr: stdout carries what `--routes` (and `--routes --json`) print.
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
