@@ -601,6 +601,36 @@ async fn overrides_follow_the_sentinels_primary_through_a_failover() {
     assert!(whole.contains("count 0, remaining 2"), "{whole}");
 }
 
+/// With Redis Sentinel, overrides already in the hash are in force from the first request:
+/// the limiter's first read, which it waits for before serving, reaches the primary the
+/// sentinels name (the refresh thread has a connection of its own, not one driven by the
+/// App's runtime, which that wait blocks).
+#[actix_web::test]
+async fn sentinel_overrides_are_in_force_from_the_first_request() {
+    let setup = SentinelSetup::start();
+    let _: () = setup
+        .primary()
+        .connection()
+        .hset(
+            "rl:overrides",
+            "GET /orders/{id}",
+            r#"limit = 1, window = "1h""#,
+        )
+        .unwrap();
+    let redis = [
+        ("REDIS_SENTINEL_NODES", setup.sentinel_urls().join(",")),
+        ("REDIS_SENTINEL_MASTER", MASTER_NAME.to_owned()),
+    ];
+    let demo = Demo::start_with(&redis).await;
+    let user = Some("first-requests");
+    assert_eq!(demo.status("/orders/1", user).await, Some(200));
+    assert_eq!(
+        demo.status("/orders/1", user).await,
+        Some(429),
+        "the override (1 per hour) was not in force"
+    );
+}
+
 /// Overrides read through the sentinels do not stay on a connection to the primary that went
 /// silent (no error, no answer: a dropped NAT entry, a hung proxy): the read times out after
 /// 1 s, the connection is dropped, and a read on a new one finds the change.

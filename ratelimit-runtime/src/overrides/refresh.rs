@@ -344,7 +344,9 @@ impl Connection {
                     .build()?;
                 Ok(Connection::Cluster(client.get_async_connection().await?))
             }
-            RedisSource::Sentinel(store) => Ok(Connection::Sentinel(store.clone(), None)),
+            // Connections of the refresh thread's own: the App's runtime may be blocked
+            // waiting for this very read.
+            RedisSource::Sentinel(store) => Ok(Connection::Sentinel(store.detached(), None)),
         }
     }
 

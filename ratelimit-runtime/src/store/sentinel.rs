@@ -60,7 +60,7 @@ const RETRY_AFTER: Duration = Duration::from_millis(100);
 /// (its server was demoted) is dropped at once, as is one on which checks keep timing out;
 /// after a failed connection attempt (a wrong password, a primary down until the sentinels
 /// name another) checks fail at once for 100 ms rather than each trying again. Every check
-/// is one script call (concurrent checks of one key share one, as with
+/// is one script call (concurrent checks of one key share calls, as with
 /// [`RedisStore`](super::RedisStore)) over a multiplexed
 /// connection, and never waits longer than the configured timeout, or
 /// `RateLimiter::timeout` when that is set. Build one per process and share it: under
@@ -149,6 +149,29 @@ impl RedisSentinelStore {
         } else {
             format!("{host}:{port}")
         })
+    }
+
+    /// A copy that makes its own connection to the primary, driven by the runtime it is
+    /// first used on; the sentinels' answers stay shared.
+    fn with_own_connection(&self) -> RedisSentinelStore {
+        RedisSentinelStore {
+            primary: Arc::new(Primary::default()),
+            coalescer: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// A copy that asks the sentinels itself and connects to the primary itself, all driven
+    /// by the current runtime (call it in one): a thread of its own (the overrides') then
+    /// never waits on a task of a runtime that is busy or blocked, as the App's is while it
+    /// waits for the overrides' first read.
+    pub(crate) fn detached(&self) -> RedisSentinelStore {
+        let watch = Arc::new(self.watch.fresh());
+        tokio::spawn(keep_asking(Arc::downgrade(&watch)));
+        RedisSentinelStore {
+            watch,
+            ..self.with_own_connection()
+        }
     }
 
     /// Counts the primaries named so far (from 0, the first), once one has been: it moves
@@ -245,11 +268,7 @@ impl Store for RedisSentinelStore {
 
     fn worker_store(&self) -> Option<Arc<dyn Store>> {
         tokio::runtime::Handle::try_current().ok()?;
-        Some(Arc::new(RedisSentinelStore {
-            primary: Arc::new(Primary::default()),
-            coalescer: Arc::default(),
-            ..self.clone()
-        }))
+        Some(Arc::new(self.with_own_connection()))
     }
 }
 
@@ -474,6 +493,31 @@ struct Watch {
 }
 
 impl Watch {
+    /// The same settings, with connections of its own to the sentinels and nothing asked
+    /// yet.
+    fn fresh(&self) -> Watch {
+        Watch {
+            urls: self.urls.clone(),
+            sentinels: self
+                .sentinels
+                .iter()
+                .map(|sentinel| Sentinel {
+                    client: sentinel.client.clone(),
+                    connection: ArcSwapOption::empty(),
+                    config: sentinel.config.clone(),
+                })
+                .collect(),
+            master_name: self.master_name.clone(),
+            template: self.template.clone(),
+            tls_root: self.tls_root.clone(),
+            config: self.config.clone(),
+            ask_timeout: self.ask_timeout,
+            named: ArcSwapOption::empty(),
+            asked: tokio::sync::watch::channel(0).0,
+            last_error: Mutex::default(),
+        }
+    }
+
     /// The primary the sentinels name now, waiting for the first round of asking if it has
     /// not ended yet.
     async fn named(&self) -> RedisResult<Arc<Named>> {
