@@ -639,11 +639,12 @@ async fn two_calls_of_a_key_are_in_flight_at_most() {
 async fn a_check_given_up_mid_call_leaves_the_others_counted_once() {
     use std::time::Duration;
 
-    let (_server, _proxy, store, direct) = late_store(Duration::from_millis(200)).await;
+    let (server, _proxy, store, direct) = late_store(Duration::from_millis(400)).await;
     let limit = Limit::new(1_000, Window::from_secs(600), Algorithm::FixedWindow);
     let key = RouteKey::new("rl", "GET", "/given-up", &[(IdentityPart::Ip, "10.0.0.7")]);
     let five = Duration::from_secs(5);
-    // Two calls alone, answered at ~200 ms; fifty wait and go together then.
+    let before = server.scripts_run();
+    // Two calls alone, answered at ~400 ms; fifty wait and go together then.
     let alone = [
         spawn_check(&store, &key, limit, five),
         spawn_check(&store, &key, limit, five),
@@ -653,8 +654,12 @@ async fn a_check_given_up_mid_call_leaves_the_others_counted_once() {
         .map(|_| spawn_check(&store, &key, limit, five))
         .collect();
     let last = waiting.pop().expect("fifty");
-    tokio::time::sleep(Duration::from_millis(280)).await;
-    // ~300 ms: the shared call is on its way, its answer due at ~400 ms.
+    // The shared call has reached Redis (~400 ms); its answer is due ~400 ms later.
+    let started = std::time::Instant::now();
+    while server.scripts_run() - before < 3 {
+        assert!(started.elapsed() < five, "no shared call");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     last.abort();
     for check in alone.into_iter().chain(waiting) {
         let (decided, _) = check.await.unwrap();
@@ -678,7 +683,7 @@ async fn a_check_given_up_mid_call_leaves_the_others_counted_once() {
 async fn a_shared_call_waits_as_long_as_its_most_patient_check() {
     use std::time::Duration;
 
-    let (server, _proxy, store, direct) = late_store(Duration::from_millis(200)).await;
+    let (server, _proxy, store, direct) = late_store(Duration::from_millis(400)).await;
     let limit = Limit::new(1_000, Window::from_secs(600), Algorithm::FixedWindow);
     let key = RouteKey::new("rl", "GET", "/patient", &[(IdentityPart::Ip, "10.0.0.8")]);
     let five = Duration::from_secs(5);
@@ -687,16 +692,16 @@ async fn a_shared_call_waits_as_long_as_its_most_patient_check() {
         spawn_check(&store, &key, limit, five),
     ];
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let patient = spawn_check(&store, &key, limit, Duration::from_secs(2));
+    let patient = spawn_check(&store, &key, limit, Duration::from_secs(3));
     tokio::time::sleep(Duration::from_millis(20)).await;
-    // Waits (2.5 round trips of ~200 ms fit in 600 ms) and is due at ~640 ms.
-    let hurried = spawn_check(&store, &key, limit, Duration::from_millis(600));
-    tokio::time::sleep(Duration::from_millis(110)).await;
-    // ~150 ms: the two calls alone have run; the shared call, sent at ~200 ms, runs when
-    // Redis writes again at ~600 ms and is answered at ~800 ms.
+    // Waits (2.5 round trips of ~400 ms fit in 1.2 s) and is due at ~1.24 s.
+    let hurried = spawn_check(&store, &key, limit, Duration::from_millis(1_200));
+    tokio::time::sleep(Duration::from_millis(160)).await;
+    // ~200 ms: the two calls alone have run; the shared call, sent at ~400 ms, runs when
+    // Redis writes again at ~1.4 s and is answered at ~1.8 s.
     let _: () = redis::cmd("CLIENT")
         .arg("PAUSE")
-        .arg(450)
+        .arg(1_200)
         .arg("WRITE")
         .query(&mut server.connection())
         .unwrap();
