@@ -27,7 +27,7 @@ use ratelimit_runtime::{
     IdentityPart, RateLimiter,
 };
 use serde::Deserialize;
-use support::{CapturedLog, RedisServer, T0};
+use support::{CapturedLog, Down, RedisServer, T0};
 
 #[derive(Deserialize)]
 struct Login {
@@ -455,6 +455,22 @@ async fn look_alike_spellings_share_one_budget() {
     // Another name keeps its own budget.
     let other = attempt("203.0.113.7", Shape::Object, "karlss");
     assert_eq!(status(&app, other).await, 200);
+}
+
+/// While the store fails, a request refused for an unreadable username gets what every
+/// request of its fail-closed route gets, 503 (its 400 comes with a count, which the store
+/// cannot make), and never reaches the handler.
+#[actix_web::test]
+async fn an_unreadable_username_on_a_closed_route_gets_503_while_the_store_fails() {
+    let accepted = web::Data::new(Accepted::default());
+    let reader = UsernameReader::json_or_form::<Login>(|l| &l.username).refuse_unreadable();
+    let store = Down::default();
+    let limiter = RateLimiter::new(store.clone()).route_username_reader("POST /login", reader);
+    let app = login_app(limiter, &accepted).await;
+    let res = test::call_service(&app, post_from("203.0.113.9", "/login").to_request()).await;
+    assert_eq!(res.status(), 503);
+    assert_eq!(store.calls(), 1, "the refused request was counted once");
+    assert!(accepted.0.lock().unwrap().is_empty(), "the handler ran");
 }
 
 #[actix_web::test]

@@ -166,7 +166,8 @@ impl UsernameReader {
     /// `problem+json` body saying why, instead of passing it to the handler. It is still
     /// counted, in the route's one budget for unreadable bodies (per client address) and
     /// in the route's limits that count no username: once those are spent it gets `429`
-    /// rather than `400`.
+    /// rather than `400`, and while the store fails on a route with `fail = "closed"`,
+    /// `503`, as every request there does.
     #[must_use]
     pub fn refuse_unreadable(mut self) -> Self {
         self.refuse = true;

@@ -418,14 +418,13 @@ impl Limiter {
         };
         // Counted as any refused request is (the route's budget for unreadable requests of
         // this address, and its limits that count no username): a 429 once that is spent,
-        // else the 400 saying why, so that refused requests are never free.
+        // a 503 when the store failed and the route fails closed (as for every request
+        // there), else the 400 saying why, so that refused requests are never free.
         match self
-            .decide_for(&identities, route, handle, Counting::Refused)
+            .decide_for(&identities, route, handle, Counting::Unreadable)
             .await
         {
-            Decided::Refuse(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
-                Decided::Refuse(response)
-            }
+            Decided::Refuse(response) => Decided::Refuse(response),
             other => {
                 tracing::debug!(
                     target: "ratelimit",
@@ -478,7 +477,7 @@ impl Limiter {
                 let applied = policy.limits().get(blocked.limit_index);
                 let outcome = match counting {
                     Counting::Served => Outcome::ServedOverLimit,
-                    Counting::Live | Counting::Refused => Outcome::Shielded,
+                    Counting::Live | Counting::Refused | Counting::Unreadable => Outcome::Shielded,
                 };
                 telemetry::decision(&route.metrics, &client, outcome, retry_ms, applied);
                 let state = shielded_state(&policy, blocked, now);
@@ -542,7 +541,7 @@ impl Limiter {
                 } else {
                     policy.fail()
                 };
-                let answered = counting != Counting::Live;
+                let answered = matches!(counting, Counting::Served | Counting::Refused);
                 let failure = StoreFailure {
                     error: &error,
                     repeated,
@@ -585,8 +584,10 @@ impl Limiter {
         if !decision.allowed && !policy.shadow() {
             let outcome = match counting {
                 Counting::Served => Outcome::ServedOverLimit,
-                Counting::Live | Counting::Refused if decided_locally => Outcome::LocalRejected,
-                Counting::Live | Counting::Refused => Outcome::Rejected,
+                Counting::Live | Counting::Refused | Counting::Unreadable if decided_locally => {
+                    Outcome::LocalRejected
+                }
+                Counting::Live | Counting::Refused | Counting::Unreadable => Outcome::Rejected,
             };
             telemetry::decision(&route.metrics, &client, outcome, retry_ms, applied);
             if let Some((index, binding)) = decision.binding().filter(|_| !decided_locally) {
@@ -654,6 +655,10 @@ enum Counting {
     /// Refused by the middleware in front of the route: a 429 replaces the refusal when the
     /// client is over the limit, else the refusal goes on.
     Refused,
+    /// Refused by the limiter itself for an unreadable username: a 429 when the client is
+    /// over the limit, a 503 when the store failed and the route fails closed (as for a
+    /// live request), else the 400.
+    Unreadable,
     /// Served by another resource: kept whatever the count says.
     Served,
 }
