@@ -277,6 +277,68 @@ fn script_calls_and_connections(conn: &mut redis::Connection) -> (u64, u64) {
 /// Sentinels and a primary that want passwords of their own: the store signs in to each
 /// with its own, and then, as the standalone store does, sends one script call per check over
 /// one connection; with a wrong password for either, nothing is decided.
+/// A primary that stops answering (paused: its connections stay open and go silent) is left
+/// for the one the sentinels name as soon as the store learns of it: an attempt to connect to
+/// the silent one, which waits out its timeout (here over 10 s), does not hold back the
+/// attempt to the new primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_primary_is_left_as_soon_as_the_sentinels_name_another() {
+    let setup = tokio::task::spawn_blocking(SentinelSetup::start)
+        .await
+        .unwrap();
+    let store = RedisSentinelStore::builder(setup.sentinel_urls(), MASTER_NAME)
+        .timeout(TIMEOUT)
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .await
+        .unwrap();
+    let (limits, client) = (far(), key("silent"));
+    let check = || {
+        store.check(CheckRequest {
+            key: &client,
+            limits: &limits,
+            now_millis: Some(T0),
+        })
+    };
+    let reached = Instant::now();
+    while check().await.is_err() {
+        assert!(
+            reached.elapsed() < Duration::from_secs(5),
+            "the store never reached the primary"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let replica_port = setup.replica().port();
+    setup.primary().pause();
+    let paused = Instant::now();
+    let mut promoted = None;
+    // Checks keep coming, as under load, until one is decided after the promotion.
+    loop {
+        let decided = check().await.is_ok();
+        match promoted {
+            None if tokio::task::block_in_place(|| setup.named_primary_port())
+                == Some(replica_port) =>
+            {
+                promoted = Some(Instant::now());
+            }
+            Some(_) if decided => break,
+            _ => {}
+        }
+        assert!(
+            paused.elapsed() < Duration::from_secs(30),
+            "not decided again (the promotion seen {:?} after the pause)",
+            promoted.map(|at| at - paused)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let after = promoted.expect("seen").elapsed();
+    println!("decided again {after:?} after the promotion was seen");
+    assert!(
+        after < Duration::from_secs(2),
+        "decided again {after:?} after the promotion"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_signs_in_to_the_sentinels_and_the_primary_with_their_own_passwords() {
     let setup = tokio::task::spawn_blocking(|| {

@@ -16,7 +16,7 @@ use std::{
     fmt,
     future::Future,
     sync::{
-        atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
+        atomic::{AtomicU32, AtomicU64, Ordering},
         Arc, Mutex, MutexGuard, Weak,
     },
     time::{Duration, Instant},
@@ -366,7 +366,8 @@ impl RedisSentinelStore {
             if let Some(held) = self.primary.current(named.generation) {
                 return Ok(held);
             }
-            if !self.primary.connecting.load(Ordering::Acquire) {
+            // No attempt for this primary (or a later one) under way any more.
+            if self.primary.connecting.load(Ordering::Acquire) <= named.generation {
                 break;
             }
         }
@@ -376,16 +377,24 @@ impl RedisSentinelStore {
             .unwrap_or_else(|| RedisError::from((ErrorKind::Io, "no connection to the primary"))))
     }
 
-    /// Starts connecting to the primary `named` in the background unless a connection is
-    /// being made: it is used once it answers `ROLE` as a master.
+    /// Starts connecting to the primary `named` in the background unless a connection to
+    /// it (or to one named later) is being made: it is used once it answers `ROLE` as a
+    /// master. An attempt still under way to a primary named before (one that went silent
+    /// keeps it waiting for its timeout) does not hold this one back.
     fn connect_soon(&self, named: &Named) {
-        if self.primary.connecting.swap(true, Ordering::AcqRel) {
+        let (generation, address) = (named.generation, named.address.clone());
+        let mine = generation + 1;
+        let claimed = self.primary.connecting.fetch_update(
+            Ordering::AcqRel,
+            Ordering::Acquire,
+            |under_way| (under_way < mine).then_some(mine),
+        );
+        if claimed.is_err() {
             return;
         }
         let (watch, primary) = (Arc::clone(&self.watch), Arc::clone(&self.primary));
-        let (generation, address) = (named.generation, named.address.clone());
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            self.primary.connecting.store(false, Ordering::Release);
+            primary.attempt_ended(mine);
             return;
         };
         runtime.spawn(async move {
@@ -399,13 +408,10 @@ impl RedisSentinelStore {
             }
             .await;
             match connected {
-                Ok(connection) => {
-                    primary.install(generation, connection);
-                }
+                Ok(connection) => primary.install(generation, connection),
                 Err(error) => primary.refused(generation, &error),
             }
-            primary.connecting.store(false, Ordering::Release);
-            primary.attempts.send_modify(|n| *n += 1);
+            primary.attempt_ended(mine);
         });
     }
 }
@@ -719,8 +725,9 @@ impl Held {
 #[derive(Default)]
 struct Primary {
     held: ArcSwapOption<Held>,
-    /// Whether a connection is being made, in a task of its own.
-    connecting: AtomicBool,
+    /// The generation of the primary a connection is being made to, plus one (0: none), in
+    /// a task of its own.
+    connecting: AtomicU64,
     /// Counts connection attempts that ended.
     attempts: tokio::sync::watch::Sender<u64>,
     made: AtomicU64,
@@ -752,15 +759,28 @@ impl Primary {
             .filter(|held| held.generation == generation)
     }
 
-    fn install(&self, generation: u64, connection: MultiplexedConnection) -> Arc<Held> {
+    /// Keeps `connection` to the primary of `generation`, unless one to a primary named
+    /// later is held already (an attempt to an earlier one that ended late).
+    fn install(&self, generation: u64, connection: MultiplexedConnection) {
         let held = Arc::new(Held {
             id: self.made.fetch_add(1, Ordering::Relaxed),
             generation,
             connection,
             timeouts: AtomicU32::new(0),
         });
-        self.held.store(Some(Arc::clone(&held)));
-        held
+        self.held.rcu(|current| match current {
+            Some(newer) if newer.generation > generation => Some(Arc::clone(newer)),
+            _ => Some(Arc::clone(&held)),
+        });
+    }
+
+    /// An attempt marked `mine` (its generation plus one) ended: the mark goes, unless an
+    /// attempt to a primary named later has taken it, and the waiting look again.
+    fn attempt_ended(&self, mine: u64) {
+        let _ = self
+            .connecting
+            .compare_exchange(mine, 0, Ordering::AcqRel, Ordering::Acquire);
+        self.attempts.send_modify(|n| *n += 1);
     }
 
     fn drop_connection(&self, id: u64) {
