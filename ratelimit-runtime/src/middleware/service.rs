@@ -60,7 +60,7 @@ pub struct RateLimiterService<S> {
     /// Undeclared routes seen so far, by method label and pattern (bounded: patterns come
     /// from the App, methods are folded by `method_label`).
     defaults: RefCell<DefaultRoutes>,
-    /// The route pattern of each path seen so far (bounded), as the App's resource map
+    /// The route pattern of each path seen lately (bounded), as the App's resource map
     /// matches it: the map does not change while the App serves, and matching it again
     /// for every request costs more than one lookup.
     patterns: RefCell<Patterns>,
@@ -137,8 +137,9 @@ const MAX_REMEMBERED_DEFAULTS: usize = 1024;
 /// Route patterns by path (`None`: no resource matches it).
 type Patterns = HashMap<Box<str>, Option<Rc<str>>, foldhash::fast::RandomState>;
 
-/// The most paths whose pattern is remembered per worker, and the longest remembered: paths
-/// past either are matched every time.
+/// The most paths whose pattern is remembered per worker (full, it starts over, so that it
+/// holds the paths requested lately), and the longest remembered: longer paths are matched
+/// every time.
 const MAX_REMEMBERED_PATHS: usize = 1024;
 const MAX_REMEMBERED_PATH_LEN: usize = 256;
 
@@ -153,8 +154,13 @@ impl<S> RateLimiterService<S> {
             .resource_map()
             .match_pattern(path)
             .map(Rc::from);
-        let mut patterns = self.patterns.borrow_mut();
-        if patterns.len() < MAX_REMEMBERED_PATHS && path.len() <= MAX_REMEMBERED_PATH_LEN {
+        if path.len() <= MAX_REMEMBERED_PATH_LEN {
+            let mut patterns = self.patterns.borrow_mut();
+            // A client walking many paths costs the others one match per path each time it
+            // fills the memo, not one per request for good.
+            if patterns.len() >= MAX_REMEMBERED_PATHS {
+                patterns.clear();
+            }
             patterns.insert(Box::from(path), pattern.clone());
         }
         pattern
