@@ -601,6 +601,20 @@ fn spawn_check(
     })
 }
 
+/// Two checks of `key` (5 s each) started together: each makes a call alone, the two a
+/// key may have in flight.
+fn two_alone(
+    store: &RedisStore,
+    key: &RouteKey,
+    limit: Limit,
+) -> [tokio::task::JoinHandle<(Result<Decision, StoreError>, std::time::Duration)>; 2] {
+    let five = std::time::Duration::from_secs(5);
+    [
+        spawn_check(store, key, limit, five),
+        spawn_check(store, key, limit, five),
+    ]
+}
+
 /// At most two calls of one key are in flight from one store: with every reply 400 ms late,
 /// of five checks of a key started together two are sent at once, each alone, and the other
 /// three wait; when the first is answered they go together in one call. Each is counted
@@ -645,10 +659,7 @@ async fn a_check_given_up_mid_call_leaves_the_others_counted_once() {
     let five = Duration::from_secs(5);
     let before = server.scripts_run();
     // Two calls alone, answered at ~400 ms; fifty wait and go together then.
-    let alone = [
-        spawn_check(&store, &key, limit, five),
-        spawn_check(&store, &key, limit, five),
-    ];
+    let alone = two_alone(&store, &key, limit);
     tokio::time::sleep(Duration::from_millis(20)).await;
     let mut waiting: Vec<_> = (0..50)
         .map(|_| spawn_check(&store, &key, limit, five))
@@ -686,11 +697,7 @@ async fn a_shared_call_waits_as_long_as_its_most_patient_check() {
     let (server, _proxy, store, direct) = late_store(Duration::from_millis(400)).await;
     let limit = Limit::new(1_000, Window::from_secs(600), Algorithm::FixedWindow);
     let key = RouteKey::new("rl", "GET", "/patient", &[(IdentityPart::Ip, "10.0.0.8")]);
-    let five = Duration::from_secs(5);
-    let alone = [
-        spawn_check(&store, &key, limit, five),
-        spawn_check(&store, &key, limit, five),
-    ];
+    let alone = two_alone(&store, &key, limit);
     tokio::time::sleep(Duration::from_millis(20)).await;
     let patient = spawn_check(&store, &key, limit, Duration::from_secs(3));
     tokio::time::sleep(Duration::from_millis(20)).await;

@@ -507,11 +507,7 @@ impl Watch {
             sentinels: self
                 .sentinels
                 .iter()
-                .map(|sentinel| Sentinel {
-                    client: sentinel.client.clone(),
-                    connection: ArcSwapOption::empty(),
-                    config: sentinel.config.clone(),
-                })
+                .map(|sentinel| Sentinel::new(sentinel.client.clone(), sentinel.config.clone()))
                 .collect(),
             master_name: self.master_name.clone(),
             template: self.template.clone(),
@@ -661,6 +657,15 @@ struct Sentinel {
 }
 
 impl Sentinel {
+    /// A sentinel asked over `client`, not connected yet.
+    fn new(client: Client, config: AsyncConnectionConfig) -> Sentinel {
+        Sentinel {
+            client,
+            connection: ArcSwapOption::empty(),
+            config,
+        }
+    }
+
     async fn primary_of(&self, master_name: &str, bound: Duration) -> RedisResult<Address> {
         let mut connection = match self.connection.load_full() {
             Some(connection) => (*connection).clone(),
@@ -923,11 +928,7 @@ impl RedisSentinelStoreBuilder {
             let client = super::tls::client(info.clone(), self.tls_root.as_deref())
                 .map_err(|err| StoreConfigError::for_url(url, err))?;
             template.get_or_insert(info);
-            sentinels.push(Sentinel {
-                client,
-                connection: ArcSwapOption::empty(),
-                config: config.clone(),
-            });
+            sentinels.push(Sentinel::new(client, config.clone()));
         }
         let template = template.expect("at least one sentinel");
         let mut redis = ::redis::RedisConnectionInfo::default();
