@@ -38,7 +38,9 @@ use std::{
 
 use tokio::sync::oneshot;
 
-use super::{script::BatchOutcome, CheckRequest, Decision, LimitState, StoreError, StoreErrorKind};
+use super::{
+    script::BatchOutcome, timer, CheckRequest, Decision, LimitState, StoreError, StoreErrorKind,
+};
 use crate::{
     key::{algorithm_code, RouteKey},
     policy::{Algorithm, Count, Limit},
@@ -219,7 +221,7 @@ impl Coalescer {
                 }
                 decided
             }
-            Joined::Waiting(told) => match tokio::time::timeout(timeout, told).await {
+            Joined::Waiting(told) => match timer::within(timeout, told).await {
                 Err(_) => Err(StoreError::timeout(timeout)),
                 Ok(Ok(decided)) => decided,
                 Ok(Err(_)) => Err(StoreError::new(

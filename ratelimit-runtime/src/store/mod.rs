@@ -14,6 +14,7 @@ pub(crate) mod script;
 mod script_call;
 pub(crate) use script_call::no_answer_within;
 mod sentinel;
+mod timer;
 pub(crate) mod tls;
 
 pub use check::{

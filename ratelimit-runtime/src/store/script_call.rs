@@ -17,7 +17,7 @@ use redis::{
 
 use super::{
     script::{decode, decode_batch, decode_given, BatchOutcome, ScriptCall},
-    AdjustRequest, Adjustment, CheckRequest, Decision, StoreError, StoreErrorKind,
+    timer, AdjustRequest, Adjustment, CheckRequest, Decision, StoreError, StoreErrorKind,
 };
 
 /// Decides `request` on `conn` within `timeout`.
@@ -35,7 +35,7 @@ pub(crate) async fn check<C: ScriptConnection>(
     let call = ScriptCall::new(&request);
     // A reply lost with the old connection may already have counted the request: a second
     // try errs on the strict side.
-    match tokio::time::timeout(timeout, run_once_more(&mut conn, &call)).await {
+    match timer::within(timeout, run_once_more(&mut conn, &call)).await {
         Err(_) => Err(StoreError::timeout(timeout)),
         Ok(Err(err)) => Err(store_error(&err)),
         Ok(Ok(reply)) => decode(&request, call.member(), reply),
@@ -56,7 +56,7 @@ pub(crate) async fn check_batch<C: ScriptConnection>(
         return Err(error);
     }
     let call = ScriptCall::batch(&request, units);
-    match tokio::time::timeout(timeout, run_once_more(&mut conn, &call)).await {
+    match timer::within(timeout, run_once_more(&mut conn, &call)).await {
         Err(_) => Err(StoreError::timeout(timeout)),
         Ok(Err(err)) => Err(store_error(&err)),
         Ok(Ok(reply)) => decode_batch(reply, request.limits, call.member()),
@@ -77,7 +77,7 @@ pub(crate) async fn peek<C: ScriptConnection>(
     }
     let call = ScriptCall::peek(&request);
     // Counts nothing: a second try changes nothing.
-    match tokio::time::timeout(timeout, run_once_more(&mut conn, &call)).await {
+    match timer::within(timeout, run_once_more(&mut conn, &call)).await {
         Err(_) => Err(StoreError::timeout(timeout)),
         Ok(Err(err)) => Err(store_error(&err)),
         Ok(Ok(reply)) => decode(&request, "", reply),
@@ -116,7 +116,7 @@ pub(crate) async fn adjust<C: ScriptConnection>(
             Adjustment::GiveBack { .. } => conn.run(&call).await,
         }
     };
-    match tokio::time::timeout(timeout, attempt).await {
+    match timer::within(timeout, attempt).await {
         Err(_) => Err(StoreError::timeout(timeout)),
         Ok(Err(err)) => Err(store_error(&err)),
         Ok(Ok(reply)) => decode_given(reply),
