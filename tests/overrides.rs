@@ -248,6 +248,30 @@ async fn invalid_overrides_are_refused_whole_with_the_attributes_messages() {
     }
     let seen = statuses(&app, 3, || get("/search", "203.0.113.9")).await;
     assert_eq!(seen, [200, 200, 429], "the valid override held throughout");
+
+    // A refusal names every problem at once: the routes of the rules that read are checked
+    // beside a rule that does not.
+    let _: () = conn
+        .hset("rl:overrides", "GET /search", "limt = 5")
+        .unwrap();
+    let _: () = conn
+        .hset("rl:overrides", "GET /serch", r#"limit = 5, window = "1m""#)
+        .unwrap();
+    let _: () = conn
+        .hset("rl:overrides", "GET /health", r#"limit = 5, window = "1m""#)
+        .unwrap();
+    until(&overrides, "the refusal", |o| !o.refused().is_empty()).await;
+    let problems = &overrides.refused()[0].1;
+    for named in [
+        "limt",
+        "`GET /serch` names no declared route",
+        "`GET /health` is declared exempt",
+    ] {
+        assert!(
+            problems.iter().any(|p| p.contains(named)),
+            "{named}: {problems:?}"
+        );
+    }
 }
 
 #[actix_web::test]

@@ -377,9 +377,19 @@ async fn the_command_keeps_the_hash_one_the_services_take() {
         text(&out.stderr)
     );
 
+    let out = admin(
+        &redis,
+        &[
+            "override",
+            "set",
+            "POST /orders",
+            r#"limit = 1, window = "1m""#,
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
     let _: () = redis
         .connection()
-        .hset("rl:overrides", "POST /orders", "limt = 3")
+        .hset("rl:overrides", "POST /login", "limt = 3")
         .unwrap();
     let out = admin(&redis, &["deny", "add", "user_id", "evil"]);
     assert!(
@@ -397,9 +407,22 @@ async fn the_command_keeps_the_hash_one_the_services_take() {
         "{}",
         text(&out.stderr)
     );
+    // Cleared while the hash is refused: the services keep what they took, this override
+    // included, so the command does not say the declared policy is back.
+    let out = admin(&redis, &["override", "clear", "POST /orders"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        "cleared `POST /orders` from the hash"
+    );
+    assert!(
+        text(&out.stderr).contains("they keep the rules they last took from it"),
+        "{}",
+        text(&out.stderr)
+    );
     let _: () = redis
         .connection()
-        .hdel("rl:overrides", "POST /orders")
+        .hdel("rl:overrides", "POST /login")
         .unwrap();
     assert!(admin(&redis, &["deny", "add", "user_id", "evil"])
         .status

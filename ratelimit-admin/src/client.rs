@@ -120,25 +120,22 @@ impl Admin {
     /// refuses, and route overrides naming a route the services do not declare or declare
     /// exempt.
     async fn problems_of(&self, fields: &BTreeMap<String, String>) -> Result<Vec<String>, String> {
-        let set = match RuleSet::from_fields(fields.iter().map(|(f, v)| (f.as_str(), v.as_str()))) {
-            Ok(set) => set,
-            Err(errors) => return Ok(errors),
-        };
+        let (set, mut problems) =
+            RuleSet::read(fields.iter().map(|(f, v)| (f.as_str(), v.as_str())));
         let routes = self.routes().await?;
         if routes.is_empty() {
-            return Ok(Vec::new());
+            return Ok(problems);
         }
-        Ok(set
-            .routes
-            .keys()
-            .filter_map(|selector| match routes.get(&selector.route) {
+        problems.extend(set.routes.keys().filter_map(
+            |selector| match routes.get(&selector.route) {
                 None => Some(format!("`{selector}` names no route the services declare")),
                 Some(declared) if declared.starts_with("exempt") => Some(format!(
                     "`{selector}` is declared exempt, so it has no limit to override"
                 )),
                 Some(_) => None,
-            })
-            .collect())
+            },
+        ));
+        Ok(problems)
     }
 
     /// Writes `field`, unless the hash would then be one the services refuse as a whole:

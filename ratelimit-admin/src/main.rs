@@ -127,7 +127,8 @@ enum OverrideCommand {
         #[arg(long)]
         tier: Option<String>,
     },
-    /// Clears a route's override: its declared policy is in force again.
+    /// Clears a route's override: its declared policy is in force again (once the hash is one
+    /// the services take).
     Clear {
         /// The route, as the route table names it: `"POST /login"`.
         route: String,
@@ -309,7 +310,13 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
         Command::Override(OverrideCommand::Clear { route, tier }) => {
             let selector = selector(&route, tier.as_deref())?;
             if admin.remove(&selector.to_string()).await? {
-                println!("cleared `{selector}`: its declared policy is in force again");
+                // While the services refuse the hash, they keep what they last took, this
+                // override included.
+                if admin.hash_problems().await?.is_empty() {
+                    println!("cleared `{selector}`: its declared policy is in force again");
+                } else {
+                    println!("cleared `{selector}` from the hash");
+                }
                 warn_if_refused(&admin).await
             } else {
                 Err(format!("`{selector}` has no override in `{}`", cli.key))
@@ -364,13 +371,13 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
     }
 }
 
-/// Says on stderr when the services refuse the hash as a whole as it stands: nothing in it
-/// is then in force, whatever a listing shows.
+/// Says on stderr when the services refuse the hash as a whole as it stands: they keep the
+/// rules they last took from it until it is fixed, whatever a listing or a removal shows.
 async fn warn_if_refused(admin: &Admin) -> Result<(), String> {
     let problems = admin.hash_problems().await?;
     if !problems.is_empty() {
         eprintln!(
-            "warning: the services refuse the overrides hash as a whole, so none of it is in force:\n  {}",
+            "warning: the services refuse the overrides hash as it stands, as a whole: they keep the rules they last took from it (which may differ from what it holds now, an override cleared since included) until these fields are fixed or cleared:\n  {}",
             problems.join("\n  ")
         );
     }

@@ -104,24 +104,23 @@ impl Shared {
         &self,
         source: Source,
         content: String,
-        parse: impl FnOnce(&str) -> Result<RuleSet, Vec<String>>,
+        parse: impl FnOnce(&str) -> (RuleSet, Vec<String>),
     ) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.source_mut(source).seen.as_deref() == Some(content.as_str()) {
             return;
         }
-        let checked = parse(&content).and_then(|set| {
-            let problems = state
-                .catalog
-                .as_deref()
-                .map(|catalog| check_routes(&set, catalog))
-                .unwrap_or_default();
-            if problems.is_empty() {
-                Ok(set)
-            } else {
-                Err(problems)
-            }
-        });
+        // Every problem is named at once: the routes of the rules that read are checked
+        // even when others do not read.
+        let (set, mut problems) = parse(&content);
+        if let Some(catalog) = state.catalog.as_deref() {
+            problems.extend(check_routes(&set, catalog));
+        }
+        let checked = if problems.is_empty() {
+            Ok(set)
+        } else {
+            Err(problems)
+        };
         let slot = state.source_mut(source);
         slot.seen = Some(content);
         match checked {
@@ -227,11 +226,19 @@ fn readable(shared: &Shared, source: Source) {
     state.source_mut(source).failing = false;
 }
 
-/// The file's rules as fields, in the Redis hash's shape.
-pub(crate) fn parse_file(text: &str) -> Result<RuleSet, Vec<String>> {
-    let document: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| vec![format!("not TOML: {}", e.message())])?;
+/// The file's rules as fields, in the Redis hash's shape: the rules that read, and every
+/// problem.
+pub(crate) fn parse_file(text: &str) -> (RuleSet, Vec<String>) {
+    let document: toml::Table = match text.parse() {
+        Ok(document) => document,
+        Err(e) => {
+            let e: toml::de::Error = e;
+            return (
+                RuleSet::default(),
+                vec![format!("not TOML: {}", e.message())],
+            );
+        }
+    };
     let mut fields: Vec<(String, String)> = Vec::new();
     let mut errors = Vec::new();
     for (section, value) in &document {
@@ -286,15 +293,9 @@ pub(crate) fn parse_file(text: &str) -> Result<RuleSet, Vec<String>> {
             )),
         }
     }
-    let set = RuleSet::from_fields(fields.iter().map(|(f, v)| (f.as_str(), v.as_str())));
-    match (set, errors.is_empty()) {
-        (Ok(set), true) => Ok(set),
-        (Ok(_), false) => Err(errors),
-        (Err(mut more), _) => {
-            errors.append(&mut more);
-            Err(errors)
-        }
-    }
+    let (set, more) = RuleSet::read(fields.iter().map(|(f, v)| (f.as_str(), v.as_str())));
+    errors.extend(more);
+    (set, errors)
 }
 
 /// The hash's fields as one text, in field order (to tell a change).
@@ -538,7 +539,7 @@ async fn read_redis(
     readable(shared, Source::Redis);
     let content = hash_content(&fields);
     shared.offer(Source::Redis, content, |_| {
-        RuleSet::from_fields(fields.iter().map(|(f, v)| (f.as_str(), v.as_str())))
+        RuleSet::read(fields.iter().map(|(f, v)| (f.as_str(), v.as_str())))
     });
     if open.moved() {
         shared.republish();
@@ -590,7 +591,7 @@ mod tests {
 
     #[test]
     fn the_file_reads_as_the_hash_does() {
-        let set = parse_file(
+        let (set, problems) = parse_file(
             r#"
             [routes]
             "POST /login" = 'limit = 5, window = "5m", algorithm = "sliding_log"'
@@ -602,8 +603,8 @@ mod tests {
             [deny]
             user_ids = ["42"]
             "#,
-        )
-        .unwrap();
+        );
+        assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(set.routes.len(), 3);
         assert_eq!(set.lists.len(), 4);
         let stacked = set
@@ -621,7 +622,7 @@ mod tests {
                 "not TOML",
             ),
         ] {
-            let errors = parse_file(bad).unwrap_err();
+            let (_, errors) = parse_file(bad);
             assert!(
                 errors.iter().any(|e| e.contains(expected)),
                 "{bad}: {errors:?}"

@@ -229,6 +229,32 @@ impl RuleSet {
     pub fn from_fields<'a>(
         fields: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<RuleSet, Vec<String>> {
+        let (set, errors) = RuleSet::read(fields);
+        if errors.is_empty() {
+            Ok(set)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// Reads fields as [`from_fields`](RuleSet::from_fields) does, keeping the fields that
+    /// read beside the problems of those that do not: a set with any problem is refused as
+    /// a whole, and its refusal names every problem, the route checks of the fields that
+    /// read (a route not declared, or declared exempt) included.
+    ///
+    /// ```
+    /// use ratelimit_runtime::overrides::RuleSet;
+    ///
+    /// let (set, problems) = RuleSet::read([
+    ///     ("GET /search", r#"limit = 5, window = "1m""#),
+    ///     ("POST /login", "limt = 5"),
+    /// ]);
+    /// assert_eq!(set.routes.len(), 1);
+    /// assert!(problems[0].contains("did you mean `limit`?"));
+    /// ```
+    pub fn read<'a>(
+        fields: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> (RuleSet, Vec<String>) {
         let mut set = RuleSet::default();
         let mut errors = Vec::new();
         for (field, value) in fields {
@@ -236,11 +262,7 @@ impl RuleSet {
                 errors.extend(problem);
             }
         }
-        if errors.is_empty() {
-            Ok(set)
-        } else {
-            Err(errors)
-        }
+        (set, errors)
     }
 
     /// Adds one field.
