@@ -10,7 +10,7 @@
 //! set a period on when it fires. One of them is always due within half a period, so a
 //! call's timer due later than that (the default timeout is 50 ms) is never the earliest,
 //! and is registered without waking anything. The keeper costs one task wake-up per half
-//! period and stops after a whole period without a call. It changes no timer's deadline:
+//! period and stops when two in a row fire with no call made. It changes no timer's deadline:
 //! a call times out when it did without it.
 
 use std::{
