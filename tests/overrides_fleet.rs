@@ -125,6 +125,12 @@ fn admin_with(redis: &[(&str, String)], args: &[&str]) -> Output {
         .expect("run ratelimit-admin")
 }
 
+/// `ratelimit-admin override set route declarations`, which must succeed.
+fn set_override(redis: &RedisServer, route: &str, declarations: &str) {
+    let out = admin(redis, &["override", "set", route, declarations]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -203,16 +209,7 @@ async fn the_admin_command_changes_every_process_within_two_seconds() {
 
     // The declared policy first: 4 lookups of a fresh user pass.
     until_every(&demos, &[200; 4], "the declared policy").await;
-    let out = admin(
-        &redis,
-        &[
-            "override",
-            "set",
-            "GET /orders/{id}",
-            r#"limit = 3, window = "1h""#,
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    set_override(&redis, "GET /orders/{id}", r#"limit = 3, window = "1h""#);
     let took = until_every(&demos, &[200, 200, 200, 429], "the override").await;
     eprintln!("override in force on each process after {took:?}");
 
@@ -377,16 +374,7 @@ async fn the_command_keeps_the_hash_one_the_services_take() {
         text(&out.stderr)
     );
 
-    let out = admin(
-        &redis,
-        &[
-            "override",
-            "set",
-            "POST /orders",
-            r#"limit = 1, window = "1m""#,
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    set_override(&redis, "POST /orders", r#"limit = 1, window = "1m""#);
     let _: () = redis
         .connection()
         .hset("rl:overrides", "POST /login", "limt = 3")
