@@ -312,12 +312,14 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
             if admin.remove(&selector.to_string()).await? {
                 // While the services refuse the hash, they keep what they last took, this
                 // override included.
-                if admin.hash_problems().await?.is_empty() {
+                let problems = admin.hash_problems().await?;
+                if problems.is_empty() {
                     println!("cleared `{selector}`: its declared policy is in force again");
                 } else {
                     println!("cleared `{selector}` from the hash");
                 }
-                warn_if_refused(&admin).await
+                warn_refused(&problems);
+                Ok(())
             } else {
                 Err(format!("`{selector}` has no override in `{}`", cli.key))
             }
@@ -374,14 +376,18 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
 /// Says on stderr when the services refuse the hash as a whole as it stands: they keep the
 /// rules they last took from it until it is fixed, whatever a listing or a removal shows.
 async fn warn_if_refused(admin: &Admin) -> Result<(), String> {
-    let problems = admin.hash_problems().await?;
+    warn_refused(&admin.hash_problems().await?);
+    Ok(())
+}
+
+/// The warning of [`warn_if_refused`], for `problems` read already.
+fn warn_refused(problems: &[String]) {
     if !problems.is_empty() {
         eprintln!(
             "warning: the services refuse the overrides hash as it stands, as a whole: they keep the rules they last took from it (which may differ from what it holds now, an override cleared since included) until these fields are fixed or cleared:\n  {}",
             problems.join("\n  ")
         );
     }
-    Ok(())
 }
 
 async fn list(admin: &Admin, kind: ListKind, command: ListCommand) -> Result<(), String> {

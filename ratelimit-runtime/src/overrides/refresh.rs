@@ -229,14 +229,13 @@ fn readable(shared: &Shared, source: Source) {
 /// The file's rules as fields, in the Redis hash's shape: the rules that read, and every
 /// problem.
 pub(crate) fn parse_file(text: &str) -> (RuleSet, Vec<String>) {
-    let document: toml::Table = match text.parse() {
+    let document = match text.parse::<toml::Table>() {
         Ok(document) => document,
         Err(e) => {
-            let e: toml::de::Error = e;
             return (
                 RuleSet::default(),
                 vec![format!("not TOML: {}", e.message())],
-            );
+            )
         }
     };
     let mut fields: Vec<(String, String)> = Vec::new();
