@@ -2,6 +2,7 @@
 //! handler, 429, or 503.
 
 use std::{
+    future::Future,
     net::IpAddr,
     rc::Rc,
     sync::LazyLock,
@@ -61,126 +62,136 @@ impl Limiter {
 
     /// Limits one request before its handler: the handler's answer (with the rate-limit
     /// headers), or the limiter's own (429, or 503 for a route that fails closed).
-    pub(crate) async fn enforce<S, B>(
-        &self,
+    ///
+    /// Every request's guard boxes this future, so it and the futures it awaits are kept
+    /// under 1 KB, past which glibc's `malloc` takes its slow path for large blocks: they
+    /// are blocks holding their arguments once, and the paths few requests take are boxed.
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an `async fn` holds each argument twice in its future; this block, once"
+    )]
+    pub(crate) fn enforce<'a, S, B>(
+        &'a self,
         mut req: ServiceRequest,
-        route: &RouteInfo,
-        service: &S,
-        handle: &LimiterHandle,
-    ) -> Result<ServiceResponse<EitherBody<B>>, Error>
+        route: &'a RouteInfo,
+        service: &'a S,
+        handle: &'a LimiterHandle,
+    ) -> impl Future<Output = Result<ServiceResponse<EitherBody<B>>, Error>> + 'a
     where
-        S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
-        B: MessageBody,
+        S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'a,
+        B: MessageBody + 'a,
     {
-        let overridden;
-        let route = match self.resolve(&req, route, handle) {
-            Resolved::AsIs => route,
-            Resolved::Route(built) => {
-                overridden = built;
-                &*overridden
-            }
-            Resolved::Pass => {
-                return service
-                    .call(req)
-                    .await
-                    .map(ServiceResponse::map_into_left_body)
-            }
-            Resolved::Deny(response) => {
-                return Ok(req.into_response(response).map_into_right_body())
-            }
-        };
-        let submitted = handle.take_username();
-        let (decision, key, local) = match self
-            .decide(&mut req, route, submitted, handle, Counting::Live)
-            .await
-        {
-            Decided::Refuse(response) => {
-                return Ok(req.into_response(response).map_into_right_body())
-            }
-            Decided::Proceed {
-                decision,
-                key,
-                local,
-            } => (decision, key, local),
-        };
-        let budget = Budget::new(BudgetState {
-            limiter: Rc::clone(handle.limiter()),
-            key,
-            limits: route.policy.limits(),
-            decision,
-            adjusted: std::cell::Cell::new(false),
-        });
-        handle.set_budget(budget.shared());
-        let answer = service.call(req).await;
-        // Units reserved in limits that count failures only go back after a success (not
-        // after a panic, which drops this future: a crash counts as a failure). Not for a
-        // decision made in this process while the store failed, nor after the handler reset or
-        // gave back the budget itself (it would be given back twice).
-        let adjusted = budget.state().adjusted.get();
-        let mut gave_back = false;
-        // Only a limit that counts failures only has anything to give back. The give-back
-        // is boxed, as are the other paths few requests take (a username read, the local
-        // fallback): each request's future stays small.
-        let counts_failures = route
-            .policy
-            .limits()
-            .iter()
-            .any(|limit| limit.count() == Count::Failures);
-        if let Some(decision) = budget
-            .decision()
-            .filter(|d| d.allowed && !local && !adjusted && counts_failures)
-        {
-            let status = match &answer {
-                Ok(response) => response.status(),
-                Err(error) => error.as_response_error().status_code(),
+        async move {
+            let overridden;
+            let route = match self.resolve(&req, route, handle) {
+                Resolved::AsIs => route,
+                Resolved::Route(built) => {
+                    overridden = built;
+                    &*overridden
+                }
+                Resolved::Pass => {
+                    return service
+                        .call(req)
+                        .await
+                        .map(ServiceResponse::map_into_left_body)
+                }
+                Resolved::Deny(response) => {
+                    return Ok(req.into_response(response).map_into_right_body())
+                }
             };
-            let state = budget.state();
-            gave_back = Box::pin(self.settle(
-                &state.key,
-                state.limits,
-                decision.receipt.as_ref(),
-                (self.success)(status),
-                &route.label,
-                handle,
-            ))
-            .await;
-        }
-        // The headers tell what is left after the request: a success that gave its unit
-        // back has it again in the limits that count failures only.
-        let settled = gave_back
-            .then(|| budget.decision().map(failures_given_back))
-            .flatten();
-        let decision = settled.as_ref().or(budget.decision());
-        // A shadow limit is invisible to clients: no headers that would make them back off.
-        // Where a declaration applies too and its own limiter counted the request inside,
-        // that limiter's figures (or its 429 or 503) stand.
-        let inner_answered = route.is_default_policy() && handle.guarded();
-        let binding = if route.policy.shadow() || inner_answered {
-            None
-        } else {
-            decision.and_then(Decision::binding)
-        };
-        match (answer, binding) {
-            (Ok(mut response), Some(binding)) => {
-                headers::insert(response.headers_mut(), self.headers, route, binding);
-                Ok(response.map_into_left_body())
+            let submitted = handle.take_username();
+            let (decision, key, local) = match self
+                .decide(&mut req, route, submitted, handle, Counting::Live)
+                .await
+            {
+                Decided::Refuse(response) => {
+                    return Ok(req.into_response(response).map_into_right_body())
+                }
+                Decided::Proceed {
+                    decision,
+                    key,
+                    local,
+                } => (decision, key, local),
+            };
+            let budget = Budget::new(BudgetState {
+                limiter: Rc::clone(handle.limiter()),
+                key,
+                limits: route.policy.limits(),
+                decision,
+                adjusted: std::cell::Cell::new(false),
+            });
+            handle.set_budget(budget.shared());
+            let answer = service.call(req).await;
+            // Units reserved in limits that count failures only go back after a success (not
+            // after a panic, which drops this future: a crash counts as a failure). Not for a
+            // decision made in this process while the store failed, nor after the handler reset or
+            // gave back the budget itself (it would be given back twice).
+            let adjusted = budget.state().adjusted.get();
+            let mut gave_back = false;
+            // Only a limit that counts failures only has anything to give back. The give-back
+            // is boxed, as are the other paths few requests take (a username read, the local
+            // fallback): each request's future stays small.
+            let counts_failures = route
+                .policy
+                .limits()
+                .iter()
+                .any(|limit| limit.count() == Count::Failures);
+            if let Some(decision) = budget
+                .decision()
+                .filter(|d| d.allowed && !local && !adjusted && counts_failures)
+            {
+                let status = match &answer {
+                    Ok(response) => response.status(),
+                    Err(error) => error.as_response_error().status_code(),
+                };
+                let state = budget.state();
+                gave_back = Box::pin(self.settle(
+                    &state.key,
+                    state.limits,
+                    decision.receipt.as_ref(),
+                    (self.success)(status),
+                    &route.label,
+                    handle,
+                ))
+                .await;
             }
-            (Ok(response), None) => Ok(response.map_into_left_body()),
-            // An error (a scope's auth layer, the handler) answers with the headers too.
-            // Added as a response mapper, so the error keeps its own type for middleware
-            // further out that downcasts it (a wrapper type would hide it).
-            (Err(mut error), Some(binding)) => {
-                let mut limit_headers = HeaderMap::new();
-                headers::insert(&mut limit_headers, self.headers, route, binding);
-                error.add_response_mapper(move |mut response| {
-                    for (name, value) in &limit_headers {
-                        response.headers_mut().insert(name.clone(), value.clone());
-                    }
-                    response
-                });
-                Err(error)
+            // The headers tell what is left after the request: a success that gave its unit
+            // back has it again in the limits that count failures only.
+            let settled = gave_back
+                .then(|| budget.decision().map(failures_given_back))
+                .flatten();
+            let decision = settled.as_ref().or(budget.decision());
+            // A shadow limit is invisible to clients: no headers that would make them back off.
+            // Where a declaration applies too and its own limiter counted the request inside,
+            // that limiter's figures (or its 429 or 503) stand.
+            let inner_answered = route.is_default_policy() && handle.guarded();
+            let binding = if route.policy.shadow() || inner_answered {
+                None
+            } else {
+                decision.and_then(Decision::binding)
+            };
+            match (answer, binding) {
+                (Ok(mut response), Some(binding)) => {
+                    headers::insert(response.headers_mut(), self.headers, route, binding);
+                    Ok(response.map_into_left_body())
+                }
+                (Ok(response), None) => Ok(response.map_into_left_body()),
+                // An error (a scope's auth layer, the handler) answers with the headers too.
+                // Added as a response mapper, so the error keeps its own type for middleware
+                // further out that downcasts it (a wrapper type would hide it).
+                (Err(mut error), Some(binding)) => {
+                    let mut limit_headers = HeaderMap::new();
+                    headers::insert(&mut limit_headers, self.headers, route, binding);
+                    error.add_response_mapper(move |mut response| {
+                        for (name, value) in &limit_headers {
+                            response.headers_mut().insert(name.clone(), value.clone());
+                        }
+                        response
+                    });
+                    Err(error)
+                }
+                (Err(error), None) => Err(error),
             }
-            (Err(error), None) => Err(error),
         }
     }
 
@@ -330,120 +341,133 @@ impl Limiter {
     /// default policy and a declaration both apply to it) waits for the store at most the
     /// timeout in all: the second call gets what the first left of it (time spent between
     /// the two, in middleware, does not count).
-    async fn check(
-        &self,
-        key: &RouteKey,
-        route: &RouteInfo,
-        handle: &LimiterHandle,
-    ) -> Result<Decision, StoreError> {
-        let started = Instant::now();
-        let request = CheckRequest {
-            key,
-            limits: route.policy.limits(),
-            now_millis: self.clock.now_millis(),
-        };
-        // One source of truth for the timeout: the limiter's when set (given to the store,
-        // which would otherwise stop at its own, shorter or longer), else the store's own
-        // (the Redis stores bound every call), else the default.
-        let own_timer = self.timeout.or_else(|| {
-            self.store
-                .timeout()
-                .is_none()
-                .then_some(crate::store::DEFAULT_TIMEOUT)
-        });
-        let budget = self.store_budget();
-        let timer = match handle.store_waited() {
-            // The first call of the request.
-            None => own_timer,
-            Some(waited) => Some(budget.saturating_sub(waited)),
-        };
-        let check = match (self.timeout, timer) {
-            (Some(_), Some(timeout)) => self.store.check_within(request, timeout),
-            _ => self.store.check(request),
-        };
-        let checked = match timer {
-            Some(timeout) => tokio::time::timeout(timeout, check)
-                .await
-                .unwrap_or_else(|_| Err(StoreError::timeout(budget))),
-            None => check.await,
-        };
-        let waited = started.elapsed();
-        handle.add_store_wait(waited);
-        telemetry::store_latency(&route.metrics, waited);
-        checked.and_then(|decision| well_formed(decision, route.policy.limits().len()))
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an `async fn` holds each argument twice in its future; this block, once"
+    )]
+    fn check<'a>(
+        &'a self,
+        key: &'a RouteKey,
+        route: &'a RouteInfo,
+        handle: &'a LimiterHandle,
+    ) -> impl Future<Output = Result<Decision, StoreError>> + 'a {
+        async move {
+            let started = Instant::now();
+            let request = CheckRequest {
+                key,
+                limits: route.policy.limits(),
+                now_millis: self.clock.now_millis(),
+            };
+            // One source of truth for the timeout: the limiter's when set (given to the store,
+            // which would otherwise stop at its own, shorter or longer), else the store's own
+            // (the Redis stores bound every call), else the default.
+            let own_timer = self.timeout.or_else(|| {
+                self.store
+                    .timeout()
+                    .is_none()
+                    .then_some(crate::store::DEFAULT_TIMEOUT)
+            });
+            let budget = self.store_budget();
+            let timer = match handle.store_waited() {
+                // The first call of the request.
+                None => own_timer,
+                Some(waited) => Some(budget.saturating_sub(waited)),
+            };
+            let check = match (self.timeout, timer) {
+                (Some(_), Some(timeout)) => self.store.check_within(request, timeout),
+                _ => self.store.check(request),
+            };
+            let checked = match timer {
+                Some(timeout) => tokio::time::timeout(timeout, check)
+                    .await
+                    .unwrap_or_else(|_| Err(StoreError::timeout(budget))),
+                None => check.await,
+            };
+            let waited = started.elapsed();
+            handle.add_store_wait(waited);
+            telemetry::store_latency(&route.metrics, waited);
+            checked.and_then(|decision| well_formed(decision, route.policy.limits().len()))
+        }
     }
 
     /// identity → key → the flood shield, else one store call → the verdict. `submitted`:
     /// the username the body submitted, when it was read already.
-    async fn decide(
-        &self,
-        req: &mut ServiceRequest,
-        route: &RouteInfo,
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an `async fn` holds each argument twice in its future; this block, once"
+    )]
+    fn decide<'a>(
+        &'a self,
+        req: &'a mut ServiceRequest,
+        route: &'a RouteInfo,
         submitted: Option<Submitted>,
-        handle: &LimiterHandle,
+        handle: &'a LimiterHandle,
         counting: Counting,
-    ) -> Decided {
-        let reader = self.sources.username_reader(&route.label);
-        let submitted = match submitted {
-            None if route.policy.reads_username() => Some(Box::pin(reader.read(req)).await),
-            submitted => submitted,
-        };
-        // Why the request is refused without a readable username, when its route says so.
-        let refused = match &submitted {
-            Some(Submitted::Unreadable(why))
-                if reader.refuses_unreadable() && counting == Counting::Live =>
-            {
-                Some(why.reason())
-            }
-            _ => None,
-        };
-        // One identity per distinct identity the route's limits count by (usually one).
-        let mut identities = Vec::with_capacity(route.identities.len());
-        let mut submitted = Some(submitted);
-        for (i, identity) in route.identities.iter().enumerate() {
-            // The last identity takes the submitted username; the others a copy.
-            let submitted = if i + 1 == route.identities.len() {
-                submitted.take().flatten()
-            } else {
-                submitted.clone().flatten()
+    ) -> impl Future<Output = Decided> + 'a {
+        async move {
+            let reader = self.sources.username_reader(&route.label);
+            let submitted = match submitted {
+                None if route.policy.reads_username() => Some(Box::pin(reader.read(req)).await),
+                submitted => submitted,
             };
-            let extracted = self
-                .sources
-                .extract_with(req, *identity, handle.client(), submitted, reader)
-                .await;
-            identities.push((*identity, extracted));
-        }
-        let Some(reason) = refused else {
-            return self.decide_for(&identities, route, handle, counting).await;
-        };
-        // Counted as any refused request is (the route's budget for unreadable requests of
-        // this address, and its limits that count no username): a 429 once that is spent,
-        // a 503 when the store failed and the route fails closed (as for every request
-        // there), else the 400 saying why, so that refused requests are never free.
-        match self
-            .decide_for(&identities, route, handle, Counting::Unreadable)
-            .await
-        {
-            Decided::Refuse(response) => Decided::Refuse(response),
-            other => {
-                tracing::debug!(
-                    target: "ratelimit",
-                    route = %route.label,
-                    reason,
-                    "refused: no readable username"
-                );
-                let mut response = answer::unreadable_username(route, reason);
-                // Counted, so it tells what is left, as every limited answer does.
-                if let Decided::Proceed {
-                    decision: Some(decision),
-                    ..
-                } = &other
+            // Why the request is refused without a readable username, when its route says so.
+            let refused = match &submitted {
+                Some(Submitted::Unreadable(why))
+                    if reader.refuses_unreadable() && counting == Counting::Live =>
                 {
-                    if let Some(binding) = decision.binding().filter(|_| !route.policy.shadow()) {
-                        headers::insert(response.headers_mut(), self.headers, route, binding);
-                    }
+                    Some(why.reason())
                 }
-                Decided::Refuse(response)
+                _ => None,
+            };
+            // One identity per distinct identity the route's limits count by (usually one).
+            let mut identities = Vec::with_capacity(route.identities.len());
+            let mut submitted = Some(submitted);
+            for (i, identity) in route.identities.iter().enumerate() {
+                // The last identity takes the submitted username; the others a copy.
+                let submitted = if i + 1 == route.identities.len() {
+                    submitted.take().flatten()
+                } else {
+                    submitted.clone().flatten()
+                };
+                let extracted = self
+                    .sources
+                    .extract_with(req, *identity, handle.client(), submitted, reader)
+                    .await;
+                identities.push((*identity, extracted));
+            }
+            let Some(reason) = refused else {
+                return self.decide_for(&identities, route, handle, counting).await;
+            };
+            // Counted as any refused request is (the route's budget for unreadable requests of
+            // this address, and its limits that count no username): a 429 once that is spent,
+            // a 503 when the store failed and the route fails closed (as for every request
+            // there), else the 400 saying why, so that refused requests are never free.
+            match self
+                .decide_for(&identities, route, handle, Counting::Unreadable)
+                .await
+            {
+                Decided::Refuse(response) => Decided::Refuse(response),
+                other => {
+                    tracing::debug!(
+                        target: "ratelimit",
+                        route = %route.label,
+                        reason,
+                        "refused: no readable username"
+                    );
+                    let mut response = answer::unreadable_username(route, reason);
+                    // Counted, so it tells what is left, as every limited answer does.
+                    if let Decided::Proceed {
+                        decision: Some(decision),
+                        ..
+                    } = &other
+                    {
+                        if let Some(binding) = decision.binding().filter(|_| !route.policy.shadow())
+                        {
+                            headers::insert(response.headers_mut(), self.headers, route, binding);
+                        }
+                    }
+                    Decided::Refuse(response)
+                }
             }
         }
     }
@@ -452,174 +476,189 @@ impl Limiter {
     /// the store already failed this request, which then waits for it once at most).
     /// `counting` says whether the request was answered before its route's guard saw it
     /// (logs and metrics report what the client got).
-    async fn decide_for(
-        &self,
-        identities: &[(Identity, ClientIdentity)],
-        route: &RouteInfo,
-        handle: &LimiterHandle,
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an `async fn` holds each argument twice in its future; this block, once"
+    )]
+    fn decide_for<'a>(
+        &'a self,
+        identities: &'a [(Identity, ClientIdentity)],
+        route: &'a RouteInfo,
+        handle: &'a LimiterHandle,
         counting: Counting,
-    ) -> Decided {
-        let policy = route.policy;
-        let (_, identity) = &identities[0];
-        let mut key = route.key(&self.prefix, self.secret.as_ref(), identity);
-        for (other, client) in &identities[1..] {
-            key = key.with_identity(
-                *other,
-                route.key(&self.prefix, self.secret.as_ref(), client),
-            );
-        }
-        let client = Client { identity };
+    ) -> impl Future<Output = Decided> + 'a {
+        async move {
+            let policy = route.policy;
+            let (_, identity) = &identities[0];
+            let mut key = route.key(&self.prefix, self.secret.as_ref(), identity);
+            for (other, client) in &identities[1..] {
+                key = key.with_identity(
+                    *other,
+                    route.key(&self.prefix, self.secret.as_ref(), client),
+                );
+            }
+            let client = Client { identity };
 
-        let now = self.local_now();
-        if !policy.shadow() {
-            if let Some(blocked) = key.bases().find_map(|base| self.shield.blocked(base, now)) {
-                let retry_ms = blocked.until - now;
-                let applied = policy.limits().get(blocked.limit_index);
+            let now = self.local_now();
+            if !policy.shadow() {
+                if let Some(blocked) = key.bases().find_map(|base| self.shield.blocked(base, now)) {
+                    let retry_ms = blocked.until - now;
+                    let applied = policy.limits().get(blocked.limit_index);
+                    let outcome = match counting {
+                        Counting::Served => Outcome::ServedOverLimit,
+                        Counting::Live | Counting::Refused | Counting::Unreadable => {
+                            Outcome::Shielded
+                        }
+                    };
+                    telemetry::decision(&route.metrics, &client, outcome, retry_ms, applied);
+                    let state = shielded_state(&policy, blocked, now);
+                    let binding = state.as_ref().map(|state| (blocked.limit_index, state));
+                    return Decided::Refuse(answer::too_many_requests(
+                        route,
+                        retry_ms,
+                        binding,
+                        self.headers,
+                    ));
+                }
+            }
+
+            let earlier = handle.store_error();
+            let repeated = earlier.is_some();
+            let checked = match earlier {
+                Some(earlier) => Err(earlier),
+                None => {
+                    let checked = self.check(&key, route, handle).await;
+                    if let Err(error) = &checked {
+                        handle.record_store_error(error);
+                    }
+                    checked
+                }
+            };
+
+            // A decision made in this process while the store fails is not remembered by the
+            // flood shield: once the store answers again, it decides again.
+            let mut decided_locally = false;
+            let decision = match checked {
+                Ok(decision) => {
+                    if policy.fail() == FailMode::Local {
+                        self.fallback.answered(&route.label, &route.metrics.policy);
+                    }
+                    decision
+                }
+                Err(error) if policy.fail() == FailMode::Local && !policy.shadow() => {
+                    // Limited in this process meanwhile, at its share of the limit; the decision
+                    // then goes the way a store's does (counted after the fact too).
+                    let failure = StoreFailure {
+                        error: &error,
+                        repeated,
+                        answered: false,
+                    };
+                    telemetry::store_error(&route.metrics, &client, Outcome::FailedLocal, &failure);
+                    decided_locally = true;
+                    Box::pin(self.fallback.decide(
+                        &route.label,
+                        &route.metrics.policy,
+                        &key,
+                        policy.limits(),
+                        self.clock.now_millis(),
+                        &error,
+                    ))
+                    .await
+                }
+                Err(error) => {
+                    // A shadow limit never rejects, so it cannot refuse during an outage either.
+                    let fail = if policy.shadow() {
+                        FailMode::Open
+                    } else {
+                        policy.fail()
+                    };
+                    let answered = matches!(counting, Counting::Served | Counting::Refused);
+                    let failure = StoreFailure {
+                        error: &error,
+                        repeated,
+                        answered,
+                    };
+                    // Already answered: it passed uncounted, whatever the route's policy.
+                    return if answered || fail == FailMode::Open {
+                        telemetry::store_error(
+                            &route.metrics,
+                            &client,
+                            Outcome::FailedOpen,
+                            &failure,
+                        );
+                        Decided::Proceed {
+                            decision: None,
+                            key,
+                            local: false,
+                        }
+                    } else {
+                        telemetry::store_error(
+                            &route.metrics,
+                            &client,
+                            Outcome::FailedClosed,
+                            &failure,
+                        );
+                        Decided::Refuse(answer::limiter_unavailable(
+                            route,
+                            self.unavailable_retry_secs,
+                        ))
+                    };
+                }
+            };
+
+            let retry_ms = decision.retry_after().as_millis() as u64;
+            let applied = decision.binding().map(|(index, _)| &policy.limits()[index]);
+            // Logged by the identity of the limit that decided (a per-username refusal on a
+            // route whose first identity is the address names the username).
+            let client = match applied.map(|limit| policy.identity_of(limit)) {
+                Some(decider) => identities
+                    .iter()
+                    .find(|(identity, _)| *identity == decider)
+                    .map_or(client, |(_, identity)| Client { identity }),
+                None => client,
+            };
+            if !decision.allowed && !policy.shadow() {
                 let outcome = match counting {
                     Counting::Served => Outcome::ServedOverLimit,
-                    Counting::Live | Counting::Refused | Counting::Unreadable => Outcome::Shielded,
+                    Counting::Live | Counting::Refused | Counting::Unreadable
+                        if decided_locally =>
+                    {
+                        Outcome::LocalRejected
+                    }
+                    Counting::Live | Counting::Refused | Counting::Unreadable => Outcome::Rejected,
                 };
                 telemetry::decision(&route.metrics, &client, outcome, retry_ms, applied);
-                let state = shielded_state(&policy, blocked, now);
-                let binding = state.as_ref().map(|state| (blocked.limit_index, state));
+                if let Some((index, binding)) = decision.binding().filter(|_| !decided_locally) {
+                    // Under the base of the limit that refused: a refusal by a per-username limit
+                    // holds for that name from any address, and never for the address's others.
+                    self.shield.block(
+                        key.base_of(&binding.limit),
+                        Blocked {
+                            until: now.saturating_add(retry_ms),
+                            reset_at: now.saturating_add(binding.reset_after.as_millis() as u64),
+                            limit_index: index,
+                        },
+                        now,
+                    );
+                }
                 return Decided::Refuse(answer::too_many_requests(
                     route,
                     retry_ms,
-                    binding,
+                    decision.binding(),
                     self.headers,
                 ));
             }
-        }
-
-        let earlier = handle.store_error();
-        let repeated = earlier.is_some();
-        let checked = match earlier {
-            Some(earlier) => Err(earlier),
-            None => {
-                let checked = self.check(&key, route, handle).await;
-                if let Err(error) = &checked {
-                    handle.record_store_error(error);
-                }
-                checked
-            }
-        };
-
-        // A decision made in this process while the store fails is not remembered by the
-        // flood shield: once the store answers again, it decides again.
-        let mut decided_locally = false;
-        let decision = match checked {
-            Ok(decision) => {
-                if policy.fail() == FailMode::Local {
-                    self.fallback.answered(&route.label, &route.metrics.policy);
-                }
-                decision
-            }
-            Err(error) if policy.fail() == FailMode::Local && !policy.shadow() => {
-                // Limited in this process meanwhile, at its share of the limit; the decision
-                // then goes the way a store's does (counted after the fact too).
-                let failure = StoreFailure {
-                    error: &error,
-                    repeated,
-                    answered: false,
-                };
-                telemetry::store_error(&route.metrics, &client, Outcome::FailedLocal, &failure);
-                decided_locally = true;
-                Box::pin(self.fallback.decide(
-                    &route.label,
-                    &route.metrics.policy,
-                    &key,
-                    policy.limits(),
-                    self.clock.now_millis(),
-                    &error,
-                ))
-                .await
-            }
-            Err(error) => {
-                // A shadow limit never rejects, so it cannot refuse during an outage either.
-                let fail = if policy.shadow() {
-                    FailMode::Open
-                } else {
-                    policy.fail()
-                };
-                let answered = matches!(counting, Counting::Served | Counting::Refused);
-                let failure = StoreFailure {
-                    error: &error,
-                    repeated,
-                    answered,
-                };
-                // Already answered: it passed uncounted, whatever the route's policy.
-                return if answered || fail == FailMode::Open {
-                    telemetry::store_error(&route.metrics, &client, Outcome::FailedOpen, &failure);
-                    Decided::Proceed {
-                        decision: None,
-                        key,
-                        local: false,
-                    }
-                } else {
-                    telemetry::store_error(
-                        &route.metrics,
-                        &client,
-                        Outcome::FailedClosed,
-                        &failure,
-                    );
-                    Decided::Refuse(answer::limiter_unavailable(
-                        route,
-                        self.unavailable_retry_secs,
-                    ))
-                };
-            }
-        };
-
-        let retry_ms = decision.retry_after().as_millis() as u64;
-        let applied = decision.binding().map(|(index, _)| &policy.limits()[index]);
-        // Logged by the identity of the limit that decided (a per-username refusal on a
-        // route whose first identity is the address names the username).
-        let client = match applied.map(|limit| policy.identity_of(limit)) {
-            Some(decider) => identities
-                .iter()
-                .find(|(identity, _)| *identity == decider)
-                .map_or(client, |(_, identity)| Client { identity }),
-            None => client,
-        };
-        if !decision.allowed && !policy.shadow() {
-            let outcome = match counting {
-                Counting::Served => Outcome::ServedOverLimit,
-                Counting::Live | Counting::Refused | Counting::Unreadable if decided_locally => {
-                    Outcome::LocalRejected
-                }
-                Counting::Live | Counting::Refused | Counting::Unreadable => Outcome::Rejected,
+            let outcome = if decision.allowed {
+                Outcome::Allowed
+            } else {
+                Outcome::ShadowRejected
             };
             telemetry::decision(&route.metrics, &client, outcome, retry_ms, applied);
-            if let Some((index, binding)) = decision.binding().filter(|_| !decided_locally) {
-                // Under the base of the limit that refused: a refusal by a per-username limit
-                // holds for that name from any address, and never for the address's others.
-                self.shield.block(
-                    key.base_of(&binding.limit),
-                    Blocked {
-                        until: now.saturating_add(retry_ms),
-                        reset_at: now.saturating_add(binding.reset_after.as_millis() as u64),
-                        limit_index: index,
-                    },
-                    now,
-                );
+            Decided::Proceed {
+                decision: Some(decision),
+                key,
+                local: decided_locally,
             }
-            return Decided::Refuse(answer::too_many_requests(
-                route,
-                retry_ms,
-                decision.binding(),
-                self.headers,
-            ));
-        }
-        let outcome = if decision.allowed {
-            Outcome::Allowed
-        } else {
-            Outcome::ShadowRejected
-        };
-        telemetry::decision(&route.metrics, &client, outcome, retry_ms, applied);
-        Decided::Proceed {
-            decision: Some(decision),
-            key,
-            local: decided_locally,
         }
     }
 }

@@ -51,8 +51,13 @@ pub struct RedisStore {
     /// Concurrent checks of one key sharing one call (each worker store its own).
     coalescer: Arc<Coalescer>,
     timeout: Duration,
+    /// Shared by clones: a shared call's task holds a clone, which must cost no copy.
+    server: Arc<Server>,
+}
+
+/// What another connection to the same server is opened from.
+struct Server {
     url: String,
-    /// What another connection to the same server is opened from.
     client: Client,
     config: ConnectionManagerConfig,
 }
@@ -78,7 +83,7 @@ impl RedisStore {
 impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
-            .field("url", &redact(&self.url))
+            .field("url", &redact(&self.server.url))
             .field("timeout", &self.timeout)
             .finish()
     }
@@ -114,7 +119,7 @@ impl Store for RedisStore {
 
     fn worker_store(&self) -> Option<Arc<dyn Store>> {
         tokio::runtime::Handle::try_current().ok()?;
-        let connection = connect(&self.client, &self.config).ok()?;
+        let connection = connect(&self.server.client, &self.server.config).ok()?;
         Some(Arc::new(RedisStore {
             link: Arc::new(Link::new(connection)),
             coalescer: Arc::default(),
@@ -156,7 +161,7 @@ impl Linked for RedisStore {
     }
 
     fn reconnect(&self) -> Opening<ConnectionManager> {
-        let (client, config) = (self.client.clone(), self.config.clone());
+        let (client, config) = (self.server.client.clone(), self.server.config.clone());
         Box::pin(async move {
             let fresh = ConnectionManager::new_with_config(client, config).await?;
             Self::answers(fresh.clone()).await?;
@@ -264,9 +269,11 @@ impl RedisStoreBuilder {
             link: Arc::new(Link::new(connection)),
             coalescer: Arc::default(),
             timeout: self.timeout,
-            url: self.url,
-            client,
-            config,
+            server: Arc::new(Server {
+                url: self.url,
+                client,
+                config,
+            }),
         })
     }
 }

@@ -74,7 +74,8 @@ pub struct RedisClusterStore {
     /// The longest a check waits, whatever `RateLimiter::timeout` says: less than the
     /// connections' response timeout.
     check_limit: Duration,
-    nodes: Vec<String>,
+    /// The seed URLs, for its `Debug` (shared by clones, which a shared call's task holds).
+    nodes: Arc<[String]>,
 }
 
 impl RedisClusterStore {
@@ -349,7 +350,7 @@ impl RedisClusterStoreBuilder {
             coalescer: Arc::default(),
             timeout: self.timeout,
             check_limit,
-            nodes: self.nodes,
+            nodes: self.nodes.into(),
         })
     }
 }
