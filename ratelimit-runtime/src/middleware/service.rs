@@ -3,7 +3,15 @@
 //! their guards, counts after the fact what those guards never saw, and applies the default
 //! policy to every other request.
 
-use std::{cell::RefCell, collections::HashMap, rc::Rc};
+use std::{
+    cell::RefCell,
+    collections::HashMap,
+    future::Future,
+    net::IpAddr,
+    pin::Pin,
+    rc::Rc,
+    task::{Context, Poll},
+};
 
 use actix_web::{
     body::{EitherBody, MessageBody},
@@ -13,6 +21,7 @@ use actix_web::{
     web, Error, HttpMessage,
 };
 use futures_util::future::{ready, LocalBoxFuture, Ready};
+use pin_project_lite::pin_project;
 
 use super::{
     declared_routes::DeclaredRoutes,
@@ -189,7 +198,7 @@ where
 {
     type Response = ServiceResponse<EitherBody<B>>;
     type Error = Error;
-    type Future = LocalBoxFuture<'static, Result<Self::Response, Self::Error>>;
+    type Future = LimiterFuture<S::Future, B>;
 
     actix_web::dev::forward_ready!(service);
 
@@ -219,11 +228,7 @@ where
         if handle.counted() {
             // A limiter further out has counted the request (its default policy): once is
             // enough.
-            let service = Rc::clone(&self.service);
-            return Box::pin(async move {
-                let answer = service.call(req).await;
-                answer.map(ServiceResponse::map_into_left_body)
-            });
+            return LimiterFuture::passing(self.service.call(req), None);
         }
         let guarded = |pattern: &str| {
             !self
@@ -249,25 +254,15 @@ where
                 }
             }
         }
-        let service = Rc::clone(&self.service);
         if let Some(declaration) = declaration {
             // Found by its pattern, so there is one.
             let pattern = pattern.unwrap_or_else(|| Rc::from(""));
-            let unguarded = Rc::clone(&self.unguarded);
-            let limiter = Rc::clone(&self.limiter);
-            let counted_routes = Rc::clone(&self.counted_routes);
-            let method = req.method().clone();
             // Resolved now: a request that middleware on the way refuses with an error is
             // gone when the error comes back, and must still count. So is the username,
             // which must count the same whether or not the route's guard sees the request.
             let client = handle.resolve_client(&req);
             let reads_body = matches!(declaration.policy, Policy::Limited(p) if p.reads_username());
-            let route_label = if reads_body {
-                format!("{method} {pattern}")
-            } else {
-                String::new()
-            };
-            // A request the declared route's guard never sees counts after the fact: against
+            // A request the declared route's guard never saw counts after the fact: against
             // the declaration, or under the default policy when the declaration is an
             // exemption (the request did not reach the exempt route either).
             let counts = match declaration.policy {
@@ -276,58 +271,186 @@ where
                     Counts::Default(self.default_route(req.method(), pattern.to_string()))
                 }
             };
+            let unseen = Unseen {
+                declaration,
+                method: req.method().clone(),
+                pattern,
+                client,
+                counts,
+                handle,
+                limiter: Rc::clone(&self.limiter),
+                unguarded: Rc::clone(&self.unguarded),
+                counted_routes: Rc::clone(&self.counted_routes),
+            };
+            if !reads_body {
+                return LimiterFuture::passing(self.service.call(req), Some(unseen));
+            }
+            let service = Rc::clone(&self.service);
+            let route_label = format!("{} {}", unseen.method, unseen.pattern);
             let mut req = req;
-            return Box::pin(async move {
-                if reads_body {
-                    // Boxed, as is the count after the fact: paths few requests take keep
-                    // every request's future small.
-                    Box::pin(handle.read_username(&mut req, &route_label)).await;
-                }
+            // Boxed, as is the count after the fact: paths few requests take keep every
+            // request's future small.
+            return LimiterFuture::boxed(async move {
+                Box::pin(unseen.handle.read_username(&mut req, &route_label)).await;
                 let answer = service.call(req).await;
-                if handle.counted() {
-                    return answer.map(ServiceResponse::map_into_left_body);
-                }
-                handle.mark_counted();
-                // A success the declared guard never saw was served by another resource on
-                // the same path (one registered earlier, or one without the declared route's
-                // custom guard): from now on this worker applies the default policy to it.
-                // A refusal (an error, or a redirect to a login page) does not mark the path:
-                // a scope's middleware (auth, say) may have refused the request before it
-                // reached the declared route.
-                if answer
-                    .as_ref()
-                    .is_ok_and(|response| !is_refusal(response.status()))
-                {
-                    tracing::error!(
-                        target: "ratelimit",
-                        route = %format!("{method} {pattern}"),
-                        "a request to a declared route was served by another resource on the same path, without its limit; applying the default policy to this route from now on"
-                    );
-                    unguarded
-                        .borrow_mut()
-                        .entry(pattern.to_string())
-                        .or_default()
-                        .push(method.clone());
-                }
-                // Either way the request counts, after the fact.
-                let route = match &counts {
-                    Counts::Declared(policy) => counted_route(
-                        &counted_routes,
-                        declaration,
-                        pattern.to_string(),
-                        method,
-                        *policy,
-                        limiter.declared.get(),
-                    ),
-                    Counts::Default(route) => Rc::clone(route),
-                };
-                Box::pin(limiter.count_answered(answer, &route, client, &handle)).await
+                unseen.answered(answer).await
             });
         }
+        let service = Rc::clone(&self.service);
         let limiter = Rc::clone(&self.limiter);
         let pattern = pattern.map_or_else(|| "<unmatched>".to_owned(), |p| p.to_string());
         let route = self.default_route(req.method(), pattern);
         handle.mark_counted();
-        Box::pin(async move { limiter.enforce(req, &route, &*service, &handle).await })
+        LimiterFuture::boxed(async move { limiter.enforce(req, &route, &*service, &handle).await })
+    }
+}
+
+/// A request to a declared route, as this middleware passes it on: what counts it after
+/// the fact if the route's guard never sees it.
+struct Unseen {
+    declaration: &'static RouteDeclaration,
+    method: Method,
+    pattern: Rc<str>,
+    /// The client, resolved before the request was passed on.
+    client: Option<IpAddr>,
+    counts: Counts,
+    handle: LimiterHandle,
+    limiter: Rc<Limiter>,
+    unguarded: Rc<RefCell<HashMap<String, Vec<Method>>>>,
+    counted_routes: Rc<CountedRoutes>,
+}
+
+impl Unseen {
+    /// Whether the answer has been counted (by the route's guard, or a limiter further in).
+    fn counted(&self) -> bool {
+        self.handle.counted()
+    }
+
+    /// Counts `answer`, which the route's guard never saw, and answers with it (or with the
+    /// route's 429).
+    async fn answered<B: MessageBody + 'static>(
+        self,
+        answer: Result<ServiceResponse<B>, Error>,
+    ) -> Result<ServiceResponse<EitherBody<B>>, Error> {
+        if self.counted() {
+            return answer.map(ServiceResponse::map_into_left_body);
+        }
+        let Unseen {
+            declaration,
+            method,
+            pattern,
+            client,
+            counts,
+            handle,
+            limiter,
+            unguarded,
+            counted_routes,
+        } = self;
+        handle.mark_counted();
+        // A success the declared guard never saw was served by another resource on the
+        // same path (one registered earlier, or one without the declared route's custom
+        // guard): from now on this worker applies the default policy to it. A refusal (an
+        // error, or a redirect to a login page) does not mark the path: a scope's
+        // middleware (auth, say) may have refused the request before it reached the
+        // declared route.
+        if answer
+            .as_ref()
+            .is_ok_and(|response| !is_refusal(response.status()))
+        {
+            tracing::error!(
+                target: "ratelimit",
+                route = %format!("{method} {pattern}"),
+                "a request to a declared route was served by another resource on the same path, without its limit; applying the default policy to this route from now on"
+            );
+            unguarded
+                .borrow_mut()
+                .entry(pattern.to_string())
+                .or_default()
+                .push(method.clone());
+        }
+        // Either way the request counts, after the fact.
+        let route = match &counts {
+            Counts::Declared(policy) => counted_route(
+                &counted_routes,
+                declaration,
+                pattern.to_string(),
+                method,
+                *policy,
+                limiter.declared.get(),
+            ),
+            Counts::Default(route) => Rc::clone(route),
+        };
+        Box::pin(limiter.count_answered(answer, &route, client, &handle)).await
+    }
+}
+
+pin_project! {
+    /// The future of [`RateLimiterService`]: on the path most requests to declared routes
+    /// take, the inner service's own future, unboxed (actix-web holds it in place); a boxed
+    /// one on the others.
+    pub struct LimiterFuture<F, B> {
+        #[pin]
+        state: State<F, B>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, B> {
+        /// The inner service's answer, then the count after the fact when the request's
+        /// guard never saw it (`unseen`; none when a limiter further out counted it).
+        Passing {
+            #[pin]
+            answer: F,
+            unseen: Option<Unseen>,
+        },
+        Boxed {
+            future: LocalBoxFuture<'static, Result<ServiceResponse<EitherBody<B>>, Error>>,
+        },
+    }
+}
+
+impl<F, B> LimiterFuture<F, B> {
+    fn passing(answer: F, unseen: Option<Unseen>) -> Self {
+        LimiterFuture {
+            state: State::Passing { answer, unseen },
+        }
+    }
+
+    fn boxed(
+        future: impl Future<Output = Result<ServiceResponse<EitherBody<B>>, Error>> + 'static,
+    ) -> Self {
+        LimiterFuture {
+            state: State::Boxed {
+                future: Box::pin(future),
+            },
+        }
+    }
+}
+
+impl<F, B> Future for LimiterFuture<F, B>
+where
+    F: Future<Output = Result<ServiceResponse<B>, Error>>,
+    B: MessageBody + 'static,
+{
+    type Output = Result<ServiceResponse<EitherBody<B>>, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Boxed { future } => return future.as_mut().poll(cx),
+                StateProj::Passing { answer, unseen } => {
+                    let answer = std::task::ready!(answer.poll(cx));
+                    match unseen.take() {
+                        Some(unseen) if !unseen.counted() => {
+                            let future = Box::pin(unseen.answered(answer));
+                            this.state.set(State::Boxed { future });
+                        }
+                        _ => return Poll::Ready(answer.map(ServiceResponse::map_into_left_body)),
+                    }
+                }
+            }
+        }
     }
 }
