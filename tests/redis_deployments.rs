@@ -9,33 +9,30 @@ use std::time::{Duration, Instant};
 use ratelimit_runtime::{
     key::RouteKey,
     store::{
-        redact, CheckRequest, Decision, RedisClusterStore, RedisStore, Store, StoreError,
-        StoreErrorKind,
+        redact, AdjustRequest, Adjustment, CheckRequest, Decision, RedisClusterStore, RedisStore,
+        Store, StoreError, StoreErrorKind,
     },
     Algorithm, IdentityPart, Limit, Window,
 };
 use support::{key_slot, RedisCluster, RedisServer, T0, W};
 
-/// Every command the check scripts run, which the ACL checks inside a script too, and the
-/// two that call them (README, Redis permissions).
-const SCRIPT_COMMANDS: &[&str] = &[
-    "+evalsha",
-    "+eval",
-    "+time",
-    "+hincrby",
-    "+hget",
-    "+hmget",
-    "+hkeys",
-    "+hdel",
-    "+pttl",
-    "+pexpire",
-    "+zadd",
-    "+zcard",
-    "+zrange",
-    "+zremrangebyscore",
-    "+get",
-    "+set",
-];
+/// The guide's ACL recipe (`guide::tls`, "The ACL user"), read from the guide itself so
+/// that the two cannot differ.
+const TLS_GUIDE: &str = include_str!("../ratelimit-runtime/src/guide/tls.md");
+
+/// Every command the guide's ACL user may run but `PING` (which the tests give or withhold
+/// on their own): the commands the scripts run, which the ACL checks inside a script too,
+/// and the two that call them.
+fn script_commands() -> Vec<&'static str> {
+    let recipe = TLS_GUIDE
+        .lines()
+        .find(|line| line.starts_with("ACL SETUSER ratelimit "))
+        .expect("guide::tls has its `ACL SETUSER ratelimit` line");
+    recipe
+        .split_whitespace()
+        .filter(|rule| rule.starts_with('+') && *rule != "+ping")
+        .collect()
+}
 
 fn login(ip: &str) -> RouteKey {
     RouteKey::new("rl", "POST", "/login", &[(IdentityPart::Ip, ip)])
@@ -107,7 +104,7 @@ fn acl_user(server: &RedisServer, rules: &[&str]) {
 fn least_privilege(extra: &[&'static str]) -> Vec<&'static str> {
     let mut rules = vec!["~rl:*"];
     rules.extend_from_slice(extra);
-    rules.extend_from_slice(SCRIPT_COMMANDS);
+    rules.extend_from_slice(&script_commands());
     rules
 }
 
@@ -123,10 +120,10 @@ async fn store_at(url: &str, timeout: Duration) -> RedisStore {
         .unwrap()
 }
 
-/// The README's list of commands is enough, on Redis's own clock, for every algorithm
-/// alone and for a stack.
+/// The guide's list of commands is enough, on Redis's own clock, for every algorithm: its
+/// checks, give-backs (by receipt and not), resets, and a lockout started, read and lifted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_user_with_the_readmes_commands_and_keys_decides_every_algorithm() {
+async fn a_user_with_the_guides_commands_and_keys_decides_every_algorithm() {
     let server = start(&[]).await;
     acl_user(&server, &least_privilege(&["+ping"]));
     let store = store_at(&user_url(server.port()), Duration::from_secs(1)).await;
@@ -141,6 +138,7 @@ async fn a_user_with_the_readmes_commands_and_keys_decides_every_algorithm() {
         let key = login("203.0.113.9");
         let limits = [Limit::new(3, Window::from_millis(W), algorithm)];
         let mut allowed = 0;
+        let mut receipt = None;
         // Past the limit, then a new window or spacing: the commands of every branch.
         for now in [None, None, None, None, Some(T0), Some(T0 + 2 * W)] {
             let decision = store
@@ -152,8 +150,58 @@ async fn a_user_with_the_readmes_commands_and_keys_decides_every_algorithm() {
                 .await
                 .unwrap_or_else(|e| panic!("{algorithm:?}: {e}"));
             allowed += usize::from(decision.allowed);
+            receipt = decision.receipt.or(receipt);
         }
         assert!(allowed >= 3, "{algorithm:?}: {allowed}");
+        // A success given back where it was counted, then from what counts now, then the
+        // whole budget reset: every give-back and reset branch.
+        let changes = [
+            Adjustment::GiveBack {
+                units: 1,
+                receipt: receipt.as_ref(),
+            },
+            Adjustment::GiveBack {
+                units: 1,
+                receipt: None,
+            },
+            Adjustment::Reset,
+        ];
+        for change in changes {
+            store
+                .adjust(AdjustRequest::new(&key, &limits, None, change))
+                .await
+                .unwrap_or_else(|e| panic!("{algorithm:?}: {change:?}: {e}"));
+        }
+        // A lockout starts (a refusal of a limit with a block), is read, and is lifted.
+        let key = login("203.0.113.10");
+        let blocking =
+            [Limit::new(1, Window::from_millis(W), algorithm)
+                .blocking(Window::from_millis(10 * W))];
+        let request = CheckRequest {
+            key: &key,
+            limits: &blocking,
+            now_millis: None,
+        };
+        for _ in 0..2 {
+            store
+                .check(request)
+                .await
+                .unwrap_or_else(|e| panic!("{algorithm:?} with a block: {e}"));
+        }
+        let locked = store
+            .peek(request)
+            .await
+            .unwrap_or_else(|e| panic!("{algorithm:?}: peek: {e}"));
+        assert!(!locked.allowed, "{algorithm:?}: not locked out");
+        store
+            .adjust(AdjustRequest::new(&key, &blocking, None, Adjustment::Reset))
+            .await
+            .unwrap_or_else(|e| panic!("{algorithm:?}: reset of a lockout: {e}"));
+        let lifted = store.check(request).await.unwrap();
+        assert!(
+            lifted.allowed,
+            "{algorithm:?}: still locked out after a reset"
+        );
     }
 }
 
@@ -180,7 +228,7 @@ async fn a_user_without_the_scripts_commands_gets_a_clear_error_at_once() {
 async fn a_key_pattern_without_the_limiters_keys_is_a_store_error() {
     let server = start(&[]).await;
     let mut rules = vec!["~app:*", "+ping"];
-    rules.extend_from_slice(SCRIPT_COMMANDS);
+    rules.extend_from_slice(&script_commands());
     acl_user(&server, &rules);
     let store = store_at(&user_url(server.port()), Duration::from_secs(1)).await;
     let started = Instant::now();

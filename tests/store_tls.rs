@@ -13,7 +13,9 @@ use std::{
 
 use ratelimit_runtime::{
     key::RouteKey,
-    store::{CheckRequest, RedisStore, Store, StoreErrorKind},
+    store::{
+        CheckRequest, RedisClusterStore, RedisSentinelStore, RedisStore, Store, StoreErrorKind,
+    },
     Algorithm, IdentityPart, Limit, Window,
 };
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
@@ -161,5 +163,51 @@ async fn rediss_with_a_password_and_a_private_ca() {
             StoreErrorKind::Connection | StoreErrorKind::Timeout
         ),
         "{error}"
+    );
+}
+
+/// What would fail only once connecting, where every check would report a timeout, is
+/// refused when the store is built: a CA that is no PEM certificate, and `#insecure` (no
+/// certificate verification), for every Redis store.
+#[tokio::test]
+async fn a_ca_that_is_no_certificate_and_insecure_tls_are_refused_at_build() {
+    let not_pem = RedisStore::builder("rediss://:s3cret@localhost:6380")
+        .tls_root_certificate(b"ca.pem".to_vec())
+        .build()
+        .await
+        .expect_err("a CA without a certificate in it");
+    assert!(
+        not_pem.to_string().contains("holds no PEM certificate"),
+        "{not_pem}"
+    );
+    assert!(!not_pem.to_string().contains("s3cret"), "{not_pem}");
+    let cut_short = "-----BEGIN CERTIFICATE-----\nMIIB\n";
+    let unreadable = RedisStore::builder("rediss://localhost:6380")
+        .tls_root_certificate(cut_short)
+        .build()
+        .await
+        .expect_err("a CA cut short");
+    assert!(
+        unreadable.to_string().contains("not readable PEM"),
+        "{unreadable}"
+    );
+    let insecure = RedisStore::builder("rediss://localhost:6380/#insecure")
+        .build()
+        .await
+        .expect_err("#insecure");
+    assert!(insecure.to_string().contains("`#insecure`"), "{insecure}");
+    let cluster = RedisClusterStore::builder(["rediss://localhost:7000/#insecure"])
+        .build()
+        .await
+        .expect_err("#insecure on a cluster seed");
+    assert!(cluster.to_string().contains("`#insecure`"), "{cluster}");
+    let sentinel = RedisSentinelStore::builder(["redis://localhost:26379"], "mymaster")
+        .tls_root_certificate(b"ca.pem".to_vec())
+        .build()
+        .await
+        .expect_err("a sentinel store's CA without a certificate");
+    assert!(
+        sentinel.to_string().contains("holds no PEM certificate"),
+        "{sentinel}"
     );
 }

@@ -100,8 +100,12 @@ fn time_out_of_range(now_millis: Option<u64>) -> Option<StoreError> {
     ))
 }
 
-/// A counter store. Every implementation decides all limits of one request atomically
-/// (a request rejected by one limit consumes none of the others) in one round trip.
+/// A counter store. Every implementation decides all limits of one request so that a
+/// request rejected by one limit consumes none of the others: the stores of this crate in
+/// one atomic call, but for [`RedisClusterStore`](super::RedisClusterStore) with stacked
+/// limits on two identities (whose keys are in two slots), which sends one call per
+/// identity at once and gives back what one counted when another refuses (one more round
+/// trip).
 pub trait Store: Send + Sync + 'static {
     /// Decides one request. Errors (timeouts, connection loss, script errors) are never
     /// turned into decisions here: the caller applies the route's failure policy.

@@ -105,13 +105,18 @@ fn is_password_name(name: &str) -> bool {
 
 fn redact_userinfo(url: &str) -> String {
     let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
+        return redact_malformed(url);
     };
     let rest = &url[scheme_end..];
-    // No authority (`redis+unix:///run/redis.sock?pass=…`): no user info, and an `@` is the
-    // query's (a password may contain one).
     if rest.starts_with('/') {
-        return url.to_owned();
+        // No authority (`redis+unix:///run/redis.sock?pass=…`): no user info, and an `@` is
+        // the query's (a password may contain one).
+        if url[..scheme_end].contains("unix") {
+            return url.to_owned();
+        }
+        // A TCP URL with a slash too many (`redis:///:secret@host`) is refused; its
+        // message must not show the password either.
+        return redact_malformed(url);
     }
     let Some(at) = rest.rfind('@') else {
         return url.to_owned();
@@ -124,6 +129,29 @@ fn redact_userinfo(url: &str) -> String {
         "***".to_owned()
     };
     format!("{}{hidden}{}", &url[..scheme_end], &rest[at..])
+}
+
+/// A URL without a well-formed authority (`redis:/:secret@host`, `redis//:secret@host`,
+/// `redis:///:secret@host`): everything from the scheme to the last `@` before the query,
+/// where a password may be, shown as `***`.
+fn redact_malformed(url: &str) -> String {
+    let head = url.split_once('?').map_or(url, |(head, _)| head);
+    let Some(at) = head.rfind('@') else {
+        return url.to_owned();
+    };
+    let scheme = url
+        .split_once(':')
+        .map(|(scheme, _)| scheme)
+        .filter(|scheme| {
+            !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        });
+    match scheme {
+        Some(scheme) => format!("{scheme}:***{}", &url[at..]),
+        None => format!("***{}", &url[at..]),
+    }
 }
 
 #[cfg(test)]
@@ -144,6 +172,26 @@ mod tests {
             "redis://:***@host:6379"
         );
         assert_eq!(redact("redis://:p@ss@host"), "redis://:***@host");
+        // Malformed: a slash too many or too few, or no colon. redis-rs refuses them, and
+        // the refusal names the URL.
+        assert_eq!(
+            redact("redis:///:s3cret@cache:6379"),
+            "redis:***@cache:6379"
+        );
+        assert_eq!(redact("redis:/:s3cret@cache"), "redis:***@cache");
+        assert_eq!(redact("redis//:s3cret@cache"), "***@cache");
+        assert_eq!(
+            redact("rediss:/app:s3cret@cache?x=1"),
+            "rediss:***@cache?x=1"
+        );
+        for url in [
+            "redis:///:s3cret@cache",
+            "redis:/:s3cret@cache",
+            "redis//:s3cret@cache",
+        ] {
+            let err = StoreConfigError::for_url(url, "Missing hostname");
+            assert!(!err.to_string().contains("s3cret"), "{err}");
+        }
         let err = StoreConfigError::for_url("redis://u:s3cret@[bad", "no host");
         assert!(!err.to_string().contains("s3cret"), "{err}");
         assert!(err.to_string().contains("u:***@"), "{err}");

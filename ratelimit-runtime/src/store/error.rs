@@ -4,9 +4,12 @@ use std::{fmt, time::Duration};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreErrorKind {
-    /// No answer within the configured timeout.
+    /// No answer within the configured timeout. Redis may be slow, paused, or down: while
+    /// the standalone store cannot connect it keeps trying in the background and each check
+    /// waits for the connection up to its timeout, so a Redis that is down or unreachable
+    /// shows as timeouts.
     Timeout,
-    /// The connection is down or could not be made.
+    /// The connection broke, or could not be used, while a call was on it.
     Connection,
     /// Redis answered with an error (script error, cluster error, ...).
     Redis,

@@ -242,15 +242,17 @@ impl RedisStoreBuilder {
     }
 
     /// Builds the store. It never waits for Redis: the connection is made in the background,
-    /// checks fail with connection or timeout errors until Redis answers, and the store
-    /// reconnects by itself after Redis comes back.
+    /// checks fail until Redis answers (with timeout errors: each waits for the connection
+    /// up to its timeout), and the store reconnects by itself after Redis comes back. A
+    /// certificate the CA does not verify shows the same way: `redis-cli --tls` tells why.
     ///
     /// Must be called inside a Tokio runtime.
     ///
     /// # Errors
     ///
-    /// When the URL is malformed or names a user without a password, or a timeout is under
-    /// 1 ms.
+    /// When the URL is malformed, names a user without a password or asks for `#insecure`
+    /// TLS, the CA given to [`tls_root_certificate`](Self::tls_root_certificate) holds no PEM
+    /// certificate, or a timeout is under 1 ms.
     pub async fn build(self) -> Result<RedisStore, StoreConfigError> {
         StoreConfigError::check_timeouts(self.timeout, self.connect_timeout)?;
         super::tls::ensure_crypto_provider();

@@ -874,9 +874,11 @@ impl RedisSentinelStoreBuilder {
     ///
     /// # Errors
     ///
-    /// When there is no sentinel or no master name, a URL is malformed or names a user
-    /// without a password, the URLs mix `redis://` and `rediss://`, a master username comes
-    /// without a password, or a timeout is under 1 ms.
+    /// When there is no sentinel or no master name, a URL is malformed, names a user
+    /// without a password or asks for `#insecure` TLS, the URLs mix `redis://` and
+    /// `rediss://`, a master username comes without a password, the CA given to
+    /// [`tls_root_certificate`](Self::tls_root_certificate) holds no PEM certificate, or a
+    /// timeout is under 1 ms.
     pub async fn build(self) -> Result<RedisSentinelStore, StoreConfigError> {
         if self.sentinels.is_empty() {
             return Err(StoreConfigError::new(

@@ -24,15 +24,50 @@ pub(crate) fn ensure_crypto_provider() {
 }
 
 /// A client for `info`, trusting `tls_root` (one CA, PEM) instead of the system store when
-/// given.
+/// given. Refuses what would only fail once connecting, where every check would report a
+/// timeout: a `tls_root` with no PEM certificate in it, and `#insecure` (no verification,
+/// which this crate's TLS does not offer).
 pub(crate) fn client(
     info: impl IntoConnectionInfo,
     tls_root: Option<&[u8]>,
 ) -> RedisResult<Client> {
-    match tls_root {
-        None => Client::open(info),
-        Some(pem) => Client::build_with_tls(info, private_ca(pem)),
+    let client = match tls_root {
+        None => Client::open(info)?,
+        Some(pem) => {
+            check_pem(pem)?;
+            Client::build_with_tls(info, private_ca(pem))?
+        }
+    };
+    if let ConnectionAddr::TcpTls { insecure: true, .. } = client.get_connection_info().addr() {
+        return Err(RedisError::from((
+            ErrorKind::InvalidClientConfig,
+            "`#insecure` (TLS without verifying the server's certificate) is not supported: give the CA that signed it with `tls_root_certificate`",
+        )));
     }
+    Ok(client)
+}
+
+/// Whether `pem` holds at least one certificate, and nothing unreadable.
+fn check_pem(pem: &[u8]) -> RedisResult<()> {
+    use rustls::pki_types::{pem::PemObject, CertificateDer};
+    let mut found = 0;
+    for certificate in CertificateDer::pem_slice_iter(pem) {
+        if let Err(error) = certificate {
+            return Err(RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "the CA given to `tls_root_certificate` is not readable PEM",
+                error.to_string(),
+            )));
+        }
+        found += 1;
+    }
+    if found == 0 {
+        return Err(RedisError::from((
+            ErrorKind::InvalidClientConfig,
+            "the CA given to `tls_root_certificate` holds no PEM certificate (`-----BEGIN CERTIFICATE-----`)",
+        )));
+    }
+    Ok(())
 }
 
 /// A client for the server at `host:port` with `template`'s settings (credentials, database,

@@ -264,8 +264,10 @@ impl RedisClusterStoreBuilder {
     ///
     /// # Errors
     ///
-    /// When there is no node, a URL is malformed or names a user without a password, the
-    /// nodes' credentials differ, or a timeout is under 1 ms.
+    /// When there is no node, a URL is malformed, names a user without a password or asks
+    /// for `#insecure` TLS, the nodes' credentials differ, the CA given to
+    /// [`tls_root_certificate`](Self::tls_root_certificate) holds no PEM certificate, or a
+    /// timeout is under 1 ms.
     pub async fn build(self) -> Result<RedisClusterStore, StoreConfigError> {
         if self.nodes.is_empty() {
             return Err(StoreConfigError::new(
@@ -323,6 +325,9 @@ impl RedisClusterStoreBuilder {
                     )))
                 }
             };
+            // Refused now what would fail only once connecting (`tls::client`).
+            super::tls::client(info.clone(), self.tls_root.as_deref())
+                .map_err(|err| StoreConfigError::for_url(url, err))?;
             seeds.push(address);
             template.get_or_insert(info);
         }
