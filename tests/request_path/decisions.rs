@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use actix_web::{get, test, web, App, HttpResponse};
+use futures_util::future::join_all;
 use ratelimit_runtime::{clock::ManualClock, rate_limit, store::MemoryStore, RateLimiter};
 
 use crate::{
@@ -220,6 +221,36 @@ async fn shielded_keys_are_answered_without_a_script_call() {
         status_of(&app, from("203.0.113.7").uri("/orders/1")).await,
         200
     );
+}
+
+/// Once a second the shield asks Redis again for a flooded key: one request makes that call,
+/// and the requests in flight meanwhile are answered by the shield, not sent too. A pass
+/// (the budget reset elsewhere) makes the shield forget the key.
+#[actix_web::test]
+async fn a_flood_asks_redis_once_a_second_however_many_requests_are_in_flight() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(app(redis_limiter(&server, &clock).await)).await;
+    let flood = || from("203.0.113.7").uri("/orders/1").to_request();
+    for expected in [200, 200, 200, 429] {
+        assert_eq!(test::call_service(&app, flood()).await.status(), expected);
+    }
+    for _ in 0..3 {
+        clock.advance(Duration::from_secs(1));
+        let before = server.scripts_run();
+        let answers = join_all((0..32).map(|_| test::call_service(&app, flood()))).await;
+        assert!(answers.iter().all(|res| res.status() == 429));
+        assert_eq!(server.scripts_run(), before + 1, "one call a second");
+    }
+    // The budget reset elsewhere: the next second's call passes, and the key is forgotten.
+    let _: () = redis::cmd("FLUSHALL")
+        .query(&mut server.connection())
+        .unwrap();
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(test::call_service(&app, flood()).await.status(), 200);
+    let before = server.scripts_run();
+    assert_eq!(test::call_service(&app, flood()).await.status(), 200);
+    assert_eq!(server.scripts_run(), before + 1, "decided by Redis again");
 }
 
 #[rate_limit(limit = 4, window = "1m", identity = "ip", fail = "closed")]

@@ -19,7 +19,7 @@ use actix_web::{
 use super::{
     answer,
     budget::Budget,
-    flood_shield::Blocked,
+    flood_shield::{Blocked, Shielded},
     headers,
     limiter::{BudgetState, Limiter, LimiterHandle},
     overridden::Resolved,
@@ -500,8 +500,21 @@ impl Limiter {
             let client = Client { identity };
 
             let now = self.local_now();
+            // Whether this request asks the store again for a key the shield remembers
+            // rejected: a pass then forgets it.
+            let mut asking = false;
             if !policy.shadow() {
-                if let Some(blocked) = key.bases().find_map(|base| self.shield.blocked(base, now)) {
+                let blocked = key
+                    .bases()
+                    .find_map(|base| match self.shield.shielded(base, now) {
+                        Shielded::Blocked(blocked) => Some(blocked),
+                        Shielded::Asking => {
+                            asking = true;
+                            None
+                        }
+                        Shielded::No => None,
+                    });
+                if let Some(blocked) = blocked {
                     let retry_ms = blocked.until - now;
                     let applied = policy.limits().get(blocked.limit_index);
                     let outcome = match counting {
@@ -647,6 +660,11 @@ impl Limiter {
                     decision.binding(),
                     self.headers,
                 ));
+            }
+            if asking && decision.allowed && !decided_locally {
+                for base in key.bases() {
+                    self.shield.forget(base);
+                }
             }
             let outcome = if decision.allowed {
                 Outcome::Allowed

@@ -1,6 +1,6 @@
 //! Once a key is rejected with a known retry time, this instance answers further requests for
 //! it with 429 until that time passes, without asking the store: a flood costs one store
-//! call per key and [`REMEMBERED_AT_MOST`] at most.
+//! call per key and [`REMEMBERED_AT_MOST`], however many of its requests are in flight.
 
 use quick_cache::sync::Cache;
 
@@ -13,6 +13,18 @@ pub(crate) const REMEMBERED_AT_MOST: u64 = 1_000;
 /// remembered.
 pub(crate) struct FloodShield {
     until: Option<Cache<String, (Blocked, u64)>>,
+}
+
+/// What the shield knows of a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shielded {
+    /// Nothing: the store decides.
+    No,
+    /// Rejected, as remembered: answered without the store.
+    Blocked(Blocked),
+    /// Rejected when the store was last asked, a second ago: this request asks it again,
+    /// and whoever makes the call forgets the key if the store lets the request pass.
+    Asking,
 }
 
 /// A remembered rejection, in local milliseconds.
@@ -34,16 +46,28 @@ impl FloodShield {
         }
     }
 
-    /// The rejection `key` is still known to be under at local time `now`.
-    pub(crate) fn blocked(&self, key: &str, now: u64) -> Option<Blocked> {
-        let cache = self.until.as_ref()?;
-        let (blocked, remembered) = cache.get(key)?;
-        if blocked.until > now && remembered > now {
-            Some(blocked)
-        } else {
+    /// What the shield knows of `key` at local time `now`. Once a second, while a rejection
+    /// lasts, one request asks the store again ([`Shielded::Asking`]) and the others are
+    /// answered from the shield until its answer comes (a refusal renews the entry, a pass
+    /// forgets it; [`REMEMBERED_AT_MOST`] at most): a flood asks one store call a second,
+    /// however many of its requests are in flight.
+    pub(crate) fn shielded(&self, key: &str, now: u64) -> Shielded {
+        let Some(cache) = self.until.as_ref() else {
+            return Shielded::No;
+        };
+        let Some((blocked, remembered)) = cache.get(key) else {
+            return Shielded::No;
+        };
+        if blocked.until <= now {
             cache.remove(key);
-            None
+            return Shielded::No;
         }
+        if remembered > now {
+            return Shielded::Blocked(blocked);
+        }
+        let asked_until = blocked.until.min(now.saturating_add(REMEMBERED_AT_MOST));
+        cache.insert(key.to_owned(), (blocked, asked_until));
+        Shielded::Asking
     }
 
     /// Remembers, at local time `now`, that `key` is rejected until `blocked.until` (for
@@ -79,21 +103,40 @@ mod tests {
     fn a_blocked_key_stays_blocked_until_its_retry_time() {
         let shield = FloodShield::new(16);
         shield.block("k", until(1500), 1000);
-        assert_eq!(shield.blocked("k", 1000), Some(until(1500)));
-        assert_eq!(shield.blocked("k", 1499), Some(until(1500)));
-        assert_eq!(shield.blocked("k", 1500), None);
-        assert_eq!(shield.blocked("other", 1000), None);
+        assert_eq!(shield.shielded("k", 1000), Shielded::Blocked(until(1500)));
+        assert_eq!(shield.shielded("k", 1499), Shielded::Blocked(until(1500)));
+        assert_eq!(shield.shielded("k", 1500), Shielded::No);
+        assert_eq!(shield.shielded("other", 1000), Shielded::No);
     }
 
     #[test]
-    fn a_long_rejection_is_remembered_a_second_at_most_and_forgotten_on_demand() {
+    fn a_long_rejection_is_asked_again_once_a_second_and_forgotten_on_demand() {
         let shield = FloodShield::new(16);
         shield.block("k", until(900_000), 1000);
-        assert_eq!(shield.blocked("k", 1999), Some(until(900_000)));
-        assert_eq!(shield.blocked("k", 2000), None, "asks the store again");
-        shield.block("k", until(900_000), 3000);
+        assert_eq!(
+            shield.shielded("k", 1999),
+            Shielded::Blocked(until(900_000))
+        );
+        // The second is over: one request asks the store, the others are still answered.
+        assert_eq!(shield.shielded("k", 2000), Shielded::Asking);
+        assert_eq!(
+            shield.shielded("k", 2000),
+            Shielded::Blocked(until(900_000))
+        );
+        assert_eq!(
+            shield.shielded("k", 2999),
+            Shielded::Blocked(until(900_000))
+        );
+        // No answer within that second (a store down): the next second's request asks.
+        assert_eq!(shield.shielded("k", 3000), Shielded::Asking);
+        // The store lets it pass (a reset elsewhere): forgotten.
         shield.forget("k");
-        assert_eq!(shield.blocked("k", 3001), None);
+        assert_eq!(shield.shielded("k", 3001), Shielded::No);
+        // Asked again near the retry time: answered until then only.
+        shield.block("k", until(5500), 4000);
+        assert_eq!(shield.shielded("k", 5000), Shielded::Asking);
+        assert_eq!(shield.shielded("k", 5499), Shielded::Blocked(until(5500)));
+        assert_eq!(shield.shielded("k", 5500), Shielded::No);
     }
 
     #[test]
@@ -103,11 +146,11 @@ mod tests {
             shield.block(&format!("k{i}"), until(1000), 0);
         }
         let remembered = (0..10_000)
-            .filter(|i| shield.blocked(&format!("k{i}"), 1).is_some())
+            .filter(|i| shield.shielded(&format!("k{i}"), 1) != Shielded::No)
             .count();
         assert!(remembered <= 200, "remembered {remembered}");
         let off = FloodShield::new(0);
         off.block("k", until(1000), 0);
-        assert_eq!(off.blocked("k", 1), None);
+        assert_eq!(off.shielded("k", 1), Shielded::No);
     }
 }
