@@ -477,7 +477,9 @@ async fn an_unreadable_username_on_a_closed_route_gets_503_while_the_store_fails
 async fn a_route_may_refuse_bodies_without_a_readable_username() {
     let server = RedisServer::start();
     let accepted = web::Data::new(Accepted::default());
-    let reader = UsernameReader::json_or_form::<Login>(|l| &l.username).refuse_unreadable();
+    let reader = UsernameReader::json_or_form::<Login>(|l| &l.username)
+        .body_limit(1024)
+        .refuse_unreadable();
     let limiter = limiter(&server)
         .await
         .route_username_reader("POST /login", reader);
@@ -500,7 +502,7 @@ async fn a_route_may_refuse_bodies_without_a_readable_username() {
         (compressed, "compressed"),
     ] {
         let res = test::call_service(&app, req.to_request()).await;
-        assert_eq!(res.status(), 400);
+        assert_eq!(res.status(), 400, "{reason}");
         assert_eq!(
             res.headers().get("content-type").unwrap(),
             "application/problem+json"
@@ -509,6 +511,39 @@ async fn a_route_may_refuse_bodies_without_a_readable_username() {
         let detail = body["detail"].as_str().unwrap();
         assert!(detail.contains(reason), "{detail}");
         assert!(detail.starts_with("POST /login"), "{detail}");
+    }
+    // A body over the buffer is 413, as `web::Json` answers one over its limit, whether its
+    // length is declared or only found by reading.
+    let padded = format!(
+        r#"{{"username":"repro","password":"x","pad":"{}"}}"#,
+        "x".repeat(2048)
+    );
+    let declared = post_from("203.0.113.6", "/login")
+        .insert_header(("content-type", "application/json"))
+        .set_payload(padded.clone());
+    // The same body with no length declared, in chunks, as a chunked upload sends it.
+    let chunks: Vec<Result<web::Bytes, actix_web::error::PayloadError>> = padded
+        .into_bytes()
+        .chunks(512)
+        .map(|chunk| Ok(web::Bytes::copy_from_slice(chunk)))
+        .collect();
+    let stream: std::pin::Pin<Box<dyn futures_util::Stream<Item = _>>> =
+        Box::pin(futures_util::stream::iter(chunks));
+    let (streamed, _) = post_from("203.0.113.6", "/login")
+        .insert_header(("content-type", "application/json"))
+        .insert_header(("transfer-encoding", "chunked"))
+        .to_request()
+        .replace_payload(actix_web::dev::Payload::Stream { payload: stream });
+    for res in [
+        test::call_service(&app, declared.to_request()).await,
+        test::call_service(&app, streamed).await,
+    ] {
+        let status = res.status();
+        let body: serde_json::Value = test::read_body_json(res).await;
+        assert_eq!(status, 413, "{body}");
+        assert_eq!(body["status"], 413);
+        let detail = body["detail"].as_str().unwrap();
+        assert!(detail.contains("larger than this route reads"), "{detail}");
     }
     // Refused, they still count, in the route's budget for unreadable requests of the
     // address: a client cannot send them without end.

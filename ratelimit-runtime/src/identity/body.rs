@@ -163,7 +163,9 @@ impl UsernameReader {
     }
 
     /// Answers a request whose username cannot be read `400 Bad Request` with a
-    /// `problem+json` body saying why, instead of passing it to the handler. It is still
+    /// `problem+json` body saying why, instead of passing it to the handler (`413 Payload
+    /// Too Large` for a body over the buffer, as `web::Json` answers one over its limit,
+    /// whether its length is declared or only found by reading). It is still
     /// counted, in the route's one budget for unreadable bodies (per client address) and
     /// in the route's limits that count no username: once those are spent it gets `429`
     /// rather than `400`, and while the store fails on a route with `fail = "closed"`,

@@ -17,7 +17,7 @@ use super::{
     headers::{self, HeaderFamilies},
     route_info::{Rejection, RejectionFigures, RouteInfo},
 };
-use crate::store::LimitState;
+use crate::{identity::Unreadable, store::LimitState};
 
 const PROBLEM_JSON: &str = "application/problem+json";
 
@@ -141,15 +141,25 @@ pub(crate) fn denied(route: &RouteInfo) -> HttpResponse {
 }
 
 /// The `400` of a route that refuses requests whose username cannot be read
-/// ([`UsernameReader::refuse_unreadable`](crate::identity::UsernameReader::refuse_unreadable)).
-pub(crate) fn unreadable_username(route: &RouteInfo, reason: &str) -> HttpResponse {
+/// ([`UsernameReader::refuse_unreadable`](crate::identity::UsernameReader::refuse_unreadable)),
+/// or `413` for a body over the reader's buffer, as `web::Json` and `web::Form` answer one
+/// over their limit.
+pub(crate) fn unreadable_username(route: &RouteInfo, why: Unreadable) -> HttpResponse {
+    let status = match why {
+        Unreadable::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        _ => StatusCode::BAD_REQUEST,
+    };
     let body = serde_json::json!({
         "type": "about:blank",
         "title": "Unreadable Username",
-        "status": 400,
-        "detail": format!("{}: {reason}; send the username in a JSON or form body this route reads", route.label),
+        "status": status.as_u16(),
+        "detail": format!(
+            "{}: {}; send the username in a JSON or form body this route reads",
+            route.label,
+            why.reason()
+        ),
     });
-    HttpResponse::BadRequest()
+    HttpResponse::build(status)
         .content_type(PROBLEM_JSON)
         .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
         .body(body.to_string())

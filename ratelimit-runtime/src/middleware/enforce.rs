@@ -415,7 +415,7 @@ impl Limiter {
                 Some(Submitted::Unreadable(why))
                     if reader.refuses_unreadable() && counting == Counting::Live =>
                 {
-                    Some(why.reason())
+                    Some(*why)
                 }
                 _ => None,
             };
@@ -435,13 +435,13 @@ impl Limiter {
                     .await;
                 identities.push((*identity, extracted));
             }
-            let Some(reason) = refused else {
+            let Some(why) = refused else {
                 return self.decide_for(&identities, route, handle, counting).await;
             };
             // Counted as any refused request is (the route's budget for unreadable requests of
             // this address, and its limits that count no username): a 429 once that is spent,
             // a 503 when the store failed and the route fails closed (as for every request
-            // there), else the 400 saying why, so that refused requests are never free.
+            // there), else the 400 (413) saying why, so that refused requests are never free.
             match self
                 .decide_for(&identities, route, handle, Counting::Unreadable)
                 .await
@@ -451,10 +451,10 @@ impl Limiter {
                     tracing::debug!(
                         target: "ratelimit",
                         route = %route.label,
-                        reason,
+                        reason = why.reason(),
                         "refused: no readable username"
                     );
-                    let mut response = answer::unreadable_username(route, reason);
+                    let mut response = answer::unreadable_username(route, why);
                     // Counted, so it tells what is left, as every limited answer does.
                     if let Decided::Proceed {
                         decision: Some(decision),
