@@ -1,7 +1,14 @@
 //! The submitted username, read from a JSON or form body with a bounded buffer and put back
 //! so the handler receives the body byte for byte.
 
-use std::{borrow::Cow, fmt, sync::Arc};
+use std::{
+    borrow::Cow,
+    fmt,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+};
 
 use actix_web::{
     dev::{Payload, ServiceRequest},
@@ -33,7 +40,9 @@ pub const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
 ///   fields) yields the username the handler will see; a body that reads as a form naming
 ///   one user and as JSON naming another is not counted under either.
 /// - [`UsernameReader::field`] (the default, field `username`) finds a string field in a
-///   JSON object or a form without knowing the handler's type.
+///   JSON object or a form without knowing the handler's type. A JSON array body, which a
+///   handler's `web::Json<T>` reads in field order, is unreadable to it: it logs a warning
+///   naming the route (at most once a minute per reader) that says to give the type.
 ///
 /// A request whose username cannot be read (no body, a body that is neither JSON nor a form
 /// sent with the form content type, one that does not parse or lacks the field, one over the
@@ -64,7 +73,13 @@ pub struct UsernameReader {
     source: Source,
     limit: usize,
     refuse: bool,
+    /// When the field reader last warned of a JSON array body (seconds since the Unix
+    /// epoch, 0 before any), shared by its clones: at most one line a minute.
+    array_warned: Arc<AtomicU64>,
 }
+
+/// The least time between two warnings of one reader that met a JSON array body.
+const ARRAY_WARNING_EVERY_SECS: u64 = 60;
 
 /// Parses a whole body into the route's type and returns its username.
 type Parse = Arc<dyn Fn(&[u8]) -> Option<String> + Send + Sync>;
@@ -113,6 +128,7 @@ impl UsernameReader {
             source: Source::Field(field.to_owned()),
             limit: DEFAULT_BODY_LIMIT,
             refuse: false,
+            array_warned: Arc::default(),
         }
     }
 
@@ -142,6 +158,7 @@ impl UsernameReader {
             },
             limit: DEFAULT_BODY_LIMIT,
             refuse: false,
+            array_warned: Arc::default(),
         }
     }
 
@@ -179,6 +196,37 @@ impl UsernameReader {
     /// Whether unreadable requests are refused rather than counted.
     pub(crate) fn refuses_unreadable(&self) -> bool {
         self.refuse
+    }
+
+    /// Logs, at most once a minute per reader, that the field reader met a JSON array body
+    /// on `route`: `web::Json<T>` reads a struct from an array in field order, so such a
+    /// body names a user the handler signs in while it is counted per address, and guesses
+    /// at one account sent as arrays from many addresses never spend that account's budget.
+    /// The cure is telling the limiter the handler's type.
+    pub(crate) fn met_array(&self, route: &str) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs());
+        let last = self.array_warned.load(Ordering::Relaxed);
+        if last != 0 && now.saturating_sub(last) < ARRAY_WARNING_EVERY_SECS {
+            return;
+        }
+        if self
+            .array_warned
+            .compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        tracing::warn!(
+            target: "ratelimit",
+            route,
+            "a JSON array body was counted per client address, not per username: the field \
+             reader cannot tell which element a handler's `web::Json<T>` takes as the \
+             username; give the limiter the handler's type (`RateLimiter::username_from::<T>` \
+             or `UsernameReader::json_or_form::<T>`) so that such bodies count against the \
+             account they name (at most one such line a minute)"
+        );
     }
 
     /// The username in the body, or why there is none. The body is always put back.
@@ -270,7 +318,12 @@ impl UsernameReader {
                 Source::Field(_)
                     if json && serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_ok() =>
                 {
-                    Err(Unreadable::NoField)
+                    // An array names a user to a handler reading a struct in field order.
+                    if body.trim_ascii_start().starts_with(b"[") {
+                        Err(Unreadable::Array)
+                    } else {
+                        Err(Unreadable::NoField)
+                    }
                 }
                 _ => Err(Unreadable::Malformed),
             },
@@ -474,13 +527,11 @@ mod tests {
         assert_eq!(read("text/json", json).await, alice());
         assert_eq!(read("application/problem+json", json).await, alice());
         // Shapes without the field share the one budget, whatever the shape.
-        for body in [
-            &br#"["alice","x"]"#[..],
-            br#""alice""#,
-            b"null",
-            b"7",
-            br#"{"user":"alice"}"#,
-        ] {
+        assert_eq!(
+            read("application/json", b" \n[\"alice\",\"x\"]").await,
+            Submitted::Unreadable(Unreadable::Array)
+        );
+        for body in [&br#""alice""#[..], b"null", b"7", br#"{"user":"alice"}"#] {
             assert_eq!(
                 read("application/json", body).await,
                 Submitted::Unreadable(Unreadable::NoField),
@@ -681,6 +732,8 @@ pub(crate) enum Unreadable {
     TooLarge,
     Malformed,
     NoField,
+    /// A JSON array, which the field reader cannot read and a typed one can.
+    Array,
     FieldTwice,
     Ambiguous,
     Empty,
@@ -696,6 +749,9 @@ impl Unreadable {
             Unreadable::TooLarge => "the body is larger than this route reads",
             Unreadable::Malformed => "the body does not parse as this route's input",
             Unreadable::NoField => "the body has no username",
+            Unreadable::Array => {
+                "the body is a JSON array, whose username only the handler's type can find"
+            }
             Unreadable::FieldTwice => "the body names the username more than once",
             Unreadable::Ambiguous => "the body names one username as a form and another as JSON",
             Unreadable::Empty => "the username is empty",

@@ -410,6 +410,9 @@ impl Limiter {
                 None if route.policy.reads_username() => Some(Box::pin(reader.read(req)).await),
                 submitted => submitted,
             };
+            if let Some(Submitted::Unreadable(Unreadable::Array)) = &submitted {
+                reader.met_array(&route.label);
+            }
             // Why the request is refused without a readable username, when its route says so.
             let refused = match &submitted {
                 Some(Submitted::Unreadable(why))
