@@ -499,6 +499,10 @@ async fn a_route_may_refuse_bodies_without_a_readable_username() {
         .insert_header(("content-type", "application/json"))
         .insert_header(("content-encoding", "br"))
         .set_payload(&b"\x0b\x02\x80{}\x03"[..]);
+    // A name of invisible characters only, as one of spaces, is no name.
+    let invisible = post_from("203.0.113.5", "/login")
+        .insert_header(("content-type", "application/json"))
+        .set_payload("{\"username\":\"\u{200b}\u{2060}\",\"password\":\"x\"}");
     let text = post_from("203.0.113.7", "/login")
         .insert_header(("content-type", "text/plain"))
         .set_payload("username=repro&password=x");
@@ -510,6 +514,7 @@ async fn a_route_may_refuse_bodies_without_a_readable_username() {
         ),
         (post_from("203.0.113.7", "/login"), "no body"),
         (compressed, "compressed"),
+        (invisible, "empty"),
     ] {
         let res = test::call_service(&app, req.to_request()).await;
         assert_eq!(res.status(), 400, "{reason}");

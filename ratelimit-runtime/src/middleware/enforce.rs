@@ -414,11 +414,12 @@ impl Limiter {
                 reader.met_array(&route.label);
             }
             // Why the request is refused without a readable username, when its route says so.
+            let refuses = reader.refuses_unreadable() && counting == Counting::Live;
             let refused = match &submitted {
-                Some(Submitted::Unreadable(why))
-                    if reader.refuses_unreadable() && counting == Counting::Live =>
-                {
-                    Some(*why)
+                Some(Submitted::Unreadable(why)) if refuses => Some(*why),
+                // A name of invisible characters only is no name, as one of spaces is.
+                Some(Submitted::Username(name)) if refuses && self.sources.is_blank(name) => {
+                    Some(Unreadable::Empty)
                 }
                 _ => None,
             };
