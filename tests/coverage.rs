@@ -234,6 +234,21 @@ async fn one_path_with_a_declared_and_an_undeclared_method() {
     );
 }
 
+/// A route of any method is told to name its methods: `#[route("/r")]` alone does not
+/// build.
+#[actix_web::test]
+async fn an_any_method_route_is_told_to_name_its_methods() {
+    let app = covered_app().service(web::resource("/any").to(plain));
+    let error = coverage::check(app).await.expect_err("uncovered");
+    let message = error.to_string();
+    assert!(
+        message.contains(r#"#[route("/any", method = "GET", method = "POST")]"#)
+            && message.contains(r#"#[get("/any")]"#),
+        "{message}"
+    );
+    assert!(!message.contains(r#"#[route("/any")]"#), "{message}");
+}
+
 #[actix_web::test]
 async fn a_marker_without_a_registered_declaration_is_uncovered() {
     let error = coverage::check(covered_app().service(fake_marker::unlinked))

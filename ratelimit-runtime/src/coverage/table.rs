@@ -84,11 +84,16 @@ impl RouteRow {
                 "its handler carries a `#[rate_limit]` (`{marker}`), but that declaration is not in this program's registry: the handler's crate was built against another version of ratelimit-runtime than the App's (`cargo tree -d -i ratelimit-runtime` lists both; give every crate one version), or its registration was not linked"
             );
         }
-        let attribute = if self.method == "*" {
-            "route".to_owned()
-        } else {
-            self.method.to_ascii_lowercase()
-        };
+        if self.method == "*" {
+            // A route of any method: `#[route]` needs its methods named (actix-web refuses
+            // one without), and each method named is counted as its own route.
+            let (pattern, named) = (&self.pattern, self.resource.as_deref());
+            let whose = named.map_or(String::new(), |name| format!(" (`{name}`)"));
+            return format!(
+                "it answers any method{whose}; serve it from an attribute handler that names its methods, with `#[rate_limit(..)]` (or `#[rate_limit(exempt = \"<reason>\")]`) directly above `#[get(\"{pattern}\")]`, `#[post(\"{pattern}\")]`, … or `#[route(\"{pattern}\", method = \"GET\", method = \"POST\")]`"
+            );
+        }
+        let attribute = self.method.to_ascii_lowercase();
         match &self.resource {
             Some(name) => format!(
                 "add `#[rate_limit(limit = .., window = \"..\")]` (or `#[rate_limit(exempt = \"<reason>\")]`) directly above the `#[{attribute}]` of `{name}`; a builder route (`web::resource`, `App::route`, `web::route`) must become an attribute handler to carry one"
