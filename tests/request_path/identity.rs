@@ -44,6 +44,37 @@ async fn spoofed_leftmost_forwarded_for_entries_do_not_change_the_budget() {
     assert_eq!(status_of(&app, via_proxy("198.51.100.21")).await, 200);
 }
 
+/// With the proxies' networks named, a client that connects around the proxy is counted by
+/// its own address, whatever forwarding header it sends.
+#[actix_web::test]
+async fn a_peer_outside_the_proxies_networks_is_the_client() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let limiter = redis_limiter(&server, &clock)
+        .await
+        .trusted_proxies(TrustedProxies::hops(1).only_from(["10.0.0.0/8"]));
+    let app = test::init_service(app(limiter)).await;
+    let sent = |peer: &str, xff: String| {
+        from(peer)
+            .insert_header(("x-forwarded-for", xff))
+            .uri("/orders/1")
+    };
+    let mut direct = Vec::new();
+    for i in 0..4 {
+        direct.push(status_of(&app, sent("203.0.113.9", format!("198.51.100.{i}"))).await);
+    }
+    assert_eq!(direct, [200, 200, 200, 429]);
+    // Through the proxy, each client has its own budget, one the direct client named too.
+    assert_eq!(
+        status_of(&app, sent("10.0.0.2", "198.51.100.0".into())).await,
+        200
+    );
+    assert_eq!(
+        status_of(&app, sent("10.0.0.2", "198.51.100.3".into())).await,
+        200
+    );
+}
+
 #[actix_web::test]
 async fn with_zero_trusted_hops_the_forwarding_headers_are_ignored() {
     let server = RedisServer::start();

@@ -2,9 +2,15 @@
 //!
 //! Each trusted proxy appends the address it saw to `X-Forwarded-For` (or `Forwarded`), so
 //! the entry a limiter may believe is the one `hops` places from the right; everything to
-//! its left is whatever the client sent. With zero hops the headers are ignored.
+//! its left is whatever the client sent. With zero hops the headers are ignored. With the
+//! proxies' networks given, a peer outside them is the client, whatever it sends.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::{
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    sync::Arc,
+};
+
+use ipnet::IpNet;
 
 use actix_web::{
     dev::ServiceRequest,
@@ -22,12 +28,30 @@ pub enum ForwardedHeader {
     Forwarded,
 }
 
-/// How many proxies the operator runs in front of the app, and how IPv6 clients are grouped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How many proxies the operator runs in front of the app, where they are, and how IPv6
+/// clients are grouped.
+///
+/// `hops(n)` alone believes the forwarding header whoever connects: right when the app can
+/// be reached only through those proxies. Where it can also be reached directly (an origin
+/// a CDN fronts, a neighbour in the same network), name the proxies' networks with
+/// [`only_from`](TrustedProxies::only_from), and a client that goes around them is counted
+/// by its own address:
+///
+/// ```
+/// use ratelimit_runtime::identity::TrustedProxies;
+///
+/// // A load balancer in 10.0.0.0/8 appends the client's address to X-Forwarded-For.
+/// let proxies = TrustedProxies::hops(1).only_from(["10.0.0.0/8"]);
+/// # let _ = proxies;
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrustedProxies {
     hops: usize,
     header: ForwardedHeader,
     ipv6_prefix: u8,
+    /// The proxies' networks ([`TrustedProxies::only_from`]); `None`: every peer's
+    /// forwarding header is read.
+    networks: Option<Arc<[IpNet]>>,
 }
 
 impl Default for TrustedProxies {
@@ -37,6 +61,7 @@ impl Default for TrustedProxies {
             hops: 0,
             header: ForwardedHeader::XForwardedFor,
             ipv6_prefix: 64,
+            networks: None,
         }
     }
 }
@@ -56,8 +81,46 @@ impl TrustedProxies {
         self
     }
 
+    /// Believes the forwarding header only from proxies in `networks` (`"10.0.0.0/8"`,
+    /// `"2001:db8::/32"`, or one address, `"192.0.2.10"`): list every trusted proxy's, the
+    /// load balancer's and, with two hops, the CDN's ranges.
+    ///
+    /// The peer must be in one of them for the header to be read at all, else the peer is
+    /// the client; with `hops(n)`, each of the `n - 1` entries right of the client's must be
+    /// in one too, else that entry is the client (a client that reached the inner proxy
+    /// without the outer one is counted by the address the inner proxy saw). An IPv4 peer
+    /// that a dual-stack socket shows as `::ffff:a.b.c.d` is matched as IPv4. No networks at
+    /// all: no peer is a proxy, and the header is never read.
+    ///
+    /// # Panics
+    ///
+    /// When an entry is neither an address nor a network (`address/prefix`).
+    #[must_use]
+    pub fn only_from<I, S>(mut self, networks: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let parsed: Vec<IpNet> = networks
+            .into_iter()
+            .map(|text| {
+                let text = text.as_ref().trim();
+                text.parse::<IpNet>()
+                    .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+                    .unwrap_or_else(|_| {
+                        panic!(
+                            "`TrustedProxies::only_from`: `{text}` is neither an address nor a network (`10.0.0.0/8`, `2001:db8::/32`)"
+                        )
+                    })
+            })
+            .collect();
+        self.networks = Some(parsed.into());
+        self
+    }
+
     /// Groups IPv6 clients by this prefix length (default 64), so one host cannot rotate
-    /// through its own subnet.
+    /// through the addresses of its own /64 (a site delegated a /56 or /48 holds many /64s:
+    /// 56 or 48 count it as one, with its neighbours).
     ///
     /// # Panics
     ///
@@ -100,19 +163,38 @@ impl TrustedProxies {
         if self.hops == 0 {
             return peer;
         }
+        if let Some(networks) = &self.networks {
+            let proxy = |ip: IpAddr| networks.iter().any(|net| net.contains(&ip.to_canonical()));
+            if !peer.is_some_and(proxy) {
+                return peer;
+            }
+            // Every entry the proxies wrote right of the client's is a proxy too; the first
+            // that is not is the client, who went around the proxies further out.
+            for n in 1..self.hops {
+                match self.entry_from_right(headers, n) {
+                    Some(ip) if proxy(ip) => {}
+                    Some(ip) => return Some(ip),
+                    None => return peer,
+                }
+            }
+        }
+        self.entry_from_right(headers, self.hops).or(peer)
+    }
+
+    /// The address of the forwarding header's `n`th entry from the right, if it is one.
+    fn entry_from_right(&self, headers: &HeaderMap, n: usize) -> Option<IpAddr> {
         // Only the entry `hops` places from the right is read: a client can make the header
         // as long as the server's header limit allows, but never choose that entry.
         // Entries are split as bytes: a client's non-text bytes left of the trusted entry
         // must not discard the header (and move the client into the proxy's bucket); only
         // the trusted entry, which a proxy wrote, has to be text.
         let entry = match self.header {
-            ForwardedHeader::XForwardedFor => forwarded_for_from_right(headers, self.hops),
-            ForwardedHeader::Forwarded => forwarded_from_right(headers, self.hops),
+            ForwardedHeader::XForwardedFor => forwarded_for_from_right(headers, n),
+            ForwardedHeader::Forwarded => forwarded_from_right(headers, n),
         };
         entry
             .and_then(|entry| std::str::from_utf8(entry).ok())
             .and_then(parse_ip)
-            .or(peer)
     }
 
     /// The text a limit counts: IPv4 as is, IPv6 as its network under the configured prefix.
@@ -309,6 +391,42 @@ mod tests {
 
     fn peer() -> Option<IpAddr> {
         Some("10.0.0.1".parse().unwrap())
+    }
+
+    #[test]
+    fn only_the_named_proxies_forwarding_headers_are_read() {
+        let ip = |text: &str| Some(text.parse::<IpAddr>().unwrap());
+        let lb = TrustedProxies::hops(1).only_from(["10.0.0.0/8", " 192.0.2.10 "]);
+        let h = headers("x-forwarded-for", &["198.51.100.9"]);
+        assert_eq!(lb.resolve(ip("10.1.2.3"), &h), ip("198.51.100.9"));
+        assert_eq!(lb.resolve(ip("192.0.2.10"), &h), ip("198.51.100.9"));
+        // Around the proxy: the peer is the client.
+        assert_eq!(lb.resolve(ip("192.0.2.11"), &h), ip("192.0.2.11"));
+        assert_eq!(lb.resolve(None, &h), None);
+        // An IPv4 peer on a dual-stack socket.
+        assert_eq!(lb.resolve(ip("::ffff:10.0.0.7"), &h), ip("198.51.100.9"));
+        // A CDN (2001:db8:cd::/48) in front of the load balancer: a client that reached
+        // the balancer without the CDN is the entry the balancer wrote.
+        let cdn = TrustedProxies::hops(2).only_from(["10.0.0.0/8", "2001:db8:cd::/48"]);
+        let through = headers(
+            "x-forwarded-for",
+            &["6.6.6.6, 198.51.100.9, 2001:db8:cd::5"],
+        );
+        let around = headers("x-forwarded-for", &["198.51.100.9, 203.0.113.4"]);
+        assert_eq!(cdn.resolve(ip("10.0.0.1"), &through), ip("198.51.100.9"));
+        assert_eq!(cdn.resolve(ip("10.0.0.1"), &around), ip("203.0.113.4"));
+        // A short or malformed entry right of the client's falls back to the peer.
+        let short = headers("x-forwarded-for", &["nonsense"]);
+        assert_eq!(cdn.resolve(ip("10.0.0.1"), &short), ip("10.0.0.1"));
+        // No networks: no peer is a proxy.
+        let none = TrustedProxies::hops(1).only_from(Vec::<String>::new());
+        assert_eq!(none.resolve(ip("10.0.0.1"), &h), ip("10.0.0.1"));
+    }
+
+    #[test]
+    #[should_panic(expected = "`10.0.0.0/33` is neither an address nor a network")]
+    fn only_from_refuses_what_is_no_network() {
+        let _ = TrustedProxies::hops(1).only_from(["10.0.0.0/33"]);
     }
 
     #[test]
