@@ -22,7 +22,7 @@ use ratelimit_runtime::{
     overrides::{Overrides, Source, Tier},
     rate_limit,
     store::RedisStore,
-    Algorithm, FailMode, Identity, Limit, RateLimiter, RoutePolicy, Window,
+    Algorithm, FailMode, Identity, IdentityPart, Limit, RateLimiter, RoutePolicy, Window,
 };
 use redis::Commands as _;
 use support::RedisServer;
@@ -383,7 +383,7 @@ async fn tier_limits_are_exact_under_concurrency_and_keyed_apart() {
     );
     let overrides = Overrides::new().file(&path);
     let limiter = RateLimiter::new(store(&redis).await).overrides(overrides.clone());
-    let app = app(limiter).await;
+    let app = app(limiter.clone()).await;
     // 50 concurrent requests of one pro user: exactly 7 pass.
     let pro = join_all((0..50).map(|_| {
         test::call_service(
@@ -417,6 +417,19 @@ async fn tier_limits_are_exact_under_concurrency_and_keyed_apart() {
     let keys: Vec<String> = redis.connection().keys("rl:*").unwrap();
     assert!(keys.iter().any(|k| k.contains("|tier.pro|")), "{keys:?}");
     assert!(keys.iter().any(|k| !k.contains("tier.")), "{keys:?}");
+    // A reset by user id clears the user's budget in the tier's keys too: the app that
+    // resets does not know the tier.
+    let pro_ann = || {
+        get("/reports", "198.51.100.1")
+            .insert_header(("x-user", "pro-ann"))
+            .to_request()
+    };
+    assert_eq!(test::call_service(&app, pro_ann()).await.status(), 429);
+    limiter
+        .reset("GET /reports", &[(IdentityPart::UserId, "pro-ann")])
+        .await
+        .unwrap();
+    assert_eq!(test::call_service(&app, pro_ann()).await.status(), 200);
 }
 
 #[actix_web::test]

@@ -374,6 +374,65 @@ async fn the_command_keeps_the_hash_one_the_services_take() {
         text(&out.stderr)
     );
 
+    // A route an earlier deploy published, and no running service since: gone, not taken.
+    let hour_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 3600;
+    let _: () = redis
+        .connection()
+        .hset(
+            "rl:overrides:routes",
+            "GET /v1/orders",
+            r#"limit = 100, window = "1m""#,
+        )
+        .unwrap();
+    let _: () = redis
+        .connection()
+        .hset("rl:overrides:routes:seen", "GET /v1/orders", hour_ago)
+        .unwrap();
+    let out = admin(
+        &redis,
+        &[
+            "override",
+            "set",
+            "GET /v1/orders",
+            r#"limit = 5, window = "1m""#,
+        ],
+    );
+    let said = text(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "an override of a gone route was taken"
+    );
+    assert!(
+        said.contains("60 minutes ago") && said.contains("no running service"),
+        "{said}"
+    );
+    let listed = text(&admin(&redis, &["routes"]).stdout);
+    assert!(
+        listed.contains("GET /v1/orders\n  gone: last published 60 minutes ago")
+            && listed.contains("GET /orders/{id}\n  declared"),
+        "{listed}"
+    );
+
+    // A hash no service reads (another key, another database) takes no entry.
+    for (var, value) in [
+        ("RATELIMIT_OVERRIDES_KEY", "myapp:overrides".to_owned()),
+        ("REDIS_URL", format!("{}/3", redis.url())),
+    ] {
+        let out = admin_with(
+            &[("REDIS_URL", redis.url()), (var, value)],
+            &["deny", "add", "ip", "127.0.0.1"],
+        );
+        let said = text(&out.stderr);
+        assert!(
+            !out.status.success() && said.contains("no service reads"),
+            "{said}"
+        );
+    }
+
     set_override(&redis, "POST /orders", r#"limit = 1, window = "1m""#);
     let _: () = redis
         .connection()
@@ -446,6 +505,23 @@ async fn the_command_keeps_the_hash_one_the_services_take() {
         state.lines().all(|line| line.ends_with(", whole")),
         "{state}"
     );
+    // A budget that is whole may be one read under other keys than the services count in:
+    // the command says so, and a reset that cleared nothing says that too.
+    assert!(
+        text(&out.stderr).contains("RATELIMIT_KEY_PREFIX"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = admin(
+        &redis,
+        &["reset", "POST /login", "--username", "nobody-ever"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("nothing to reset"),
+        "{}",
+        text(&out.stdout)
+    );
 
     // 10 failures lock the name out; the 11th attempt is refused, the right password too.
     for _ in 0..10 {
@@ -464,6 +540,10 @@ async fn the_command_keeps_the_hash_one_the_services_take() {
         ],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        "reset `POST /login` for the client given"
+    );
     actix_web::rt::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(demo.login("alice", "demo").await, Some(200));
 }

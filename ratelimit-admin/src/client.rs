@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 
 use ratelimit_runtime::{
     key::KeySecret,
-    overrides::{policy_from_text, RouteSelector, RuleSet, ROUTES_SUFFIX},
+    overrides::{
+        policy_from_text, RouteSelector, RuleSet, ROUTES_FRESH_FOR, ROUTES_SEEN_SUFFIX,
+        ROUTES_SUFFIX,
+    },
     store::LimitState,
     store::{RedisClusterStore, RedisSentinelStore, RedisStore, Store},
     IdentityPart, Limit, Policy, RateLimiter,
@@ -30,6 +33,10 @@ pub(crate) enum Target {
         password: Option<String>,
     },
 }
+
+/// The routes running services declare, with their policies, and the routes of services no
+/// longer running, with how many seconds ago they were last published.
+pub(crate) type Published = (BTreeMap<String, String>, BTreeMap<String, Option<u64>>);
 
 /// How long one command or check may take.
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -104,9 +111,41 @@ impl Admin {
         self.hgetall(&self.key).await
     }
 
-    /// The routes the services published, with their declared policies.
+    /// The routes running services declare, with their declared policies: those published
+    /// within [`ROUTES_FRESH_FOR`] (every route published, when no service wrote the times).
     pub(crate) async fn routes(&self) -> Result<BTreeMap<String, String>, String> {
-        self.hgetall(&self.routes_key()).await
+        Ok(self.published().await?.0)
+    }
+
+    /// The routes running services declare (as [`Admin::routes`]), and those published
+    /// before but not within [`ROUTES_FRESH_FOR`], with how many seconds ago (`None`: never
+    /// with a time): the routes of a deploy that no longer runs.
+    pub(crate) async fn published(&self) -> Result<Published, String> {
+        let mut routes = self.hgetall(&self.routes_key()).await?;
+        let seen = self
+            .hgetall(&format!("{}{ROUTES_SEEN_SUFFIX}", self.key))
+            .await?;
+        let mut gone = BTreeMap::new();
+        if seen.is_empty() {
+            return Ok((routes, gone));
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs());
+        routes.retain(|route, _| {
+            let ago = seen
+                .get(route)
+                .and_then(|at| at.parse::<u64>().ok())
+                .map(|at| now.saturating_sub(at));
+            match ago {
+                Some(ago) if ago <= ROUTES_FRESH_FOR.as_secs() => true,
+                _ => {
+                    gone.insert(route.clone(), ago);
+                    false
+                }
+            }
+        });
+        Ok((routes, gone))
     }
 
     /// Why the services would refuse the hash as it stands as a whole (they apply all of it
@@ -141,6 +180,14 @@ impl Admin {
     /// Writes `field`, unless the hash would then be one the services refuse as a whole:
     /// the value it replaced, if it was there.
     pub(crate) async fn set(&self, field: &str, value: &str) -> Result<Option<String>, String> {
+        let (routes, gone) = self.published().await?;
+        if routes.is_empty() && gone.is_empty() {
+            return Err(format!(
+                "not written: no service has published its routes to `{}`, so no service reads `{}` on this Redis: give the command the services' Redis (its database included) and overrides key (RATELIMIT_OVERRIDES_KEY, `Overrides::redis_key`), or start a service first",
+                self.routes_key(),
+                self.key
+            ));
+        }
         let mut fields = self.fields().await?;
         let replaced = fields.insert(field.to_owned(), value.to_owned());
         let problems = self.problems_of(&fields).await?;
@@ -178,7 +225,16 @@ impl Admin {
     ) -> Result<(), String> {
         RuleSet::from_fields([(selector.to_string().as_str(), declarations)])
             .map_err(|e| e.join("\n"))?;
-        let routes = self.routes().await?;
+        let (routes, gone) = self.published().await?;
+        if let Some(ago) = gone.get(&selector.route) {
+            let when = ago.map_or("long ago".to_owned(), |ago| {
+                format!("{} minutes ago", ago / 60)
+            });
+            return Err(format!(
+                "`{}` was last published {when}, by services that no longer run (running ones publish their routes every minute): no running service declares it, and they would refuse the whole hash over it",
+                selector.route
+            ));
+        }
         if routes.is_empty() {
             return Err(format!(
                 "no service has published its routes to `{}`, so `{}` cannot be checked against them: start a service that reads overrides from this Redis first",

@@ -171,7 +171,7 @@ struct ClientArgs {
     /// The route, as the route table names it: `"POST /login"`.
     route: String,
     /// The client's address.
-    #[arg(long)]
+    #[arg(long, value_parser = an_address)]
     ip: Option<String>,
     /// The username it submits (put in canonical form as the services do by default).
     #[arg(long)]
@@ -261,7 +261,7 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
     let admin = Admin::connect(target, &cli.key).await?;
     match cli.command {
         Command::Routes => {
-            let routes = admin.routes().await?;
+            let (routes, gone) = admin.published().await?;
             let overrides = admin.fields().await?;
             if routes.is_empty() {
                 println!(
@@ -281,6 +281,12 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
                         }
                     }
                 }
+            }
+            for (route, ago) in &gone {
+                let when = ago.map_or("long ago".to_owned(), |ago| {
+                    format!("{} minutes ago", ago / 60)
+                });
+                println!("{route}\n  gone: last published {when}, by services no longer running");
             }
             warn_if_refused(&admin).await
         }
@@ -337,13 +343,27 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
         }
         Command::Reset(args) => {
             let selector = selector(&args.route, args.tier.as_deref())?;
+            let held = !admin
+                .budget(&selector, &args, false)
+                .await?
+                .iter()
+                .all(|(limit, state)| whole(limit, state));
             admin.budget(&selector, &args, true).await?;
-            println!("reset `{selector}` for the client given");
+            if held {
+                println!("reset `{selector}` for the client given");
+            } else {
+                println!("nothing to reset: `{selector}` held no count for the client given");
+                warn_keys_unseen(&args);
+            }
             Ok(())
         }
         Command::State(args) => {
             let selector = selector(&args.route, args.tier.as_deref())?;
-            for (limit, state) in admin.budget(&selector, &args, false).await? {
+            let states = admin.budget(&selector, &args, false).await?;
+            if states.iter().all(|(limit, state)| whole(limit, state)) {
+                warn_keys_unseen(&args);
+            }
+            for (limit, state) in states {
                 // The peek answers as the next request would find it: what is left now is
                 // one more than what would be left after it.
                 let left = if state.allowed {
@@ -371,6 +391,34 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// `--ip`'s value, when it is an IPv4 or IPv6 address.
+fn an_address(text: &str) -> Result<String, String> {
+    text.trim()
+        .parse::<std::net::IpAddr>()
+        .map(|_| text.trim().to_owned())
+        .map_err(|_| format!("`{text}` is no IPv4 or IPv6 address"))
+}
+
+/// Whether a limit's budget is whole: nothing counted, nothing refused.
+fn whole(limit: &ratelimit_runtime::Limit, state: &ratelimit_runtime::store::LimitState) -> bool {
+    state.allowed && state.remaining + 1 >= limit.max()
+}
+
+/// Says on stderr, when the client's every budget is whole, what would make the command
+/// read keys the services do not count in: a client that is refused all the same is keyed
+/// differently here.
+fn warn_keys_unseen(args: &ClientArgs) {
+    let secret = if std::env::var_os("RATELIMIT_KEY_SECRET").is_some() {
+        "set"
+    } else {
+        "not set"
+    };
+    eprintln!(
+        "note: every budget of this client is whole here (key prefix `{}`, RATELIMIT_KEY_SECRET {secret}); if the services refuse it all the same, give the command their key prefix (RATELIMIT_KEY_PREFIX, `RateLimiter::key_prefix`) and key secret (RATELIMIT_KEY_SECRET), and the address or name as they count it",
+        args.prefix
+    );
 }
 
 /// Says on stderr when the services refuse the hash as a whole as it stands: they keep the
@@ -434,6 +482,16 @@ async fn list(admin: &Admin, kind: ListKind, command: ListCommand) -> Result<(),
                         "`{}` has bits set past its prefix: it means the range `{net}`; write that if you mean it",
                         args.value
                     ));
+                }
+                if net.prefix_len() == 0 {
+                    eprintln!(
+                        "warning: `{net}` is every {} client: {}",
+                        if net.addr().is_ipv4() { "IPv4" } else { "IPv6" },
+                        match kind {
+                            ListKind::Deny => "each one is refused on every limited route",
+                            _ => "none of them is limited",
+                        }
+                    );
                 }
             }
             // Checked as the services read it, so nothing a service would refuse is written.

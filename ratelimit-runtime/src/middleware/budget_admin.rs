@@ -121,7 +121,10 @@ impl RateLimiter {
     /// Clears the budget of the client identified by `identity` on `route` (`"POST /login"`,
     /// as the route table labels it): the count and lockout of every limit of the route that
     /// counts by that identity (on a route whose limits count different identities, only
-    /// those of the identity given), in one store call.
+    /// those of the identity given), under the policy in force, in one store call; and in
+    /// the keys of each tier with an override of its own on the route
+    /// ([`overrides`](crate::guide::overrides)), one call each, since the caller need not
+    /// know the client's tier.
     /// `identity` gives each part the route counts, in order, with its plain value (a
     /// username as submitted: it is put in canonical form, and hashed under the key secret,
     /// as the request path does; an address as an IP address). This instance stops refusing
@@ -224,7 +227,8 @@ impl RateLimiter {
     /// [`reset`](Self::reset) names them), counting nothing: each limit as the client's next
     /// request would find it (`allowed` whether it would pass, `remaining` what would be
     /// left after it, `retry_after` while refused or locked out, `reset_after` until the
-    /// budget is whole).
+    /// budget is whole), under the policy in force for requests of no tier with an override
+    /// of its own.
     ///
     /// # Errors
     ///
@@ -284,8 +288,18 @@ impl RateLimiter {
         identity: &[(IdentityPart, &str)],
         change: Adjustment<'_>,
     ) -> Result<u64, BudgetError> {
-        let (key, limits) = self.budget_key(route, identity)?;
-        self.adjust_key(&key, &limits, change).await
+        // A reset clears the client's budget in every tier's keys too: the app cannot
+        // know the tier the client's requests count in.
+        let reset = matches!(change, Adjustment::Reset);
+        let mut keys = self.budget_keys(route, identity, reset)?.into_iter();
+        let (key, limits) = keys
+            .next()
+            .ok_or_else(|| BudgetError::UnknownRoute(route.to_owned()))?;
+        let changed = self.adjust_key(&key, &limits, change).await?;
+        for (key, limits) in keys {
+            self.adjust_key(&key, &limits, Adjustment::Reset).await?;
+        }
+        Ok(changed)
     }
 
     async fn adjust_key(
@@ -308,6 +322,19 @@ impl RateLimiter {
         route: &str,
         identity: &[(IdentityPart, &str)],
     ) -> Result<(RouteKey, Vec<Limit>), BudgetError> {
+        let mut keys = self.budget_keys(route, identity, false)?;
+        Ok(keys.swap_remove(0))
+    }
+
+    /// [`budget_key`](Self::budget_key) first, then, with `tiers`, the key and limits of
+    /// `identity` under each tier's own override of the route (a tier's override counts in
+    /// keys of its own) whose limits count that identity.
+    fn budget_keys(
+        &self,
+        route: &str,
+        identity: &[(IdentityPart, &str)],
+        tiers: bool,
+    ) -> Result<Vec<(RouteKey, Vec<Limit>)>, BudgetError> {
         let unknown = || BudgetError::UnknownRoute(route.to_owned());
         let (method, pattern) = route.trim().split_once(' ').ok_or_else(unknown)?;
         let method = Method::from_bytes(method.as_bytes()).map_err(|_| unknown())?;
@@ -334,17 +361,29 @@ impl RateLimiter {
             found.policy.limited().copied()
         });
         let policy = overridden.unwrap_or(declared_policy);
-        let mut info = RouteInfo::declared(
+        let declared_info = RouteInfo::declared(
             declaration,
             &method,
             Some(pattern.to_owned()),
             declared_policy,
             declared.as_deref(),
         );
-        if overridden.is_some() {
-            info = info.overridden(policy, None);
+        let overridden_info = overridden.map(|policy| declared_info.overridden(policy, None));
+        let info = overridden_info.as_ref().unwrap_or(&declared_info);
+        let mut keys = vec![self.keyed(route, info, policy, identity)?];
+        if let Some(overrides) = self.overrides.as_ref().filter(|_| tiers) {
+            let table = overrides.shared.table.load();
+            for (tier, own) in table.tiers_of(route.trim()) {
+                let Some(policy) = own.policy.limited().copied() else {
+                    continue;
+                };
+                let info = declared_info.overridden(policy, Some(tier));
+                if let Ok(key) = self.keyed(route, &info, policy, identity) {
+                    keys.push(key);
+                }
+            }
         }
-        self.keyed(route, &info, policy, identity)
+        Ok(keys)
     }
 
     /// The key and limits of `identity` on `info`, under `policy`.

@@ -58,6 +58,18 @@ pub const DEFAULT_REDIS_KEY: &str = "rl:overrides";
 /// for the admin command to check route names against.
 pub const ROUTES_SUFFIX: &str = ":routes";
 
+/// The suffix of the hash where services write, beside each route they publish, when they
+/// last published it (Unix seconds, their clock): `rl:overrides:routes:seen`. The routes of
+/// a deploy that no longer runs stay in [`ROUTES_SUFFIX`]'s hash; the admin command takes a
+/// route as declared only when it was published within [`ROUTES_FRESH_FOR`].
+pub const ROUTES_SEEN_SUFFIX: &str = ":routes:seen";
+
+/// How long a published route counts as declared by a running service: ten times the
+/// minute at which every service publishes its routes again, so that a service busy or cut
+/// off for a while is not taken for gone, and a route a deploy removed is known gone within
+/// minutes.
+pub const ROUTES_FRESH_FOR: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// The tier of a request, put into its extensions by the app's auth layer
 /// (`req.extensions_mut().insert(Tier::new("pro"))`): overrides written for that tier
 /// (`GET /api/search tier "pro"`) apply to it, in keys of their own.

@@ -11,11 +11,12 @@ use redis::AsyncCommands as _;
 
 use super::{
     table::{check_routes, declaration_text, Catalog, Source, Table},
-    Overrides, RedisSource, RuleSet, Shared, ROUTES_SUFFIX,
+    Overrides, RedisSource, RuleSet, Shared, ROUTES_SEEN_SUFFIX, ROUTES_SUFFIX,
 };
 use crate::store::RedisSentinelStore;
 
-/// How often the declared routes are published to Redis again, whatever happened.
+/// How often the declared routes are published to Redis again, whatever happened (the admin
+/// command takes a route not published for [`super::ROUTES_FRESH_FOR`] as gone).
 const REPUBLISH_EVERY: Duration = Duration::from_secs(60);
 
 /// How long one read of the Redis hash may take.
@@ -67,7 +68,11 @@ impl Shared {
             if let Some(set) = &slot.accepted {
                 let problems = check_routes(set, &catalog);
                 if !problems.is_empty() {
-                    refused(source, &problems);
+                    refused(
+                        source,
+                        &problems,
+                        "none from this source is in force (read before the App's routes were known, they name routes it does not declare)",
+                    );
                     slot.accepted = None;
                     slot.refused = problems;
                 }
@@ -113,6 +118,8 @@ impl Shared {
         // Every problem is named at once: the routes of the rules that read are checked
         // even when others do not read.
         let (set, mut problems) = parse(&content);
+        // Checked against the App's routes now, or only once they are known.
+        let routes_checked = state.catalog.is_some();
         if let Some(catalog) = state.catalog.as_deref() {
             problems.extend(check_routes(&set, catalog));
         }
@@ -137,7 +144,13 @@ impl Shared {
                     source = source.as_str(),
                     routes = set.routes.len(),
                     entries = set.lists.len(),
-                    "overrides in force"
+                    routes_checked,
+                    "overrides in force{}",
+                    if routes_checked {
+                        ""
+                    } else {
+                        " (their routes are checked against the App's on its first request)"
+                    }
                 );
                 metrics::counter!("ratelimit_overrides_applied_total", "source" => source.as_str())
                     .increment(1);
@@ -146,7 +159,7 @@ impl Shared {
                 self.rebuild(&mut state);
             }
             Err(problems) => {
-                refused(source, &problems);
+                refused(source, &problems, "the previous ones stay in force");
                 slot.refused = problems;
             }
         }
@@ -195,12 +208,12 @@ fn emptied(source: Source, before: Option<&RuleSet>, now: &RuleSet) -> bool {
     source == Source::Redis && before.is_some_and(holds) && !holds(now)
 }
 
-fn refused(source: Source, problems: &[String]) {
+fn refused(source: Source, problems: &[String], outcome: &str) {
     tracing::error!(
         target: "ratelimit",
         source = source.as_str(),
         problems = %problems.join("; "),
-        "overrides refused as a whole; the previous ones stay in force"
+        "overrides refused as a whole; {outcome}"
     );
     metrics::counter!("ratelimit_overrides_refused_total", "source" => source.as_str())
         .increment(1);
@@ -378,15 +391,37 @@ impl Connection {
         }
     }
 
-    /// Writes `routes` to the hash at `key`, within [`REDIS_TIMEOUT`].
-    async fn publish(&mut self, key: &str, routes: &[(String, String)]) -> redis::RedisResult<()> {
+    /// Writes `routes` to the hash at `key`, and now as the time each was published to the
+    /// hash at `seen` (see [`ROUTES_SEEN_SUFFIX`]), within [`REDIS_TIMEOUT`] each.
+    async fn publish(
+        &mut self,
+        key: &str,
+        seen: &str,
+        routes: &[(String, String)],
+    ) -> redis::RedisResult<()> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs());
+        let times: Vec<(&str, u64)> = routes
+            .iter()
+            .map(|(route, _)| (route.as_str(), now))
+            .collect();
         match self {
-            Connection::Single(c) => within(c.hset_multiple(key, routes)).await,
-            Connection::Cluster(c) => within(c.hset_multiple(key, routes)).await,
+            Connection::Single(c) => {
+                within(c.hset_multiple::<_, _, _, ()>(key, routes)).await?;
+                within(c.hset_multiple(seen, &times)).await
+            }
+            Connection::Cluster(c) => {
+                within(c.hset_multiple::<_, _, _, ()>(key, routes)).await?;
+                within(c.hset_multiple(seen, &times)).await
+            }
             Connection::Sentinel(store, published) => {
                 let primary = store.primary_generation();
                 store
                     .query::<u64>(redis::cmd("HSET").arg(key).arg(routes), REDIS_TIMEOUT)
+                    .await?;
+                store
+                    .query::<u64>(redis::cmd("HSET").arg(seen).arg(&times), REDIS_TIMEOUT)
                     .await?;
                 *published = primary;
                 Ok(())
@@ -557,7 +592,8 @@ async fn read_redis(
     };
     if let Some(routes) = routes.filter(|r| !r.is_empty()) {
         let key = format!("{}{ROUTES_SUFFIX}", config.redis_key);
-        if open.publish(&key, &routes).await.is_ok() {
+        let seen = format!("{}{ROUTES_SEEN_SUFFIX}", config.redis_key);
+        if open.publish(&key, &seen, &routes).await.is_ok() {
             shared
                 .state
                 .lock()

@@ -271,6 +271,7 @@ impl RuleSet {
     ///
     /// Every problem with it, each naming the field.
     pub fn add(&mut self, field: &str, value: &str) -> Result<(), Vec<String>> {
+        let raw = field;
         let field = field.trim();
         for kind in [ListKind::Allow, ListKind::Deny] {
             if let Some(entry) = field
@@ -283,6 +284,13 @@ impl RuleSet {
             }
         }
         let selector = RouteSelector::parse(field).map_err(|e| vec![e])?;
+        if self.routes.contains_key(&selector) {
+            // Two fields written differently (spaces, a hand-written hash) for one route:
+            // which one applied would depend on their order.
+            return Err(vec![format!(
+                "the field {raw:?} names `{selector}`, which another field names too: keep one"
+            )]);
+        }
         let stack = parse_stack(value).map_err(|problems| {
             problems
                 .into_iter()
@@ -298,6 +306,20 @@ impl RuleSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_fields_for_one_route_are_refused() {
+        let (set, problems) = RuleSet::read([
+            ("POST /orders", "limit = 50, window = \"1m\""),
+            ("POST /orders ", "limit = 2, window = \"1m\""),
+        ]);
+        assert_eq!(set.routes.len(), 1);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("\"POST /orders \"") && problems[0].contains("keep one"),
+            "{problems:?}"
+        );
+    }
 
     #[test]
     fn selectors_and_entries_read_as_written() {

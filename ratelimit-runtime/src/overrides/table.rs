@@ -137,6 +137,14 @@ impl Table {
         found.all.as_ref().map(|all| (all, false))
     }
 
+    /// The overrides of `route` (`POST /login`) written for one tier each: tier, override.
+    pub(crate) fn tiers_of(&self, route: &str) -> impl Iterator<Item = (&str, &Overridden)> {
+        self.routes
+            .get(route)
+            .into_iter()
+            .flat_map(|found| found.tiers.iter().map(|(tier, o)| (tier.as_str(), o)))
+    }
+
     /// Every override in force, by selector.
     pub(crate) fn routes(&self) -> impl Iterator<Item = (RouteSelector, &Overridden)> {
         self.routes.iter().flat_map(|(route, found)| {
