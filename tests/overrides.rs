@@ -432,6 +432,36 @@ async fn tier_limits_are_exact_under_concurrency_and_keyed_apart() {
     assert_eq!(test::call_service(&app, pro_ann()).await.status(), 200);
 }
 
+/// A tier whose override counts another identity than the route's is reset by that
+/// identity, which the route's own limits do not count by.
+#[actix_web::test]
+async fn a_tier_counting_another_identity_is_reset_by_it() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ratelimit.toml");
+    replace_file(
+        &path,
+        "[routes]\n'GET /reports tier \"pro\"' = 'limit = 2, window = \"1m\", identity = \"ip\"'\n",
+    );
+    let limiter = RateLimiter::new(store(&redis).await).overrides(Overrides::new().file(&path));
+    let app = app(limiter.clone()).await;
+    let pro_ann = || {
+        get("/reports", "198.51.100.1")
+            .insert_header(("x-user", "pro-ann"))
+            .to_request()
+    };
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(test::call_service(&app, pro_ann()).await.status().as_u16());
+    }
+    assert_eq!(seen, [200, 200, 429]);
+    limiter
+        .reset("GET /reports", &[(IdentityPart::Ip, "198.51.100.1")])
+        .await
+        .unwrap();
+    assert_eq!(test::call_service(&app, pro_ann()).await.status(), 200);
+}
+
 #[actix_web::test]
 async fn an_app_without_overrides_makes_no_other_redis_call() {
     let redis = RedisServer::start();

@@ -410,12 +410,27 @@ async fn the_command_keeps_the_hash_one_the_services_take() {
         said.contains("60 minutes ago") && said.contains("no running service"),
         "{said}"
     );
+    // A route published with no time, by a service of a version that writes none, is
+    // taken as declared.
+    let _: () = redis
+        .connection()
+        .hset(
+            "rl:overrides:routes",
+            "GET /v0/legacy",
+            r#"limit = 1, window = "1m""#,
+        )
+        .unwrap();
     let listed = text(&admin(&redis, &["routes"]).stdout);
     assert!(
         listed.contains("GET /v1/orders\n  gone: last published 60 minutes ago")
-            && listed.contains("GET /orders/{id}\n  declared"),
+            && listed.contains("GET /orders/{id}\n  declared")
+            && listed.contains("GET /v0/legacy\n  declared"),
         "{listed}"
     );
+    let _: () = redis
+        .connection()
+        .hdel("rl:overrides:routes", "GET /v0/legacy")
+        .unwrap();
 
     // A hash no service reads (another key, another database) takes no entry.
     for (var, value) in [

@@ -36,7 +36,7 @@ pub(crate) enum Target {
 
 /// The routes running services declare, with their policies, and the routes of services no
 /// longer running, with how many seconds ago they were last published.
-pub(crate) type Published = (BTreeMap<String, String>, BTreeMap<String, Option<u64>>);
+pub(crate) type Published = (BTreeMap<String, String>, BTreeMap<String, u64>);
 
 /// How long one command or check may take.
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -111,41 +111,26 @@ impl Admin {
         self.hgetall(&self.key).await
     }
 
-    /// The routes running services declare, with their declared policies: those published
-    /// within [`ROUTES_FRESH_FOR`] (every route published, when no service wrote the times).
+    /// The routes running services declare, with their declared policies: see
+    /// [`Admin::published`].
     pub(crate) async fn routes(&self) -> Result<BTreeMap<String, String>, String> {
         Ok(self.published().await?.0)
     }
 
-    /// The routes running services declare (as [`Admin::routes`]), and those published
-    /// before but not within [`ROUTES_FRESH_FOR`], with how many seconds ago (`None`: never
-    /// with a time): the routes of a deploy that no longer runs.
+    /// The routes running services declare, and those published before but not within
+    /// [`ROUTES_FRESH_FOR`], with how many seconds ago: the routes of a deploy that no longer
+    /// runs. A route published with no time (by a service of a version that writes none) is
+    /// taken as declared, and so is every route when none was published within
+    /// [`ROUTES_FRESH_FOR`] with a time (services of such a version are running again).
     pub(crate) async fn published(&self) -> Result<Published, String> {
-        let mut routes = self.hgetall(&self.routes_key()).await?;
+        let routes = self.hgetall(&self.routes_key()).await?;
         let seen = self
             .hgetall(&format!("{}{ROUTES_SEEN_SUFFIX}", self.key))
             .await?;
-        let mut gone = BTreeMap::new();
-        if seen.is_empty() {
-            return Ok((routes, gone));
-        }
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| since.as_secs());
-        routes.retain(|route, _| {
-            let ago = seen
-                .get(route)
-                .and_then(|at| at.parse::<u64>().ok())
-                .map(|at| now.saturating_sub(at));
-            match ago {
-                Some(ago) if ago <= ROUTES_FRESH_FOR.as_secs() => true,
-                _ => {
-                    gone.insert(route.clone(), ago);
-                    false
-                }
-            }
-        });
-        Ok((routes, gone))
+        Ok(split_published(routes, &seen, now))
     }
 
     /// Why the services would refuse the hash as it stands as a whole (they apply all of it
@@ -227,12 +212,10 @@ impl Admin {
             .map_err(|e| e.join("\n"))?;
         let (routes, gone) = self.published().await?;
         if let Some(ago) = gone.get(&selector.route) {
-            let when = ago.map_or("long ago".to_owned(), |ago| {
-                format!("{} minutes ago", ago / 60)
-            });
             return Err(format!(
-                "`{}` was last published {when}, by services that no longer run (running ones publish their routes every minute): no running service declares it, and they would refuse the whole hash over it",
-                selector.route
+                "`{}` was last published {} minutes ago, by services that no longer run (running ones publish their routes every minute): no running service declares it, and they would refuse the whole hash over it",
+                selector.route,
+                ago / 60
             ));
         }
         if routes.is_empty() {
@@ -378,6 +361,32 @@ impl Admin {
     }
 }
 
+/// `routes` (route, declared policy) split by `seen` (route, Unix seconds) at `now`: see
+/// [`Admin::published`].
+fn split_published(
+    mut routes: BTreeMap<String, String>,
+    seen: &BTreeMap<String, String>,
+    now: u64,
+) -> Published {
+    let mut gone = BTreeMap::new();
+    let ago = |route: &str| {
+        let at = seen.get(route)?.parse::<u64>().ok()?;
+        Some(now.saturating_sub(at))
+    };
+    let fresh = |ago: u64| ago <= ROUTES_FRESH_FOR.as_secs();
+    if !routes.keys().any(|route| ago(route).is_some_and(fresh)) {
+        return (routes, gone);
+    }
+    routes.retain(|route, _| match ago(route) {
+        Some(ago) if !fresh(ago) => {
+            gone.insert(route.clone(), ago);
+            false
+        }
+        _ => true,
+    });
+    (routes, gone)
+}
+
 /// A connection to the one server `client` names.
 async fn single(client: redis::Client) -> Result<Connection, String> {
     let config = redis::AsyncConnectionConfig::new()
@@ -469,5 +478,45 @@ fn identity_values<'a>(
             (None, Some(ip)) => Some(vec![(IdentityPart::Ip, ip.as_str())]),
             (None, None) => None,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn routes_no_service_published_lately_are_gone() {
+        let now = 1_000_000;
+        let routes = map(&[("GET /a", "x"), ("GET /b", "x"), ("GET /legacy", "x")]);
+        // /a fresh, /b an hour old, /legacy published by a version that writes no time.
+        let seen = map(&[("GET /a", "999990"), ("GET /b", "996400")]);
+        let (declared, gone) = split_published(routes.clone(), &seen, now);
+        assert_eq!(
+            declared.keys().collect::<Vec<_>>(),
+            ["GET /a", "GET /legacy"]
+        );
+        assert_eq!(
+            gone.into_iter().collect::<Vec<_>>(),
+            [("GET /b".to_owned(), 3600)]
+        );
+        // Nothing fresh: services of an older version run again (a rollback), and every
+        // route is taken as declared.
+        let stale = map(&[("GET /a", "900000"), ("GET /b", "900000")]);
+        let (declared, gone) = split_published(routes.clone(), &stale, now);
+        assert_eq!(declared, routes);
+        assert!(gone.is_empty());
+        // No times at all.
+        assert_eq!(
+            split_published(routes.clone(), &BTreeMap::new(), now).0,
+            routes
+        );
     }
 }

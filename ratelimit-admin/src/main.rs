@@ -283,10 +283,10 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
                 }
             }
             for (route, ago) in &gone {
-                let when = ago.map_or("long ago".to_owned(), |ago| {
-                    format!("{} minutes ago", ago / 60)
-                });
-                println!("{route}\n  gone: last published {when}, by services no longer running");
+                println!(
+                    "{route}\n  gone: last published {} minutes ago, by services no longer running",
+                    ago / 60
+                );
             }
             warn_if_refused(&admin).await
         }
@@ -416,7 +416,7 @@ fn warn_keys_unseen(args: &ClientArgs) {
         "not set"
     };
     eprintln!(
-        "note: every budget of this client is whole here (key prefix `{}`, RATELIMIT_KEY_SECRET {secret}); if the services refuse it all the same, give the command their key prefix (RATELIMIT_KEY_PREFIX, `RateLimiter::key_prefix`) and key secret (RATELIMIT_KEY_SECRET), and the address or name as they count it",
+        "note: every budget of this client is whole here (key prefix `{}`, RATELIMIT_KEY_SECRET {secret}); if the services refuse it all the same, give the command their key prefix (RATELIMIT_KEY_PREFIX, `RateLimiter::key_prefix`) and key secret (RATELIMIT_KEY_SECRET), the address or name as they count it, and the client's tier (`--tier`) when it has an override of its own",
         args.prefix
     );
 }

@@ -3,11 +3,9 @@
 
 use std::{
     borrow::Cow,
+    collections::HashMap,
     fmt,
-    sync::{
-        atomic::{AtomicU64, Ordering},
-        Arc,
-    },
+    sync::{Arc, Mutex},
 };
 
 use actix_web::{
@@ -42,7 +40,7 @@ pub const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
 /// - [`UsernameReader::field`] (the default, field `username`) finds a string field in a
 ///   JSON object or a form without knowing the handler's type. A JSON array body, which a
 ///   handler's `web::Json<T>` reads in field order, is unreadable to it: it logs a warning
-///   naming the route (at most once a minute per reader) that says to give the type.
+///   naming the route (at most once a minute per route) that says to give the type.
 ///
 /// A request whose username cannot be read (no body, a body that is neither JSON nor a form
 /// sent with the form content type, one that does not parse or lacks the field, one over the
@@ -73,9 +71,9 @@ pub struct UsernameReader {
     source: Source,
     limit: usize,
     refuse: bool,
-    /// When the field reader last warned of a JSON array body (seconds since the Unix
-    /// epoch, 0 before any), shared by its clones: at most one line a minute.
-    array_warned: Arc<AtomicU64>,
+    /// When the field reader last warned of a JSON array body on each route (seconds since
+    /// the Unix epoch), shared by its clones: at most one line a minute per route.
+    array_warned: Arc<Mutex<HashMap<String, u64>>>,
 }
 
 /// The least time between two warnings of one reader that met a JSON array body.
@@ -198,7 +196,7 @@ impl UsernameReader {
         self.refuse
     }
 
-    /// Logs, at most once a minute per reader, that the field reader met a JSON array body
+    /// Logs, at most once a minute per route, that the field reader met a JSON array body
     /// on `route`: `web::Json<T>` reads a struct from an array in field order, so such a
     /// body names a user the handler signs in while it is counted per address, and guesses
     /// at one account sent as arrays from many addresses never spend that account's budget.
@@ -207,16 +205,15 @@ impl UsernameReader {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| since.as_secs());
-        let last = self.array_warned.load(Ordering::Relaxed);
-        if last != 0 && now.saturating_sub(last) < ARRAY_WARNING_EVERY_SECS {
-            return;
-        }
-        if self
-            .array_warned
-            .compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
-            .is_err()
         {
-            return;
+            let mut warned = self.array_warned.lock().unwrap_or_else(|e| e.into_inner());
+            match warned.get_mut(route) {
+                Some(last) if now.saturating_sub(*last) < ARRAY_WARNING_EVERY_SECS => return,
+                Some(last) => *last = now,
+                None => {
+                    warned.insert(route.to_owned(), now);
+                }
+            }
         }
         tracing::warn!(
             target: "ratelimit",
@@ -225,7 +222,7 @@ impl UsernameReader {
              reader cannot tell which element a handler's `web::Json<T>` takes as the \
              username; give the limiter the handler's type (`RateLimiter::username_from::<T>` \
              or `UsernameReader::json_or_form::<T>`) so that such bodies count against the \
-             account they name (at most one such line a minute)"
+             account they name (at most one such line a minute per route)"
         );
     }
 

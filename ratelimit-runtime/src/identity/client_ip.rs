@@ -33,15 +33,16 @@ pub enum ForwardedHeader {
 ///
 /// `hops(n)` alone believes the forwarding header whoever connects: right when the app can
 /// be reached only through those proxies. Where it can also be reached directly (an origin
-/// a CDN fronts, a neighbour in the same network), name the proxies' networks with
+/// a CDN fronts, a neighbour in the same network), name the proxies' own addresses with
 /// [`only_from`](TrustedProxies::only_from), and a client that goes around them is counted
 /// by its own address:
 ///
 /// ```
 /// use ratelimit_runtime::identity::TrustedProxies;
 ///
-/// // A load balancer in 10.0.0.0/8 appends the client's address to X-Forwarded-For.
-/// let proxies = TrustedProxies::hops(1).only_from(["10.0.0.0/8"]);
+/// // Two load balancers, 10.0.0.5 and 10.0.0.6, append the client's address to
+/// // X-Forwarded-For.
+/// let proxies = TrustedProxies::hops(1).only_from(["10.0.0.5", "10.0.0.6"]);
 /// # let _ = proxies;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,9 +82,12 @@ impl TrustedProxies {
         self
     }
 
-    /// Believes the forwarding header only from proxies in `networks` (`"10.0.0.0/8"`,
-    /// `"2001:db8::/32"`, or one address, `"192.0.2.10"`): list every trusted proxy's, the
-    /// load balancer's and, with two hops, the CDN's ranges.
+    /// Believes the forwarding header only from proxies in `networks` (one address,
+    /// `"10.0.0.5"`, or a network, `"10.0.0.0/28"`, `"2001:db8:cd::/48"`): list every trusted
+    /// proxy's, the load balancers' and, with two hops, the CDN's published ranges. Name
+    /// only addresses the proxies alone hold: any other host in a network named here is
+    /// believed too, and can name any client. IPv4 networks written IPv4-mapped
+    /// (`::ffff:10.0.0.0/104`) are read as IPv4.
     ///
     /// The peer must be in one of them for the header to be read at all, else the peer is
     /// the client; with `hops(n)`, each of the `n - 1` entries right of the client's must be
@@ -105,13 +109,23 @@ impl TrustedProxies {
             .into_iter()
             .map(|text| {
                 let text = text.as_ref().trim();
-                text.parse::<IpNet>()
+                let net = text
+                    .parse::<IpNet>()
                     .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
                     .unwrap_or_else(|_| {
                         panic!(
                             "`TrustedProxies::only_from`: `{text}` is neither an address nor a network (`10.0.0.0/8`, `2001:db8::/32`)"
                         )
-                    })
+                    });
+                // Peers are matched in canonical form (IPv4-mapped ones as IPv4).
+                match net {
+                    IpNet::V6(v6) if v6.prefix_len() >= 96 => v6
+                        .addr()
+                        .to_ipv4_mapped()
+                        .and_then(|v4| ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96).ok())
+                        .map_or(net, IpNet::V4),
+                    net => net,
+                }
             })
             .collect();
         self.networks = Some(parsed.into());
@@ -403,8 +417,14 @@ mod tests {
         // Around the proxy: the peer is the client.
         assert_eq!(lb.resolve(ip("192.0.2.11"), &h), ip("192.0.2.11"));
         assert_eq!(lb.resolve(None, &h), None);
-        // An IPv4 peer on a dual-stack socket.
+        // An IPv4 peer on a dual-stack socket, and a network written IPv4-mapped.
         assert_eq!(lb.resolve(ip("::ffff:10.0.0.7"), &h), ip("198.51.100.9"));
+        let mapped = TrustedProxies::hops(1).only_from(["::ffff:10.0.0.0/104"]);
+        assert_eq!(
+            mapped.resolve(ip("::ffff:10.0.0.7"), &h),
+            ip("198.51.100.9")
+        );
+        assert_eq!(mapped.resolve(ip("10.0.0.7"), &h), ip("198.51.100.9"));
         // A CDN (2001:db8:cd::/48) in front of the load balancer: a client that reached
         // the balancer without the CDN is the entry the balancer wrote.
         let cdn = TrustedProxies::hops(2).only_from(["10.0.0.0/8", "2001:db8:cd::/48"]);

@@ -144,12 +144,6 @@ pub(crate) fn reads_body(identity: Identity) -> bool {
 }
 
 impl IdentitySources {
-    /// Whether a submitted name canonicalizes to nothing (spaces, invisible characters):
-    /// it counts as unreadable.
-    pub(crate) fn is_blank(&self, name: &str) -> bool {
-        (self.canonical_username)(name).is_empty()
-    }
-
     /// The username part's value: the submitted name in its canonical form, else the one
     /// every request without a readable username shares (a name that canonicalizes to
     /// nothing included).

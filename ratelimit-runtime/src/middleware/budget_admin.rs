@@ -122,9 +122,11 @@ impl RateLimiter {
     /// as the route table labels it): the count and lockout of every limit of the route that
     /// counts by that identity (on a route whose limits count different identities, only
     /// those of the identity given), under the policy in force, in one store call; and in
-    /// the keys of each tier with an override of its own on the route
-    /// ([`overrides`](crate::guide::overrides)), one call each, since the caller need not
-    /// know the client's tier.
+    /// the keys of each tier with an override of its own on the route that counts by that
+    /// identity ([`overrides`](crate::guide::overrides)), one call each, since the caller
+    /// need not know the client's tier. ([`give_back`](Self::give_back) and
+    /// [`state`](Self::state) take the route's keys only: a request's own
+    /// [`Budget`](crate::Budget) gives back in its tier's.)
     /// `identity` gives each part the route counts, in order, with its plain value (a
     /// username as submitted: it is put in canonical form, and hashed under the key secret,
     /// as the request path does; an address as an IP address). This instance stops refusing
@@ -152,8 +154,8 @@ impl RateLimiter {
     ///
     /// # Errors
     ///
-    /// [`BudgetError`]: no such declared route, an identity that is not the route's, or the
-    /// store's error.
+    /// [`BudgetError`]: no such declared route, an identity that neither the route's limits
+    /// nor a tier's own override of it count by, or the store's error.
     pub async fn reset(
         &self,
         route: &str,
@@ -326,9 +328,10 @@ impl RateLimiter {
         Ok(keys.swap_remove(0))
     }
 
-    /// [`budget_key`](Self::budget_key) first, then, with `tiers`, the key and limits of
-    /// `identity` under each tier's own override of the route (a tier's override counts in
-    /// keys of its own) whose limits count that identity.
+    /// [`budget_key`](Self::budget_key); with `tiers`, also the key and limits of `identity`
+    /// under each tier's own override of the route (a tier's override counts in keys of its
+    /// own), of every one of these whose limits count that identity (an error only when
+    /// none does).
     fn budget_keys(
         &self,
         route: &str,
@@ -370,20 +373,28 @@ impl RateLimiter {
         );
         let overridden_info = overridden.map(|policy| declared_info.overridden(policy, None));
         let info = overridden_info.as_ref().unwrap_or(&declared_info);
-        let mut keys = vec![self.keyed(route, info, policy, identity)?];
-        if let Some(overrides) = self.overrides.as_ref().filter(|_| tiers) {
-            let table = overrides.shared.table.load();
-            for (tier, own) in table.tiers_of(route.trim()) {
-                let Some(policy) = own.policy.limited().copied() else {
-                    continue;
-                };
-                let info = declared_info.overridden(policy, Some(tier));
-                if let Ok(key) = self.keyed(route, &info, policy, identity) {
-                    keys.push(key);
-                }
+        let base = self.keyed(route, info, policy, identity);
+        let Some(overrides) = self.overrides.as_ref().filter(|_| tiers) else {
+            return base.map(|key| vec![key]);
+        };
+        let (mut keys, unfit) = match base {
+            Ok(key) => (vec![key], None),
+            Err(error) => (Vec::new(), Some(error)),
+        };
+        let table = overrides.shared.table.load();
+        for (tier, own) in table.tiers_of(route.trim()) {
+            let Some(policy) = own.policy.limited().copied() else {
+                continue;
+            };
+            let info = declared_info.overridden(policy, Some(tier));
+            if let Ok(key) = self.keyed(route, &info, policy, identity) {
+                keys.push(key);
             }
         }
-        Ok(keys)
+        match unfit {
+            Some(error) if keys.is_empty() => Err(error),
+            _ => Ok(keys),
+        }
     }
 
     /// The key and limits of `identity` on `info`, under `policy`.

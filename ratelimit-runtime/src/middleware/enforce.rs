@@ -30,7 +30,7 @@ use crate::{
     identity::{ClientIdentity, Submitted, Unreadable},
     key::RouteKey,
     overrides::Tier,
-    policy::{Count, FailMode, Identity, RoutePolicy},
+    policy::{Count, FailMode, Identity, IdentityPart, RoutePolicy},
     store::{CheckRequest, Decision, LimitState, StoreError, StoreErrorKind},
 };
 
@@ -417,10 +417,6 @@ impl Limiter {
             let refuses = reader.refuses_unreadable() && counting == Counting::Live;
             let refused = match &submitted {
                 Some(Submitted::Unreadable(why)) if refuses => Some(*why),
-                // A name of invisible characters only is no name, as one of spaces is.
-                Some(Submitted::Username(name)) if refuses && self.sources.is_blank(name) => {
-                    Some(Unreadable::Empty)
-                }
                 _ => None,
             };
             // One identity per distinct identity the route's limits count by (usually one).
@@ -439,6 +435,14 @@ impl Limiter {
                     .await;
                 identities.push((*identity, extracted));
             }
+            // A name that is nothing once canonical (spaces, invisible characters only) is no
+            // name: its identity fell back to the unreadable budget.
+            let refused = refused.or_else(|| {
+                let blank = identities
+                    .iter()
+                    .any(|(_, client)| client.fell_back_from == Some(IdentityPart::Username));
+                (refuses && blank).then_some(Unreadable::Empty)
+            });
             let Some(why) = refused else {
                 return self.decide_for(&identities, route, handle, counting).await;
             };

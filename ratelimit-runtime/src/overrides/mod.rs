@@ -210,9 +210,11 @@ impl Overrides {
         self
     }
 
-    /// How often each source is read (default 500 ms; at least 50 ms).
+    /// How often each source is read (default 500 ms; at least 50 ms, at most a minute:
+    /// the routes the admin command checks names against are published with the reads,
+    /// and one not published for [`ROUTES_FRESH_FOR`] is taken as gone).
     pub fn refresh(mut self, every: Duration) -> Self {
-        self.refresh = every.max(Duration::from_millis(50));
+        self.refresh = every.clamp(Duration::from_millis(50), Duration::from_secs(60));
         self
     }
 

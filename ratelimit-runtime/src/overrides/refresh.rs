@@ -149,7 +149,7 @@ impl Shared {
                     if routes_checked {
                         ""
                     } else {
-                        " (their routes are checked against the App's on its first request)"
+                        " (their routes are checked once the App's are known: on its first request, or by RouteTable::with_overrides)"
                     }
                 );
                 metrics::counter!("ratelimit_overrides_applied_total", "source" => source.as_str())
