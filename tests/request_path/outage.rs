@@ -127,3 +127,23 @@ async fn logs_name_the_route_and_identity_kind_but_never_a_username_or_key() {
         );
     }
 }
+
+/// The 503's `Retry-After` is whole seconds rounded up, as a 429's is: a client is never
+/// told to come back before the time configured.
+#[actix_web::test]
+async fn the_503_retry_after_rounds_up() {
+    for (configured, told) in [(2_900, "3"), (1_000, "1"), (200, "1")] {
+        let limiter = ratelimit_runtime::RateLimiter::new(crate::support::Down::default())
+            .unavailable_retry_after(Duration::from_millis(configured));
+        let app = test::init_service(app(limiter)).await;
+        let req = from("203.0.113.7")
+            .method(actix_web::http::Method::POST)
+            .uri("/login")
+            .insert_header(("content-type", "application/json"))
+            .set_payload(r#"{"username":"carol"}"#)
+            .to_request();
+        let res = test::call_service(&app, req).await;
+        assert_eq!(res.status(), 503);
+        assert_eq!(header(&res, "retry-after"), told, "{configured} ms");
+    }
+}

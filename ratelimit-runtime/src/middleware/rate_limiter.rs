@@ -267,9 +267,11 @@ impl RateLimiter {
     }
 
     /// `Retry-After` of the 503 a fail-closed route answers during a store outage
-    /// (default 1 s).
+    /// (default 1 s), in whole seconds rounded up (at least 1), as a 429's is: a client
+    /// is never told to come back before the time given.
     pub fn unavailable_retry_after(self, retry: Duration) -> Self {
-        self.with(|s| s.unavailable_retry_secs = retry.as_secs().max(1))
+        let secs = retry.as_secs() + u64::from(retry.subsec_nanos() > 0);
+        self.with(|s| s.unavailable_retry_secs = secs.max(1))
     }
 
     /// The limits of routes with no declaration (default 120 per minute, sliding window).

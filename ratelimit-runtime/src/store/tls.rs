@@ -19,7 +19,12 @@ fn private_ca(pem: &[u8]) -> TlsCertificates {
 pub(crate) fn ensure_crypto_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // Another thread may win the race; either way a provider is installed.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        #[allow(
+            deprecated,
+            reason = "rustls 0.23.48 deprecates ring's provider for its lack of post-quantum key exchange; ring is the provider this crate builds, and an application that wants another installs it first"
+        )]
+        let provider = rustls::crypto::ring::default_provider();
+        let _ = provider.install_default();
     }
 }
 
