@@ -6,6 +6,7 @@ use std::{
     collections::HashMap,
     fmt,
     sync::{Arc, Mutex},
+    time::{Duration, Instant},
 };
 
 use actix_web::{
@@ -71,13 +72,13 @@ pub struct UsernameReader {
     source: Source,
     limit: usize,
     refuse: bool,
-    /// When the field reader last warned of a JSON array body on each route (seconds since
-    /// the Unix epoch), shared by its clones: at most one line a minute per route.
-    array_warned: Arc<Mutex<HashMap<String, u64>>>,
+    /// When the field reader last warned of a JSON array body on each route, shared by its
+    /// clones: at most one line a minute per route.
+    array_warned: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
-/// The least time between two warnings of one reader that met a JSON array body.
-const ARRAY_WARNING_EVERY_SECS: u64 = 60;
+/// The least time between two warnings of a JSON array body on one route.
+const ARRAY_WARNING_EVERY: Duration = Duration::from_secs(60);
 
 /// Parses a whole body into the route's type and returns its username.
 type Parse = Arc<dyn Fn(&[u8]) -> Option<String> + Send + Sync>;
@@ -202,13 +203,11 @@ impl UsernameReader {
     /// at one account sent as arrays from many addresses never spend that account's budget.
     /// The cure is telling the limiter the handler's type.
     pub(crate) fn met_array(&self, route: &str) {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.as_secs());
+        let now = Instant::now();
         {
             let mut warned = self.array_warned.lock().unwrap_or_else(|e| e.into_inner());
             match warned.get_mut(route) {
-                Some(last) if now.saturating_sub(*last) < ARRAY_WARNING_EVERY_SECS => return,
+                Some(last) if now.saturating_duration_since(*last) < ARRAY_WARNING_EVERY => return,
                 Some(last) => *last = now,
                 None => {
                     warned.insert(route.to_owned(), now);
