@@ -340,7 +340,7 @@ async fn a_silent_primary_is_left_as_soon_as_the_sentinels_name_another() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_store_signs_in_to_the_sentinels_and_the_primary_with_their_own_passwords() {
+async fn a_store_signs_in_to_the_sentinels_and_the_primary_with_their_own_credentials() {
     let setup = tokio::task::spawn_blocking(|| {
         SentinelSetup::start_with_passwords("sentinel-secret", "primary-secret")
     })
@@ -414,4 +414,47 @@ async fn a_store_signs_in_to_the_sentinels_and_the_primary_with_their_own_passwo
         connections_after, connections,
         "a check opened a connection"
     );
+
+    // An ACL user on the primary (`master_username`): its name and password are sent, and
+    // a wrong name with the right password is refused.
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "app",
+            "reset",
+            "on",
+            ">app-secret",
+            "~rl:*",
+            "+@all",
+        ])
+        .query(&mut primary)
+        .unwrap();
+    let as_user = |name: &str| {
+        RedisSentinelStore::builder(setup.sentinel_urls(), MASTER_NAME)
+            .master_username(name)
+            .master_password("app-secret")
+            .build()
+    };
+    let user = as_user("app").await.unwrap();
+    let stranger = as_user("nobody").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while check(user.clone()).await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the store never reached the primary as `app`"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut primary)
+        .unwrap();
+    assert!(
+        clients.lines().any(|line| line.contains(" user=app ")),
+        "no connection of `app`: {clients}"
+    );
+    for _ in 0..3 {
+        check(stranger.clone()).await.unwrap_err();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
