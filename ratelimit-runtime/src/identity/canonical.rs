@@ -9,6 +9,8 @@ use icu_properties::{props::DefaultIgnorableCodePoint, CodePointSetData};
 /// [`canonical_username`]; an app whose account store compares names by other rules gives
 /// the limiter its own function (`RateLimiter::canonical_username`), the same one the account
 /// lookup uses, so that every spelling the store takes for one account shares one budget.
+/// It is given the whole submitted name (up to the body reader's limit, 2 MiB by default):
+/// like the default, it should bound its work by what it reads of the name.
 pub type Canonicalizer = fn(&str) -> String;
 
 /// The default canonical form of a username: control characters (`\0`, `\x7f`, C1
@@ -18,12 +20,19 @@ pub type Canonicalizer = fn(&str) -> String;
 /// case folding (`ß` → `ss`, `Σ`/`ς` → `σ`), NFKC again (folding can leave a string
 /// unnormalised), and white space trimmed at both ends.
 ///
+/// A name counts by its first [`MAX_USERNAME_CHARS`] visible characters (after leading white
+/// space), and the canonical form is at most that long: no account store takes a longer
+/// name, and the work per request stays bounded whatever a body submits (NFKC turns one
+/// character into up to 18). Longer names that share those characters share one budget,
+/// which errs on the strict side; an account store that looks names up through this same
+/// function sees what the limiter counts.
+///
 /// Look-alikes from different scripts (Cyrillic `а` for Latin `a`) stay apart: they are
 /// different names to every account store that does not map confusables itself. An app
 /// whose store does can pass its own [`Canonicalizer`].
 ///
 /// ```
-/// use ratelimit_runtime::identity::canonical_username;
+/// use ratelimit_runtime::identity::{canonical_username, MAX_USERNAME_CHARS};
 ///
 /// for spelling in [
 ///     "Repro", " repro ", "ＲＥＰＲＯ", "re\u{200b}pro", "\u{202e}repro",
@@ -34,13 +43,23 @@ pub type Canonicalizer = fn(&str) -> String;
 /// assert_eq!(canonical_username("\u{212a}elvin"), "kelvin");
 /// assert_eq!(canonical_username("e\u{301}"), canonical_username("\u{e9}"));
 /// assert_eq!(canonical_username("repro\0"), "repro");
+///
+/// let long = "ﷺ".repeat(700_000);
+/// assert_eq!(canonical_username(&long).chars().count(), MAX_USERNAME_CHARS);
+/// assert_eq!(canonical_username(&long), canonical_username(&format!("{long}x")));
 /// ```
 pub fn canonical_username(raw: &str) -> String {
     let ignorable = CodePointSetData::new::<DefaultIgnorableCodePoint>();
     // Invisible in a name as people read it, and dropped or cut at by some account stores
     // (a C string ends at `\0`), so they must not make a name new to the limiter.
-    let unseen = |c: char| c.is_control() || ignorable.contains(c);
-    let visible: String = raw.chars().filter(|&c| !unseen(c)).collect();
+    // No ASCII character is a default ignorable code point.
+    let unseen = |c: char| c.is_control() || (!c.is_ascii() && ignorable.contains(c));
+    let visible: String = raw
+        .chars()
+        .filter(|&c| !unseen(c))
+        .skip_while(|c| c.is_whitespace())
+        .take(MAX_USERNAME_CHARS)
+        .collect();
     let nfkc = ComposingNormalizer::new_nfkc();
     let folded = CaseMapper::new()
         .fold_string(&nfkc.normalize(&visible))
@@ -51,9 +70,14 @@ pub fn canonical_username(raw: &str) -> String {
         .normalize(&folded)
         .chars()
         .filter(|&c| !unseen(c))
+        .take(MAX_USERNAME_CHARS)
         .collect();
     normal.trim().to_owned()
 }
+
+/// The most characters of a username [`canonical_username`] reads, and the most its
+/// canonical form holds.
+pub const MAX_USERNAME_CHARS: usize = 1024;
 
 #[cfg(test)]
 mod tests {
@@ -101,5 +125,27 @@ mod tests {
             let once = canonical_username(raw);
             assert_eq!(canonical_username(&once), once, "{raw:?}");
         }
+        let long = "ǅ\u{fdfa}".repeat(2_000);
+        let once = canonical_username(&long);
+        assert_eq!(canonical_username(&once), once);
+    }
+
+    #[test]
+    fn a_long_name_counts_by_its_first_visible_characters() {
+        let padding = [" ", "\u{200b}", "\t", "\u{0}"].map(|p| p.repeat(50_000));
+        for pad in &padding {
+            assert_eq!(canonical_username(&format!("{pad}Victim")), "victim");
+            assert_eq!(canonical_username(&format!("Victim{pad}")), "victim");
+        }
+        let at_most = "a".repeat(MAX_USERNAME_CHARS);
+        assert_eq!(canonical_username(&at_most), at_most);
+        assert_eq!(canonical_username(&format!("{at_most}b")), at_most);
+        assert_ne!(
+            canonical_username(&at_most[1..]),
+            canonical_username(&format!("{}b", &at_most[1..]))
+        );
+        // One character NFKC makes 18 of still ends the form at the bound.
+        let wide = canonical_username(&"\u{fdfa}".repeat(MAX_USERNAME_CHARS));
+        assert_eq!(wide.chars().count(), MAX_USERNAME_CHARS);
     }
 }

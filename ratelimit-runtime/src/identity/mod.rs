@@ -13,7 +13,7 @@ mod user_id;
 pub use api_key::ApiKeySource;
 pub(crate) use body::{Submitted, Unreadable};
 pub use body::{UsernameReader, DEFAULT_BODY_LIMIT};
-pub use canonical::{canonical_username, Canonicalizer};
+pub use canonical::{canonical_username, Canonicalizer, MAX_USERNAME_CHARS};
 pub use client_ip::{ForwardedHeader, TrustedProxies};
 pub use sources::ClientIdentity;
 pub(crate) use sources::IdentitySources;
