@@ -80,6 +80,36 @@ async fn a_connection_that_goes_silent_is_replaced() {
     );
 }
 
+/// The path stays silent for a while, new connections included, then comes back: the store
+/// keeps probing once a second or so while neither its connection nor a new one answers, so
+/// checks are decided again within a couple of seconds of the path's return, however long
+/// the outage was (a probe back-off doubling up to 30 s kept them failing for up to that long).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_silent_outage_ends_soon_after_the_path_is_back() {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap();
+    let proxy = support::Proxy::start(server.port()).await;
+    let store = RedisStore::builder(proxy.url()).build().await.unwrap();
+    until_connected(&store).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    proxy.silence();
+    // Long enough for four failed probes: doubling, the fifth would wait 16 s.
+    let outage = Instant::now();
+    while outage.elapsed() < Duration::from_secs(12) {
+        check_login(&store).await.unwrap_err();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    proxy.restore();
+    let took = until_decided(&store, Duration::from_secs(10)).await;
+    let took = took
+        .unwrap_or_else(|errors| panic!("not decided 10 s after the path came back: {errors:?}"));
+    assert!(
+        took < Duration::from_secs(5),
+        "decided again {took:?} after the path came back"
+    );
+}
+
 /// The same when the caller gives up on checks before the store's own timeout (as
 /// `RateLimiter::timeout` shorter than the store's does): a check dropped unfinished counts
 /// as a timeout of its connection.

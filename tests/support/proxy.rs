@@ -1,7 +1,7 @@
 //! A TCP proxy in front of a Redis server that can black-hole the connections it carries.
 
 use std::sync::{
-    atomic::{AtomicU16, Ordering},
+    atomic::{AtomicBool, AtomicU16, Ordering},
     Arc,
 };
 
@@ -18,13 +18,15 @@ use tokio::{
 /// connection open at that moment go silent: bytes are neither forwarded nor answered and
 /// the sockets stay open, which is what a client sees when the path to Redis drops packets
 /// without a reset (a failover moved the address, a NAT entry was dropped, a proxy hung).
-/// Connections made later are forwarded. [`Proxy::switch_to`] sends connections made later
+/// Connections made later are forwarded, unless the path is [`Proxy::silence`]d: then they
+/// are accepted and never answered, until [`Proxy::restore`]. [`Proxy::switch_to`] sends connections made later
 /// to another server, as a failover proxy or a DNS name does, while those open stay where
 /// they are. Runs on the calling Tokio runtime.
 pub struct Proxy {
     port: u16,
     generation: watch::Sender<u64>,
     upstream: Arc<AtomicU16>,
+    silent: Arc<AtomicBool>,
 }
 
 impl Proxy {
@@ -42,8 +44,18 @@ impl Proxy {
         let frozen = generation.clone();
         let upstream = Arc::new(AtomicU16::new(upstream));
         let target = Arc::clone(&upstream);
+        let silent = Arc::new(AtomicBool::new(false));
+        let unanswered = Arc::clone(&silent);
         tokio::spawn(async move {
             while let Ok((mut client, _)) = listener.accept().await {
+                if unanswered.load(Ordering::SeqCst) {
+                    // Open, and never read or answered.
+                    tokio::spawn(async move {
+                        let _client = client;
+                        std::future::pending::<()>().await;
+                    });
+                    continue;
+                }
                 let upstream = target.load(Ordering::SeqCst);
                 let mut frozen = frozen.subscribe();
                 let born = *frozen.borrow();
@@ -67,6 +79,7 @@ impl Proxy {
             port,
             generation,
             upstream,
+            silent,
         }
     }
 
@@ -86,6 +99,18 @@ impl Proxy {
     /// Black-holes every connection open now.
     pub fn freeze(&self) {
         self.generation.send_modify(|generation| *generation += 1);
+    }
+
+    /// The path goes silent: every connection open now, and every one made until
+    /// [`Proxy::restore`], is never answered.
+    pub fn silence(&self) {
+        self.silent.store(true, Ordering::SeqCst);
+        self.freeze();
+    }
+
+    /// Connections made from now on are forwarded again (those made silent stay silent).
+    pub fn restore(&self) {
+        self.silent.store(false, Ordering::SeqCst);
     }
 }
 

@@ -302,6 +302,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
             // reconnect was refused). Not `BUSY` or `LOADING`: a busy Redis answers those at
             // once too, and is probed less and less often.
             let old_refused = matches!(&old_answers, Ok(Err(e)) if refused_at_once(e));
+            let old_silent = old_answers.is_err();
             let old_answers = matches!(old_answers, Ok(Ok(())));
             // A replica answers `PING` as well as the primary does.
             let old_read_only = link.read_only.load(Ordering::Relaxed);
@@ -354,9 +355,17 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Link<C> {
                 Ok(Err(_)) if old_refused => {
                     probe.not_before = Instant::now() + PROBE_BACKOFF;
                 }
-                // The old connection still answers (the server is busy, not out of reach), or
-                // Redis does not answer a new connection either (busy or down): another
-                // connection would not help. Wait longer before trying again.
+                // Neither the old connection nor a new one answers anything: the path to
+                // Redis is silent (packets dropped, a host gone, a paused server). Nothing says
+                // a new connection would not help once the path is back, so the next probe
+                // comes a second later (a back-off grown to 30 s would keep the store failing
+                // for up to that long after Redis is reachable again).
+                Err(_) if old_silent => {
+                    probe.not_before = Instant::now() + PROBE_BACKOFF;
+                }
+                // The old connection still answers, if only with an error (the server is busy,
+                // not out of reach), or Redis answers a new connection with an error (busy,
+                // loading): another connection would not help. Wait longer before trying again.
                 Ok(Ok(_)) | Ok(Err(_)) | Err(_) => {
                     probe.not_before = Instant::now() + probe.backoff;
                     probe.backoff = (probe.backoff * 2).min(PROBE_BACKOFF_MAX);
