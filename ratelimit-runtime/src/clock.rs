@@ -19,7 +19,9 @@ use crate::store::MAX_INJECTED_MILLIS;
 #[derive(Clone, Default)]
 #[non_exhaustive]
 pub enum Clock {
-    /// The store's own clock: Redis `TIME` for Redis, the system clock for the in-memory store.
+    /// The store's own clock: Redis `TIME` for Redis; for the in-memory store a monotonic
+    /// clock that starts at the system time when the store is built (a step of the system
+    /// clock does not move it).
     #[default]
     Store,
     /// A clock the test controls, in milliseconds since the Unix epoch.

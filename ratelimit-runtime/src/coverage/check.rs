@@ -34,11 +34,27 @@ pub async fn route_table<T: AppFactory>(app: App<T>) -> RouteTable {
 ///
 /// When [`check`] returns an error: every uncovered route is in the message.
 ///
-/// ```ignore
+/// ```
+/// use actix_web::{get, App, HttpResponse};
+/// use ratelimit_runtime::{coverage::AppFactory, rate_limit};
+///
+/// #[rate_limit(limit = 10, window = "1m")]
+/// #[get("/orders")]
+/// async fn orders() -> HttpResponse {
+///     HttpResponse::Ok().finish()
+/// }
+///
+/// fn my_app() -> App<impl AppFactory> {
+///     App::new().service(orders)
+/// }
+///
 /// #[actix_web::test]
 /// async fn every_route_is_rate_limited() {
 ///     ratelimit_runtime::coverage::assert_covered(my_app()).await;
 /// }
+/// # actix_web::rt::System::new().block_on(async {
+/// #     ratelimit_runtime::coverage::assert_covered(my_app()).await;
+/// # });
 /// ```
 pub async fn assert_covered<T: AppFactory>(app: App<T>) -> RouteTable {
     match check(app).await {

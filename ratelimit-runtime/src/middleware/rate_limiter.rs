@@ -313,8 +313,8 @@ impl RateLimiter {
     /// Asks the store once, as a startup check, and logs which store the limiter counts in
     /// and whether it answered: `info` with the time it took, or `warn` with the error (the
     /// app may still start: routes then fail open, closed or local, as declared, until the
-    /// store answers). One check of a key of its own (`<prefix>:{GET:/__ratelimit_startup}`,
-    /// 1 per millisecond: under the store's clock it expires at once, under an injected one
+    /// store answers). One check of a key of its own (`<prefix>:{GET:/__ratelimit_startup}`
+    /// with its limit's suffix, `:fw1` in Redis; 1 per millisecond: under the store's clock it expires at once, under an injected one
     /// after ten minutes), bounded as a request's check is.
     ///
     /// ```
