@@ -370,3 +370,71 @@ async fn a_body_stream_that_fails_midway_reaches_the_handler_as_an_error() {
         "the extractor sees the stream error, not a truncated body"
     );
 }
+
+/// Bodies the username reader read (its typed reader's calls).
+static NAMES_READ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[derive(serde::Deserialize)]
+struct SignIn {
+    username: String,
+}
+
+#[rate_limit(limit = 2, window = "1h", identity = "ip", fail = "closed")]
+#[rate_limit(
+    limit = 100,
+    window = "5m",
+    identity = "username",
+    algorithm = "sliding_log",
+    fail = "closed"
+)]
+#[post("/sign-in")]
+async fn sign_in(body: web::Json<SignIn>) -> impl Responder {
+    body.into_inner().username
+}
+
+/// A client over a limit that counts no username (per address) is answered 429 by the flood
+/// shield before its body is read: a flood of large (or compressed) bodies from an address
+/// already refused costs no reading, decompressing or canonicalizing.
+#[actix_web::test]
+async fn an_address_already_refused_is_answered_before_its_body_is_read() {
+    let limiter = RateLimiter::new(MemoryStore::new()).route_username_reader(
+        "POST /sign-in",
+        ratelimit_runtime::identity::UsernameReader::json::<SignIn>(|s| {
+            NAMES_READ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            &s.username
+        }),
+    );
+    let app = test::init_service(App::new().service(sign_in).wrap(limiter)).await;
+    let send = |ip: &str, name: &str| {
+        TestRequest::post()
+            .uri("/sign-in")
+            .peer_addr(format!("{ip}:5000").parse().unwrap())
+            .insert_header(("content-type", "application/json"))
+            .set_payload(format!(r#"{{"username":"{name}"}}"#))
+            .to_request()
+    };
+    let read = || NAMES_READ.load(std::sync::atomic::Ordering::SeqCst);
+    let mut statuses = Vec::new();
+    for name in ["a", "b", "c"] {
+        statuses.push(
+            app.call(send("192.0.2.1", name))
+                .await
+                .unwrap()
+                .status()
+                .as_u16(),
+        );
+    }
+    // The third was refused by the store (per address), and the shield remembers it.
+    assert_eq!(statuses, [200, 200, 429]);
+    assert_eq!(read(), 3, "each body read once by the limiter");
+    for name in ["d", "e", "f", "g"] {
+        let response = app.call(send("192.0.2.1", name)).await.unwrap();
+        assert_eq!(response.status().as_u16(), 429);
+        assert!(response.headers().contains_key("retry-after"));
+    }
+    assert_eq!(read(), 3, "a body of an address already refused was read");
+    // Another address is read and decided as usual.
+    let other = app.call(send("192.0.2.2", "h")).await.unwrap();
+    assert_eq!(other.status().as_u16(), 200);
+    assert_eq!(read(), 4);
+}

@@ -16,5 +16,5 @@ pub use body::{UsernameReader, DEFAULT_BODY_LIMIT};
 pub use canonical::{canonical_username, Canonicalizer, MAX_USERNAME_CHARS};
 pub use client_ip::{ForwardedHeader, TrustedProxies};
 pub use sources::ClientIdentity;
-pub(crate) use sources::IdentitySources;
+pub(crate) use sources::{reads_body, IdentitySources};
 pub use user_id::{UserId, UserIdSource};

@@ -27,7 +27,7 @@ use super::{
     telemetry::{self, Client, Outcome, StoreFailure},
 };
 use crate::{
-    identity::{ClientIdentity, Submitted, Unreadable},
+    identity::{reads_body, ClientIdentity, Submitted, Unreadable, UsernameReader},
     key::RouteKey,
     overrides::Tier,
     policy::{Count, FailMode, Identity, IdentityPart, RoutePolicy},
@@ -407,7 +407,15 @@ impl Limiter {
         async move {
             let reader = self.sources.username_reader(&route.label);
             let submitted = match submitted {
-                None if route.policy.reads_username() => Some(Box::pin(reader.read(req)).await),
+                None if route.policy.reads_username() => {
+                    if let Some(refused) = self
+                        .shielded_before_reading(req, route, handle, counting, reader)
+                        .await
+                    {
+                        return refused;
+                    }
+                    Some(Box::pin(reader.read(req)).await)
+                }
                 submitted => submitted,
             };
             if let Some(Submitted::Unreadable(Unreadable::Array)) = &submitted {
@@ -480,6 +488,98 @@ impl Limiter {
         }
     }
 
+    /// The flood shield's 429 for a request that a limit counting no username already
+    /// refuses (its client over the route's per-address limit), found before the body is
+    /// read: the answer does not depend on the body, so reading, decompressing and
+    /// canonicalizing it would only cost a flood its size. `None` leaves the request to
+    /// [`decide_for`](Self::decide_for), which decides it as usual.
+    async fn shielded_before_reading(
+        &self,
+        req: &mut ServiceRequest,
+        route: &RouteInfo,
+        handle: &LimiterHandle,
+        counting: Counting,
+        reader: &UsernameReader,
+    ) -> Option<Decided> {
+        if route.policy.shadow() || counting != Counting::Live {
+            return None;
+        }
+        let now = self.local_now();
+        for identity in route.identities.iter().filter(|i| !reads_body(**i)) {
+            let client = self
+                .sources
+                .extract_with(req, *identity, handle.client(), None, reader)
+                .await;
+            let key = route.key(&self.prefix, self.secret.as_ref(), &client);
+            if let Some(blocked) = self.shield.peek(key.as_str(), now) {
+                let client = Client { identity: &client };
+                return Some(self.shielded_answer(route, &client, blocked, now, counting));
+            }
+        }
+        None
+    }
+
+    /// Whether the flood shield remembers that a limit of `policy` counting no username
+    /// refuses this request's client on the declared route `method pattern`: the middleware
+    /// then leaves the body unread, and the route's guard answers (see
+    /// [`shielded_before_reading`](Self::shielded_before_reading); should the guard find
+    /// otherwise, it reads the body itself). Only the route's plain keys are looked up (not
+    /// an override tier's, nor those of same-named handlers told apart): for those the body is
+    /// read as usual.
+    pub(crate) async fn refused_before_reading(
+        &self,
+        req: &mut ServiceRequest,
+        policy: RoutePolicy,
+        method: &str,
+        pattern: &str,
+        handle: &LimiterHandle,
+    ) -> bool {
+        if policy.shadow() {
+            return false;
+        }
+        let now = self.local_now();
+        let stem = RouteKey::route_stem(&self.prefix, method, pattern);
+        let reader = self.sources.username_reader("");
+        for identity in policy.identities().into_iter().filter(|i| !reads_body(*i)) {
+            let client = self
+                .sources
+                .extract_with(req, identity, handle.client(), None, reader)
+                .await;
+            let key = RouteKey::from_stem(&stem, self.secret.as_ref(), client.value_parts());
+            if self.shield.peek(key.as_str(), now).is_some() {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The 429 of a request the flood shield answers: `blocked` is the rejection remembered.
+    fn shielded_answer(
+        &self,
+        route: &RouteInfo,
+        client: &Client<'_>,
+        blocked: Blocked,
+        now: u64,
+        counting: Counting,
+    ) -> Decided {
+        let policy = route.policy;
+        let retry_ms = blocked.until - now;
+        let applied = policy.limits().get(blocked.limit_index);
+        let outcome = match counting {
+            Counting::Served => Outcome::ServedOverLimit,
+            Counting::Live | Counting::Refused | Counting::Unreadable => Outcome::Shielded,
+        };
+        telemetry::decision(&route.metrics, client, outcome, retry_ms, applied);
+        let state = shielded_state(&policy, blocked, now);
+        let binding = state.as_ref().map(|state| (blocked.limit_index, state));
+        Decided::Refuse(answer::too_many_requests(
+            route,
+            retry_ms,
+            binding,
+            self.headers,
+        ))
+    }
+
     /// The verdict on one client: key → the flood shield, else one store call (none when
     /// the store already failed this request, which then waits for it once at most).
     /// `counting` says whether the request was answered before its route's guard saw it
@@ -523,23 +623,7 @@ impl Limiter {
                         Shielded::No => None,
                     });
                 if let Some(blocked) = blocked {
-                    let retry_ms = blocked.until - now;
-                    let applied = policy.limits().get(blocked.limit_index);
-                    let outcome = match counting {
-                        Counting::Served => Outcome::ServedOverLimit,
-                        Counting::Live | Counting::Refused | Counting::Unreadable => {
-                            Outcome::Shielded
-                        }
-                    };
-                    telemetry::decision(&route.metrics, &client, outcome, retry_ms, applied);
-                    let state = shielded_state(&policy, blocked, now);
-                    let binding = state.as_ref().map(|state| (blocked.limit_index, state));
-                    return Decided::Refuse(answer::too_many_requests(
-                        route,
-                        retry_ms,
-                        binding,
-                        self.headers,
-                    ));
+                    return self.shielded_answer(route, &client, blocked, now, counting);
                 }
             }
 

@@ -70,6 +70,14 @@ impl FloodShield {
         Shielded::Asking
     }
 
+    /// The rejection `key` is remembered under at `now`, when [`shielded`](Self::shielded)
+    /// would answer [`Shielded::Blocked`]; `None` otherwise, and nothing changes (no request
+    /// is made the one that asks the store again).
+    pub(crate) fn peek(&self, key: &str, now: u64) -> Option<Blocked> {
+        let (blocked, remembered) = self.until.as_ref()?.get(key)?;
+        (blocked.until > now && remembered > now).then_some(blocked)
+    }
+
     /// Remembers, at local time `now`, that `key` is rejected until `blocked.until` (for
     /// [`REMEMBERED_AT_MOST`] at most).
     pub(crate) fn block(&self, key: &str, blocked: Blocked, now: u64) {
@@ -117,7 +125,10 @@ mod tests {
             shield.shielded("k", 1999),
             Shielded::Blocked(until(900_000))
         );
-        // The second is over: one request asks the store, the others are still answered.
+        assert_eq!(shield.peek("k", 1999), Some(until(900_000)));
+        // The second is over: one request asks the store, the others are still answered;
+        // a peek is none of them.
+        assert_eq!(shield.peek("k", 2000), None);
         assert_eq!(shield.shielded("k", 2000), Shielded::Asking);
         assert_eq!(
             shield.shielded("k", 2000),

@@ -261,7 +261,10 @@ where
             // gone when the error comes back, and must still count. So is the username,
             // which must count the same whether or not the route's guard sees the request.
             let client = handle.resolve_client(&req);
-            let reads_body = matches!(declaration.policy, Policy::Limited(p) if p.reads_username());
+            let reads_username_policy = match declaration.policy {
+                Policy::Limited(p) if p.reads_username() => Some(p),
+                _ => None,
+            };
             // A request the declared route's guard never saw counts after the fact: against
             // the declaration, or under the default policy when the declaration is an
             // exemption (the request did not reach the exempt route either).
@@ -282,16 +285,31 @@ where
                 unguarded: Rc::clone(&self.unguarded),
                 counted_routes: Rc::clone(&self.counted_routes),
             };
-            if !reads_body {
+            let Some(policy) = reads_username_policy else {
                 return LimiterFuture::passing(self.service.call(req), Some(unseen));
-            }
+            };
             let service = Rc::clone(&self.service);
             let route_label = format!("{} {}", unseen.method, unseen.pattern);
             let mut req = req;
             // Boxed, as is the count after the fact: paths few requests take keep every
             // request's future small.
             return LimiterFuture::boxed(async move {
-                Box::pin(unseen.handle.read_username(&mut req, &route_label)).await;
+                // A client a limit counting no username already refuses (the flood shield
+                // remembers it) is answered by the route's guard without its body being
+                // read: reading, decompressing and canonicalizing it would cost a flood its
+                // size.
+                let method = unseen.method.as_str();
+                let refused = Box::pin(unseen.limiter.refused_before_reading(
+                    &mut req,
+                    policy,
+                    method,
+                    &unseen.pattern,
+                    &unseen.handle,
+                ))
+                .await;
+                if !refused {
+                    Box::pin(unseen.handle.read_username(&mut req, &route_label)).await;
+                }
                 let answer = service.call(req).await;
                 unseen.answered(answer).await
             });
