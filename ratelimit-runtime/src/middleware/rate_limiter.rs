@@ -376,11 +376,18 @@ impl RateLimiter {
                 Ok(took)
             }
             Err(error) => {
+                // The first connection is made in the background and retried: a wrong
+                // password, address or TLS setting shows here as a timeout.
+                let hint = if error.kind() == crate::store::StoreErrorKind::Timeout {
+                    " (a connection that keeps failing, as with a wrong password, address or TLS setting, shows as a timeout here; later store errors name the cause)"
+                } else {
+                    ""
+                };
                 tracing::warn!(
                     target: "ratelimit",
                     store = kind,
                     %error,
-                    "rate limiter store did not answer at startup: until it does, routes that fail closed answer 503, routes that fail open pass uncounted, routes that fail local are limited in this process"
+                    "rate limiter store did not answer at startup: until it does, routes that fail closed answer 503, routes that fail open pass uncounted, routes that fail local are limited in this process{hint}"
                 );
                 Err(error)
             }
