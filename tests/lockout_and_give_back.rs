@@ -111,6 +111,44 @@ async fn a_refusal_locks_the_client_out_for_the_block_then_the_budget_is_whole()
     }
 }
 
+/// A block shorter than the time the refused budget needs to be whole again lasts that long
+/// instead: a request every 100 ms for ten minutes under 3 per hour with a 1 s block passes
+/// 3 (it passed one budget per second, 1,800, when the lockout ended at its block).
+#[actix_web::test]
+async fn a_block_shorter_than_the_window_never_weakens_the_limit() {
+    const HOUR: u64 = 3_600_000;
+    for (name, backend) in backends().await {
+        let short = |algorithm| {
+            Limit::new(3, Window::from_millis(HOUR), algorithm).blocking(Window::from_millis(1_000))
+        };
+        let mut shapes: Vec<Vec<Limit>> = Algorithm::ALL.iter().map(|a| vec![short(*a)]).collect();
+        shapes.push(vec![
+            Limit::new(100, Window::from_secs(1), Algorithm::Gcra),
+            short(Algorithm::SlidingLog),
+        ]);
+        for (i, limits) in shapes.iter().enumerate() {
+            let shape = format!("{name} {limits:?}");
+            let dave = key(&format!("dave{i}"));
+            let mut passed = 0;
+            let mut first_refusal = None;
+            for step in 0..6_000 {
+                let decision = backend.check(&dave, limits, T0 + step * 100).await;
+                if decision.allowed {
+                    passed += 1;
+                } else if first_refusal.is_none() {
+                    first_refusal = Some(decision.retry_after().as_millis() as u64);
+                }
+            }
+            assert_eq!(passed, 3, "{shape}");
+            // The wait the first refusal tells is the lockout, as long as the budget needs
+            // (a sliding window's counted requests weigh until the end of the next window).
+            let wait = first_refusal.expect("refused");
+            assert!(wait > 1_000 && wait <= 2 * HOUR, "{shape}: {wait}");
+        }
+        backend.finish().await;
+    }
+}
+
 #[actix_web::test]
 async fn a_unit_given_back_with_its_receipt_returns_to_where_it_was_counted() {
     for (name, backend) in backends().await {

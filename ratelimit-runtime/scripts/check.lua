@@ -29,7 +29,7 @@ local member = ARGV[2]
 local reply = {}
 -- Per limit: its window, what its commit writes, its lockout key and block, and whether
 -- it refused by its own count.
-local windows, ttls, values, bkeys, blocks, refused = {}, {}, {}, {}, {}, {}
+local windows, ttls, values, bkeys, blocks, refused, resets = {}, {}, {}, {}, {}, {}, {}
 local next_bkey = n + 1
 local all_allowed = true
 for i = 1, n do
@@ -59,6 +59,7 @@ for i = 1, n do
   end
   reply[i] = string.format('%d %d %d %d', allowed, remaining, retry_after, reset_after)
   windows[i], ttls[i], values[i], bkeys[i], blocks[i] = window, ttl, value, bkey, block
+  resets[i] = reset_after
   refused[i] = allowed == 0 and blocked_for == 0
   if allowed == 0 then
     all_allowed = false
@@ -85,7 +86,7 @@ else
   for i = 1, n do
     if refused[i] and bkeys[i] then
       local key, bkey, block = KEYS[i], bkeys[i], blocks[i]
-      local retry_after, reset_after
+      local retry_after, reset_after = nil, resets[i]
       --@include parts/block_start.lua
       reply[i] = string.format('0 0 %d %d', retry_after, reset_after)
     end

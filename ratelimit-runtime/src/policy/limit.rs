@@ -154,7 +154,9 @@ impl Limit {
 
     /// This limit locking a client out for `block` once it refuses one of its requests: every
     /// request of that client on the route is refused until the block ends (`Retry-After`
-    /// says when), after which the limit's budget is whole. The lockout lives in the store,
+    /// says when), after which the limit's budget is whole. A block shorter than the time
+    /// the refused budget needs to be whole again lasts that long instead, so that a short
+    /// block never makes the limit weaker. The lockout lives in the store,
     /// beside the limit's key: in Redis it outlives a restart of the service and holds on
     /// every instance.
     #[must_use]

@@ -354,8 +354,9 @@ fn state_of(limit: Limit, peek: &Peek) -> LimitState {
 }
 
 /// The commit phase on one table: every write when the request is `allowed`; else each
-/// limit with a block that refused by its own count locks the client out, its count gone
-/// so the budget is whole when the lockout ends. The states of `limits`, and the writes to
+/// limit with a block that refused by its own count locks the client out (for its block, or
+/// until its budget would be whole if later), its count gone so the budget is whole when
+/// the lockout ends. The states of `limits`, and the writes to
 /// apply to the table (at once with every other write of the check to that table, so that
 /// making room for one cannot evict another).
 fn finish(
@@ -370,10 +371,12 @@ fn finish(
     if !allowed {
         for (limit, (peek, bkey)) in limits.iter().zip(peeks.iter_mut()) {
             if let (false, Some(bkey), Some(block)) = (peek.allowed, bkey.take(), limit.block()) {
-                let block = block.as_millis();
+                // At least until the budget would have been whole anyway: a block shorter
+                // than the window must not hand out a whole budget per block.
+                let lockout = block.as_millis().max(peek.reset_after);
                 table.remove(&key.limit_key(limit));
-                writes.push(adjust::lockout(bkey, now, block));
-                *peek = Peek::rejected(block, block);
+                writes.push(adjust::lockout(bkey, now, lockout));
+                *peek = Peek::rejected(lockout, lockout);
             }
         }
     }
