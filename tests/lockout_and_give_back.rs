@@ -254,3 +254,69 @@ async fn a_reset_ends_a_lockout() {
         backend.finish().await;
     }
 }
+
+/// On a sliding log a receipt gives back one request logged at its time, as a window's
+/// counter would: its own member, or one of the same time when a give-back without a
+/// receipt took that one; and nothing once the request left the window.
+#[actix_web::test]
+async fn a_sliding_log_receipt_gives_back_one_request_of_its_time_while_it_counts() {
+    for (name, backend) in backends().await {
+        let store = backend.store();
+        let limits = [Limit::new(3, Window::from_millis(W), Algorithm::SlidingLog)];
+        // Which member a give-back without a receipt takes is the store's choice (Redis: the
+        // newest, the later receipt's as a rule): the later receipt goes back first.
+        for client in 0..16 {
+            let shape = format!("{name} client {client}");
+            let grace = key(&format!("grace{client}"));
+            let mut receipts = Vec::new();
+            for _ in 0..2 {
+                let decision = backend.check(&grace, &limits, T0).await;
+                assert!(decision.allowed, "{shape}");
+                receipts.push(decision.receipt.expect("an allowed check has a receipt"));
+            }
+            let given = [
+                adjust(&*store, &grace, &limits, T0 + 1, give_back(1, None)).await,
+                adjust(
+                    &*store,
+                    &grace,
+                    &limits,
+                    T0 + 2,
+                    give_back(1, Some(&receipts[1])),
+                )
+                .await,
+                adjust(
+                    &*store,
+                    &grace,
+                    &limits,
+                    T0 + 3,
+                    give_back(1, Some(&receipts[0])),
+                )
+                .await,
+            ];
+            assert_eq!(
+                given,
+                [1, 1, 0],
+                "{shape}: two requests counted, two given back"
+            );
+            assert_eq!(
+                backend.counted(&grace, &limits[0], T0 + 4).await,
+                0,
+                "{shape}"
+            );
+        }
+        let heidi = key("heidi");
+        let decision = backend.check(&heidi, &limits, T0).await;
+        let receipt = decision.receipt.expect("an allowed check has a receipt");
+        // At T0 + W the request logged at T0 no longer counts: nothing to give back.
+        let late = adjust(
+            &*store,
+            &heidi,
+            &limits,
+            T0 + W,
+            give_back(1, Some(&receipt)),
+        )
+        .await;
+        assert_eq!(late, 0, "{name}: the request left the window");
+        backend.finish().await;
+    }
+}

@@ -13,7 +13,8 @@
 --
 -- With a counted time a unit goes back where that check put it: the window counter of its
 -- window (none once that window has gone), the log's member (none once it left the
--- window), or one emission interval off GCRA's arrival time. Without, from what counts now:
+-- window; one logged at the same time when a give-back without a receipt took it), or one
+-- emission interval off GCRA's arrival time. Without, from what counts now:
 -- this window's counter, then the previous one's (sliding window); the newest members of
 -- the log; the arrival time. Never below nothing: a budget already whole stays whole, and
 -- a key is never created. Returns the units given back over all limits.
@@ -74,10 +75,21 @@ for i = 1, n do
       end
     end
   elseif code == 'sl' then
+    -- What left the window counts no more and goes back as nothing.
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - window))
     if counted_at then
-      given = given + redis.call('ZREM', key, ARGV[4 * i + 2])
+      local took = redis.call('ZREM', key, ARGV[4 * i + 2])
+      if took == 0 then
+        -- A give-back without a receipt took this member (the newest of its time): one
+        -- logged at the same time stands in, as a unit of a window's counter would.
+        local at = string.format('%d', counted_at)
+        local same = redis.call('ZRANGEBYSCORE', key, at, at, 'LIMIT', 0, 1)
+        if same[1] then
+          took = redis.call('ZREM', key, same[1])
+        end
+      end
+      given = given + took
     else
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - window))
       local count = redis.call('ZCARD', key)
       local take = math.min(count, units)
       if take > 0 then
