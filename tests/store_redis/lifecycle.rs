@@ -4,8 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use ratelimit_runtime::store::{
-    AdjustRequest, Adjustment, CheckRequest, RedisClusterStore, RedisStore, Store, StoreErrorKind,
+use ratelimit_runtime::{
+    store::{
+        AdjustRequest, Adjustment, CheckRequest, RedisClusterStore, RedisStore, Store,
+        StoreErrorKind,
+    },
+    RateLimiter,
 };
 
 use crate::{
@@ -275,4 +279,46 @@ async fn a_timeout_of_duration_max_builds() {
         .build()
         .await;
     assert!(standalone.is_ok());
+}
+
+/// `check_store` names why a store's connection fails (a wrong password, a port nothing
+/// listens on) rather than the request timeout it first runs into, answers ready for a good
+/// one, and gives a silent server one second more than the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_store_names_why_the_connection_fails() {
+    let server =
+        tokio::task::spawn_blocking(|| RedisServer::start_with_args(&["--requirepass", "s3cret"]))
+            .await
+            .unwrap();
+    let startup = |url: String| async move {
+        let store = RedisStore::builder(url).build().await.unwrap();
+        let started = Instant::now();
+        let answer = RateLimiter::new(store).check_store().await;
+        (answer, started.elapsed())
+    };
+    let port = server.port();
+    let (answer, _) = startup(format!("redis://:s3cret@127.0.0.1:{port}")).await;
+    assert!(answer.is_ok(), "{answer:?}");
+
+    let (answer, took) = startup(format!("redis://:nope@127.0.0.1:{port}")).await;
+    let error = answer.expect_err("a wrong password");
+    assert_ne!(error.kind(), StoreErrorKind::Timeout, "{error}");
+    assert!(error.to_string().contains("uthentication"), "{error}");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+
+    let nothing = crate::support::free_port();
+    let (answer, _) = startup(format!("redis://127.0.0.1:{nothing}")).await;
+    let error = answer.expect_err("nothing listens");
+    assert_eq!(error.kind(), StoreErrorKind::Connection, "{error}");
+
+    // A silent server: the store's timeout (50 ms), then a second more, then a timeout.
+    server.pause();
+    let (answer, took) = startup(format!("redis://:s3cret@127.0.0.1:{port}")).await;
+    server.resume();
+    let error = answer.expect_err("a paused server");
+    assert_eq!(error.kind(), StoreErrorKind::Timeout, "{error}");
+    assert!(
+        took >= RateLimiter::STARTUP_GRACE && took < Duration::from_secs(3),
+        "{took:?}"
+    );
 }

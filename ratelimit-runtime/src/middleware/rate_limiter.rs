@@ -310,12 +310,21 @@ impl RateLimiter {
         self.with(|s| s.default_fail = Some(fail))
     }
 
-    /// Asks the store once, as a startup check, and logs which store the limiter counts in
+    /// How long [`check_store`](Self::check_store) waits for a second check when the first
+    /// timed out.
+    pub const STARTUP_GRACE: Duration = Duration::from_secs(1);
+
+    /// Asks the store, as a startup check, and logs which store the limiter counts in
     /// and whether it answered: `info` with the time it took, or `warn` with the error (the
     /// app may still start: routes then fail open, closed or local, as declared, until the
     /// store answers). One check of a key of its own (`<prefix>:{GET:/__ratelimit_startup}`
     /// with its limit's suffix, `:fw1` in Redis; 1 per millisecond: under the store's clock it expires at once, under an injected one
-    /// after ten minutes), bounded as a request's check is.
+    /// after ten minutes), bounded as a request's check is. When that check times out, one
+    /// more is given up to [`STARTUP_GRACE`](Self::STARTUP_GRACE) (a store's first
+    /// connection is made and retried in the background): a store slow to connect then
+    /// reports ready, and one whose connection keeps failing names why (a wrong password,
+    /// address or TLS setting) instead of a timeout. So a store that never answers holds
+    /// this call about a second longer than a request's timeout.
     ///
     /// ```
     /// # actix_web::rt::System::new().block_on(async {
@@ -328,7 +337,7 @@ impl RateLimiter {
     ///
     /// # Errors
     ///
-    /// The store's error when it did not answer within the timeout.
+    /// The store's error when it did not answer: the second check's, or a timeout.
     pub async fn check_store(&self) -> Result<Duration, StoreError> {
         const PROBE: &[Limit] = &[Limit::new(
             1,
@@ -344,7 +353,7 @@ impl RateLimiter {
         // Bounded as a request's check is: by the limiter's timeout when set, else by the
         // store's own (a Redis store bounds every call), else by the default.
         let started = std::time::Instant::now();
-        let answered = match (self.timeout, self.store.timeout()) {
+        let mut answered = match (self.timeout, self.store.timeout()) {
             (Some(timeout), _) => {
                 tokio::time::timeout(timeout, self.store.check_within(request, timeout))
                     .await
@@ -358,6 +367,23 @@ impl RateLimiter {
                     .unwrap_or_else(|_| Err(StoreError::timeout(timeout)))
             }
         };
+        if answered
+            .as_ref()
+            .is_err_and(|error| error.kind() == crate::store::StoreErrorKind::Timeout)
+        {
+            // The first connection may still be being made, or failing and retried: its
+            // outcome, not the request timeout, is what an operator needs to read.
+            let grace = Self::STARTUP_GRACE;
+            let second = tokio::time::timeout(grace, self.store.check_within(request, grace))
+                .await
+                .unwrap_or_else(|_| Err(StoreError::timeout(grace)));
+            if !second
+                .as_ref()
+                .is_err_and(|error| error.kind() == crate::store::StoreErrorKind::Timeout)
+            {
+                answered = second;
+            }
+        }
         let kind = self.store.kind();
         match answered {
             Ok(_) => {
@@ -376,10 +402,8 @@ impl RateLimiter {
                 Ok(took)
             }
             Err(error) => {
-                // The first connection is made in the background and retried: a wrong
-                // password, address or TLS setting shows here as a timeout.
                 let hint = if error.kind() == crate::store::StoreErrorKind::Timeout {
-                    " (a connection that keeps failing, as with a wrong password, address or TLS setting, shows as a timeout here; later store errors name the cause)"
+                    " (neither within the timeout nor a second later: the server is silent or unreachable, or its connection is still being retried; later store errors name the cause)"
                 } else {
                     ""
                 };
