@@ -41,15 +41,6 @@ async fn connected_with_a_client_on_master_0(
         .build()
         .await
         .unwrap();
-    let key_on_master_0 = |wanted: bool| {
-        (0..)
-            .map(|i| {
-                let ip = format!("10.0.{}.{}", i / 256, i % 256);
-                RouteKey::new("rl", "GET", "/x", &[(IdentityPart::Ip, ip.as_str())])
-            })
-            .find(|key| (key_slot(&key.limit_key(&far_limit()[0])) <= 5460) == wanted)
-            .unwrap()
-    };
     let (on_master_0, elsewhere) = (key_on_master_0(true), key_on_master_0(false));
     let deadline = Instant::now() + Duration::from_secs(5);
     while check_far_below_its_limit(&store, &on_master_0)
@@ -61,6 +52,84 @@ async fn connected_with_a_client_on_master_0(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     (store, on_master_0, elsewhere)
+}
+
+/// A client whose key lives on master 0 (slots 0..=5460: the harness splits them evenly),
+/// or, when not `wanted`, one whose key does not.
+fn key_on_master_0(wanted: bool) -> RouteKey {
+    (0..)
+        .map(|i| {
+            let ip = format!("10.0.{}.{}", i / 256, i % 256);
+            RouteKey::new("rl", "GET", "/x", &[(IdentityPart::Ip, ip.as_str())])
+        })
+        .find(|key| (key_slot(&key.limit_key(&far_limit()[0])) <= 5460) == wanted)
+        .unwrap()
+}
+
+/// A master's connection goes silent while the path to the master works (a NAT entry or a
+/// proxy's connection dropped), and every caller gives up sooner than the store would (its
+/// own timer of 30 ms over the store's 200): the checks it abandoned count against the
+/// master's breaker all the same, whose probe finds that a new connection answers and
+/// installs it at once, so its slots are decided again within about a second, not never
+/// (a silent connection stays open for as long as the kernel retransmits), nor after the
+/// probe's own bound (here over 3 s) waiting on the old connection's `PING`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_masters_connection_is_replaced_under_a_callers_shorter_timeout() {
+    let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3))
+        .await
+        .unwrap();
+    let proxy = support::Proxy::start(cluster.masters()[0].port()).await;
+    let port = proxy.port();
+    let cluster = tokio::task::spawn_blocking(move || {
+        cluster.announce_master_at(0, port);
+        cluster
+    })
+    .await
+    .unwrap();
+    // Seeded with the other masters: master 0 is known by its announced address alone.
+    let seeds: Vec<String> = cluster.masters()[1..].iter().map(|m| m.url()).collect();
+    let store = RedisClusterStore::builder(seeds)
+        .timeout(Duration::from_millis(200))
+        .connect_timeout(Duration::from_secs(3))
+        .build()
+        .await
+        .unwrap();
+    let key = key_on_master_0(true);
+    let check = || {
+        tokio::time::timeout(
+            Duration::from_millis(30),
+            check_far_below_its_limit(&store, &key),
+        )
+    };
+    let reached = Instant::now();
+    while !matches!(check().await, Ok(Ok(_))) {
+        assert!(
+            reached.elapsed() < Duration::from_secs(5),
+            "master 0 never reached through the proxy"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    proxy.freeze();
+    let frozen = Instant::now();
+    let mut given_up = 0;
+    while !matches!(check().await, Ok(Ok(_))) {
+        given_up += 1;
+        assert!(
+            frozen.elapsed() < Duration::from_secs(10),
+            "master 0's slots still undecided 10 s after its connection went silent ({given_up} checks given up or failed)"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let took = frozen.elapsed();
+    println!("decided again {took:?} after the connection went silent ({given_up} checks given up or failed)");
+    assert!(
+        given_up >= 3,
+        "the silent connection failed only {given_up} checks"
+    );
+    assert!(
+        took < Duration::from_millis(1_500),
+        "decided again only {took:?} after the connection went silent"
+    );
 }
 
 /// A Cluster master that stops answering without closing its connections (a hung host, a

@@ -18,7 +18,7 @@ use ratelimit_runtime::{
     Algorithm, IdentityPart, Limit, Window,
 };
 
-use crate::support::{SentinelSetup, MASTER_NAME, T0};
+use crate::support::{LoneSentinel, Proxy, RedisServer, SentinelSetup, MASTER_NAME, T0};
 
 const TIMEOUT: Duration = Duration::from_millis(50);
 
@@ -457,4 +457,66 @@ async fn a_store_signs_in_to_the_sentinels_and_the_primary_with_their_own_creden
         check(stranger.clone()).await.unwrap_err();
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The connection to the primary goes silent while the path to it works (a NAT entry or a
+/// proxy's connection dropped), and every caller gives up sooner than the store would (its
+/// own timer of 30 ms over the store's 200): the checks it abandoned count as that
+/// connection's timeouts all the same, so it is dropped after three and a new one made,
+/// rather than kept for as long as the kernel retransmits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_primary_connection_is_replaced_under_a_callers_shorter_timeout() {
+    let primary = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap();
+    let proxy = Proxy::start(primary.port()).await;
+    let port = proxy.port();
+    let sentinel = tokio::task::spawn_blocking(move || LoneSentinel::start(port))
+        .await
+        .unwrap();
+    let store = RedisSentinelStore::builder(vec![sentinel.url()], MASTER_NAME)
+        .timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .unwrap();
+    let (limits, client) = (far(), key("abandoned"));
+    let check = || {
+        tokio::time::timeout(
+            Duration::from_millis(30),
+            store.check(CheckRequest {
+                key: &client,
+                limits: &limits,
+                now_millis: Some(T0),
+            }),
+        )
+    };
+    let reached = Instant::now();
+    while !matches!(check().await, Ok(Ok(_))) {
+        assert!(
+            reached.elapsed() < Duration::from_secs(5),
+            "the store never reached the primary"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    proxy.freeze();
+    let frozen = Instant::now();
+    let mut given_up = 0;
+    while !matches!(check().await, Ok(Ok(_))) {
+        given_up += 1;
+        assert!(
+            frozen.elapsed() < Duration::from_secs(10),
+            "still undecided 10 s after the connection went silent ({given_up} checks given up or failed)"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let took = frozen.elapsed();
+    println!("decided again {took:?} after the connection went silent ({given_up} checks given up or failed)");
+    assert!(
+        given_up >= 3,
+        "the silent connection failed only {given_up} checks"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "decided again only {took:?} after the connection went silent"
+    );
 }

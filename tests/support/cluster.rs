@@ -224,6 +224,31 @@ impl RedisCluster {
         }
     }
 
+    /// Makes master `index` give `port` (a proxy's, say) as its address to clients (in
+    /// `CLUSTER SLOTS` and redirects), its cluster bus staying direct; returns once every
+    /// node's slot map names it there. Seed a client with the other masters' URLs.
+    pub fn announce_master_at(&self, index: usize, port: u16) {
+        let master = &self.masters[index];
+        let mut conn = master.connection();
+        for (name, value) in [
+            ("cluster-announce-bus-port", master.port() + 10_000),
+            ("cluster-announce-port", port),
+        ] {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(name)
+                .arg(value)
+                .query(&mut conn)
+                .unwrap_or_else(|e| panic!("CONFIG SET {name} {value}: {e}"));
+        }
+        let announced = format!("127.0.0.1:{port}");
+        self.wait_for("every node to name the announced address", |nodes| {
+            nodes
+                .iter()
+                .all(|(_, slots)| slot_map(slots).iter().any(|range| range.2 == announced))
+        });
+    }
+
     /// One URL per master, to seed a cluster client.
     pub fn urls(&self) -> Vec<String> {
         self.masters.iter().map(RedisServer::url).collect()

@@ -17,7 +17,7 @@ use std::{
     future::Future,
     sync::{
         atomic::{AtomicU32, AtomicU64, Ordering},
-        Arc, Mutex, MutexGuard, Weak,
+        Arc, Mutex, MutexGuard, OnceLock, Weak,
     },
     time::{Duration, Instant},
 };
@@ -57,7 +57,8 @@ const RETRY_AFTER: Duration = Duration::from_millis(100);
 /// that does not answer holds a round up to 100 ms after the first answer), once it answers
 /// `ROLE` as a master, and follows a failover as soon as they name another: in the tests,
 /// checks resume within about 0.3 s of the promotion. A connection that answers `READONLY`
-/// (its server was demoted) is dropped at once, as is one on which checks keep timing out;
+/// (its server was demoted) is dropped at once, as is one on which three checks in a row
+/// time out (their own timeout, or a caller's shorter one);
 /// after a failed connection attempt (a wrong password, a primary down until the sentinels
 /// name another) checks fail at once for 100 ms rather than each trying again. Every check
 /// is one script call (concurrent checks of one key share calls, as with
@@ -306,27 +307,33 @@ impl RedisSentinelStore {
     }
 
     /// `call` on the primary's connection, made first if there is none or the sentinels
-    /// name another primary since. With a `deadline` (a check's own timeout), a call it cuts
-    /// short counts as that connection's timeout; a call dropped from outside counts for
-    /// nothing.
+    /// name another primary since. With a `deadline` (a check's own timeout), a check given up
+    /// before its reply (the deadline passed, or a caller's shorter timer dropped it) counts
+    /// as that connection's timeout: a caller that never waits as long as the store would is
+    /// otherwise never told the connection is silent. Any reply starts the count again.
     async fn run(&self, call: &ScriptCall<'_>, deadline: Option<Instant>) -> RedisResult<Value> {
+        let used = OnceLock::new();
         let attempt = async {
             let held = self.connection().await?;
+            let _ = used.set(Arc::clone(&held));
             let reply = script_call::invoke(&mut held.connection.clone(), call).await;
             Ok::<_, RedisError>((held, reply))
         };
         let (held, reply) = match deadline {
-            Some(deadline) => match tokio::time::timeout_at(deadline.into(), attempt).await {
-                Ok(attempt) => attempt?,
-                Err(_) => {
-                    if let Some(held) = self.primary.held.load_full() {
-                        held.timed_out(&self.primary);
-                    }
+            Some(deadline) => {
+                let mut unanswered = Unanswered {
+                    primary: &self.primary,
+                    used: &used,
+                    ended: false,
+                };
+                let Ok(attempt) = tokio::time::timeout_at(deadline.into(), attempt).await else {
                     return Err(RedisError::from(std::io::Error::from(
                         std::io::ErrorKind::TimedOut,
                     )));
-                }
-            },
+                };
+                unanswered.ended = true;
+                attempt?
+            }
             None => attempt.await?,
         };
         match &reply {
@@ -723,6 +730,26 @@ impl Held {
     fn timed_out(&self, primary: &Primary) {
         if self.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= DROP_AFTER {
             primary.drop_connection(self.id);
+        }
+    }
+}
+
+/// Counts a check that ends without its reply (its deadline passed, or it was dropped) as a
+/// timeout of the connection it was sent on (of the current one when it never got one).
+struct Unanswered<'a> {
+    primary: &'a Primary,
+    used: &'a OnceLock<Arc<Held>>,
+    ended: bool,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        let held = self.used.get().cloned();
+        if let Some(held) = held.or_else(|| self.primary.held.load_full()) {
+            held.timed_out(self.primary);
         }
     }
 }

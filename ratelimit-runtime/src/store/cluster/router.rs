@@ -4,7 +4,8 @@
 //! master's breaker is open) and swapped in whole; a check reads it without a lock. Every
 //! master has its own connection, made in the background, and its own breaker: after
 //! [`OPEN_AFTER`] checks in a row over at least [`OPEN_SPAN`](super::master::OPEN_SPAN) that found a master silent or
-//! unreachable (their own deadline passed, or the connection failed), its slots fail at once,
+//! unreachable (no reply before their deadline or before their caller gave them up, or the
+//! connection failed), its slots fail at once,
 //! and nothing else waits.
 //! While it is open, the slot map is read again every [`PROBE_EVERY`] from the other nodes,
 //! and the master's address is sent a plain `PING`: the breaker closes when the map names
@@ -37,6 +38,10 @@ use crate::store::{
 
 /// How often an open breaker's master is probed, and the slot map read again.
 pub(super) const PROBE_EVERY: Duration = Duration::from_millis(250);
+
+/// How much longer a probe waits for a master's old connection to answer once a new one has:
+/// one that answers within it is kept.
+const OLD_GRACE: Duration = Duration::from_millis(50);
 
 /// The least time between two reads of the slot map.
 const MIN_REFRESH: Duration = Duration::from_millis(100);
@@ -184,9 +189,11 @@ impl Router {
     }
 
     /// `call` on `master`'s connection (after `ASKING` when `asking`), counted for its
-    /// breaker: a connection error, or `deadline` passing first, counts against it; any
-    /// reply, an error reply included, for it. A call dropped from outside counts for
-    /// nothing (a client that went away says nothing of the master).
+    /// breaker: a connection error counts against it, and so does a check given up before
+    /// its reply (its `deadline` passed, or a caller's shorter timer dropped it: a caller
+    /// that never waits as long as the store would is otherwise never told the master is
+    /// silent); any reply, an error reply included, counts for it. A client that went away
+    /// opens nothing while the master answers: every reply starts the count again.
     async fn send(
         self: &Arc<Self>,
         master: &Arc<Master>,
@@ -213,15 +220,20 @@ impl Router {
             reply
         };
         let reply = match deadline {
-            Some(deadline) => match tokio::time::timeout_at(deadline.into(), attempt).await {
-                Ok(reply) => reply,
-                Err(_) => {
-                    self.failed(master);
+            Some(deadline) => {
+                let mut unanswered = Unanswered {
+                    router: self,
+                    master,
+                    ended: false,
+                };
+                let Ok(reply) = tokio::time::timeout_at(deadline.into(), attempt).await else {
                     return Err(RedisError::from(std::io::Error::from(
                         std::io::ErrorKind::TimedOut,
                     )));
-                }
-            },
+                };
+                unanswered.ended = true;
+                reply
+            }
             None => attempt.await,
         };
         match &reply {
@@ -420,6 +432,22 @@ impl Router {
     }
 }
 
+/// Counts a check that ends without its reply (its deadline passed, or it was dropped)
+/// against its master's breaker.
+struct Unanswered<'a> {
+    router: &'a Arc<Router>,
+    master: &'a Arc<Master>,
+    ended: bool,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.router.failed(self.master);
+        }
+    }
+}
+
 /// Probes `master` while its breaker is open: closed when the slot map names another master
 /// for its slots, or when its address answers. Ends with the router.
 async fn probe(router: Weak<Router>, master: Arc<Master>) {
@@ -471,29 +499,53 @@ async fn probe(router: Weak<Router>, master: Arc<Master>) {
 }
 
 /// Whether `master` answers a `PING`, on its connection or a new one, within `bound`. The
-/// connection checks use is kept when it answers; replaced by the new one when it does not
-/// and the new one answers `PONG`.
+/// connection checks use is kept when it answers; replaced by the new one when that answers
+/// `PONG` and the old one has not within [`OLD_GRACE`] more. So a probe ends as soon as one
+/// of them answers: a master whose old connection alone went silent is decided again within
+/// a round trip or two, not after `bound`.
 async fn answers(master: &Master, bound: Duration) -> bool {
     let current = master.current();
-    let old = async {
+    let old = tokio::time::timeout(bound, async {
         match &current {
             Some(held) => ping(held.connection.clone()).await,
             None => Err(()),
         }
-    };
-    let fresh = async {
+    });
+    let fresh = tokio::time::timeout(bound, async {
         let connection = master.connect().await.map_err(drop)?;
         ping(connection.clone())
             .await
             .map(|pong| (connection, pong))
-    };
-    let (old, fresh) = tokio::join!(
-        tokio::time::timeout(bound, old),
-        tokio::time::timeout(bound, fresh)
-    );
-    if matches!(old, Ok(Ok(_))) {
-        return true;
+    });
+    tokio::pin!(old, fresh);
+    tokio::select! {
+        biased;
+        old_reply = &mut old => {
+            matches!(old_reply, Ok(Ok(_))) || took_over(master, fresh.await)
+        }
+        fresh_reply = &mut fresh => match fresh_reply {
+            Ok(Ok((_, true))) => {
+                // On a server that was busy rather than out of reach, both answer once it
+                // is done, the old one (asked first) most often first: it is kept.
+                matches!(tokio::time::timeout(OLD_GRACE, &mut old).await, Ok(Ok(Ok(_))))
+                    || took_over(master, fresh_reply)
+            }
+            // Answered, with an error (`BUSY`, `LOADING`): the server is there, and its old
+            // connection may still answer once it is done.
+            Ok(Ok((_, false))) => true,
+            // No new connection: the old one may still answer within the bound.
+            _ => matches!(old.await, Ok(Ok(_))),
+        },
     }
+}
+
+/// Whether the probe's new connection answered: made the one checks use when it answered
+/// `PONG`; true too when it answered an error (the server is there, busy or loading, and
+/// the old connection may answer once it is done).
+fn took_over(
+    master: &Master,
+    fresh: Result<Result<(MultiplexedConnection, bool), ()>, tokio::time::error::Elapsed>,
+) -> bool {
     match fresh {
         Ok(Ok((connection, true))) => {
             tracing::warn!(
@@ -504,8 +556,6 @@ async fn answers(master: &Master, bound: Duration) -> bool {
             master.install(connection);
             true
         }
-        // Answered, with an error (`BUSY`, `LOADING`): the server is there, and its old
-        // connection may still answer once it is done.
         Ok(Ok((_, false))) => true,
         _ => false,
     }
