@@ -146,3 +146,45 @@ async fn while_redis_fails_a_local_route_is_limited_in_process_at_its_share() {
         .count();
     assert_eq!(back, 1, "{logs}");
 }
+
+/// What passes locally is not written to Redis: a client that spent the whole limit in
+/// Redis gets its local share again while Redis does not answer, and after that Redis
+/// refuses it on its own count. In the window the outage falls in: the limit plus the
+/// share (8 + ceil(8 / 4)), as `guide::failure_modes` says.
+#[actix_web::test]
+async fn a_window_an_outage_falls_in_passes_the_limit_and_the_local_share() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(server.url())
+        .timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .expect("store");
+    let limiter = RateLimiter::new(store)
+        .clock(ManualClock::at(T0))
+        .instances(4);
+    let app = test::init_service(App::new().service(login).wrap(limiter)).await;
+    let client = "203.0.113.9";
+    for n in 1..=8 {
+        assert_eq!(status(&app, login_from(client)).await.0, 200, "request {n}");
+    }
+    server.pause();
+    let mut during = Vec::new();
+    for _ in 0..4 {
+        during.push(status(&app, login_from(client)).await.0);
+    }
+    server.resume();
+    assert_eq!(during, [200, 200, 429, 429], "while Redis is paused");
+    let after = support::until_ok(Duration::from_secs(10), || async {
+        match status(&app, login_from(client)).await {
+            (429, _) if keys(&server).len() == 1 => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert!(after.is_ok(), "Redis never refused again: {after:?}");
+    let count: u64 = redis::cmd("ZCARD")
+        .arg(&keys(&server)[0])
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(count, 8, "the local passes were written to Redis");
+}
