@@ -20,10 +20,12 @@ pub type Canonicalizer = fn(&str) -> String;
 /// case folding (`ß` → `ss`, `Σ`/`ς` → `σ`), NFKC again (folding can leave a string
 /// unnormalised), and white space trimmed at both ends.
 ///
-/// A name counts by its first [`MAX_USERNAME_CHARS`] visible characters (after leading white
-/// space), and the canonical form is at most that long: no account store takes a longer
-/// name, and the work per request stays bounded whatever a body submits (NFKC turns one
-/// character into up to 18). Longer names that share those characters share one budget,
+/// A name counts by the first [`MAX_USERNAME_CHARS`] characters of its canonical form, made
+/// from at most four times that many visible characters (after leading white space): no
+/// account store takes a longer name, and the work per request stays bounded whatever a
+/// body submits (NFKC turns one character into up to 18). The cut comes after normalising,
+/// so spellings of one name that differ in how they encode accents (composed or not) share
+/// one budget up to the bound. Longer names that share those characters share one budget,
 /// which errs on the strict side; an account store that looks names up through this same
 /// function sees what the limiter counts.
 ///
@@ -58,7 +60,7 @@ pub fn canonical_username(raw: &str) -> String {
         .chars()
         .filter(|&c| !unseen(c))
         .skip_while(|c| c.is_whitespace())
-        .take(MAX_USERNAME_CHARS)
+        .take(MAX_READ_CHARS)
         .collect();
     let nfkc = ComposingNormalizer::new_nfkc();
     let folded = CaseMapper::new()
@@ -75,9 +77,13 @@ pub fn canonical_username(raw: &str) -> String {
     normal.trim().to_owned()
 }
 
-/// The most characters of a username [`canonical_username`] reads, and the most its
-/// canonical form holds.
+/// The most characters a username's canonical form ([`canonical_username`]) holds.
 pub const MAX_USERNAME_CHARS: usize = 1024;
+
+/// The most visible characters of a username [`canonical_username`] reads: room for every
+/// character of a name at the bound to come with combining marks (a decomposed accent)
+/// that normalising folds into it.
+const MAX_READ_CHARS: usize = 4 * MAX_USERNAME_CHARS;
 
 #[cfg(test)]
 mod tests {
@@ -114,6 +120,14 @@ mod tests {
             canonical_username("Ame\u{301}lie"),
             canonical_username("Am\u{e9}lie")
         );
+        // Spellings of one name at the bound, composed or not, are cut alike.
+        let a = "a".repeat(MAX_USERNAME_CHARS - 1);
+        assert_eq!(
+            canonical_username(&format!("{a}e\u{301}")),
+            canonical_username(&format!("{a}\u{e9}"))
+        );
+        let decomposed = "e\u{301}".repeat(600);
+        assert_eq!(canonical_username(&decomposed), "\u{e9}".repeat(600));
         // Different names stay different.
         assert_ne!(canonical_username("victim"), canonical_username("victims"));
         assert_ne!(canonical_username("victim"), canonical_username("vіctim"));
