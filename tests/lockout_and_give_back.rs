@@ -320,3 +320,51 @@ async fn a_sliding_log_receipt_gives_back_one_request_of_its_time_while_it_count
         backend.finish().await;
     }
 }
+
+/// A window's receipt gives back nothing once its window counts no more (a fixed window's
+/// next window; a sliding window's window after next), though Redis keeps the field until
+/// the key expires; while the previous window still weighs in a sliding window, its unit
+/// goes back there. Every store answers alike.
+#[actix_web::test]
+async fn a_window_receipt_gives_back_nothing_once_its_window_counts_no_more() {
+    // T0 is a whole number of windows (the harness's windows start there).
+    assert_eq!(T0 % W, 0);
+    for (name, backend) in backends().await {
+        let store = backend.store();
+        for (algorithm, still, gone) in [
+            (Algorithm::FixedWindow, None, T0 + W),
+            (Algorithm::SlidingWindow, Some(T0 + W), T0 + 2 * W),
+        ] {
+            let limits = [Limit::new(3, Window::from_millis(W), algorithm)];
+            let shape = format!("{name} {algorithm:?}");
+            let ivan = key(&format!("ivan-{}", algorithm.index()));
+            let mut receipts = Vec::new();
+            for _ in 0..2 {
+                let decision = backend.check(&ivan, &limits, T0 + 1).await;
+                assert!(decision.allowed, "{shape}");
+                receipts.push(decision.receipt.expect("an allowed check has a receipt"));
+            }
+            if let Some(at) = still {
+                let given = adjust(
+                    &*store,
+                    &ivan,
+                    &limits,
+                    at,
+                    give_back(1, Some(&receipts[0])),
+                )
+                .await;
+                assert_eq!(given, 1, "{shape}: the previous window still weighs in");
+            }
+            let given = adjust(
+                &*store,
+                &ivan,
+                &limits,
+                gone,
+                give_back(1, Some(&receipts[1])),
+            )
+            .await;
+            assert_eq!(given, 0, "{shape}: the receipt's window counts no more");
+        }
+        backend.finish().await;
+    }
+}

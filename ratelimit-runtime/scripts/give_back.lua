@@ -12,7 +12,7 @@
 --          a sliding log with a counted time the member the check logged
 --
 -- With a counted time a unit goes back where that check put it: the window counter of its
--- window (none once that window has gone), the log's member (none once it left the
+-- window (none once that window counts no more), the log's member (none once it left the
 -- window; one logged at the same time when a give-back without a receipt took it), or one
 -- emission interval off GCRA's arrival time. Without, from what counts now:
 -- this window's counter, then the previous one's (sliding window); the newest members of
@@ -65,6 +65,15 @@ for i = 1, n do
     local fields = {string.format('%d', start)}
     if code == 'sw' and not counted_at then
       fields[2] = string.format('%d', start - window)
+    end
+    -- A window that counts no more (before this one; for a sliding window, before the
+    -- previous one) takes nothing back, though its field may linger until the key expires.
+    local oldest = now - now % window
+    if code == 'sw' then
+      oldest = oldest - window
+    end
+    if start < oldest then
+      fields = {}
     end
     for _, field in ipairs(fields) do
       local count = (redis.call('HGET', key, field) or 0) + 0

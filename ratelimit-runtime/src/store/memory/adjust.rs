@@ -65,6 +65,17 @@ pub(super) fn give_back(
         (StoredValue::Windows(windows), "fw" | "sw") => {
             let at = counted_at.unwrap_or(now);
             let start = at - at % window;
+            // A window that counts no more (before this one, or for a sliding window before
+            // the previous one) takes nothing back, as in the script.
+            let current = now - now % window;
+            let oldest = if code == "sw" {
+                current.saturating_sub(window)
+            } else {
+                current
+            };
+            if start < oldest {
+                return 0;
+            }
             let mut starts = vec![start];
             if code == "sw" && counted_at.is_none() {
                 starts.extend(start.checked_sub(window));
