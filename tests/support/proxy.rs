@@ -63,8 +63,10 @@ impl Proxy {
                     let Ok(mut server) = TcpStream::connect(("127.0.0.1", upstream)).await else {
                         return;
                     };
+                    let watched = frozen.clone();
+                    let live = move || *watched.borrow() == born;
                     tokio::select! {
-                        _ = forward(&mut client, &mut server, delay) => {}
+                        _ = forward(&mut client, &mut server, delay, &live) => {}
                         _ = async {
                             frozen.wait_for(|generation| *generation > born).await.map(|_| ())
                         } => {
@@ -114,15 +116,29 @@ impl Proxy {
     }
 }
 
-/// Carries bytes both ways until either side closes, replies `delay` late.
-async fn forward(client: &mut TcpStream, server: &mut TcpStream, delay: Duration) {
-    if delay.is_zero() {
-        let _ = tokio::io::copy_bidirectional(client, server).await;
-        return;
-    }
+/// Carries bytes both ways until either side closes, replies `delay` late, while `live`
+/// holds: bytes read once it no longer does are never written (so a freeze takes effect for
+/// everything sent after it, whenever the forwarding task learns of it).
+async fn forward(
+    client: &mut TcpStream,
+    server: &mut TcpStream,
+    delay: Duration,
+    live: &(dyn Fn() -> bool + Sync),
+) {
     let (mut client_read, mut client_write) = client.split();
     let (mut server_read, mut server_write) = server.split();
     let (late, mut due) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let requests = async {
+        let mut buffer = vec![0u8; 64 * 1024];
+        while let Ok(n @ 1..) = client_read.read(&mut buffer).await {
+            if !live() {
+                std::future::pending::<()>().await;
+            }
+            if server_write.write_all(&buffer[..n]).await.is_err() {
+                break;
+            }
+        }
+    };
     let replies_read = async move {
         let mut buffer = vec![0u8; 64 * 1024];
         while let Ok(n @ 1..) = server_read.read(&mut buffer).await {
@@ -137,13 +153,16 @@ async fn forward(client: &mut TcpStream, server: &mut TcpStream, delay: Duration
     let replies_written = async move {
         while let Some((at, bytes)) = due.recv().await {
             tokio::time::sleep_until(at).await;
+            if !live() {
+                std::future::pending::<()>().await;
+            }
             if client_write.write_all(&bytes).await.is_err() {
                 break;
             }
         }
     };
     tokio::select! {
-        _ = tokio::io::copy(&mut client_read, &mut server_write) => {}
+        _ = requests => {}
         _ = async { tokio::join!(replies_read, replies_written) } => {}
     }
 }
