@@ -15,12 +15,12 @@ pub type AdjustFuture<'a> = Pin<Box<dyn Future<Output = Result<u64, StoreError>>
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Adjustment<'a> {
-    /// `units` back to every limit of the request (never past a whole budget): where the
-    /// check with `receipt` counted them, or, without one, from what counts at the time.
-    /// With a receipt, a window's unit goes back to the counter of the receipt's window
-    /// while that window still counts (a fixed window: the current one; a sliding window:
-    /// the current or the previous one), else nothing goes back; a sliding log gets back one request logged at the
-    /// receipt's time (the check's own member, or one of the same time when a give-back
+    /// `units` back to every limit of the request (never past a whole budget): where the check
+    /// with `receipt` counted them, or, without one, from what counts at the time. With a
+    /// receipt, a window's unit goes back to the counter of the receipt's window while that
+    /// window still counts (a fixed window: the current one; a sliding window: the current or
+    /// the previous one), else nothing goes back; a sliding log gets back one request logged at
+    /// the receipt's time (the check's own member, or one of the same time when a give-back
     /// without a receipt took it) while that time is in the window; GCRA, one emission
     /// interval.
     GiveBack {
