@@ -193,6 +193,19 @@ async fn every_route_of_the_demo_follows_its_policy() {
             .0,
         200
     );
+    // A key the demo did not issue is no identity: keys made up afresh per request share
+    // the address's one budget instead of getting one each.
+    let mut passed = 0;
+    for i in 0..301 {
+        let made_up = format!("made-up-{i}");
+        let headers = [("x-api-key", made_up.as_str())];
+        match demo.send("GET", "/api/search", &headers, None).await.0 {
+            200 => passed += 1,
+            429 => break,
+            other => panic!("GET /api/search with a made-up key: status {other}"),
+        }
+    }
+    assert_eq!(passed, 300);
 
     assert_eq!(
         demo.allowed_before_429("POST", "/reports/export", &[key], None, 100)

@@ -11,6 +11,7 @@
 //! `REDIS_CLUSTER_NODES` (comma-separated node URLs), or `REDIS_SENTINEL_NODES`
 //! (comma-separated sentinel URLs) with `REDIS_SENTINEL_MASTER` (the primary's name) and, when
 //! the primary wants one, `REDIS_SENTINEL_MASTER_PASSWORD`; `TRUSTED_PROXY_HOPS` (default 0),
+//! `DEMO_API_KEYS` (the issued API keys, comma-separated; default `key_abc,key_other`),
 //! `RATELIMIT_KEY_SECRET` (16 bytes or more, the same on every instance: usernames and other
 //! personal values in keys are hashed under it), `RATELIMIT_OVERRIDES_FILE` (a TOML file of
 //! overrides, re-read when it changes; with Redis, a Cluster or Sentinel, the hash
@@ -25,7 +26,7 @@ use actix_web::{middleware::from_fn, web, App, HttpServer};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use ratelimit_runtime::{
     coverage::{self, AppFactory},
-    identity::{ApiKeySource, TrustedProxies, UsernameReader},
+    identity::{TrustedProxies, UsernameReader},
     key::KeySecret,
     overrides::Overrides,
     store::{redact, MemoryStore, RedisClusterStore, RedisSentinelStore, RedisStore, Store},
@@ -64,9 +65,9 @@ fn limiter(store: Arc<dyn Store>, overrides: Option<Overrides>) -> Result<RateLi
     };
     let limiter = RateLimiter::from_arc(store)
         .trusted_proxies(TrustedProxies::hops(hops))
-        // `Authorization: Bearer` carries the (stand-in) user here, so API keys come
-        // from `X-API-Key` only.
-        .api_key(ApiKeySource::new("x-api-key", false))
+        // An API key is client input: only an issued one is an identity, so a caller who
+        // makes keys up is counted by its address, not given a fresh budget per key.
+        .api_key(auth::issued_api_keys())
         // The sign-in routes' usernames are read into the handlers' own types, so every
         // body shape a handler accepts counts against the name it reads (gzip bodies, which
         // this App decompresses, included); a body with no readable username is refused.
