@@ -112,6 +112,7 @@ targets=(
     "(a) no limiter|--variant none|/allow"
     "(f) floor per worker|--variant floor-per-worker|/allow"
     "(e) fixed_window, allowed|--variant project --route fixed_window|/allow/fixed_window"
+    "(e) fixed_window, allowed, no rate-limit headers|--variant project --route fixed_window --no-headers|/allow/fixed_window"
     "(e) sliding_window, allowed|--variant project --route sliding_window|/allow/sliding_window"
     "(e) sliding_log, allowed|--variant project --route sliding_log|/allow/sliding_log"
     "(e) gcra, allowed|--variant project --route gcra|/allow/gcra"

@@ -5,7 +5,7 @@ use ratelimit_bench::{ProjectRoute, Variant};
 pub const USAGE: &str =
     "usage: bench_server --variant <none|limitation|governor|floor|floor-per-worker|answer-only|project> \
 --port <port, 0 for any free one> [--redis <url>] [--workers <n>] \
-[--route <fixed_window|sliding_window|sliding_log|gcra|stacked>] [--timeout-ms <n>]";
+[--route <fixed_window|sliding_window|sliding_log|gcra|stacked>] [--timeout-ms <n>] [--no-headers]";
 
 /// What to serve, where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +19,8 @@ pub struct Options {
     pub route: Option<ProjectRoute>,
     /// This project only: the store's timeout in ms (default: the store's own, 50 ms).
     pub timeout_ms: Option<u64>,
+    /// This project only: send no rate-limit headers (what the five headers cost).
+    pub no_headers: bool,
 }
 
 impl Options {
@@ -29,6 +31,7 @@ impl Options {
         let mut workers = 1;
         let mut route = None;
         let mut timeout_ms = None;
+        let mut no_headers = false;
         while let Some(flag) = args.next() {
             let mut value = || args.next().ok_or_else(|| format!("`{flag}` needs a value"));
             match flag.as_str() {
@@ -66,6 +69,7 @@ impl Options {
                             .ok_or_else(|| format!("invalid timeout `{text}`"))?,
                     );
                 }
+                "--no-headers" => no_headers = true,
                 other => return Err(format!("unknown argument `{other}`")),
             }
         }
@@ -76,6 +80,9 @@ impl Options {
         }
         if timeout_ms.is_some() && variant != Variant::Project {
             return Err(format!("`--timeout-ms` is for `project`, not `{variant}`"));
+        }
+        if no_headers && variant != Variant::Project {
+            return Err(format!("`--no-headers` is for `project`, not `{variant}`"));
         }
         if variant.uses_redis() && redis.is_none() {
             return Err(format!(
@@ -89,6 +96,7 @@ impl Options {
             workers,
             route,
             timeout_ms,
+            no_headers,
         })
     }
 
@@ -145,6 +153,14 @@ mod tests {
             parse("--variant project --port 0 --redis redis://x --timeout-ms 1000").unwrap();
         assert_eq!((options.port, options.timeout_ms), (0, Some(1000)));
         assert!(parse("--variant project --port 0 --redis redis://x --timeout-ms 0").is_err());
+        assert!(
+            parse("--variant project --port 0 --redis redis://x --no-headers")
+                .unwrap()
+                .no_headers
+        );
+        assert!(parse("--variant none --port 0 --no-headers")
+            .unwrap_err()
+            .contains("`--no-headers`"));
         assert!(parse("--variant none --port 0 --timeout-ms 10")
             .unwrap_err()
             .contains("`--timeout-ms`"));

@@ -13,7 +13,9 @@
 //! (2 µs apart) alone, 1,000,000 per second (1 µs) in the stacked policy.
 
 use actix_web::{get, web, App, HttpServer};
-use ratelimit_runtime::{identity::TrustedProxies, rate_limit, store::RedisStore, RateLimiter};
+use ratelimit_runtime::{
+    identity::TrustedProxies, rate_limit, store::RedisStore, HeaderFamilies, RateLimiter,
+};
 
 use ratelimit_bench::ProjectRoute;
 
@@ -227,7 +229,13 @@ pub async fn serve(
         store = store.timeout(std::time::Duration::from_millis(ms));
     }
     let store = store.build().await.map_err(std::io::Error::other)?;
-    let limiter = RateLimiter::new(store).trusted_proxies(TrustedProxies::hops(1));
+    let mut limiter = RateLimiter::new(store).trusted_proxies(TrustedProxies::hops(1));
+    if options.no_headers {
+        limiter = limiter.headers(HeaderFamilies {
+            x_ratelimit: false,
+            ietf_draft: false,
+        });
+    }
     let only = options.route;
     Ok(HttpServer::new(move || {
         App::new()

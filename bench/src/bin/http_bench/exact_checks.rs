@@ -46,7 +46,7 @@ impl ExactCheck {
 pub fn run(rig: &mut Rig, requests: u64) -> Result<Vec<ExactCheck>, String> {
     let targets: Vec<Target> = Target::all()
         .into_iter()
-        .filter(|t| t.variant.uses_redis() && !t.replica)
+        .filter(|t| t.variant.uses_redis() && !t.replica && !t.bare)
         .collect();
     let mut checks = Vec::new();
     for target in targets {

@@ -51,6 +51,7 @@ fn project(route: ProjectRoute) -> Target {
         variant: Variant::Project,
         route: Some(route),
         replica: false,
+        bare: false,
     }
 }
 

@@ -318,6 +318,7 @@ mod tests {
             variant,
             route: (variant == Variant::Project).then_some(ProjectRoute::Gcra),
             replica: false,
+            bare: false,
         };
         let rps: Vec<f64> = requests.iter().map(|n| *n as f64).collect();
         Row {

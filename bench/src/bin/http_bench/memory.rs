@@ -49,7 +49,7 @@ pub fn run(
 ) -> Result<Vec<MemoryFigure>, String> {
     let targets: Vec<Target> = Target::all()
         .into_iter()
-        .filter(|t| t.variant.uses_redis() && !t.replica)
+        .filter(|t| t.variant.uses_redis() && !t.replica && !t.bare)
         .collect();
     let mut figures = Vec::new();
     for target in targets {

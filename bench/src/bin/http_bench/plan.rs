@@ -20,6 +20,9 @@ pub struct Target {
     /// identical servers measured in one cell differ is the noise every ratio of that cell
     /// carries (an A/A comparison).
     pub replica: bool,
+    /// This project's route answering without its rate-limit headers (`--no-headers`),
+    /// which the floors do not send: what the headers cost. Hot key only.
+    pub bare: bool,
 }
 
 /// The variants measured twice in each cell, (a′) and (f′): the baselines of the goals.
@@ -42,9 +45,21 @@ impl Target {
             variant: Variant::Project,
             route: Some(route),
             replica: false,
+            bare: false,
         });
+        let bare = Target {
+            variant: Variant::Project,
+            route: Some(ProjectRoute::FixedWindow),
+            replica: false,
+            bare: true,
+        };
         let replicas = REPLICATED.map(Target::replica_of);
-        others.into_iter().chain(project).chain(replicas).collect()
+        others
+            .into_iter()
+            .chain(project)
+            .chain([bare])
+            .chain(replicas)
+            .collect()
     }
 
     pub const fn of(variant: Variant) -> Target {
@@ -52,6 +67,7 @@ impl Target {
             variant,
             route: None,
             replica: false,
+            bare: false,
         }
     }
 
@@ -61,12 +77,17 @@ impl Target {
             variant,
             route: None,
             replica: true,
+            bare: false,
         }
     }
 
     /// Whether the target is measured in `scenario`: (g) answers only the flood differently
-    /// from (a), so it is measured there alone.
+    /// from (a), so it is measured there alone; the route without headers is measured
+    /// where the floors are compared, on the hot key.
     pub fn measures(&self, scenario: Scenario) -> bool {
+        if self.bare {
+            return scenario == Scenario::HotKey;
+        }
         self.variant != Variant::AnswerOnly || scenario == Scenario::Flood
     }
 
@@ -84,6 +105,9 @@ impl Target {
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.route {
+            Some(route) if self.bare => {
+                write!(f, "({}) {}, no rate-limit headers", self.letter(), route)
+            }
             Some(route) => write!(f, "({}) {}", self.letter(), route),
             None => write!(f, "({}) {}", self.letter(), self.variant),
         }
@@ -210,20 +234,22 @@ mod tests {
     fn rounds_interleave_every_target_within_each_cell() {
         let plan = Plan::full(2, Duration::from_secs(1));
         let order = plan.schedule();
-        // Six allowed cells of 12 targets and three flood cells of 13, (g) being measured in
-        // the flood alone.
-        assert_eq!(order.len(), 2 * (6 * 12 + 3 * 13));
-        let first: Vec<String> = order[..12].iter().map(|(_, _, t)| t.to_string()).collect();
+        // Three hot-key cells of 13 targets, three of many identities of 12 and three flood
+        // cells of 13: (g) is measured in the flood alone, the route without headers on the
+        // hot key alone.
+        assert_eq!(order.len(), 2 * (3 * 13 + 3 * 12 + 3 * 13));
+        let first: Vec<String> = order[..13].iter().map(|(_, _, t)| t.to_string()).collect();
         assert_eq!(first[0], "(a) none");
         assert_eq!(first[3], "(d) floor");
         assert_eq!(first[4], "(f) floor-per-worker");
         assert_eq!(first[5], "(e) fixed_window");
         assert_eq!(first[9], "(e) stacked");
+        assert_eq!(first[10], "(e) fixed_window, no rate-limit headers");
         // The replicas close each cell, as far from (a) and (f) in time as any target.
-        assert_eq!(first[10], "(a′) none");
-        assert_eq!(first[11], "(f′) floor-per-worker");
-        assert_eq!(order[12].1, plan.cells[1]);
-        assert!(order[..111].iter().all(|(round, _, _)| *round == 0));
+        assert_eq!(first[11], "(a′) none");
+        assert_eq!(first[12], "(f′) floor-per-worker");
+        assert_eq!(order[13].1, plan.cells[1]);
+        assert!(order[..114].iter().all(|(round, _, _)| *round == 0));
         let flood: Vec<String> = order
             .iter()
             .filter(|(round, cell, _)| *round == 0 && *cell == plan.cells[6])
@@ -232,7 +258,7 @@ mod tests {
         assert_eq!(plan.cells[6].scenario, Scenario::Flood);
         assert_eq!(flood.len(), 13);
         assert_eq!(flood[5], "(g) answer-only");
-        assert_eq!(Plan::smoke(Duration::from_secs(2)).schedule().len(), 12);
+        assert_eq!(Plan::smoke(Duration::from_secs(2)).schedule().len(), 13);
         // One server each: a replica is not its original.
         let targets = Target::all();
         let distinct: std::collections::HashSet<Target> = targets.iter().copied().collect();

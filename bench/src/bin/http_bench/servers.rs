@@ -47,6 +47,10 @@ impl Servers {
                 args.extend(["--route".to_owned(), route.name().to_owned()]);
                 name = format!("{name}-{route}");
             }
+            if target.bare {
+                args.push("--no-headers".to_owned());
+                name.push_str("-bare");
+            }
             if target.replica {
                 name.push_str("-replica");
             }
