@@ -58,6 +58,19 @@ fn login_from(ip: &str) -> TestRequest {
     from(ip).method(actix_web::http::Method::POST).uri("/login")
 }
 
+/// A limiter over `server` on an injected clock, as one of four instances (a local share
+/// is a quarter of the limit).
+async fn local_limiter(server: &RedisServer) -> RateLimiter {
+    let store = RedisStore::builder(server.url())
+        .timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .expect("store");
+    RateLimiter::new(store)
+        .clock(ManualClock::at(T0))
+        .instances(4)
+}
+
 fn keys(server: &RedisServer) -> Vec<String> {
     redis::cmd("KEYS")
         .arg("*")
@@ -69,14 +82,7 @@ fn keys(server: &RedisServer) -> Vec<String> {
 async fn while_redis_fails_a_local_route_is_limited_in_process_at_its_share() {
     let captured = CapturedLog::start(tracing::Level::INFO);
     let mut server = RedisServer::start();
-    let store = RedisStore::builder(server.url())
-        .timeout(Duration::from_millis(200))
-        .build()
-        .await
-        .expect("store");
-    let limiter = RateLimiter::new(store)
-        .clock(ManualClock::at(T0))
-        .instances(4);
+    let limiter = local_limiter(&server).await;
     let app = test::init_service(
         App::new()
             .service(login)
@@ -154,14 +160,7 @@ async fn while_redis_fails_a_local_route_is_limited_in_process_at_its_share() {
 #[actix_web::test]
 async fn a_window_an_outage_falls_in_passes_the_limit_and_the_local_share() {
     let server = RedisServer::start();
-    let store = RedisStore::builder(server.url())
-        .timeout(Duration::from_millis(200))
-        .build()
-        .await
-        .expect("store");
-    let limiter = RateLimiter::new(store)
-        .clock(ManualClock::at(T0))
-        .instances(4);
+    let limiter = local_limiter(&server).await;
     let app = test::init_service(App::new().service(login).wrap(limiter)).await;
     let client = "203.0.113.9";
     for n in 1..=8 {

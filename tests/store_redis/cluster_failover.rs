@@ -101,27 +101,7 @@ async fn a_silent_masters_connection_is_replaced_under_a_callers_shorter_timeout
             check_far_below_its_limit(&store, &key),
         )
     };
-    let reached = Instant::now();
-    while !matches!(check().await, Ok(Ok(_))) {
-        assert!(
-            reached.elapsed() < Duration::from_secs(5),
-            "master 0 never reached through the proxy"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    proxy.freeze();
-    let frozen = Instant::now();
-    let mut given_up = 0;
-    while !matches!(check().await, Ok(Ok(_))) {
-        given_up += 1;
-        assert!(
-            frozen.elapsed() < Duration::from_secs(10),
-            "master 0's slots still undecided 10 s after its connection went silent ({given_up} checks given up or failed)"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let took = frozen.elapsed();
-    println!("decided again {took:?} after the connection went silent ({given_up} checks given up or failed)");
+    let (took, given_up) = crate::decided_again_after_silence(&proxy, "master 0", check).await;
     assert!(
         given_up >= 3,
         "the silent connection failed only {given_up} checks"

@@ -63,6 +63,44 @@ async fn check_key(
         .await
 }
 
+/// Waits until `check` decides (5 s at most), silences `proxy` (its connections stay open and
+/// forward nothing more), then checks until one decides again (10 s at most): how long that
+/// took, and how many checks were given up or failed meanwhile. `check` is a caller's check
+/// under its own timer, shorter than the store's timeout.
+async fn decided_again_after_silence<F, Fut, T, E, G>(
+    proxy: &support::Proxy,
+    what: &str,
+    mut check: F,
+) -> (std::time::Duration, u32)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Result<T, E>, G>>,
+{
+    use std::time::{Duration, Instant};
+    let reached = Instant::now();
+    while !matches!(check().await, Ok(Ok(_))) {
+        assert!(
+            reached.elapsed() < Duration::from_secs(5),
+            "{what} never reached through the proxy"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    proxy.freeze();
+    let frozen = Instant::now();
+    let mut given_up = 0;
+    while !matches!(check().await, Ok(Ok(_))) {
+        given_up += 1;
+        assert!(
+            frozen.elapsed() < Duration::from_secs(10),
+            "{what} still undecided 10 s after its connection went silent ({given_up} checks given up or failed)"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let took = frozen.elapsed();
+    println!("decided again {took:?} after the connection went silent ({given_up} checks given up or failed)");
+    (took, given_up)
+}
+
 /// Redis's count of connections it accepted so far.
 fn connections_received(node: &RedisServer) -> u64 {
     let info: String = redis::cmd("INFO")
