@@ -118,11 +118,30 @@ fn admin_with(redis: &[(&str, String)], args: &[&str]) -> Output {
         command.env_remove(var);
     }
     command
+        .env_remove("RATELIMIT_KEY_SECRET")
+        .env_remove("RATELIMIT_OVERRIDES_FILE")
         .envs(redis.iter().map(|(k, v)| (k, v)))
         .args(args)
-        .env_remove("RATELIMIT_KEY_SECRET")
         .output()
         .expect("run ratelimit-admin")
+}
+
+/// Waits (5 s at most) until the services on `redis` (its settings) have published their
+/// routes, for the command to check names and find declared policies.
+fn until_published(redis: &[(&str, String)]) {
+    let started = Instant::now();
+    loop {
+        let routes = admin_with(redis, &["routes"]);
+        if text(&routes.stdout).contains("GET /orders/{id}") {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "routes not published: {}",
+            text(&routes.stdout)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// `ratelimit-admin override set route declarations`, which must succeed.
@@ -163,19 +182,7 @@ async fn the_admin_command_changes_every_process_within_two_seconds() {
         demos.push(Demo::start(&redis.url()).await);
     }
     // The services publish their routes at startup, for the command to check names.
-    let started = Instant::now();
-    loop {
-        let routes = admin(&redis, &["routes"]);
-        if text(&routes.stdout).contains("GET /orders/{id}") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "routes not published: {}",
-            text(&routes.stdout)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until_published(&[("REDIS_URL", redis.url())]);
 
     // Refused by the command, with the attribute's messages, before anything is written.
     for (route, declarations, message) in [
@@ -303,6 +310,111 @@ async fn the_admin_command_changes_every_process_within_two_seconds() {
     eprintln!("declared policy back on each process after {took:?}");
     let out = admin(&redis, &["override", "clear", "GET /orders/{id}"]);
     assert!(!out.status.success(), "clearing twice");
+}
+
+/// `state` and `reset` given the services' overrides file apply its override (a window of
+/// its own, so keys of its own) as the services do; without it they read the declared
+/// policy's keys and find the client whole. `routes` lists the file's override, and a file
+/// the services would refuse is an error.
+#[actix_web::test]
+async fn state_and_reset_read_the_services_overrides_file() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("overrides.toml");
+    std::fs::write(
+        &file,
+        "[routes]\n\"GET /orders/{id}\" = 'limit = 3, window = \"1h\"'\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap().to_owned();
+    let demo = Demo::start_with(&[
+        ("REDIS_URL", redis.url()),
+        ("RATELIMIT_OVERRIDES_FILE", file.clone()),
+    ])
+    .await;
+    until_every(
+        std::slice::from_ref(&demo),
+        &[200, 200, 200, 429],
+        "the file's override",
+    )
+    .await;
+    // The service publishes its routes, for the command to find the declared policy.
+    until_published(&[("REDIS_URL", redis.url())]);
+    let user = "counted-under-the-file";
+    for want in [200, 200, 200, 429] {
+        assert_eq!(demo.status("/orders/1", Some(user)).await, Some(want));
+    }
+    let state = ["state", "GET /orders/{id}", "--user-id", user];
+    let out = admin(&redis, &state);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stdout).contains("count 3") && text(&out.stderr).contains("--overrides-file"),
+        "without the file, the declared policy's keys: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let with_file = [state.as_slice(), &["--overrides-file", &file]].concat();
+    let out = admin(&redis, &with_file);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let spent = text(&out.stdout);
+    assert!(
+        spent.contains("count 3, remaining 0") && spent.contains("refused for"),
+        "{spent}"
+    );
+    let out = admin(&redis, &["routes", "--overrides-file", &file]);
+    assert!(
+        text(&out.stdout).contains(r#"override (file): limit = 3, window = "1h""#),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // From the environment, as the services read it.
+    let env = [
+        ("REDIS_URL", redis.url()),
+        ("RATELIMIT_OVERRIDES_FILE", file.clone()),
+    ];
+    let out = admin_with(&env, &["reset", "GET /orders/{id}", "--user-id", user]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("reset "),
+        "{}",
+        text(&out.stdout)
+    );
+    let started = Instant::now();
+    while demo.status("/orders/1", Some(user)).await != Some(200) {
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "the reset did not reach the service"
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A file the services refuse as a whole: the command cannot know what they keep.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[routes]\n\"GET /orders/{id}\" = 'limt = 3'\n").unwrap();
+    let bad = bad.to_str().unwrap();
+    let out = admin(
+        &redis,
+        &[state.as_slice(), &["--overrides-file", bad]].concat(),
+    );
+    assert!(!out.status.success(), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("refuse the overrides file")
+            && text(&out.stderr).contains("did you mean `limit`?"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A missing one holds none, as for the services.
+    let missing = dir.path().join("missing.toml");
+    let out = admin(
+        &redis,
+        &[
+            state.as_slice(),
+            &["--overrides-file", missing.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
 #[test]
@@ -640,14 +752,7 @@ async fn overrides_follow_the_sentinels_primary_through_a_failover() {
         assert!(out.status.success(), "{}", text(&out.stderr));
     };
     // The services publish their routes to the primary, for the command to check names.
-    let started = Instant::now();
-    while !text(&admin_with(&redis, &["routes"]).stdout).contains("GET /orders/{id}") {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "routes not published"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until_published(&redis);
     set(3);
     let field: Option<String> = setup
         .primary()

@@ -1,7 +1,7 @@
 //! The Redis side of the command: the overrides hash, the routes the services publish, and
 //! a client's budget.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, path::Path};
 
 use ratelimit_runtime::{
     key::KeySecret,
@@ -146,20 +146,28 @@ impl Admin {
     async fn problems_of(&self, fields: &BTreeMap<String, String>) -> Result<Vec<String>, String> {
         let (set, mut problems) =
             RuleSet::read(fields.iter().map(|(f, v)| (f.as_str(), v.as_str())));
+        problems.extend(self.route_problems(&set).await?);
+        Ok(problems)
+    }
+
+    /// The route overrides of `set` that name a route the services do not declare, or
+    /// declare exempt (none while no service has published its routes).
+    async fn route_problems(&self, set: &RuleSet) -> Result<Vec<String>, String> {
         let routes = self.routes().await?;
         if routes.is_empty() {
-            return Ok(problems);
+            return Ok(Vec::new());
         }
-        problems.extend(set.routes.keys().filter_map(
-            |selector| match routes.get(&selector.route) {
+        Ok(set
+            .routes
+            .keys()
+            .filter_map(|selector| match routes.get(&selector.route) {
                 None => Some(format!("`{selector}` names no route the services declare")),
                 Some(declared) if declared.starts_with("exempt") => Some(format!(
                     "`{selector}` is declared exempt, so it has no limit to override"
                 )),
                 Some(_) => None,
-            },
-        ));
-        Ok(problems)
+            })
+            .collect())
     }
 
     /// Writes `field`, unless the hash would then be one the services refuse as a whole:
@@ -250,13 +258,17 @@ impl Admin {
         Ok(())
     }
 
-    /// The policy in force on `selector`'s route for its tier: the override's, else the
-    /// declared one the services published.
+    /// The policy in force on `selector`'s route for its tier, and whether the tier has an
+    /// override of its own (then it counts in keys of its own): the tier's override, else
+    /// the route's, each from the hash, else from the services' overrides `file` (the hash
+    /// wins over the file selector by selector, as in the services), else the declared
+    /// policy the services published.
     async fn policy(
         &self,
         selector: &RouteSelector,
         fields: &BTreeMap<String, String>,
-    ) -> Result<Policy, String> {
+        file: &RuleSet,
+    ) -> Result<(Policy, bool), String> {
         let routes = self.routes().await?;
         let declared = routes.get(&selector.route).ok_or_else(|| {
             format!(
@@ -267,15 +279,46 @@ impl Admin {
         })?;
         let declared =
             policy_from_text(&selector.route, declared, None).map_err(|e| e.join("\n"))?;
-        let overridden = fields
-            .get(&selector.to_string())
-            .or_else(|| fields.get(&selector.route));
-        match overridden {
-            Some(text) => {
-                policy_from_text(&selector.route, text, Some(&declared)).map_err(|e| e.join("\n"))
-            }
-            None => Ok(declared),
+        let route = RouteSelector {
+            route: selector.route.clone(),
+            tier: None,
+        };
+        let written = |selector: &RouteSelector| {
+            fields
+                .get(&selector.to_string())
+                .or_else(|| file.routes.get(selector).map(|(text, _)| text))
+        };
+        let own = selector.tier.as_ref().and_then(|_| written(selector));
+        match own.or_else(|| written(&route)) {
+            Some(text) => policy_from_text(&selector.route, text, Some(&declared))
+                .map(|policy| (policy, own.is_some()))
+                .map_err(|e| e.join("\n")),
+            None => Ok((declared, false)),
         }
+    }
+
+    /// The rules of the services' overrides file at `path`, read as they read it (a missing
+    /// file holds none); an error when they would refuse it as a whole, for then they keep
+    /// what they last took from it, which this command cannot know.
+    pub(crate) async fn overrides_file(&self, path: Option<&Path>) -> Result<RuleSet, String> {
+        let Some(path) = path else {
+            return Ok(RuleSet::default());
+        };
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(error) => return Err(format!("the overrides file `{}`: {error}", path.display())),
+        };
+        let (set, mut problems) = RuleSet::read_toml(&text);
+        problems.extend(self.route_problems(&set).await?);
+        if problems.is_empty() {
+            return Ok(set);
+        }
+        Err(format!(
+            "the services refuse the overrides file `{}` as a whole and keep what they last took from it, which this command cannot know: fix it first:\n  {}",
+            path.display(),
+            problems.join("\n  ")
+        ))
     }
 
     /// Resets the client `args` names on `selector`'s route (`reset`), or reads its state
@@ -284,18 +327,17 @@ impl Admin {
         &self,
         selector: &RouteSelector,
         args: &ClientArgs,
+        file: &RuleSet,
         reset: bool,
     ) -> Result<Vec<(Limit, LimitState)>, String> {
         let fields = self.fields().await?;
-        let Policy::Limited(policy) = self.policy(selector, &fields).await? else {
+        let (policy, own) = self.policy(selector, &fields, file).await?;
+        let Policy::Limited(policy) = policy else {
             return Err(format!("`{}` is exempt: it has no budget", selector.route));
         };
         // A tier with no override of its own counts in the route's keys, as the services
         // count it.
-        let tier = selector
-            .tier
-            .as_deref()
-            .filter(|_| fields.contains_key(&selector.to_string()));
+        let tier = selector.tier.as_deref().filter(|_| own);
         let store: std::sync::Arc<dyn Store> = match &self.budgets {
             Budgets::Cluster(nodes) => std::sync::Arc::new(
                 RedisClusterStore::builder(nodes.clone())

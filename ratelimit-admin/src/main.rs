@@ -13,7 +13,7 @@
 
 mod client;
 
-use std::process::ExitCode;
+use std::{path::PathBuf, process::ExitCode};
 
 use clap::{
     parser::ValueSource, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand,
@@ -79,6 +79,11 @@ struct Cli {
         global = true
     )]
     key: String,
+    /// The overrides file the services read (`Overrides::file`), for `routes`, `state` and
+    /// `reset` to apply its route overrides under the hash's, as the services do. A
+    /// missing file holds none; one the services would refuse is an error.
+    #[arg(long, env = "RATELIMIT_OVERRIDES_FILE", global = true)]
+    overrides_file: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -259,10 +264,12 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
         _ => Target::Url(cli.redis),
     };
     let admin = Admin::connect(target, &cli.key).await?;
+    let file = cli.overrides_file;
     match cli.command {
         Command::Routes => {
             let (routes, gone) = admin.published().await?;
             let overrides = admin.fields().await?;
+            let file = admin.overrides_file(file.as_deref()).await?;
             if routes.is_empty() {
                 println!(
                     "no service has published its routes to `{}` yet",
@@ -278,6 +285,14 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
                                 Some(tier) => println!("  tier {tier}: {value}"),
                                 None => println!("  override: {value}"),
                             }
+                        }
+                    }
+                }
+                for (s, (text, _)) in &file.routes {
+                    if &s.route == route && !overrides.contains_key(&s.to_string()) {
+                        match &s.tier {
+                            Some(tier) => println!("  tier {tier} (file): {text}"),
+                            None => println!("  override (file): {text}"),
                         }
                     }
                 }
@@ -343,12 +358,13 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
         }
         Command::Reset(args) => {
             let selector = selector(&args.route, args.tier.as_deref())?;
+            let file = admin.overrides_file(file.as_deref()).await?;
             let held = !admin
-                .budget(&selector, &args, false)
+                .budget(&selector, &args, &file, false)
                 .await?
                 .iter()
                 .all(|(limit, state)| whole(limit, state));
-            admin.budget(&selector, &args, true).await?;
+            admin.budget(&selector, &args, &file, true).await?;
             if held {
                 println!("reset `{selector}` for the client given");
             } else {
@@ -359,7 +375,8 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
         }
         Command::State(args) => {
             let selector = selector(&args.route, args.tier.as_deref())?;
-            let states = admin.budget(&selector, &args, false).await?;
+            let file = admin.overrides_file(file.as_deref()).await?;
+            let states = admin.budget(&selector, &args, &file, false).await?;
             if states.iter().all(|(limit, state)| whole(limit, state)) {
                 warn_keys_unseen(&args);
             }
@@ -416,7 +433,7 @@ fn warn_keys_unseen(args: &ClientArgs) {
         "not set"
     };
     eprintln!(
-        "note: every budget of this client is whole here (key prefix `{}`, RATELIMIT_KEY_SECRET {secret}); if the services refuse it all the same, give the command their key prefix (RATELIMIT_KEY_PREFIX, `RateLimiter::key_prefix`) and key secret (RATELIMIT_KEY_SECRET), the address or name as they count it, and the client's tier (`--tier`) when it has an override of its own",
+        "note: every budget of this client is whole here (key prefix `{}`, RATELIMIT_KEY_SECRET {secret}); if the services refuse it all the same, give the command their key prefix (RATELIMIT_KEY_PREFIX, `RateLimiter::key_prefix`) and key secret (RATELIMIT_KEY_SECRET), the address or name as they count it, the client's tier (`--tier`) when it has an override of its own, and their overrides file (`--overrides-file`, RATELIMIT_OVERRIDES_FILE) when it overrides the route",
         args.prefix
     );
 }

@@ -239,77 +239,6 @@ fn readable(shared: &Shared, source: Source) {
     state.source_mut(source).failing = false;
 }
 
-/// The file's rules as fields, in the Redis hash's shape: the rules that read, and every
-/// problem.
-pub(crate) fn parse_file(text: &str) -> (RuleSet, Vec<String>) {
-    let document = match text.parse::<toml::Table>() {
-        Ok(document) => document,
-        Err(e) => {
-            return (
-                RuleSet::default(),
-                vec![format!("not TOML: {}", e.message())],
-            )
-        }
-    };
-    let mut fields: Vec<(String, String)> = Vec::new();
-    let mut errors = Vec::new();
-    for (section, value) in &document {
-        let Some(table) = value.as_table() else {
-            errors.push(format!("`{section}` must be a table (`[{section}]`)"));
-            continue;
-        };
-        match section.as_str() {
-            "routes" => {
-                for (route, value) in table {
-                    let text = match value {
-                        toml::Value::String(text) => text.clone(),
-                        toml::Value::Array(items) if items.iter().all(toml::Value::is_str) => items
-                            .iter()
-                            .filter_map(toml::Value::as_str)
-                            .collect::<Vec<_>>()
-                            .join("; "),
-                        _ => {
-                            errors.push(format!("`{route}` takes a string in the attribute's syntax, or an array of them"));
-                            continue;
-                        }
-                    };
-                    fields.push((route.clone(), text));
-                }
-            }
-            kind @ ("allow" | "deny") => {
-                for (list, values) in table {
-                    let entry_kind = match list.as_str() {
-                        "ips" => "ip",
-                        "api_keys" => "api_key",
-                        "user_ids" => "user_id",
-                        other => {
-                            errors.push(format!("`[{kind}] {other}`: expected `ips`, `api_keys` or `user_ids`{}", ratelimit_grammar::suggest::did_you_mean(other, &["ips", "api_keys", "user_ids"])));
-                            continue;
-                        }
-                    };
-                    let Some(values) = values.as_array() else {
-                        errors.push(format!("`[{kind}] {list}` takes an array of strings"));
-                        continue;
-                    };
-                    for value in values {
-                        match value.as_str() {
-                            Some(value) => fields.push((format!("{kind} {entry_kind} {value}"), String::new())),
-                            None => errors.push(format!("`[{kind}] {list}` takes an array of strings")),
-                        }
-                    }
-                }
-            }
-            other => errors.push(format!(
-                "`[{other}]` is no section of the overrides file; expected `[routes]`, `[allow]` or `[deny]`{}",
-                ratelimit_grammar::suggest::did_you_mean(other, &["routes", "allow", "deny"])
-            )),
-        }
-    }
-    let (set, more) = RuleSet::read(fields.iter().map(|(f, v)| (f.as_str(), v.as_str())));
-    errors.extend(more);
-    (set, errors)
-}
-
 /// The hash's fields as one text, in field order (to tell a change).
 fn hash_content(fields: &BTreeMap<String, String>) -> String {
     fields
@@ -537,7 +466,7 @@ fn read_file(shared: &Shared, path: &std::path::Path) -> bool {
         }
         slot.pending = None;
     }
-    shared.offer(Source::File, content, parse_file);
+    shared.offer(Source::File, content, RuleSet::read_toml);
     false
 }
 
@@ -626,7 +555,7 @@ mod tests {
 
     #[test]
     fn the_file_reads_as_the_hash_does() {
-        let (set, problems) = parse_file(
+        let (set, problems) = RuleSet::read_toml(
             r#"
             [routes]
             "POST /login" = 'limit = 5, window = "5m", algorithm = "sliding_log"'
@@ -657,7 +586,7 @@ mod tests {
                 "not TOML",
             ),
         ] {
-            let (_, errors) = parse_file(bad);
+            let (_, errors) = RuleSet::read_toml(bad);
             assert!(
                 errors.iter().any(|e| e.contains(expected)),
                 "{bad}: {errors:?}"

@@ -265,6 +265,98 @@ impl RuleSet {
         (set, errors)
     }
 
+    /// Reads an overrides file's text (TOML: `[routes]`, `[allow]`, `[deny]`, as
+    /// [`Overrides::file`](super::Overrides::file) reads it) as the Redis hash's fields,
+    /// keeping the rules that read beside every problem, as [`read`](RuleSet::read) does.
+    ///
+    /// ```
+    /// use ratelimit_runtime::overrides::RuleSet;
+    ///
+    /// let (set, problems) = RuleSet::read_toml(
+    ///     r#"
+    ///     [routes]
+    ///     "POST /login" = 'limit = 5, window = "5m"'
+    ///     "GET /search" = ['limit = 20, window = "1s"', 'limit = 600, window = "1h"']
+    ///     [deny]
+    ///     ips = ["203.0.113.0/24"]
+    ///     "#,
+    /// );
+    /// assert!(problems.is_empty(), "{problems:?}");
+    /// assert_eq!(set.routes.len(), 2);
+    /// assert_eq!(set.lists.len(), 1);
+    ///
+    /// let (_, problems) = RuleSet::read_toml("[route]\n");
+    /// assert!(problems[0].contains("did you mean `routes`?"), "{problems:?}");
+    /// ```
+    pub fn read_toml(text: &str) -> (RuleSet, Vec<String>) {
+        let document = match text.parse::<toml::Table>() {
+            Ok(document) => document,
+            Err(e) => {
+                return (
+                    RuleSet::default(),
+                    vec![format!("not TOML: {}", e.message())],
+                )
+            }
+        };
+        let mut fields: Vec<(String, String)> = Vec::new();
+        let mut errors = Vec::new();
+        for (section, value) in &document {
+            let Some(table) = value.as_table() else {
+                errors.push(format!("`{section}` must be a table (`[{section}]`)"));
+                continue;
+            };
+            match section.as_str() {
+                "routes" => {
+                    for (route, value) in table {
+                        let text = match value {
+                            toml::Value::String(text) => text.clone(),
+                            toml::Value::Array(items) if items.iter().all(toml::Value::is_str) => items
+                                .iter()
+                                .filter_map(toml::Value::as_str)
+                                .collect::<Vec<_>>()
+                                .join("; "),
+                            _ => {
+                                errors.push(format!("`{route}` takes a string in the attribute's syntax, or an array of them"));
+                                continue;
+                            }
+                        };
+                        fields.push((route.clone(), text));
+                    }
+                }
+                kind @ ("allow" | "deny") => {
+                    for (list, values) in table {
+                        let entry_kind = match list.as_str() {
+                            "ips" => "ip",
+                            "api_keys" => "api_key",
+                            "user_ids" => "user_id",
+                            other => {
+                                errors.push(format!("`[{kind}] {other}`: expected `ips`, `api_keys` or `user_ids`{}", ratelimit_grammar::suggest::did_you_mean(other, &["ips", "api_keys", "user_ids"])));
+                                continue;
+                            }
+                        };
+                        let Some(values) = values.as_array() else {
+                            errors.push(format!("`[{kind}] {list}` takes an array of strings"));
+                            continue;
+                        };
+                        for value in values {
+                            match value.as_str() {
+                                Some(value) => fields.push((format!("{kind} {entry_kind} {value}"), String::new())),
+                                None => errors.push(format!("`[{kind}] {list}` takes an array of strings")),
+                            }
+                        }
+                    }
+                }
+                other => errors.push(format!(
+                    "`[{other}]` is no section of the overrides file; expected `[routes]`, `[allow]` or `[deny]`{}",
+                    ratelimit_grammar::suggest::did_you_mean(other, &["routes", "allow", "deny"])
+                )),
+            }
+        }
+        let (set, more) = RuleSet::read(fields.iter().map(|(f, v)| (f.as_str(), v.as_str())));
+        errors.extend(more);
+        (set, errors)
+    }
+
     /// Adds one field.
     ///
     /// # Errors

@@ -3,10 +3,10 @@
 //! The slot map is read with `CLUSTER SLOTS` in the background (after a `MOVED`, and while a
 //! master's breaker is open) and swapped in whole; a check reads it without a lock. Every
 //! master has its own connection, made in the background, and its own breaker: after
-//! [`OPEN_AFTER`] checks in a row over at least [`OPEN_SPAN`](super::master::OPEN_SPAN) that found a master silent or
-//! unreachable (no reply before their deadline or before their caller gave them up, or the
-//! connection failed), its slots fail at once,
-//! and nothing else waits.
+//! [`OPEN_AFTER`] checks in a row over at least [`OPEN_SPAN`](super::master::OPEN_SPAN)
+//! that found a master silent or unreachable (no reply before their deadline or before
+//! their caller gave them up, or the connection failed), its slots fail at once, and
+//! nothing else waits.
 //! While it is open, the slot map is read again every [`PROBE_EVERY`] from the other nodes,
 //! and the master's address is sent a plain `PING`: the breaker closes when the map names
 //! another master for its slots (a replica was promoted), or when the address answers.
