@@ -257,3 +257,76 @@ async fn keys_moving_to_a_master_added_later_are_decided_through_the_reshard() {
     let expected: Vec<Result<u32, String>> = (973..=998).rev().map(Ok).collect();
     assert_eq!(seen, expected[..25]);
 }
+
+/// A Cluster whose `default` user is off, reached as the least-privilege ACL user of
+/// `guide::tls` (with `+cluster|slots +asking` for a Cluster): the seed's credentials reach
+/// every master the slot map names, so checks of keys on every master are decided, alone
+/// and stacked; a user without `+evalsha` is refused with the command named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acl_user_with_the_guides_commands_is_decided_on_every_master() {
+    let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3))
+        .await
+        .unwrap();
+    const COMMANDS: &str = "+evalsha +eval +time +hincrby +hget +hmget +hkeys +hdel +pttl +pexpire +zadd +zcard +zrange +zrem +zremrangebyscore +zremrangebyrank +get +set +del +ping +cluster|slots +asking";
+    for node in cluster.nodes() {
+        let mut conn = node.connection();
+        for rules in [
+            format!("ratelimit on >secret ~rl:* {COMMANDS}"),
+            // A user that cannot run the scripts.
+            "noscripts on >secret ~rl:* +cluster|slots +ping".to_owned(),
+            // The test's own view of the nodes once `default` is off.
+            "admin on >admin ~* &* +@all".to_owned(),
+            "default off".to_owned(),
+        ] {
+            let _: () = redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg(rules.split_whitespace().collect::<Vec<_>>())
+                .query(&mut conn)
+                .unwrap_or_else(|e| panic!("ACL SETUSER {rules}: {e}"));
+        }
+    }
+    let as_user =
+        |user: &str, node: &RedisServer| format!("redis://{user}:secret@127.0.0.1:{}", node.port());
+    // One seed: the other masters are found through the slot map.
+    let seed = &cluster.masters()[0];
+    let store = RedisClusterStore::builder([as_user("ratelimit", seed)])
+        .timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap();
+    let single = [Limit::new(3, Window::from_millis(60_000), Algorithm::Gcra)];
+    for client in 0..60 {
+        let ip = format!("198.51.100.{client}");
+        let key = RouteKey::new("rl", "GET", "/acl", &[(IdentityPart::Ip, &ip)]);
+        for limits in [&single[..], &limits()[..]] {
+            let decision = crate::check_key(&store, &key, limits).await;
+            assert!(decision.unwrap_or_else(|e| panic!("{ip}: {e}")).allowed);
+        }
+    }
+    for (index, master) in cluster.masters().iter().enumerate() {
+        let mut conn =
+            redis::Client::open(format!("redis://admin:admin@127.0.0.1:{}", master.port()))
+                .and_then(|c| c.get_connection())
+                .unwrap();
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut conn)
+            .unwrap();
+        assert!(
+            stats.contains("cmdstat_evalsha:calls="),
+            "master {index} ran no script: {stats}"
+        );
+    }
+
+    let refused = RedisClusterStore::builder([as_user("noscripts", seed)])
+        .timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap();
+    let key = RouteKey::new("rl", "GET", "/acl", &[(IdentityPart::Ip, "198.51.100.1")]);
+    let err = crate::check_key(&refused, &key, &single)
+        .await
+        .expect_err("a user without +evalsha decides nothing");
+    assert_eq!(err.kind(), StoreErrorKind::Redis, "{err}");
+    assert!(err.to_string().contains("evalsha"), "{err}");
+}
