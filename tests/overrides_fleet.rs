@@ -727,17 +727,28 @@ fn the_command_takes_one_deployment() {
     assert!(!help.contains("secret"), "{help}");
 }
 
-/// With Redis Sentinel, the demo reads overrides from the primary the sentinels name and the
-/// command writes them there, before and after a failover: an override set through the
+/// With Redis Sentinel (passwords on the sentinels and the primary), the demo reads overrides
+/// from the primary the sentinels name and the command writes them there, before and after a
+/// failover: an override set through the
 /// sentinels is in force within 2 s, and one set after the primary died lands in the
 /// promoted replica and is in force within 2 s of being written.
 #[actix_web::test]
 async fn overrides_follow_the_sentinels_primary_through_a_failover() {
-    let mut setup = SentinelSetup::start();
+    let mut setup = SentinelSetup::start_with_passwords("sentinel-secret", "primary-secret");
     let redis = [
         ("REDIS_SENTINEL_NODES", setup.sentinel_urls().join(",")),
         ("REDIS_SENTINEL_MASTER", MASTER_NAME.to_owned()),
+        (
+            "REDIS_SENTINEL_MASTER_PASSWORD",
+            "primary-secret".to_owned(),
+        ),
     ];
+    // The override as a server holds it.
+    let field = |server: &RedisServer| -> Option<String> {
+        let url = format!("redis://:primary-secret@127.0.0.1:{}", server.port());
+        let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+        conn.hget("rl:overrides", "GET /orders/{id}").unwrap()
+    };
     let demo = Demo::start_with(&redis).await;
     let set = |limit: u32| {
         let out = admin_with(
@@ -754,12 +765,8 @@ async fn overrides_follow_the_sentinels_primary_through_a_failover() {
     // The services publish their routes to the primary, for the command to check names.
     until_published(&redis);
     set(3);
-    let field: Option<String> = setup
-        .primary()
-        .connection()
-        .hget("rl:overrides", "GET /orders/{id}")
-        .unwrap();
-    assert_eq!(field.as_deref(), Some(r#"limit = 3, window = "1h""#));
+    let written = field(setup.primary());
+    assert_eq!(written.as_deref(), Some(r#"limit = 3, window = "1h""#));
     until_every(
         std::slice::from_ref(&demo),
         &[200, 200, 200, 429],
@@ -778,13 +785,8 @@ async fn overrides_follow_the_sentinels_primary_through_a_failover() {
         std::thread::sleep(Duration::from_millis(50));
     }
     set(2);
-    let field: Option<String> = setup
-        .replica()
-        .connection()
-        .hget("rl:overrides", "GET /orders/{id}")
-        .unwrap();
     assert_eq!(
-        field.as_deref(),
+        field(setup.replica()).as_deref(),
         Some(r#"limit = 2, window = "1h""#),
         "written to the promoted replica"
     );
