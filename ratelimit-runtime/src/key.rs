@@ -390,11 +390,11 @@ fn push_plain_or_hashed(out: &mut String, value: &str) {
     }
 }
 
-/// `/orders/{id}` → `/orders/:id`. A segment's regex is dropped from the text but not from
-/// the key: `/posts/{id:\d+}` → `/posts/:id#<hash of the pattern>`, so it never shares a
-/// key with `/posts/{id}`; so is the boundary of a parameter followed by text
-/// (`/files/{name}.json`, which would read as `/files/{name.json}`). A literal `:` or `#` (which would make two patterns read alike)
-/// or anything else unsafe hashes the whole pattern.
+/// `/orders/{id}` → `/orders/:id`. A segment's regex is dropped from the text but not from the key:
+/// `/posts/{id:\d+}` → `/posts/:id#<hash of the pattern>`, so it never shares a key with
+/// `/posts/{id}`; so is the boundary of a parameter followed by text (`/files/{name}.json`, which
+/// would read as `/files/{name.json}`). A literal `:` or `#` (which would make two patterns read
+/// alike) or anything else unsafe hashes the whole pattern.
 fn push_pattern(out: &mut String, pattern: &str) {
     let mut rewritten = String::with_capacity(pattern.len());
     let mut rest = pattern;

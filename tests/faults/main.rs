@@ -1,8 +1,8 @@
 //! Faults under traffic, through the HTTP path (an App with `#[rate_limit]` routes and a
-//! `RateLimiter` over a Redis store, driven by actix-web's test service): Redis killed,
-//! restarted empty, stalled, a cluster master killed, and a cluster master's host gone. No request waits much longer than
-//! the store timeout, fail-closed routes answer 503 while no decision can be made, fail-open
-//! routes pass, and once Redis answers again the app decides again by itself, exactly.
+//! `RateLimiter` over a Redis store, driven by actix-web's test service): Redis killed, restarted
+//! empty, stalled, a cluster master killed, and a cluster master's host gone. No request waits much
+//! longer than the store timeout, fail-closed routes answer 503 while no decision can be made,
+//! fail-open routes pass, and once Redis answers again the app decides again by itself, exactly.
 //!
 //! The tests of this target run one at a time: each keeps 32 requests in flight against its
 //! own servers, and the latency bounds are about the limiter, not about CPU contention

@@ -249,12 +249,12 @@ async fn echo_login(
     }
 }
 
-/// Bodies a client builds to be read one way by the handler and another by the limiter do
-/// not get a fresh budget per request for one username. A UTF-16 form whose content type hides `charset=utf-8` in a quoted parameter before the
-/// real `charset=utf-16le` must not be read as a UTF-8 form, in which the client placed a
-/// `username` of its choosing, while `web::Form` decodes UTF-16 and reads alice. And JSON
-/// labelled as a form, read by a lenient `web::Json`, carries `&username=decoy&` in a
-/// string that a form reading would take for the field.
+/// Bodies a client builds to be read one way by the handler and another by the limiter do not get a
+/// fresh budget per request for one username. A UTF-16 form whose content type hides
+/// `charset=utf-8` in a quoted parameter before the real `charset=utf-16le` must not be read as a
+/// UTF-8 form, in which the client placed a `username` of its choosing, while `web::Form` decodes
+/// UTF-16 and reads alice. And JSON labelled as a form, read by a lenient `web::Json`, carries
+/// `&username=decoy&` in a string that a form reading would take for the field.
 #[actix_web::test]
 async fn bodies_read_one_way_by_the_handler_and_another_by_the_limiter_do_not_pass() {
     let utf16 =

@@ -71,10 +71,11 @@ async fn thousand_at_once(
         .collect()
 }
 
-/// 1,000 at once under a stack of `outer` (100 per 2 hours) and `inner` (`inner_max` per
-/// hour; on the server's clock neither regains a unit while the test runs): exactly the tighter limit's max pass, counted in both limits; each passed one is
-/// told what each limit has left after it, each refused one that the tighter limit refuses
-/// and what the other has left. Then each limit alone holds exactly what passed.
+/// 1,000 at once under a stack of `outer` (100 per 2 hours) and `inner` (`inner_max` per hour; on
+/// the server's clock neither regains a unit while the test runs): exactly the tighter limit's max
+/// pass, counted in both limits; each passed one is told what each limit has left after it, each
+/// refused one that the tighter limit refuses and what the other has left. Then each limit alone
+/// holds exactly what passed.
 async fn stacked_exactly(
     store: &dyn Store,
     key: &RouteKey,

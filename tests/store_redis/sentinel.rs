@@ -1,7 +1,8 @@
 //! A primary watched by three sentinels (and one replica), killed under load while one
-//! sentinel is stopped (its connections silent): no check waits past its timeout, checks are decided again within 2 seconds of the promotion, they
-//! are exact before and after it, and what the failover lost (what replication had not
-//! copied) is measured. The store never sends a check to the replica while it is one.
+//! sentinel is stopped (its connections silent): no check waits past its timeout, checks are
+//! decided again within 2 seconds of the promotion, they are exact before and after it, and
+//! what the failover lost (what replication had not copied) is measured. The store never
+//! sends a check to the replica while it is one.
 
 use std::{
     sync::{

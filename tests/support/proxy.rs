@@ -14,14 +14,14 @@ use tokio::{
     time::Instant,
 };
 
-/// Forwards every connection to `127.0.0.1:<upstream>`. [`Proxy::freeze`] makes every
-/// connection open at that moment go silent: bytes are neither forwarded nor answered and
-/// the sockets stay open, which is what a client sees when the path to Redis drops packets
-/// without a reset (a failover moved the address, a NAT entry was dropped, a proxy hung).
-/// Connections made later are forwarded, unless the path is [`Proxy::silence`]d: then they
-/// are accepted and never answered, until [`Proxy::restore`]. [`Proxy::switch_to`] sends connections made later
-/// to another server, as a failover proxy or a DNS name does, while those open stay where
-/// they are. Runs on the calling Tokio runtime.
+/// Forwards every connection to `127.0.0.1:<upstream>`. [`Proxy::freeze`] makes every connection
+/// open at that moment go silent: bytes are neither forwarded nor answered and the sockets stay
+/// open, which is what a client sees when the path to Redis drops packets without a reset (a
+/// failover moved the address, a NAT entry was dropped, a proxy hung). Connections made later are
+/// forwarded, unless the path is [`Proxy::silence`]d: then they are accepted and never answered,
+/// until [`Proxy::restore`]. [`Proxy::switch_to`] sends connections made later to another server,
+/// as a failover proxy or a DNS name does, while those open stay where they are. Runs on the
+/// calling Tokio runtime.
 pub struct Proxy {
     port: u16,
     generation: watch::Sender<u64>,

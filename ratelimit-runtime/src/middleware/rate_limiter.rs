@@ -314,17 +314,17 @@ impl RateLimiter {
     /// timed out.
     pub const STARTUP_GRACE: Duration = Duration::from_secs(1);
 
-    /// Asks the store, as a startup check, and logs which store the limiter counts in
-    /// and whether it answered: `info` with the time it took, or `warn` with the error (the
-    /// app may still start: routes then fail open, closed or local, as declared, until the
-    /// store answers). One check of a key of its own (`<prefix>:{GET:/__ratelimit_startup}`
-    /// with its limit's suffix, `:fw1` in Redis; 1 per millisecond: under the store's clock it expires at once, under an injected one
-    /// after ten minutes), bounded as a request's check is. When that check times out, one
-    /// more is given up to [`STARTUP_GRACE`](Self::STARTUP_GRACE) (a store's first
-    /// connection is made and retried in the background): a store slow to connect then
-    /// reports ready, and one whose connection keeps failing names why (a wrong password,
-    /// address or TLS setting) instead of a timeout. So a store that never answers holds
-    /// this call about a second longer than a request's timeout.
+    /// Asks the store, as a startup check, and logs which store the limiter counts in and whether
+    /// it answered: `info` with the time it took, or `warn` with the error (the app may still
+    /// start: routes then fail open, closed or local, as declared, until the store answers). One
+    /// check of a key of its own (`<prefix>:{GET:/__ratelimit_startup}` with its limit's suffix,
+    /// `:fw1` in Redis; 1 per millisecond: under the store's clock it expires at once, under an
+    /// injected one after ten minutes), bounded as a request's check is. When that check times out,
+    /// one more is given up to [`STARTUP_GRACE`](Self::STARTUP_GRACE) (a store's first connection
+    /// is made and retried in the background): a store slow to connect then reports ready, and one
+    /// whose connection keeps failing names why (a wrong password, address or TLS setting) instead
+    /// of a timeout. So a store that never answers holds this call about a second longer than a
+    /// request's timeout.
     ///
     /// ```
     /// # actix_web::rt::System::new().block_on(async {
