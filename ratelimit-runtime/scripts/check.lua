@@ -42,10 +42,10 @@ for i = 1, n do
   local block, bkey = ARGV[4 * i + 2], nil
   if block ~= '0' then
     block = tonumber(block)
-  end
-  if block ~= '0' and block ~= 0 then
-    bkey = KEYS[next_bkey]
-    next_bkey = next_bkey + 1
+    if block ~= 0 then
+      bkey = KEYS[next_bkey]
+      next_bkey = next_bkey + 1
+    end
   end
   --@include parts/bounds.lua
   --@include parts/block_bounds.lua
@@ -109,7 +109,4 @@ else
 end
 
 figures[4 * n + 1] = now
-if n == 2 then
-  return string.format('%d %d %d %d %d %d %d %d %d', unpack(figures))
-end
 return string.format(string.rep('%d ', 4 * n) .. '%d', unpack(figures, 1, 4 * n + 1))
