@@ -119,7 +119,11 @@ const JSON: (&str, &str) = ("content-type", "application/json");
 #[actix_web::test]
 async fn every_route_of_the_demo_follows_its_policy() {
     let server = RedisServer::start();
-    let demo = Demo::start(&server.url()).await;
+    let demo = Demo::start_with(&[
+        ("REDIS_URL", &server.url()),
+        ("DEMO_RESET_TOKEN", "t0k3n-of-this-test"),
+    ])
+    .await;
 
     let login = Some(r#"{"username":"alice","password":"pw"}"#);
     assert_eq!(
@@ -155,7 +159,14 @@ async fn every_route_of_the_demo_follows_its_policy() {
         202
     );
     assert_eq!(demo.send("POST", "/login", &[JSON], right).await.0, 429);
-    let done = Some(r#"{"username":"alice","token":"demo-reset"}"#);
+    // A token anyone could know (the one earlier demos used) completes nothing.
+    let guessed = Some(r#"{"username":"alice","token":"demo-reset"}"#);
+    assert_eq!(
+        demo.send("POST", "/password-reset", &[JSON], guessed).await.0,
+        202
+    );
+    assert_eq!(demo.send("POST", "/login", &[JSON], right).await.0, 429);
+    let done = Some(r#"{"username":"alice","token":"t0k3n-of-this-test"}"#);
     assert_eq!(
         demo.send("POST", "/password-reset", &[JSON], done).await.0,
         200

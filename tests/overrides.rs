@@ -19,7 +19,7 @@ use actix_web::{
 use futures_util::future::join_all;
 use ratelimit_runtime::{
     identity::{ApiKeySource, UserId},
-    overrides::{Overrides, Source, Tier},
+    overrides::{api_key_fingerprint, Overrides, Source, Tier},
     rate_limit,
     store::RedisStore,
     Algorithm, FailMode, Identity, IdentityPart, Limit, RateLimiter, RoutePolicy, Window,
@@ -279,21 +279,26 @@ async fn allowed_and_denied_clients_of_every_kind_cost_no_store_call() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ratelimit.toml");
+    // API keys are listed by fingerprint (no key secret here, as the limiter has none).
+    let allowed_key = api_key_fingerprint("monitoring-key", None);
+    let denied_key = api_key_fingerprint("stolen-key", None);
     replace_file(
         &path,
-        r#"
+        &format!(
+            r#"
         [routes]
         "GET /search" = 'limit = 1, window = "1m"'
         "GET /reports" = 'limit = 1, window = "1m"'
         [allow]
         ips = ["10.0.0.0/8", "2001:db8:aaaa::/48"]
-        api_keys = ["monitoring-key"]
+        api_keys = ["{allowed_key}"]
         user_ids = ["ops-bot"]
         [deny]
         ips = ["203.0.113.0/24", "2001:db8:bad::/48", "10.6.6.6"]
-        api_keys = ["stolen-key"]
+        api_keys = ["{denied_key}"]
         user_ids = ["mallory"]
-        "#,
+        "#
+        ),
     );
     let overrides = Overrides::new()
         .file(&path)

@@ -12,6 +12,7 @@
 //! (comma-separated sentinel URLs) with `REDIS_SENTINEL_MASTER` (the primary's name) and, when
 //! the primary wants one, `REDIS_SENTINEL_MASTER_PASSWORD`; `TRUSTED_PROXY_HOPS` (default 0),
 //! `DEMO_API_KEYS` (the issued API keys, comma-separated; default `key_abc,key_other`),
+//! `DEMO_RESET_TOKEN` (the password-reset token; default a random one, logged at start),
 //! `RATELIMIT_KEY_SECRET` (16 bytes or more, the same on every instance: usernames and other
 //! personal values in keys are hashed under it), `RATELIMIT_OVERRIDES_FILE` (a TOML file of
 //! overrides, re-read when it changes; with Redis, a Cluster or Sentinel, the hash
@@ -38,10 +39,12 @@ use ratelimit_runtime::{
 pub fn app(
     limiter: RateLimiter,
     metrics: web::Data<PrometheusHandle>,
+    reset_token: web::Data<routes::ResetToken>,
     uncovered: bool,
 ) -> App<impl AppFactory> {
     App::new()
         .app_data(metrics)
+        .app_data(reset_token)
         // For the password-reset handler, which clears a name's sign-in budget.
         .app_data(web::Data::new(limiter.clone()))
         .configure(routes::configure)
@@ -53,6 +56,26 @@ pub fn app(
         .wrap(limiter)
         // Outermost: the stand-in auth runs first, so the limiter sees the user id.
         .wrap(from_fn(auth::bearer_user))
+}
+
+/// The password-reset token: `DEMO_RESET_TOKEN`, else 128 random bits made now and logged,
+/// so that no token is known before the demo starts.
+fn reset_token() -> Result<routes::ResetToken, String> {
+    if let Ok(token) = env::var("DEMO_RESET_TOKEN") {
+        let token = token.trim();
+        if token.len() < 8 {
+            return Err("DEMO_RESET_TOKEN must have at least 8 characters".to_owned());
+        }
+        return Ok(routes::ResetToken(token.to_owned()));
+    }
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| format!("cannot make a reset token: {e}"))?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    tracing::warn!(
+        token = %token,
+        "DEMO_RESET_TOKEN is not set: the password-reset token of this run is {token}"
+    );
+    Ok(routes::ResetToken(token))
 }
 
 fn limiter(store: Arc<dyn Store>, overrides: Option<Overrides>) -> Result<RateLimiter, String> {
@@ -183,6 +206,13 @@ async fn main() -> std::process::ExitCode {
         }
     };
     let uncovered = env::var("DEMO_UNCOVERED_ROUTE").is_ok_and(|v| v == "1");
+    let reset_token = match reset_token() {
+        Ok(token) => web::Data::new(token),
+        Err(error) => {
+            eprintln!("{error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
 
     let deployment = match deployment().await {
         Ok(deployment) => deployment,
@@ -196,7 +226,7 @@ async fn main() -> std::process::ExitCode {
             Some(overrides) => RateLimiter::new(MemoryStore::new()).overrides(overrides),
             None => RateLimiter::new(MemoryStore::new()),
         };
-        let mut table = coverage::route_table(app(limiter.clone(), metrics, uncovered)).await;
+        let mut table = coverage::route_table(app(limiter.clone(), metrics, reset_token, uncovered)).await;
         if let Some(overrides) = limiter.overrides_in_use() {
             table = table.with_overrides(overrides);
         }
@@ -224,7 +254,14 @@ async fn main() -> std::process::ExitCode {
     };
     // Refuses to start (exit status 1, uncovered routes on stderr) on a gap.
     let table =
-        match coverage::require_coverage(app(limiter.clone(), metrics.clone(), uncovered)).await {
+        match coverage::require_coverage(app(
+            limiter.clone(),
+            metrics.clone(),
+            reset_token.clone(),
+            uncovered,
+        ))
+        .await
+        {
             Ok(table) => table,
             Err(error) => {
                 eprintln!("{error}");
@@ -248,7 +285,14 @@ async fn main() -> std::process::ExitCode {
     let _ = limiter.check_store().await;
 
     let bind = env::var("BIND").unwrap_or_else(|_| "127.0.0.1:8080".to_owned());
-    let server = match HttpServer::new(move || app(limiter.clone(), metrics.clone(), uncovered))
+    let server = match HttpServer::new(move || {
+        app(
+            limiter.clone(),
+            metrics.clone(),
+            reset_token.clone(),
+            uncovered,
+        )
+    })
         .bind(&bind)
     {
         Ok(server) => server,

@@ -79,8 +79,10 @@ async fn login(
 /// The stand-in reset token: a request with it stands for a completed reset (the link's token
 /// redeemed), which clears the name's failed sign-ins and its lockout. A request for a link
 /// clears nothing: anyone can ask for one, and a clear on every request would give an
-/// attacker a fresh budget per request.
-pub const DEMO_RESET_TOKEN: &str = "demo-reset";
+/// attacker a fresh budget per request. The token is a secret (`DEMO_RESET_TOKEN`, else made
+/// at random at start): one anybody knows would let anybody unlock any account, and give
+/// each address a whole budget against one account after every reset.
+pub struct ResetToken(pub String);
 
 #[rate_limit(
     limit = 5,
@@ -94,13 +96,14 @@ async fn password_reset(
     json: Option<web::Json<UsernameOnly>>,
     form: Option<web::Form<UsernameOnly>>,
     limiter: web::Data<RateLimiter>,
+    token: web::Data<ResetToken>,
 ) -> impl Responder {
     let Some(body) = either(json, form) else {
         return HttpResponse::BadRequest().json(serde_json::json!({
             "error": "expected a JSON or form body with `username` (and `token` to complete a reset)",
         }));
     };
-    if body.token.as_deref() != Some(DEMO_RESET_TOKEN) {
+    if body.token.as_deref() != Some(token.0.as_str()) {
         return HttpResponse::Accepted().json(serde_json::json!({
             "status": "reset link sent if the account exists",
             "username": body.username,

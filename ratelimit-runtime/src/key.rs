@@ -331,6 +331,10 @@ impl KeySecret {
 
     /// 16 hex digits (64 bits) of HMAC-SHA256 of `part` and `value`: the part is in the
     /// input, so one value used as two parts gives two unrelated hashes.
+    pub(crate) fn keyed_hash(&self, part: &str, value: &str) -> String {
+        self.hash(part, value)
+    }
+
     fn hash(&self, part: &str, value: &str) -> String {
         let mut mac = self.mac.clone();
         mac.update(part.as_bytes());

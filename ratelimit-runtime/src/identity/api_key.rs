@@ -66,6 +66,12 @@ impl ApiKeySource {
         }
     }
 
+    /// Whether keys are taken from a header as the client sends it (no function validates
+    /// them).
+    pub(crate) fn is_raw(&self) -> bool {
+        self.function.is_none()
+    }
+
     pub(crate) fn read(&self, req: &ServiceRequest) -> Option<String> {
         if let Some(f) = &self.function {
             return f(req).filter(|key| !key.is_empty());

@@ -11,9 +11,27 @@ use super::{
     route_info::RouteInfo,
 };
 use crate::{
-    overrides::{Table, Tier},
+    overrides::{api_key_fingerprint, RouteAt, Table, Tier},
     policy::Policy,
 };
+
+/// How a route is matched against the allow list.
+fn route_at(route: &RouteInfo) -> RouteAt<'_> {
+    RouteAt::Route {
+        label: &route.label,
+        counts_username: route.policy.reads_username(),
+    }
+}
+
+fn record_listed(route: &RouteInfo, list: &'static str, kind: &'static str) {
+    metrics::counter!(
+        "ratelimit_listed_total",
+        "route" => route.label.clone(),
+        "list" => list,
+        "kind" => kind,
+    )
+    .increment(1);
+}
 
 /// What the overrides say about a request.
 pub(crate) enum Resolved {
@@ -28,7 +46,10 @@ pub(crate) enum Resolved {
 }
 
 impl Limiter {
-    /// What the overrides in force say about `req` on `route`; `client`, its address.
+    /// What the overrides in force say about `req` on `route`; `client`, its address. The
+    /// deny list first, then the route's override, then the allow list (an allow entry opens
+    /// a route by the policy in force on it: one that counts a username only when the entry
+    /// names the route).
     pub(crate) fn resolve(
         &self,
         req: &ServiceRequest,
@@ -39,21 +60,53 @@ impl Limiter {
             return Resolved::AsIs;
         };
         let table = shared.table.load();
-        if table.has_lists() {
+        let listed = table.has_lists().then(|| {
             let client = handle.resolve_client(req);
-            if let Some(listed) = self.listed(&table, req, route, client) {
-                return listed;
+            let api_key = self.listed_api_key(&table, req);
+            let user_id = (table.deny.names_users() || table.allow.names_users())
+                .then(|| self.sources.user_id.read(req))
+                .flatten();
+            (client, api_key, user_id)
+        });
+        if let Some((client, api_key, user_id)) = &listed {
+            let key = api_key.as_ref().map(|(p, k)| (p.as_str(), k.as_str()));
+            if let Some(kind) = table
+                .deny
+                .matches(*client, key, user_id.as_deref(), RouteAt::Any)
+            {
+                record_listed(route, "deny", kind);
+                tracing::debug!(target: "ratelimit", route = %route.label, kind, "refused: on the deny list");
+                return Resolved::Deny(answer::denied(route));
             }
         }
-        if route.is_default_policy() {
-            return Resolved::AsIs;
+        let resolved = if route.is_default_policy() {
+            Resolved::AsIs
+        } else {
+            let extensions = req.extensions();
+            Self::resolve_route(&table, route, extensions.get::<Tier>())
+        };
+        if let Some((client, api_key, user_id)) = &listed {
+            let in_force = match &resolved {
+                Resolved::Route(built) => &**built,
+                Resolved::Pass | Resolved::Deny(_) => return resolved,
+                Resolved::AsIs => route,
+            };
+            let key = api_key.as_ref().map(|(p, k)| (p.as_str(), k.as_str()));
+            if let Some(kind) =
+                table
+                    .allow
+                    .matches(*client, key, user_id.as_deref(), route_at(in_force))
+            {
+                record_listed(route, "allow", kind);
+                return Resolved::Pass;
+            }
         }
-        let extensions = req.extensions();
-        Self::resolve_route(&table, route, extensions.get::<Tier>())
+        resolved
     }
 
     /// What the overrides say about a request answered before its route's guard saw it:
-    /// allowed clients (by address) are not counted; a route's override counts it.
+    /// allowed clients (by address, on a route their entry opens) are not counted; a route's
+    /// override counts it.
     pub(crate) fn resolve_answered(
         &self,
         route: &RouteInfo,
@@ -64,54 +117,33 @@ impl Limiter {
             return Resolved::AsIs;
         };
         let table = shared.table.load();
-        if table.allow.matches(client, None, None).is_some() {
+        let resolved = if route.is_default_policy() {
+            Resolved::AsIs
+        } else {
+            Self::resolve_route(&table, route, tier)
+        };
+        let in_force = match &resolved {
+            Resolved::Route(built) => &**built,
+            Resolved::Pass | Resolved::Deny(_) => return resolved,
+            Resolved::AsIs => route,
+        };
+        if table
+            .allow
+            .matches(client, None, None, route_at(in_force))
+            .is_some()
+        {
             return Resolved::Pass;
         }
-        if route.is_default_policy() {
-            return Resolved::AsIs;
-        }
-        Self::resolve_route(&table, route, tier)
+        resolved
     }
 
-    fn listed(
-        &self,
-        table: &Table,
-        req: &ServiceRequest,
-        route: &RouteInfo,
-        client: Option<IpAddr>,
-    ) -> Option<Resolved> {
-        let reads_keys = table.deny.names_keys() || table.allow.names_keys();
-        let reads_users = table.deny.names_users() || table.allow.names_users();
-        let api_key = reads_keys.then(|| self.sources.api_key.read(req)).flatten();
-        let user_id = reads_users
-            .then(|| self.sources.user_id.read(req))
-            .flatten();
-        let record = |list: &'static str, kind: &'static str| {
-            metrics::counter!(
-                "ratelimit_listed_total",
-                "route" => route.label.clone(),
-                "list" => list,
-                "kind" => kind,
-            )
-            .increment(1);
-        };
-        // Deny first: a client on both lists is refused.
-        if let Some(kind) = table
-            .deny
-            .matches(client, api_key.as_deref(), user_id.as_deref())
-        {
-            record("deny", kind);
-            tracing::debug!(target: "ratelimit", route = %route.label, kind, "refused: on the deny list");
-            return Some(Resolved::Deny(answer::denied(route)));
+    /// The API key `req` sends, with its fingerprint, when a list names keys.
+    fn listed_api_key(&self, table: &Table, req: &ServiceRequest) -> Option<(String, String)> {
+        if !(table.deny.names_keys() || table.allow.names_keys()) {
+            return None;
         }
-        if let Some(kind) = table
-            .allow
-            .matches(client, api_key.as_deref(), user_id.as_deref())
-        {
-            record("allow", kind);
-            return Some(Resolved::Pass);
-        }
-        None
+        let key = self.sources.api_key.read(req)?;
+        Some((api_key_fingerprint(&key, self.secret.as_ref()), key))
     }
 
     /// The route's override for `tier`, else for every tier; its per-worker route is built

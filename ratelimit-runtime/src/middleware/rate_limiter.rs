@@ -487,6 +487,19 @@ impl RateLimiter {
                     "no key secret: usernames, user ids, API keys and header values are keyed by plain SHA-256, which a dictionary run over the store's keys reverses; give the limiter `RateLimiter::key_secret` (the same on every instance)"
                 );
             }
+            if let Some(overrides) = &self.overrides {
+                let raw = self.sources.api_key.is_raw();
+                overrides
+                    .shared
+                    .raw_api_keys
+                    .store(raw, std::sync::atomic::Ordering::Relaxed);
+                if raw && overrides.shared.table.load().allow.names_keys() {
+                    tracing::warn!(
+                        target: "ratelimit",
+                        "the allow list names API keys while the limiter reads the API key from a header as the client sends it: anyone who sends a listed key is not limited; give the limiter `ApiKeySource::from_fn` returning only keys your app validated"
+                    );
+                }
+            }
             Arc::new(FloodShield::new(self.shield_capacity))
         });
         let fallback = self.fallback.get_or_init(|| {

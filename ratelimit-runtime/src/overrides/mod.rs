@@ -47,12 +47,46 @@ use arc_swap::ArcSwap;
 
 use crate::store::RedisSentinelStore;
 
-pub use rules::{check_tier, ListEntry, ListKind, RouteSelector, RuleSet, MAX_TIER_LEN};
+pub use rules::{
+    api_key_fingerprint, check_tier, is_fingerprint, list_field, ListEntry, ListKind,
+    RouteSelector, RuleSet, WidestRanges, FINGERPRINT_PREFIX, MAX_TIER_LEN,
+};
 pub use table::{declaration_text, policy_from_text, Overridden, Source};
-pub(crate) use table::{Catalog, Table};
+pub(crate) use table::{Catalog, RouteAt, Table};
 
 /// The default Redis hash of overrides.
 pub const DEFAULT_REDIS_KEY: &str = "rl:overrides";
+
+/// The most fields a source may hold (route overrides and list entries together, in the
+/// file or the hash): past it the source is refused as a whole, with an error naming the
+/// count, before the hash is read. Reading a source is linear in its size, and every
+/// instance holds it in memory; the admin command refuses to write past it.
+pub const MAX_ENTRIES: usize = 200_000;
+
+/// The key that counts the changes written to the overrides hash `hash_key`: the services
+/// re-read the hash only when it or the hash's length changed since their last read, and
+/// `ratelimit-admin` increments it with every write (in one transaction with the write). A
+/// hand-made change (`HSET`, `HDEL`) that keeps the hash's length must increment it too
+/// (`INCR`), or the services keep the rules they read last. It shares the hash's slot on a
+/// Cluster: `{rl:overrides}:version` for `rl:overrides`, or the hash's own tag with
+/// `:version` when its name has one.
+///
+/// ```
+/// use ratelimit_runtime::overrides::version_key;
+///
+/// assert_eq!(version_key("rl:overrides"), "{rl:overrides}:version");
+/// assert_eq!(version_key("{app}:overrides"), "{app}:overrides:version");
+/// ```
+pub fn version_key(hash_key: &str) -> String {
+    let tagged = hash_key
+        .find('{')
+        .is_some_and(|open| hash_key[open + 1..].find('}').is_some_and(|len| len > 0));
+    if tagged {
+        format!("{hash_key}:version")
+    } else {
+        format!("{{{hash_key}}}:version")
+    }
+}
 
 /// The suffix of the hash where services publish their declared routes (`rl:overrides:routes`),
 /// for the admin command to check route names against.
@@ -111,6 +145,8 @@ pub struct Overrides {
     pub(crate) redis: Option<RedisSource>,
     pub(crate) redis_key: String,
     pub(crate) refresh: Duration,
+    pub(crate) widest: WidestRanges,
+    pub(crate) plain_api_keys: bool,
     pub(crate) shared: Arc<Shared>,
 }
 
@@ -129,6 +165,8 @@ impl std::fmt::Debug for Overrides {
             .field("redis", &self.redis.is_some())
             .field("redis_key", &self.redis_key)
             .field("refresh", &self.refresh)
+            .field("widest", &self.widest)
+            .field("plain_api_keys", &self.plain_api_keys)
             .finish_non_exhaustive()
     }
 }
@@ -147,6 +185,8 @@ impl Overrides {
             redis: None,
             redis_key: DEFAULT_REDIS_KEY.to_owned(),
             refresh: Duration::from_millis(500),
+            widest: WidestRanges::default(),
+            plain_api_keys: false,
             shared: Arc::default(),
         }
     }
@@ -218,6 +258,33 @@ impl Overrides {
         self
     }
 
+    /// The widest address ranges the lists may name (default: IPv4 /8, IPv6 /32; `0, 0`
+    /// takes any range, `/0` included). A source naming a wider one is refused as a whole,
+    /// with an error naming the entry: a deny entry of every address would answer every
+    /// client `403`, an allow entry would lift every limit. Give the admin command the same
+    /// bounds (`--widest-ipv4`, `--widest-ipv6`).
+    ///
+    /// # Panics
+    ///
+    /// When `ipv4` is over 32 or `ipv6` over 128.
+    pub fn widest_ranges(mut self, ipv4: u8, ipv6: u8) -> Self {
+        assert!(
+            ipv4 <= 32 && ipv6 <= 128,
+            "`Overrides::widest_ranges({ipv4}, {ipv6})`: an IPv4 prefix is at most 32, an IPv6 one at most 128"
+        );
+        self.widest = WidestRanges { ipv4, ipv6 };
+        self
+    }
+
+    /// Takes API keys written in plain text in the lists (default: refused, the source as a
+    /// whole, naming the entry): lists name keys by fingerprint
+    /// ([`api_key_fingerprint`]), so that the file, the hash and the admin command's output
+    /// never hold a key. For lists written before fingerprints, while they are rewritten.
+    pub fn plain_api_keys(mut self, take: bool) -> Self {
+        self.plain_api_keys = take;
+        self
+    }
+
     /// Every route's override in force now, by selector.
     pub fn in_force(&self) -> Vec<(RouteSelector, Overridden)> {
         let table = self.shared.table.load();
@@ -253,6 +320,9 @@ impl Overrides {
 pub(crate) struct Shared {
     /// The overrides in force, read by every request.
     pub(crate) table: ArcSwap<Table>,
+    /// Whether a limiter reading these overrides takes API keys from a header as sent (any
+    /// client can send a listed key): allow entries naming keys are then warned of.
+    pub(crate) raw_api_keys: std::sync::atomic::AtomicBool,
     pub(crate) state: Mutex<refresh::State>,
     pub(crate) loaded: (Mutex<bool>, std::sync::Condvar),
     pub(crate) started: OnceLock<()>,

@@ -10,8 +10,10 @@ use std::{
 use redis::AsyncCommands as _;
 
 use super::{
+    rules::{ListKind, RouteSelector},
     table::{check_routes, declaration_text, Catalog, Source, Table},
-    Overrides, RedisSource, RuleSet, Shared, ROUTES_SEEN_SUFFIX, ROUTES_SUFFIX,
+    version_key, Overrides, RedisSource, RuleSet, Shared, MAX_ENTRIES, ROUTES_SEEN_SUFFIX,
+    ROUTES_SUFFIX,
 };
 use crate::store::RedisSentinelStore;
 
@@ -21,6 +23,10 @@ const REPUBLISH_EVERY: Duration = Duration::from_secs(60);
 
 /// How long one read of the Redis hash may take.
 const REDIS_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How many fields one `HSCAN` of the overrides hash asks for: a few milliseconds of Redis
+/// time at most, so that checks are never held behind a long list being read.
+const SCAN_COUNT: usize = 2_000;
 
 /// How long a changed file must read the same before it is applied.
 const FILE_SETTLE: Duration = Duration::from_millis(100);
@@ -36,6 +42,11 @@ pub(crate) struct SourceState {
     accepted: Option<RuleSet>,
     /// Whether the last read failed (logged once per failure streak).
     failing: bool,
+    /// Whether the file was missing at the last read (warned of once per streak).
+    missing: bool,
+    /// The Redis hash's version and length at its last full read: it is read again only
+    /// when either changed.
+    stamp: Option<(Option<String>, u64)>,
     /// Why the last content read was refused, until one is accepted.
     pub(crate) refused: Vec<String>,
 }
@@ -107,6 +118,7 @@ impl Shared {
     /// A source's content as read now (`None`: could not be read; the rules stay).
     fn offer(
         &self,
+        config: &Overrides,
         source: Source,
         content: String,
         parse: impl FnOnce(&str) -> (RuleSet, Vec<String>),
@@ -118,6 +130,11 @@ impl Shared {
         // Every problem is named at once: the routes of the rules that read are checked
         // even when others do not read.
         let (set, mut problems) = parse(&content);
+        let fields = set.routes.len() + set.lists.len();
+        if fields > MAX_ENTRIES {
+            problems.push(too_many(fields));
+        }
+        problems.extend(set.list_problems(config.widest, config.plain_api_keys));
         // Checked against the App's routes now, or only once they are known.
         let routes_checked = state.catalog.is_some();
         if let Some(catalog) = state.catalog.as_deref() {
@@ -154,6 +171,10 @@ impl Shared {
                 );
                 metrics::counter!("ratelimit_overrides_applied_total", "source" => source.as_str())
                     .increment(1);
+                log_changes(source, slot.accepted.as_ref(), &set);
+                if self.raw_api_keys.load(std::sync::atomic::Ordering::Relaxed) {
+                    warn_raw_api_keys(&set);
+                }
                 slot.accepted = Some(set);
                 slot.refused.clear();
                 self.rebuild(&mut state);
@@ -196,6 +217,93 @@ impl State {
             Source::File => &mut self.file,
             _ => &mut self.redis,
         }
+    }
+}
+
+/// The refusal of a source with `fields` fields.
+fn too_many(fields: usize) -> String {
+    format!(
+        "{fields} fields: a source holds at most {MAX_ENTRIES} (overrides::MAX_ENTRIES); list ranges rather than single addresses, or keep long blocklists at the edge"
+    )
+}
+
+/// The most entries added or removed that one change logs by name; the rest are counted.
+const CHANGES_LOGGED: usize = 100;
+
+/// Logs each route override and list entry `now` adds to or removes from `before` (API keys
+/// by fingerprint, as they are written), at most [`CHANGES_LOGGED`] of each by name.
+fn log_changes(source: Source, before: Option<&RuleSet>, now: &RuleSet) {
+    let empty = RuleSet::default();
+    let before = before.unwrap_or(&empty);
+    let entry_text = |set: &RuleSet, kind: ListKind, entry: &super::ListEntry| {
+        super::list_field(kind, entry, set.allow_routes.get(entry))
+            .replacen(kind.as_str(), "", 1)
+            .trim()
+            .to_owned()
+    };
+    let lists = |set: &RuleSet| -> std::collections::BTreeSet<(ListKind, String)> {
+        set.lists
+            .keys()
+            .map(|(kind, entry)| (*kind, entry_text(set, *kind, entry)))
+            .collect()
+    };
+    let (old, new) = (lists(before), lists(now));
+    let routes = |set: &RuleSet| -> std::collections::BTreeSet<(RouteSelector, String)> {
+        set.routes
+            .iter()
+            .map(|(selector, (text, _))| (selector.clone(), text.clone()))
+            .collect()
+    };
+    let (old_routes, new_routes) = (routes(before), routes(now));
+    let mut logged = 0;
+    let mut unlogged = 0;
+    let mut log = |line: &dyn Fn()| {
+        if logged < CHANGES_LOGGED {
+            logged += 1;
+            line();
+        } else {
+            unlogged += 1;
+        }
+    };
+    for (kind, entry) in new.difference(&old) {
+        log(&|| tracing::info!(target: "ratelimit", source = source.as_str(), list = kind.as_str(), entry = %entry, "list entry added"));
+    }
+    for (kind, entry) in old.difference(&new) {
+        log(&|| tracing::info!(target: "ratelimit", source = source.as_str(), list = kind.as_str(), entry = %entry, "list entry removed"));
+    }
+    for (selector, text) in new_routes.difference(&old_routes) {
+        log(&|| tracing::info!(target: "ratelimit", source = source.as_str(), route = %selector, declarations = %text, "route override set"));
+    }
+    for (selector, _) in old_routes
+        .iter()
+        .filter(|(selector, _)| !now.routes.contains_key(selector))
+    {
+        log(&|| tracing::info!(target: "ratelimit", source = source.as_str(), route = %selector, "route override removed"));
+    }
+    if unlogged > 0 {
+        tracing::info!(
+            target: "ratelimit",
+            source = source.as_str(),
+            more = unlogged,
+            "{unlogged} more changes of the overrides, not logged one by one"
+        );
+    }
+}
+
+/// Warns when `set` allows API keys while the limiter reads keys from a header as sent:
+/// anyone who learns a listed key passes with it.
+fn warn_raw_api_keys(set: &RuleSet) {
+    let allowed = set
+        .lists
+        .keys()
+        .filter(|(kind, entry)| *kind == ListKind::Allow && entry.kind() == "api_key")
+        .count();
+    if allowed > 0 {
+        tracing::warn!(
+            target: "ratelimit",
+            entries = allowed,
+            "the allow list names API keys while the limiter reads the API key from a header as the client sends it: anyone who sends a listed key is not limited; give the limiter `ApiKeySource::from_fn` returning only keys your app validated"
+        );
     }
 }
 
@@ -298,16 +406,41 @@ impl Connection {
         !matches!(self, Connection::Sentinel(..))
     }
 
-    /// The hash at `key`, within [`REDIS_TIMEOUT`].
-    async fn hgetall(&mut self, key: &str) -> redis::RedisResult<BTreeMap<String, String>> {
+    /// `command`'s answer, within [`REDIS_TIMEOUT`].
+    async fn query<T: redis::FromRedisValue>(&mut self, command: &redis::Cmd) -> redis::RedisResult<T> {
         match self {
-            Connection::Single(c) => within(c.hgetall(key)).await,
-            Connection::Cluster(c) => within(c.hgetall(key)).await,
-            Connection::Sentinel(store, _) => {
-                store
-                    .query(redis::cmd("HGETALL").arg(key), REDIS_TIMEOUT)
-                    .await
+            Connection::Single(c) => within(command.query_async(c)).await,
+            Connection::Cluster(c) => within(command.query_async(c)).await,
+            Connection::Sentinel(store, _) => store.query(command, REDIS_TIMEOUT).await,
+        }
+    }
+
+    /// The hash's version (see [`version_key`]) and length.
+    async fn stamp(&mut self, version: &str, key: &str) -> redis::RedisResult<(Option<String>, u64)> {
+        let version: Option<String> = self.query(redis::cmd("GET").arg(version)).await?;
+        let len: u64 = self.query(redis::cmd("HLEN").arg(key)).await?;
+        Ok((version, len))
+    }
+
+    /// Every field of the hash at `key`, read in pieces of about [`SCAN_COUNT`] fields.
+    async fn hscan_all(&mut self, key: &str) -> redis::RedisResult<BTreeMap<String, String>> {
+        let mut fields = BTreeMap::new();
+        let mut cursor = 0u64;
+        loop {
+            let (next, pairs): (u64, Vec<(String, String)>) = self
+                .query(
+                    redis::cmd("HSCAN")
+                        .arg(key)
+                        .arg(cursor)
+                        .arg("COUNT")
+                        .arg(SCAN_COUNT),
+                )
+                .await?;
+            fields.extend(pairs);
+            if next == 0 {
+                return Ok(fields);
             }
+            cursor = next;
         }
     }
 
@@ -420,7 +553,7 @@ fn run(config: Overrides, shared: Weak<Shared>) {
             }
             let mut settling = false;
             if let Some(path) = &config.file {
-                settling = read_file(&shared, path);
+                settling = read_file(&shared, &config, path);
             }
             if let (Some(source), true) = (&config.redis, Instant::now() >= next_redis) {
                 next_redis = Instant::now() + config.refresh;
@@ -443,10 +576,22 @@ fn run(config: Overrides, shared: Weak<Shared>) {
 }
 
 /// Reads the file; whether its content is still settling (changed since the last read).
-fn read_file(shared: &Shared, path: &std::path::Path) -> bool {
+fn read_file(shared: &Shared, config: &Overrides, path: &std::path::Path) -> bool {
     let content = match std::fs::read_to_string(path) {
         Ok(content) => content,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            let slot = state.source_mut(Source::File);
+            if !slot.missing {
+                tracing::warn!(
+                    target: "ratelimit",
+                    path = %path.display(),
+                    "the overrides file does not exist: none of its rules is in force (a file named by the configuration or RATELIMIT_OVERRIDES_FILE is read again every refresh, and applied once it exists)"
+                );
+            }
+            slot.missing = true;
+            String::new()
+        }
         Err(error) => {
             unreadable(shared, Source::File, &error);
             return false;
@@ -456,6 +601,9 @@ fn read_file(shared: &Shared, path: &std::path::Path) -> bool {
     {
         let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
         let slot = state.source_mut(Source::File);
+        if !content.is_empty() || path.exists() {
+            slot.missing = false;
+        }
         if slot.seen.as_deref() == Some(content.as_str()) {
             slot.pending = None;
             return false;
@@ -466,10 +614,13 @@ fn read_file(shared: &Shared, path: &std::path::Path) -> bool {
         }
         slot.pending = None;
     }
-    shared.offer(Source::File, content, RuleSet::read_toml);
+    shared.offer(config, Source::File, content, RuleSet::read_toml);
     false
 }
 
+/// Reads the hash when its version or length changed since the last full read (one small
+/// read otherwise), in pieces (`HSCAN`) so that a long list never holds Redis for long, and
+/// takes it only when its version did not change while it was read.
 async fn read_redis(
     shared: &Shared,
     config: &Overrides,
@@ -486,24 +637,82 @@ async fn read_redis(
     let Some(open) = connection.as_mut() else {
         return;
     };
-    let read = open.hgetall(&config.redis_key).await;
-    let fields = match read {
-        Ok(fields) => fields,
+    let version = version_key(&config.redis_key);
+    let read = async {
+        let stamp = open.stamp(&version, &config.redis_key).await?;
+        let last = shared
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .redis
+            .stamp
+            .clone();
+        if last.as_ref() == Some(&stamp) {
+            return Ok::<_, redis::RedisError>(None);
+        }
+        if stamp.1 > MAX_ENTRIES as u64 {
+            let problem = too_many(usize::try_from(stamp.1).unwrap_or(usize::MAX));
+            return Ok(Some((stamp, Err(problem))));
+        }
+        let fields = open.hscan_all(&config.redis_key).await?;
+        // A write between the stamp and the end of the scan may be seen in part: read again
+        // at the next refresh.
+        let after = open.stamp(&version, &config.redis_key).await?;
+        if after.0 != stamp.0 {
+            return Ok(None);
+        }
+        Ok(Some((stamp, Ok(fields))))
+    };
+    let fields = match read.await {
+        Ok(Some((stamp, fields))) => {
+            shared
+                .state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .redis
+                .stamp = Some(stamp);
+            Some(fields)
+        }
+        Ok(None) => None,
         Err(error) => {
             if open.reopens_after_error() {
                 *connection = None;
             }
             // The server that answers next may have lost the published routes (a restart
-            // without persistence, a failover): they are published again.
+            // without persistence, a failover): they are published again, and the hash read
+            // again whatever its stamp.
             shared.republish();
+            shared
+                .state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .redis
+                .stamp = None;
             return unreadable(shared, Source::Redis, &error);
         }
     };
     readable(shared, Source::Redis);
-    let content = hash_content(&fields);
-    shared.offer(Source::Redis, content, |_| {
-        RuleSet::read(fields.iter().map(|(f, v)| (f.as_str(), v.as_str())))
-    });
+    match fields {
+        Some(Ok(fields)) => {
+            let content = hash_content(&fields);
+            shared.offer(config, Source::Redis, content, |_| {
+                RuleSet::read(fields.iter().map(|(f, v)| (f.as_str(), v.as_str())))
+            });
+        }
+        Some(Err(problem)) => {
+            let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            let slot = state.source_mut(Source::Redis);
+            if slot.refused != [problem.clone()] {
+                refused(Source::Redis, std::slice::from_ref(&problem), "the previous ones stay in force");
+                slot.refused = vec![problem];
+                slot.seen = None;
+            }
+        }
+        None => {}
+    }
+    let Some(open) = connection.as_mut() else {
+        return;
+    };
     if open.moved() {
         shared.republish();
     }

@@ -1,11 +1,17 @@
 //! One source's overrides as written (a file, or the Redis hash): route selectors with
 //! declarations in the attribute's syntax, and allow and deny entries, checked as a whole.
 
-use std::{collections::BTreeMap, fmt, net::IpAddr};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt,
+    net::IpAddr,
+};
 
 use actix_web::http::Method;
 use ipnet::IpNet;
 use ratelimit_grammar::{parse_stack, Declaration};
+
+use crate::key::KeySecret;
 
 /// The longest tier name: tiers are plan names (`pro`, `enterprise`), kept in keys.
 pub const MAX_TIER_LEN: usize = 32;
@@ -123,14 +129,50 @@ pub enum ListEntry {
     /// A client address range (`203.0.113.0/24`, `2001:db8::/32`; one address alone is a
     /// /32 or /128), matched against the address the limiter resolves (trusted proxies).
     Ip(IpNet),
-    /// An API key, as the limiter's [`ApiKeySource`](crate::identity::ApiKeySource) reads it.
+    /// An API key, as the limiter's [`ApiKeySource`](crate::identity::ApiKeySource) reads it,
+    /// written as its fingerprint (`fp:` and 16 hex digits, [`api_key_fingerprint`]); a key
+    /// written in plain text is refused unless the services take plain keys
+    /// ([`Overrides::plain_api_keys`](super::Overrides::plain_api_keys)).
     ApiKey(String),
     /// A user id, as the limiter's [`UserIdSource`](crate::identity::UserIdSource) reads it.
     UserId(String),
 }
 
+/// The prefix of an API key's fingerprint in allow and deny lists.
+pub const FINGERPRINT_PREFIX: &str = "fp:";
+
+/// How an API key is written in allow and deny lists: `fp:` and 16 hex digits (64 bits) of
+/// HMAC-SHA256 under the services' [`KeySecret`] (plain SHA-256 without one), so that the
+/// file, the Redis hash and the admin command's output never hold the key itself. The
+/// services compare the fingerprint of the key each request sends; give the admin command
+/// the services' secret (`RATELIMIT_KEY_SECRET`), or the fingerprints it writes match
+/// nothing. Rotating the secret unlists every key.
+///
+/// ```
+/// use ratelimit_runtime::{key::KeySecret, overrides::api_key_fingerprint};
+///
+/// let secret = KeySecret::new("0123456789abcdef0123").unwrap();
+/// let print = api_key_fingerprint("monitoring-key", Some(&secret));
+/// assert!(print.starts_with("fp:") && print.len() == 19);
+/// assert_ne!(print, api_key_fingerprint("monitoring-key", None));
+/// ```
+pub fn api_key_fingerprint(key: &str, secret: Option<&KeySecret>) -> String {
+    let digest = match secret {
+        Some(secret) => secret.keyed_hash("list:api_key", key),
+        None => crate::key::short_hash(&format!("list:api_key\0{key}")),
+    };
+    format!("{FINGERPRINT_PREFIX}{digest}")
+}
+
+/// Whether `text` is an API key's fingerprint as [`api_key_fingerprint`] writes it.
+pub fn is_fingerprint(text: &str) -> bool {
+    text.strip_prefix(FINGERPRINT_PREFIX).is_some_and(|hex| {
+        hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
 impl ListEntry {
-    /// Parses `ip <cidr>`, `api_key <key>` or `user_id <id>`.
+    /// Parses `ip <cidr>`, `api_key <fingerprint>` or `user_id <id>`.
     ///
     /// # Errors
     ///
@@ -147,6 +189,11 @@ impl ListEntry {
         }
         match kind {
             "ip" => parse_range(value).map(ListEntry::Ip),
+            "api_key" if value.starts_with(FINGERPRINT_PREFIX) && !is_fingerprint(value) => {
+                Err(format!(
+                    "`{text}`: a fingerprint is `{FINGERPRINT_PREFIX}` and 16 lower-case hex digits, as `ratelimit-admin fingerprint` prints it"
+                ))
+            }
             "api_key" => Ok(ListEntry::ApiKey(value.to_owned())),
             "user_id" => Ok(ListEntry::UserId(value.to_owned())),
             other => Err(format!(
@@ -163,6 +210,69 @@ impl ListEntry {
             ListEntry::ApiKey(_) => "api_key",
             ListEntry::UserId(_) => "user_id",
         }
+    }
+
+    /// Whether it is an API key written in plain text rather than as its fingerprint.
+    pub fn is_plain_api_key(&self) -> bool {
+        matches!(self, ListEntry::ApiKey(key) if !is_fingerprint(key))
+    }
+
+    /// The entry as a log line may show it: a plain API key by its fingerprint (unkeyed).
+    pub fn redacted(&self) -> String {
+        match self {
+            ListEntry::ApiKey(key) if !is_fingerprint(key) => {
+                format!("api_key {} (written in plain text)", api_key_fingerprint(key, None))
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+/// The bounds on the address ranges a list may name: a range wider than these (a shorter
+/// prefix) is refused, so that one slip or one hostile write cannot deny or lift the limits
+/// of a whole address family (`0.0.0.0/0`). The default refuses anything wider than an
+/// IPv4 /8 or an IPv6 /32; [`Overrides::widest_ranges`](super::Overrides::widest_ranges)
+/// changes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WidestRanges {
+    /// The shortest IPv4 prefix a list may name.
+    pub ipv4: u8,
+    /// The shortest IPv6 prefix a list may name.
+    pub ipv6: u8,
+}
+
+impl Default for WidestRanges {
+    fn default() -> Self {
+        WidestRanges { ipv4: 8, ipv6: 32 }
+    }
+}
+
+impl WidestRanges {
+    /// The problem with `net`, when it is wider than these bounds.
+    ///
+    /// ```
+    /// use ratelimit_runtime::overrides::WidestRanges;
+    ///
+    /// let bounds = WidestRanges::default();
+    /// assert!(bounds.check(&"10.0.0.0/8".parse().unwrap()).is_ok());
+    /// assert!(bounds.check(&"0.0.0.0/0".parse().unwrap()).is_err());
+    /// assert!(bounds.check(&"2001:db8::/31".parse().unwrap()).is_err());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// What is wrong, in one line.
+    pub fn check(&self, net: &IpNet) -> Result<(), String> {
+        let (widest, family) = match net {
+            IpNet::V4(_) => (self.ipv4, "IPv4"),
+            IpNet::V6(_) => (self.ipv6, "IPv6"),
+        };
+        if net.prefix_len() < widest {
+            return Err(format!(
+                "`{net}` is wider than the widest {family} range a list may name, /{widest} (`Overrides::widest_ranges`, the admin command's `--widest-ipv4` / `--widest-ipv6`)"
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -212,12 +322,145 @@ pub struct RuleSet {
     pub routes: BTreeMap<RouteSelector, (String, Vec<Declaration>)>,
     /// Allow and deny entries, with the note written beside each.
     pub lists: BTreeMap<(ListKind, ListEntry), String>,
+    /// The routes an allow entry written with `routes "…"` opens, by entry: such an entry
+    /// opens those routes only (routes that count a username included); an allow entry
+    /// without it opens every route that counts no username.
+    pub allow_routes: BTreeMap<ListEntry, BTreeSet<String>>,
+}
+
+/// The word that scopes an allow entry to routes: `allow ip 10.0.0.0/8 routes "POST /login"`.
+const ROUTES_WORD: &str = " routes ";
+
+/// The field an allow or deny entry is written under in the Redis hash: `allow <entry>`, and
+/// for an allow entry scoped to routes, ` routes "<route>", "<route>"` after it.
+///
+/// ```
+/// use ratelimit_runtime::overrides::{list_field, ListEntry, ListKind};
+///
+/// let entry = ListEntry::parse("ip 198.51.100.7").unwrap();
+/// let routes = ["POST /login".to_owned()].into_iter().collect();
+/// assert_eq!(
+///     list_field(ListKind::Allow, &entry, Some(&routes)),
+///     r#"allow ip 198.51.100.7/32 routes "POST /login""#
+/// );
+/// assert_eq!(list_field(ListKind::Deny, &entry, None), "deny ip 198.51.100.7/32");
+/// ```
+pub fn list_field(
+    kind: ListKind,
+    entry: &ListEntry,
+    routes: Option<&BTreeSet<String>>,
+) -> String {
+    let mut field = format!("{} {entry}", kind.as_str());
+    if let Some(routes) = routes.filter(|r| !r.is_empty()) {
+        field.push_str(ROUTES_WORD);
+        let quoted: Vec<String> = routes.iter().map(|r| format!("\"{r}\"")).collect();
+        field.push_str(&quoted.join(", "));
+    }
+    field
+}
+
+/// One item of a file's list as the hash's field and value: a string (`"10.0.0.0/8"`), or a
+/// table with the entry's `value` and, for an allow entry, the `routes` it opens and a
+/// `note` (`{ value = "198.51.100.7", routes = ["POST /login"], note = "pen test" }`).
+fn toml_entry(
+    kind: &str,
+    entry_kind: &str,
+    item: &toml::Value,
+) -> Result<(String, String), String> {
+    let shape = "each entry is a string, or a table `{ value = \"…\", routes = [\"POST /login\"], note = \"…\" }`";
+    if let Some(value) = item.as_str() {
+        return Ok((format!("{kind} {entry_kind} {value}"), String::new()));
+    }
+    let table = item.as_table().ok_or(shape)?;
+    let mut field = None;
+    let mut routes = Vec::new();
+    let mut note = String::new();
+    for (key, item) in table {
+        match key.as_str() {
+            "value" => field = Some(item.as_str().ok_or(shape)?),
+            "note" => item.as_str().ok_or(shape)?.clone_into(&mut note),
+            "routes" => {
+                let items = item.as_array().ok_or(shape)?;
+                if items.is_empty() {
+                    return Err("`routes = []` opens nothing: name the routes, or leave `routes` out to open every route that counts no username".to_owned());
+                }
+                for route in items {
+                    routes.push(format!("\"{}\"", route.as_str().ok_or(shape)?));
+                }
+            }
+            other => {
+                return Err(format!(
+                    "`{other}` is no key of an entry; expected `value`, `routes` or `note`{}",
+                    ratelimit_grammar::suggest::did_you_mean(other, &["value", "routes", "note"])
+                ))
+            }
+        }
+    }
+    let value = field.ok_or("an entry's table needs `value`")?;
+    let mut field = format!("{kind} {entry_kind} {value}");
+    if !routes.is_empty() {
+        field.push_str(ROUTES_WORD);
+        field.push_str(&routes.join(", "));
+    }
+    Ok((field, note))
+}
+
+/// `"POST /login", "GET /x"`: route labels, each as the route table names it.
+fn parse_routes(text: &str) -> Result<BTreeSet<String>, String> {
+    let mut routes = BTreeSet::new();
+    for quoted in text.split(',') {
+        let quoted = quoted.trim();
+        let route = quoted
+            .strip_prefix('"')
+            .and_then(|q| q.strip_suffix('"'))
+            .ok_or_else(|| {
+                format!("`routes {text}`: write each route quoted, as the route table names it: `routes \"POST /login\", \"POST /password-reset\"`")
+            })?;
+        if route.contains(" tier ") {
+            return Err(format!(
+                "`routes {text}`: an entry opens routes, not tiers: name the route alone"
+            ));
+        }
+        let selector = RouteSelector::parse(route)?;
+        routes.insert(selector.route);
+    }
+    Ok(routes)
 }
 
 impl RuleSet {
     /// Whether it holds nothing.
     pub fn is_empty(&self) -> bool {
         self.routes.is_empty() && self.lists.is_empty()
+    }
+
+    /// Every route the allow entries scoped with `routes "…"` name.
+    pub fn routes_opened(&self) -> impl Iterator<Item = &str> {
+        self.allow_routes.values().flatten().map(String::as_str)
+    }
+
+    /// The problems of its allow and deny entries under the services' settings: an address
+    /// range wider than `widest`, and an API key in plain text unless `plain_api_keys`.
+    pub fn list_problems(&self, widest: WidestRanges, plain_api_keys: bool) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (kind, entry) in self.lists.keys() {
+            match entry {
+                ListEntry::Ip(net) => {
+                    if let Err(problem) = widest.check(net) {
+                        problems.push(format!("`{} ip {net}`: {problem}", kind.as_str()));
+                    }
+                }
+                ListEntry::ApiKey(_) if entry.is_plain_api_key() && !plain_api_keys => {
+                    problems.push(format!(
+                        "`{} {}`: API keys are listed by fingerprint, never in plain text (`ratelimit-admin {} add api_key` writes it; `ratelimit-admin fingerprint` prints it for a file), or turn `Overrides::plain_api_keys` on",
+                        kind.as_str(),
+                        entry.redacted(),
+                        kind.as_str(),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        problems
     }
 
     /// Reads fields as the Redis hash holds them: a route selector with its declarations, or
@@ -335,13 +578,13 @@ impl RuleSet {
                             }
                         };
                         let Some(values) = values.as_array() else {
-                            errors.push(format!("`[{kind}] {list}` takes an array of strings"));
+                            errors.push(format!("`[{kind}] {list}` takes an array of entries"));
                             continue;
                         };
                         for value in values {
-                            match value.as_str() {
-                                Some(value) => fields.push((format!("{kind} {entry_kind} {value}"), String::new())),
-                                None => errors.push(format!("`[{kind}] {list}` takes an array of strings")),
+                            match toml_entry(kind, entry_kind, value) {
+                                Ok(field) => fields.push(field),
+                                Err(problem) => errors.push(format!("`[{kind}] {list}`: {problem}")),
                             }
                         }
                     }
@@ -370,8 +613,28 @@ impl RuleSet {
                 .strip_prefix(kind.as_str())
                 .and_then(|e| e.strip_prefix(' '))
             {
+                let (entry, routes) = match entry.split_once(ROUTES_WORD) {
+                    Some((_, _)) if kind == ListKind::Deny => {
+                        return Err(vec![format!(
+                            "{raw:?}: `routes` scopes allow entries; a deny entry applies on every route"
+                        )])
+                    }
+                    Some((entry, routes)) => (entry, Some(parse_routes(routes).map_err(|e| vec![format!("{raw:?}: {e}")])?)),
+                    None => (entry, None),
+                };
                 let entry = ListEntry::parse(entry).map_err(|e| vec![e])?;
-                self.lists.insert((kind, entry), value.to_owned());
+                let key = (kind, entry);
+                if self.lists.contains_key(&key) {
+                    return Err(vec![format!(
+                        "the field {raw:?} names `{} {}`, which another field names too: keep one",
+                        kind.as_str(),
+                        key.1.redacted()
+                    )]);
+                }
+                if let Some(routes) = routes {
+                    self.allow_routes.insert(key.1.clone(), routes);
+                }
+                self.lists.insert(key, value.to_owned());
                 return Ok(());
             }
         }
@@ -470,5 +733,83 @@ mod tests {
         assert_eq!(errors.len(), 1);
         assert!(errors[0].starts_with("`GET /search`"), "{errors:?}");
         assert!(errors[0].ends_with("did you mean `limit`?"), "{errors:?}");
+    }
+
+    #[test]
+    fn allow_entries_name_the_routes_they_open_and_deny_entries_cannot() {
+        let set = RuleSet::from_fields([
+            (r#"allow ip 10.1.0.0/16 routes "POST /login", "POST /password-reset""#, "pen test"),
+            ("allow ip 10.0.0.0/8", ""),
+        ])
+        .unwrap();
+        let scoped = ListEntry::parse("ip 10.1.0.0/16").unwrap();
+        assert_eq!(
+            set.allow_routes[&scoped].iter().collect::<Vec<_>>(),
+            ["POST /login", "POST /password-reset"]
+        );
+        assert_eq!(set.allow_routes.len(), 1, "the other opens every route without a name");
+        assert_eq!(
+            list_field(ListKind::Allow, &scoped, set.allow_routes.get(&scoped)),
+            r#"allow ip 10.1.0.0/16 routes "POST /login", "POST /password-reset""#
+        );
+        for (field, expected) in [
+            (r#"deny ip 10.0.0.0/8 routes "POST /login""#, "a deny entry applies on every route"),
+            (r#"allow ip 10.0.0.0/8 routes POST /login"#, "write each route quoted"),
+            (r#"allow ip 10.0.0.0/8 routes "post /login""#, "did you mean `POST /login`?"),
+            (r#"allow ip 10.0.0.0/8 routes "GET /x tier pro""#, "not tiers"),
+        ] {
+            let problems = RuleSet::from_fields([(field, "")]).unwrap_err();
+            assert!(problems[0].contains(expected), "{field}: {problems:?}");
+        }
+        // One entry written twice (scoped and not): which one applied would depend on order.
+        let problems = RuleSet::from_fields([
+            (r#"allow user_id ops routes "POST /login""#, ""),
+            ("allow user_id ops", ""),
+        ])
+        .unwrap_err();
+        assert!(problems[0].contains("keep one"), "{problems:?}");
+        // The file writes the same as a table.
+        let (set, problems) = RuleSet::read_toml(
+            r#"
+            [allow]
+            ips = ["10.0.0.0/8", { value = "198.51.100.7", routes = ["POST /login"], note = "pen test" }]
+            "#,
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        let entry = ListEntry::parse("ip 198.51.100.7").unwrap();
+        assert!(set.allow_routes[&entry].contains("POST /login"));
+        assert_eq!(set.lists[&(ListKind::Allow, entry)], "pen test");
+        for bad in [
+            "[allow]\nips = [{ value = \"10.0.0.1\", route = [\"POST /login\"] }]\n",
+            "[allow]\nips = [{ value = \"10.0.0.1\", routes = [] }]\n",
+            "[allow]\nips = [{ routes = [\"POST /login\"] }]\n",
+        ] {
+            let (_, problems) = RuleSet::read_toml(bad);
+            assert_eq!(problems.len(), 1, "{bad}: {problems:?}");
+        }
+    }
+
+    #[test]
+    fn wide_ranges_and_plain_api_keys_are_refused_unless_allowed() {
+        let set = RuleSet::from_fields([
+            ("deny ip 0.0.0.0/0", ""),
+            ("allow ip ::/0", ""),
+            ("allow ip 10.0.0.0/7", ""),
+            ("allow ip 10.0.0.0/8", ""),
+            ("deny ip 2001:db8::/32", ""),
+            ("allow api_key monitoring-key", ""),
+            ("allow api_key fp:0123456789abcdef", ""),
+        ])
+        .unwrap();
+        let problems = set.list_problems(WidestRanges::default(), false);
+        assert_eq!(problems.len(), 4, "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("`deny ip 0.0.0.0/0`")));
+        assert!(problems.iter().any(|p| p.contains("`allow ip ::/0`")));
+        assert!(problems.iter().any(|p| p.contains("`allow ip 10.0.0.0/7`")));
+        let plain = problems.iter().find(|p| p.contains("plain text")).unwrap();
+        assert!(!plain.contains("monitoring-key"), "the key itself is never shown: {plain}");
+        let open = WidestRanges { ipv4: 0, ipv6: 0 };
+        assert!(set.list_problems(open, true).is_empty());
+        assert!(ListEntry::parse("api_key fp:0123").unwrap_err().contains("16 lower-case hex"));
     }
 }

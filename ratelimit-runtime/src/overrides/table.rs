@@ -2,12 +2,13 @@
 //! routes and turned into policies, as requests read them.
 
 use std::{
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::{BTreeMap, BTreeSet, HashMap},
     net::IpAddr,
     sync::{LazyLock, Mutex},
 };
 
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use prefix_trie::PrefixMap;
 use ratelimit_grammar::{Declaration, FailMode, ParsedPart};
 
 use super::rules::{ListEntry, ListKind, RouteSelector, RuleSet};
@@ -52,29 +53,89 @@ pub struct Overridden {
     pub text: String,
 }
 
-/// Allow or deny entries of one kind of list.
-#[derive(Debug, Default)]
-pub(crate) struct List {
-    nets: Vec<IpNet>,
-    api_keys: HashSet<String>,
-    user_ids: HashSet<String>,
+/// Which routes an allow entry opens: every route that counts no username (an entry
+/// written without `routes`), the routes it names, or both (the same entry written both ways
+/// in the file and the hash).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scope {
+    unscoped: bool,
+    routes: BTreeSet<String>,
 }
 
-impl List {
-    fn add(&mut self, entry: &ListEntry) {
-        match entry {
-            ListEntry::Ip(net) => self.nets.push(*net),
-            ListEntry::ApiKey(key) => {
-                self.api_keys.insert(key.clone());
-            }
-            ListEntry::UserId(id) => {
-                self.user_ids.insert(id.clone());
-            }
+impl Scope {
+    fn add(&mut self, routes: Option<&BTreeSet<String>>) {
+        match routes {
+            Some(routes) => self.routes.extend(routes.iter().cloned()),
+            None => self.unscoped = true,
         }
     }
 
+    /// Whether an allow entry of this scope opens `route`.
+    fn opens(&self, route: &RouteAt<'_>) -> bool {
+        match route {
+            RouteAt::Any => true,
+            RouteAt::Route {
+                label,
+                counts_username,
+            } => (self.unscoped && !counts_username) || self.routes.contains(*label),
+        }
+    }
+}
+
+/// The route a list is matched on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RouteAt<'a> {
+    /// Any route (deny entries apply on every route).
+    Any,
+    /// A route by its label (`POST /login`), and whether its policy counts a username.
+    Route {
+        label: &'a str,
+        counts_username: bool,
+    },
+}
+
+/// Allow or deny entries of one kind of list. Address ranges sit in a prefix trie per
+/// family, so a lookup walks the ranges that contain the address (at most its prefix
+/// length), whatever the list's size.
+#[derive(Default)]
+pub(crate) struct List {
+    v4: PrefixMap<Ipv4Net, Scope>,
+    v6: PrefixMap<Ipv6Net, Scope>,
+    /// By fingerprint (`fp:…`), or by the key itself where plain keys are taken.
+    api_keys: HashMap<String, Scope>,
+    /// Whether any key is listed in plain text.
+    plain_keys: bool,
+    user_ids: HashMap<String, Scope>,
+    len: usize,
+}
+
+impl std::fmt::Debug for List {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("List")
+            .field("ranges", &(self.v4.len() + self.v6.len()))
+            .field("api_keys", &self.api_keys.len())
+            .field("user_ids", &self.user_ids.len())
+            .finish()
+    }
+}
+
+impl List {
+    fn add(&mut self, entry: &ListEntry, routes: Option<&BTreeSet<String>>) {
+        self.len += 1;
+        let scope = match entry {
+            ListEntry::Ip(IpNet::V4(net)) => self.v4.entry(*net).or_default(),
+            ListEntry::Ip(IpNet::V6(net)) => self.v6.entry(*net).or_default(),
+            ListEntry::ApiKey(key) => {
+                self.plain_keys |= entry.is_plain_api_key();
+                self.api_keys.entry(key.clone()).or_default()
+            }
+            ListEntry::UserId(id) => self.user_ids.entry(id.clone()).or_default(),
+        };
+        scope.add(routes);
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
-        self.nets.is_empty() && self.api_keys.is_empty() && self.user_ids.is_empty()
+        self.len == 0
     }
 
     pub(crate) fn names_keys(&self) -> bool {
@@ -85,23 +146,45 @@ impl List {
         !self.user_ids.is_empty()
     }
 
-    /// The kind of the first entry naming a client with this address, API key and user id.
+    /// The kind of the first entry naming a client with this address, API key (its
+    /// fingerprint, `key_print`, and the key itself) and user id whose scope opens `route`.
     pub(crate) fn matches(
         &self,
         ip: Option<IpAddr>,
-        api_key: Option<&str>,
+        api_key: Option<(&str, &str)>,
         user_id: Option<&str>,
+        route: RouteAt<'_>,
     ) -> Option<&'static str> {
         // An IPv4 client on an IPv6 socket (`::ffff:203.0.113.7`) is matched as IPv4, as
         // its keys count it.
-        let ip = ip.map(|ip| ip.to_canonical());
-        if ip.is_some_and(|ip| self.nets.iter().any(|net| net.contains(&ip))) {
+        let opened = match ip.map(|ip| ip.to_canonical()) {
+            Some(IpAddr::V4(v4)) if !self.v4.is_empty() => self
+                .v4
+                .cover_values(&Ipv4Net::from(v4))
+                .any(|scope| scope.opens(&route)),
+            Some(IpAddr::V6(v6)) if !self.v6.is_empty() => self
+                .v6
+                .cover_values(&Ipv6Net::from(v6))
+                .any(|scope| scope.opens(&route)),
+            _ => false,
+        };
+        if opened {
             return Some("ip");
         }
-        if api_key.is_some_and(|key| self.api_keys.contains(key)) {
-            return Some("api_key");
+        if let Some((print, key)) = api_key {
+            let listed = self.api_keys.get(print).or_else(|| {
+                self.plain_keys
+                    .then(|| self.api_keys.get(key))
+                    .flatten()
+            });
+            if listed.is_some_and(|scope| scope.opens(&route)) {
+                return Some("api_key");
+            }
         }
-        if user_id.is_some_and(|id| self.user_ids.contains(id)) {
+        if user_id
+            .and_then(|id| self.user_ids.get(id))
+            .is_some_and(|scope| scope.opens(&route))
+        {
             return Some("user_id");
         }
         None
@@ -203,8 +286,8 @@ impl Table {
             }
             for (kind, entry) in set.lists.keys() {
                 match kind {
-                    ListKind::Allow => table.allow.add(entry),
-                    ListKind::Deny => table.deny.add(entry),
+                    ListKind::Allow => table.allow.add(entry, set.allow_routes.get(entry)),
+                    ListKind::Deny => table.deny.add(entry, None),
                 }
             }
         }
@@ -234,7 +317,20 @@ pub(crate) fn check_routes(set: &RuleSet, catalog: &Catalog) -> Vec<String> {
                 "`{selector}` names no declared route of this App{hint}; name it as the route table shows it (`METHOD /full/pattern`)"
             )
         });
-    unknown.chain(exempt).collect()
+    let known = || catalog.keys().map(String::as_str).collect::<Vec<_>>();
+    let opened = set
+        .allow_routes
+        .iter()
+        .flat_map(|(entry, routes)| routes.iter().map(move |route| (entry, route)))
+        .filter(|(_, route)| !catalog.contains_key(*route))
+        .map(|(entry, route)| {
+            let hint = ratelimit_grammar::suggest::did_you_mean_any_case(route, &known());
+            format!(
+                "`allow {}` opens `{route}`, which names no declared route of this App{hint}; name it as the route table shows it (`METHOD /full/pattern`)",
+                entry.redacted()
+            )
+        });
+    unknown.chain(exempt).chain(opened).collect()
 }
 
 /// Policies built from overrides, kept for the process's life: a policy's limits are
@@ -417,23 +513,77 @@ mod tests {
         for entry in [
             "ip 203.0.113.0/24",
             "ip 2001:db8::/32",
-            "api_key k",
+            "api_key fp:0123456789abcdef",
             "user_id 42",
         ] {
-            list.add(&ListEntry::parse(entry).unwrap());
+            list.add(&ListEntry::parse(entry).unwrap(), None);
         }
+        let any = RouteAt::Any;
         let ip = |text: &str| Some(text.parse::<IpAddr>().unwrap());
-        assert_eq!(list.matches(ip("203.0.113.9"), None, None), Some("ip"));
+        assert_eq!(list.matches(ip("203.0.113.9"), None, None, any), Some("ip"));
         assert_eq!(
-            list.matches(ip("::ffff:203.0.113.9"), None, None),
+            list.matches(ip("::ffff:203.0.113.9"), None, None, any),
             Some("ip")
         );
-        assert_eq!(list.matches(ip("2001:db8:1::1"), None, None), Some("ip"));
         assert_eq!(
-            list.matches(ip("198.51.100.1"), Some("k"), None),
+            list.matches(ip("2001:db8:1::1"), None, None, any),
+            Some("ip")
+        );
+        let key = Some(("fp:0123456789abcdef", "the key"));
+        assert_eq!(
+            list.matches(ip("198.51.100.1"), key, None, any),
             Some("api_key")
         );
-        assert_eq!(list.matches(None, Some("K"), Some("42")), Some("user_id"));
-        assert_eq!(list.matches(ip("2001:db9::1"), Some("x"), Some("43")), None);
+        // A key listed by fingerprint is not matched by the fingerprint sent as a key.
+        let sent_as_key = Some(("fp:fedcba9876543210", "fp:0123456789abcdef"));
+        assert_eq!(list.matches(None, sent_as_key, None, any), None);
+        assert_eq!(list.matches(None, None, Some("42"), any), Some("user_id"));
+        assert_eq!(
+            list.matches(ip("2001:db9::1"), None, Some("43"), any),
+            None
+        );
+    }
+
+    #[test]
+    fn an_allow_entry_opens_routes_that_count_a_username_only_when_it_names_them() {
+        let mut list = List::default();
+        let login: BTreeSet<String> = ["POST /login".to_owned()].into();
+        list.add(&ListEntry::parse("ip 10.0.0.0/8").unwrap(), None);
+        list.add(&ListEntry::parse("ip 10.1.0.0/16").unwrap(), Some(&login));
+        list.add(&ListEntry::parse("user_id ops").unwrap(), Some(&login));
+        let route = |label, counts_username| RouteAt::Route {
+            label,
+            counts_username,
+        };
+        let ip = |text: &str| Some(text.parse::<IpAddr>().unwrap());
+        let search = route("GET /search", false);
+        let sign_in = route("POST /login", true);
+        let reset = route("POST /password-reset", true);
+        assert_eq!(list.matches(ip("10.9.9.9"), None, None, search), Some("ip"));
+        assert_eq!(list.matches(ip("10.9.9.9"), None, None, sign_in), None);
+        // A narrower range scoped to the sign-in route opens it; the wider one still opens
+        // every route that counts no username.
+        assert_eq!(list.matches(ip("10.1.2.3"), None, None, sign_in), Some("ip"));
+        assert_eq!(list.matches(ip("10.1.2.3"), None, None, search), Some("ip"));
+        assert_eq!(list.matches(ip("10.1.2.3"), None, None, reset), None);
+        // A scoped entry opens its routes only.
+        assert_eq!(list.matches(None, None, Some("ops"), sign_in), Some("user_id"));
+        assert_eq!(list.matches(None, None, Some("ops"), search), None);
+    }
+
+    #[test]
+    fn a_hundred_thousand_ranges_match_as_one_does() {
+        let mut list = List::default();
+        for i in 0..100_000u32 {
+            let net = Ipv4Net::new(std::net::Ipv4Addr::from(0x0b00_0000 + (i << 8)), 24).unwrap();
+            list.add(&ListEntry::Ip(IpNet::V4(net)), None);
+        }
+        let any = RouteAt::Any;
+        let ip = |text: &str| Some(text.parse::<IpAddr>().unwrap());
+        assert_eq!(list.matches(ip("11.0.0.1"), None, None, any), Some("ip"));
+        // The last range: 11.0.0.0 + 99,999 × 256.
+        assert_eq!(list.matches(ip("12.134.159.9"), None, None, any), Some("ip"));
+        assert_eq!(list.matches(ip("12.134.160.1"), None, None, any), None);
+        assert_eq!(list.matches(ip("10.255.255.255"), None, None, any), None);
     }
 }
