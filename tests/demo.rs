@@ -162,7 +162,9 @@ async fn every_route_of_the_demo_follows_its_policy() {
     // A token anyone could know (the one earlier demos used) completes nothing.
     let guessed = Some(r#"{"username":"alice","token":"demo-reset"}"#);
     assert_eq!(
-        demo.send("POST", "/password-reset", &[JSON], guessed).await.0,
+        demo.send("POST", "/password-reset", &[JSON], guessed)
+            .await
+            .0,
         202
     );
     assert_eq!(demo.send("POST", "/login", &[JSON], right).await.0, 429);

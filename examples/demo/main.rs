@@ -226,7 +226,8 @@ async fn main() -> std::process::ExitCode {
             Some(overrides) => RateLimiter::new(MemoryStore::new()).overrides(overrides),
             None => RateLimiter::new(MemoryStore::new()),
         };
-        let mut table = coverage::route_table(app(limiter.clone(), metrics, reset_token, uncovered)).await;
+        let mut table =
+            coverage::route_table(app(limiter.clone(), metrics, reset_token, uncovered)).await;
         if let Some(overrides) = limiter.overrides_in_use() {
             table = table.with_overrides(overrides);
         }
@@ -253,22 +254,21 @@ async fn main() -> std::process::ExitCode {
         }
     };
     // Refuses to start (exit status 1, uncovered routes on stderr) on a gap.
-    let table =
-        match coverage::require_coverage(app(
-            limiter.clone(),
-            metrics.clone(),
-            reset_token.clone(),
-            uncovered,
-        ))
-        .await
-        {
-            Ok(table) => table,
-            Err(error) => {
-                eprintln!("{error}");
-                eprintln!("refusing to start: every route needs a rate limit or an exemption");
-                return std::process::ExitCode::FAILURE;
-            }
-        };
+    let table = match coverage::require_coverage(app(
+        limiter.clone(),
+        metrics.clone(),
+        reset_token.clone(),
+        uncovered,
+    ))
+    .await
+    {
+        Ok(table) => table,
+        Err(error) => {
+            eprintln!("{error}");
+            eprintln!("refusing to start: every route needs a rate limit or an exemption");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     tracing::info!(
         routes = table.routes.len(),
         "every route has a rate limit or an exemption"
@@ -293,7 +293,7 @@ async fn main() -> std::process::ExitCode {
             uncovered,
         )
     })
-        .bind(&bind)
+    .bind(&bind)
     {
         Ok(server) => server,
         Err(error) => {

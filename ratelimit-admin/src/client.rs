@@ -6,8 +6,8 @@ use std::{collections::BTreeMap, path::Path};
 use ratelimit_runtime::{
     key::KeySecret,
     overrides::{
-        policy_from_text, RouteSelector, RuleSet, ROUTES_FRESH_FOR, ROUTES_SEEN_SUFFIX,
-        ROUTES_SUFFIX,
+        policy_from_text, version_key, ListEntry, ListKind, RouteSelector, RuleSet, WidestRanges,
+        MAX_ENTRIES, ROUTES_FRESH_FOR, ROUTES_SEEN_SUFFIX, ROUTES_SUFFIX,
     },
     store::LimitState,
     store::{RedisClusterStore, RedisSentinelStore, RedisStore, Store},
@@ -41,10 +41,37 @@ pub(crate) type Published = (BTreeMap<String, String>, BTreeMap<String, u64>);
 /// How long one command or check may take.
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// What the services refuse in the lists, as they are configured
+/// (`Overrides::widest_ranges`, `Overrides::plain_api_keys`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ListBounds {
+    pub(crate) widest: WidestRanges,
+    pub(crate) plain_api_keys: bool,
+}
+
+/// Writes one field (`ARGV[1]` = `ARGV[2]`), removes the fields `ARGV[3..]`, and counts the
+/// change in the version key (`KEYS[2]`), at once: the services re-read the hash when its
+/// version changes, and never see the write without its count.
+const WRITE: &str = r"
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+for i = 3, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
+redis.call('INCR', KEYS[2])
+return 1
+";
+
+/// Removes the fields `ARGV` and counts the change in the version key: how many were there.
+const REMOVE: &str = r"
+local removed = 0
+for i = 1, #ARGV do removed = removed + redis.call('HDEL', KEYS[1], ARGV[i]) end
+if removed > 0 then redis.call('INCR', KEYS[2]) end
+return removed
+";
+
 /// The overrides hash of one Redis (a Cluster, or the primary of a Sentinel deployment).
 pub(crate) struct Admin {
     connection: Connection,
     key: String,
+    bounds: ListBounds,
     /// Where a client's budget is read or reset.
     budgets: Budgets,
 }
@@ -62,7 +89,11 @@ fn failed(error: redis::RedisError) -> String {
 }
 
 impl Admin {
-    pub(crate) async fn connect(target: Target, key: &str) -> Result<Admin, String> {
+    pub(crate) async fn connect(
+        target: Target,
+        key: &str,
+        bounds: ListBounds,
+    ) -> Result<Admin, String> {
         let (connection, budgets) = match target {
             Target::Cluster(nodes) => {
                 let client = redis::cluster::ClusterClient::new(nodes.clone()).map_err(failed)?;
@@ -90,6 +121,7 @@ impl Admin {
         Ok(Admin {
             connection,
             key: key.to_owned(),
+            bounds,
             budgets,
         })
     }
@@ -146,7 +178,14 @@ impl Admin {
     async fn problems_of(&self, fields: &BTreeMap<String, String>) -> Result<Vec<String>, String> {
         let (set, mut problems) =
             RuleSet::read(fields.iter().map(|(f, v)| (f.as_str(), v.as_str())));
+        problems.extend(set.list_problems(self.bounds.widest, self.bounds.plain_api_keys));
         problems.extend(self.route_problems(&set).await?);
+        if fields.len() > MAX_ENTRIES {
+            problems.push(format!(
+                "{} fields: the services take at most {MAX_ENTRIES}",
+                fields.len()
+            ));
+        }
         Ok(problems)
     }
 
@@ -157,6 +196,10 @@ impl Admin {
         if routes.is_empty() {
             return Ok(Vec::new());
         }
+        let opened = set
+            .routes_opened()
+            .filter(|route| !routes.contains_key(*route))
+            .map(|route| format!("an allow entry opens `{route}`, which no service declares"));
         Ok(set
             .routes
             .keys()
@@ -167,12 +210,43 @@ impl Admin {
                 )),
                 Some(_) => None,
             })
+            .chain(opened)
+            .collect())
+    }
+
+    /// The fields of the hash that name `entry` on `kind`'s list (written with or without
+    /// the routes it opens).
+    pub(crate) async fn entry_fields(
+        &self,
+        kind: ListKind,
+        entry: &ListEntry,
+    ) -> Result<Vec<String>, String> {
+        Ok(self
+            .fields()
+            .await?
+            .into_keys()
+            .filter(|field| {
+                RuleSet::from_fields([(field.as_str(), "")])
+                    .is_ok_and(|set| set.lists.contains_key(&(kind, entry.clone())))
+            })
             .collect())
     }
 
     /// Writes `field`, unless the hash would then be one the services refuse as a whole:
     /// the value it replaced, if it was there.
     pub(crate) async fn set(&self, field: &str, value: &str) -> Result<Option<String>, String> {
+        self.replace(field, value, &[]).await
+    }
+
+    /// Writes `field` in place of the fields `replaced` (the same entry written another
+    /// way), unless the hash would then be one the services refuse as a whole: the value
+    /// `field` held, if it was there.
+    pub(crate) async fn replace(
+        &self,
+        field: &str,
+        value: &str,
+        replaced: &[String],
+    ) -> Result<Option<String>, String> {
         let (routes, gone) = self.published().await?;
         if routes.is_empty() && gone.is_empty() {
             return Err(format!(
@@ -182,7 +256,10 @@ impl Admin {
             ));
         }
         let mut fields = self.fields().await?;
-        let replaced = fields.insert(field.to_owned(), value.to_owned());
+        for other in replaced {
+            fields.remove(other);
+        }
+        let before = fields.insert(field.to_owned(), value.to_owned());
         let problems = self.problems_of(&fields).await?;
         if !problems.is_empty() {
             return Err(format!(
@@ -191,22 +268,49 @@ impl Admin {
                 problems.join("\n  ")
             ));
         }
-        match &self.connection {
-            Connection::Single(c) => c.clone().hset::<_, _, _, ()>(&self.key, field, value).await,
-            Connection::Cluster(c) => c.clone().hset::<_, _, _, ()>(&self.key, field, value).await,
+        let mut script = self.script(WRITE);
+        script.arg(field).arg(value);
+        for other in replaced.iter().filter(|other| *other != field) {
+            script.arg(other);
         }
-        .map_err(failed)?;
-        Ok(replaced)
+        self.invoke::<i64>(&script).await?;
+        Ok(before)
     }
 
     /// Whether the field was there.
     pub(crate) async fn remove(&self, field: &str) -> Result<bool, String> {
-        let removed: u32 = match &self.connection {
-            Connection::Single(c) => c.clone().hdel(&self.key, field).await,
-            Connection::Cluster(c) => c.clone().hdel(&self.key, field).await,
+        Ok(self.remove_all(&[field.to_owned()]).await? > 0)
+    }
+
+    /// Removes `fields`, and counts the change in the version key: how many were there.
+    pub(crate) async fn remove_all(&self, fields: &[String]) -> Result<u64, String> {
+        if fields.is_empty() {
+            return Ok(0);
         }
-        .map_err(failed)?;
-        Ok(removed > 0)
+        let mut script = self.script(REMOVE);
+        for field in fields {
+            script.arg(field);
+        }
+        self.invoke(&script).await
+    }
+
+    /// `EVAL` of `script` over the hash and its version key (one slot on a Cluster).
+    fn script(&self, script: &str) -> redis::Cmd {
+        let mut command = redis::cmd("EVAL");
+        command
+            .arg(script)
+            .arg(2)
+            .arg(&self.key)
+            .arg(version_key(&self.key));
+        command
+    }
+
+    async fn invoke<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> Result<T, String> {
+        match &self.connection {
+            Connection::Single(c) => command.query_async(&mut c.clone()).await,
+            Connection::Cluster(c) => command.query_async(&mut c.clone()).await,
+        }
+        .map_err(failed)
     }
 
     /// Checks `declarations` for `selector` as the services will: the grammar, and a route

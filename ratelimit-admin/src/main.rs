@@ -8,19 +8,28 @@
 //! ratelimit-admin override set "GET /api/search" 'limit = 200, window = "1s"' --tier pro
 //! ratelimit-admin override clear "POST /login"
 //! ratelimit-admin deny add ip 203.0.113.0/24 --note "incident 42"
+//! ratelimit-admin allow add ip 198.51.100.7 --routes "POST /login" --note "pen test"
+//! ratelimit-admin allow add api_key - --note monitoring     # the key from stdin
 //! ratelimit-admin reset "POST /login" --ip 203.0.113.7 --username alice
 //! ```
 
 mod client;
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{collections::BTreeSet, path::PathBuf, process::ExitCode};
 
 use clap::{
     parser::ValueSource, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand,
 };
-use ratelimit_runtime::overrides::{ListEntry, ListKind, RouteSelector, RuleSet};
+use ratelimit_runtime::{
+    key::KeySecret,
+    overrides::{
+        api_key_fingerprint, is_fingerprint, list_field, policy_from_text, ListEntry, ListKind,
+        RouteSelector, RuleSet, WidestRanges,
+    },
+    Policy,
+};
 
-use client::{Admin, Target};
+use client::{Admin, ListBounds, Target};
 
 /// Overrides, allow and deny lists, and client budgets of ratelimit-runtime services, in the
 /// Redis they share.
@@ -84,6 +93,18 @@ struct Cli {
     /// missing file holds none; one the services would refuse is an error.
     #[arg(long, env = "RATELIMIT_OVERRIDES_FILE", global = true)]
     overrides_file: Option<PathBuf>,
+    /// The widest IPv4 range the lists may name, as the services take it
+    /// (`Overrides::widest_ranges`; 0 takes any).
+    #[arg(long, env = "RATELIMIT_WIDEST_IPV4", default_value_t = 8, global = true, value_parser = clap::value_parser!(u8).range(0..=32))]
+    widest_ipv4: u8,
+    /// The widest IPv6 range the lists may name, as the services take it.
+    #[arg(long, env = "RATELIMIT_WIDEST_IPV6", default_value_t = 32, global = true, value_parser = clap::value_parser!(u8).range(0..=128))]
+    widest_ipv6: u8,
+    /// The services take API keys written in plain text in the lists
+    /// (`Overrides::plain_api_keys`): entries already so written are then not refused. New
+    /// entries are written as fingerprints all the same.
+    #[arg(long, env = "RATELIMIT_PLAIN_API_KEYS", global = true)]
+    plain_api_keys: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -115,6 +136,10 @@ enum Command {
     /// Clears one client's budget on a route (counts and lockouts), under the policy in
     /// force.
     Reset(ClientArgs),
+    /// Prints an API key's fingerprint (`fp:…`), as the lists name keys, for an overrides
+    /// file: the key is read from standard input, hashed under RATELIMIT_KEY_SECRET (the
+    /// services' key secret).
+    Fingerprint,
 }
 
 #[derive(Subcommand)]
@@ -131,6 +156,11 @@ enum OverrideCommand {
         /// For requests of this tier only (the `Tier` the auth layer puts in the request).
         #[arg(long)]
         tier: Option<String>,
+        /// Replaces the declared stack even where the override drops one of its limits, its
+        /// `count = "failures"` or its `block` (without it, such an override is refused,
+        /// naming what it drops).
+        #[arg(long)]
+        replace_stack: bool,
     },
     /// Clears a route's override: its declared policy is in force again (once the hash is one
     /// the services take).
@@ -147,13 +177,18 @@ enum OverrideCommand {
 enum ListCommand {
     /// Lists the entries.
     List,
-    /// Adds an entry.
+    /// Adds an entry (replacing the same entry written with other routes).
     Add {
         #[command(flatten)]
         entry: EntryArgs,
         /// Why (shown by `list`).
         #[arg(long, default_value = "")]
         note: String,
+        /// Allow entries only: the routes the entry opens, as the route table names them
+        /// (`--routes "POST /login"`, repeated for more). Without it an allow entry opens
+        /// every route that counts no username; sign-in routes stay limited.
+        #[arg(long = "routes", value_name = "ROUTE")]
+        routes: Vec<String>,
     },
     /// Removes an entry.
     Remove {
@@ -166,8 +201,10 @@ enum ListCommand {
 struct EntryArgs {
     /// `ip` (an address or a CIDR range, IPv4 or IPv6), `api_key` or `user_id`.
     kind: String,
-    /// The address or range, key or id.
-    value: String,
+    /// The address or range, key or id. An API key is written as its fingerprint; leave it
+    /// out, or give `-`, to read it from standard input (a command line is visible to every
+    /// user of the machine).
+    value: Option<String>,
 }
 
 /// A client on a route, by the plain values of the parts the route counts.
@@ -206,9 +243,52 @@ fn selector(route: &str, tier: Option<&str>) -> Result<RouteSelector, String> {
     RouteSelector::parse(&written)
 }
 
-fn entry(kind: ListKind, args: &EntryArgs) -> Result<(String, ListEntry), String> {
-    let entry = ListEntry::parse(&format!("{} {}", args.kind, args.value))?;
-    Ok((format!("{} {entry}", kind.as_str()), entry))
+/// The services' key secret, from RATELIMIT_KEY_SECRET (never an argument).
+fn key_secret() -> Result<Option<KeySecret>, String> {
+    match std::env::var("RATELIMIT_KEY_SECRET") {
+        Ok(secret) => KeySecret::new(secret.trim())
+            .map(Some)
+            .map_err(|e| format!("RATELIMIT_KEY_SECRET: {e}")),
+        Err(_) => Ok(None),
+    }
+}
+
+/// One line of standard input, without its line break.
+fn read_stdin(what: &str) -> Result<String, String> {
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| format!("reading {what} from standard input: {e}"))?;
+    let line = line.trim_end_matches(['\r', '\n']).to_owned();
+    if line.trim().is_empty() {
+        return Err(format!("no {what} on standard input"));
+    }
+    Ok(line)
+}
+
+/// An API key's fingerprint under the services' secret, saying on stderr when there is
+/// none (the fingerprints then match services without one only).
+fn fingerprint(key: &str) -> Result<String, String> {
+    let secret = key_secret()?;
+    if secret.is_none() {
+        eprintln!("note: RATELIMIT_KEY_SECRET is not set: the fingerprint is unkeyed, and matches only services without a key secret");
+    }
+    Ok(api_key_fingerprint(key, secret.as_ref()))
+}
+
+/// The entry `args` names: an API key as its fingerprint (read from stdin when not given).
+fn entry(args: &EntryArgs) -> Result<ListEntry, String> {
+    let value = match (args.kind.as_str(), args.value.as_deref()) {
+        ("api_key", None | Some("-")) => fingerprint(&read_stdin("the API key")?)?,
+        ("api_key", Some(value)) if is_fingerprint(value) => value.to_owned(),
+        ("api_key", Some(value)) => {
+            eprintln!("note: an API key on the command line is visible to the machine's other users and kept in shell history; give `-` to read it from standard input");
+            fingerprint(value)?
+        }
+        (_, Some(value)) => value.to_owned(),
+        (kind, None) => return Err(format!("give the {kind} to list")),
+    };
+    ListEntry::parse(&format!("{} {value}", args.kind))
 }
 
 /// The deployment options, by argument id and as the command line and the environment call
@@ -263,7 +343,18 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
         },
         _ => Target::Url(cli.redis),
     };
-    let admin = Admin::connect(target, &cli.key).await?;
+    let bounds = ListBounds {
+        widest: WidestRanges {
+            ipv4: cli.widest_ipv4,
+            ipv6: cli.widest_ipv6,
+        },
+        plain_api_keys: cli.plain_api_keys,
+    };
+    if let Command::Fingerprint = cli.command {
+        println!("{}", fingerprint(&read_stdin("the API key")?)?);
+        return Ok(());
+    }
+    let admin = Admin::connect(target, &cli.key, bounds).await?;
     let file = cli.overrides_file;
     match cli.command {
         Command::Routes => {
@@ -317,9 +408,23 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
             route,
             declarations,
             tier,
+            replace_stack,
         }) => {
             let selector = selector(&route, tier.as_deref())?;
             admin.check(&selector, &declarations).await?;
+            let routes = admin.routes().await?;
+            if let Some(declared) = routes.get(&selector.route) {
+                let dropped = dropped_from_stack(&selector.route, declared, &declarations)?;
+                if !dropped.is_empty() {
+                    let what = dropped.join("; ");
+                    if !replace_stack {
+                        return Err(format!(
+                            "not written: an override replaces the whole declared stack (`{declared}`), and this one drops {what}; write the whole stack you want, or give --replace-stack to drop them"
+                        ));
+                    }
+                    eprintln!("note: the override replaces the declared stack and drops {what}");
+                }
+            }
             match admin.set(&selector.to_string(), &declarations).await? {
                 Some(before) if before != declarations => {
                     println!("set `{selector}` = '{declarations}' (it was '{before}')");
@@ -345,8 +450,9 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
                 Err(format!("`{selector}` has no override in `{}`", cli.key))
             }
         }
-        Command::Allow(command) => list(&admin, ListKind::Allow, command).await,
-        Command::Deny(command) => list(&admin, ListKind::Deny, command).await,
+        Command::Allow(command) => list(&admin, ListKind::Allow, command, bounds).await,
+        Command::Deny(command) => list(&admin, ListKind::Deny, command, bounds).await,
+        Command::Fingerprint => Ok(()),
         Command::Check {
             route,
             declarations,
@@ -455,34 +561,91 @@ fn warn_refused(problems: &[String]) {
     }
 }
 
-async fn list(admin: &Admin, kind: ListKind, command: ListCommand) -> Result<(), String> {
+/// What the override `text` of `route` drops from the route's `declared` stack: limits, a
+/// `count = "failures"`, a `block`. An override replaces the whole stack, so writing only
+/// the limit to change would quietly lift the others (a sign-in route's lockout, say).
+fn dropped_from_stack(route: &str, declared: &str, text: &str) -> Result<Vec<String>, String> {
+    let declared = policy_from_text(route, declared, None).map_err(|e| e.join("\n"))?;
+    let written = policy_from_text(route, text, Some(&declared)).map_err(|e| e.join("\n"))?;
+    let (Policy::Limited(declared), Policy::Limited(written)) = (declared, written) else {
+        return Ok(Vec::new());
+    };
+    let mut dropped = Vec::new();
+    let (before, after) = (declared.limits(), written.limits());
+    if after.len() < before.len() {
+        dropped.push(format!(
+            "{} of its {} limits",
+            before.len() - after.len(),
+            before.len()
+        ));
+    }
+    let counts_failures = |limits: &[ratelimit_runtime::Limit]| {
+        limits
+            .iter()
+            .any(|l| l.count() != ratelimit_runtime::Count::Requests)
+    };
+    if counts_failures(before) && !counts_failures(after) {
+        dropped.push("`count = \"failures\"`".to_owned());
+    }
+    let blocks = |limits: &[ratelimit_runtime::Limit]| limits.iter().any(|l| l.block().is_some());
+    if blocks(before) && !blocks(after) {
+        dropped.push("its `block` (the lockout)".to_owned());
+    }
+    Ok(dropped)
+}
+
+async fn list(
+    admin: &Admin,
+    kind: ListKind,
+    command: ListCommand,
+    bounds: ListBounds,
+) -> Result<(), String> {
     match command {
         ListCommand::List => {
             let prefix = format!("{} ", kind.as_str());
             for (field, note) in admin.fields().await? {
-                if let Some(entry) = field.strip_prefix(&prefix) {
-                    if note.is_empty() {
-                        println!("{entry}");
-                    } else {
-                        println!("{entry}  # {note}");
-                    }
+                if field.strip_prefix(&prefix).is_none() {
+                    continue;
+                }
+                // An API key written in plain text (before fingerprints) is shown by its
+                // fingerprint, never as written.
+                let shown = match RuleSet::from_fields([(field.as_str(), "")]) {
+                    Ok(set) => match set.lists.keys().next() {
+                        Some((_, entry)) if entry.is_plain_api_key() => entry.redacted(),
+                        _ => field[prefix.len()..].to_owned(),
+                    },
+                    Err(_) => field[prefix.len()..].to_owned(),
+                };
+                if note.is_empty() {
+                    println!("{shown}");
+                } else {
+                    println!("{shown}  # {note}");
                 }
             }
             warn_if_refused(admin).await
         }
-        ListCommand::Add { entry: args, note } => {
+        ListCommand::Add {
+            entry: args,
+            note,
+            routes,
+        } => {
             if note.contains(char::is_control) {
                 return Err(
                     "a note is one line of text: no line breaks or other control characters"
                         .to_owned(),
                 );
             }
-            let (field, entry) = entry(kind, &args)?;
+            if kind == ListKind::Deny && !routes.is_empty() {
+                return Err(
+                    "--routes scopes allow entries; a deny entry applies on every route".to_owned(),
+                );
+            }
+            let entry = entry(&args)?;
             if let ListEntry::Ip(net) = &entry {
                 // `10.1.2.3/8` is read as `10.0.0.0/8`, and `127.0.0.1/0` as every address:
                 // a range is written as its first address, so such a slip is caught here.
-                let written = args
-                    .value
+                let value = args.value.as_deref().unwrap_or_default();
+                let written = value
                     .trim()
                     .split('/')
                     .next()
@@ -493,34 +656,51 @@ async fn list(admin: &Admin, kind: ListKind, command: ListCommand) -> Result<(),
                         }
                         v4 => v4,
                     });
-                if args.value.contains('/') && written.is_some_and(|address| address != net.addr())
-                {
+                if value.contains('/') && written.is_some_and(|address| address != net.addr()) {
                     return Err(format!(
-                        "`{}` has bits set past its prefix: it means the range `{net}`; write that if you mean it",
-                        args.value
+                        "`{value}` has bits set past its prefix: it means the range `{net}`; write that if you mean it"
                     ));
                 }
-                if net.prefix_len() == 0 {
-                    eprintln!(
-                        "warning: `{net}` is every {} client: {}",
-                        if net.addr().is_ipv4() { "IPv4" } else { "IPv6" },
-                        match kind {
-                            ListKind::Deny => "each one is refused on every limited route",
-                            _ => "none of them is limited",
-                        }
-                    );
-                }
             }
+            let declared = admin.routes().await?;
+            let mut opened = BTreeSet::new();
+            for route in &routes {
+                let selector = RouteSelector::parse(route)?;
+                if !declared.contains_key(&selector.route) {
+                    let known: Vec<&str> = declared.keys().map(String::as_str).collect();
+                    return Err(format!(
+                        "`{}` names no route the services declare{}",
+                        selector.route,
+                        ratelimit_grammar::suggest::did_you_mean_any_case(&selector.route, &known)
+                    ));
+                }
+                opened.insert(selector.route);
+            }
+            let field = list_field(kind, &entry, Some(&opened));
             // Checked as the services read it, so nothing a service would refuse is written.
-            RuleSet::from_fields([(field.as_str(), note.as_str())]).map_err(|e| e.join("\n"))?;
-            match admin.set(&field, &note).await? {
-                None => println!("{} {entry}", kind.as_str()),
+            let set = RuleSet::from_fields([(field.as_str(), note.as_str())])
+                .map_err(|e| e.join("\n"))?;
+            let problems = set.list_problems(bounds.widest, bounds.plain_api_keys);
+            if !problems.is_empty() {
+                return Err(problems.join("\n"));
+            }
+            let others = admin.entry_fields(kind, &entry).await?;
+            match admin.replace(&field, &note, &others).await? {
+                None if others.iter().any(|other| *other != field) => println!(
+                    "{} (replacing {})",
+                    field,
+                    others
+                        .iter()
+                        .map(|o| format!("`{o}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None => println!("{field}"),
                 Some(before) if before == note => {
-                    println!("{} {entry} (already listed)", kind.as_str());
+                    println!("{field} (already listed)");
                 }
                 Some(before) => println!(
-                    "{} {entry} (already listed; its note was {})",
-                    kind.as_str(),
+                    "{field} (already listed; its note was {})",
                     if before.is_empty() {
                         "empty".to_owned()
                     } else {
@@ -528,15 +708,63 @@ async fn list(admin: &Admin, kind: ListKind, command: ListCommand) -> Result<(),
                     }
                 ),
             }
+            say_what_it_covers(kind, &entry, &opened, &declared);
             Ok(())
         }
         ListCommand::Remove { entry: args } => {
-            let (field, entry) = entry(kind, &args)?;
-            if admin.remove(&field).await? {
+            let entry = entry(&args)?;
+            let fields = admin.entry_fields(kind, &entry).await?;
+            if admin.remove_all(&fields).await? > 0 {
                 println!("removed {} {entry}", kind.as_str());
                 warn_if_refused(admin).await
             } else {
-                Err(format!("no entry `{field}`"))
+                Err(format!("no entry `{} {entry}`", kind.as_str()))
+            }
+        }
+    }
+}
+
+/// Says which routes an entry opens (an allow entry), or which clients it covers (an IPv6
+/// deny entry narrower than the group the services count by).
+fn say_what_it_covers(
+    kind: ListKind,
+    entry: &ListEntry,
+    opened: &BTreeSet<String>,
+    declared: &std::collections::BTreeMap<String, String>,
+) {
+    match kind {
+        ListKind::Allow if !opened.is_empty() => {
+            let routes: Vec<&str> = opened.iter().map(String::as_str).collect();
+            println!("opens: {}", routes.join(", "));
+        }
+        ListKind::Allow => {
+            let sign_in: Vec<&str> = declared
+                .iter()
+                .filter(|(route, text)| {
+                    policy_from_text(route, text, None)
+                        .ok()
+                        .and_then(|p| p.limited().map(|p| p.reads_username()))
+                        .unwrap_or(false)
+                })
+                .map(|(route, _)| route.as_str())
+                .collect();
+            if sign_in.is_empty() {
+                println!("opens: every limited route");
+            } else {
+                println!(
+                    "opens: every limited route but {}, which count a username (give --routes to open them)",
+                    sign_in.join(", ")
+                );
+            }
+        }
+        ListKind::Deny => {
+            if let ListEntry::Ip(ipnet::IpNet::V6(net)) = entry {
+                if net.prefix_len() > 64 {
+                    let group = ipnet::Ipv6Net::new(net.addr(), 64).map(|g| g.trunc());
+                    if let Ok(group) = group {
+                        println!("covers: every client of {group}, as the services count IPv6 clients by /64 (or by their `TrustedProxies::ipv6_prefix`)");
+                    }
+                }
             }
         }
     }

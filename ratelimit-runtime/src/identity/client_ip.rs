@@ -132,6 +132,11 @@ impl TrustedProxies {
         self
     }
 
+    /// The prefix length IPv6 clients are grouped by.
+    pub(crate) fn ipv6_bucket(&self) -> u8 {
+        self.ipv6_prefix
+    }
+
     /// Groups IPv6 clients by this prefix length (default 64), so one host cannot rotate
     /// through the addresses of its own /64 (a site delegated a /56 or /48 holds many /64s:
     /// 56 or 48 count it as one, with its neighbours).

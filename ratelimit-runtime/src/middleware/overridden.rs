@@ -72,7 +72,7 @@ impl Limiter {
             let key = api_key.as_ref().map(|(p, k)| (p.as_str(), k.as_str()));
             if let Some(kind) = table
                 .deny
-                .matches(*client, key, user_id.as_deref(), RouteAt::Any)
+                .matches(*client, key, user_id.as_deref(), self.deny_at())
             {
                 record_listed(route, "deny", kind);
                 tracing::debug!(target: "ratelimit", route = %route.label, kind, "refused: on the deny list");
@@ -135,6 +135,13 @@ impl Limiter {
             return Resolved::Pass;
         }
         resolved
+    }
+
+    /// How the deny list is matched: on every route, an IPv6 client with its group.
+    fn deny_at(&self) -> RouteAt<'static> {
+        RouteAt::Any {
+            ipv6_group: self.sources.trusted_proxies.ipv6_bucket(),
+        }
     }
 
     /// The API key `req` sends, with its fingerprint, when a list names keys.

@@ -62,6 +62,8 @@ pub struct RateLimiter {
     pub(super) checked: Arc<OnceLock<Arc<DeclaredRoutes>>>,
     /// How many instances share the store: a route that fails `local` gets this share.
     instances: u32,
+    /// Whether [`RateLimiter::instances`] was given.
+    instances_set: bool,
     /// The local limiter of routes that fail `local`, shared by every worker.
     fallback: Arc<OnceLock<Arc<LocalFallback>>>,
     /// Whether a status is a success, for limits that count failures only.
@@ -118,6 +120,7 @@ impl RateLimiter {
             declared: Arc::default(),
             checked: Arc::default(),
             instances: 1,
+            instances_set: false,
             fallback: Arc::default(),
             success: success_or_redirect,
             overrides: None,
@@ -433,7 +436,10 @@ impl RateLimiter {
             instances > 0,
             "`RateLimiter::instances(0)`: a fleet has at least one instance"
         );
-        self.with(|s| s.instances = instances)
+        self.with(|s| {
+            s.instances = instances;
+            s.instances_set = true;
+        })
     }
 
     /// Which answers are successes for limits that count failures only (`count =
@@ -476,6 +482,34 @@ impl RateLimiter {
         RoutePolicy::new(self.default_limits, self.default_identity, fail, false)
     }
 
+    /// Warns, once per process however many limiters are built (one per worker, when built
+    /// inside `HttpServer::new`'s closure), when a route fails `local` and the fleet's size
+    /// was not given: each instance then takes the whole limit while the store fails, so a
+    /// fleet of N passes about N times the limit (and more across the outage's window).
+    fn warn_local_without_instances(&self) {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        let declared = crate::registry::declarations()
+            .filter(|d| d.fail() == Some(FailMode::Local))
+            .map(|d| d.route())
+            .collect::<Vec<_>>();
+        let by_default = self.default_fail == Some(FailMode::Local);
+        if declared.is_empty() && !by_default {
+            return;
+        }
+        WARNED.call_once(|| {
+            let routes = if by_default {
+                "undeclared routes (`RateLimiter::default_fail`)".to_owned()
+            } else {
+                declared.join(", ")
+            };
+            tracing::warn!(
+                target: "ratelimit",
+                routes = %routes,
+                "routes fail `local` while `RateLimiter::instances` is not set: while the store fails, each instance lets the whole limit through, so a fleet of N instances passes about N times it; give the limiter the fleet's size (`instances(1)` for one instance)"
+            );
+        });
+    }
+
     /// The limiter of one worker: the store's own for this worker (its own Redis connection,
     /// driven on this thread), the shield shared with every other worker.
     pub(super) fn worker_limiter(&self) -> Rc<Limiter> {
@@ -486,6 +520,9 @@ impl RateLimiter {
                     target: "ratelimit",
                     "no key secret: usernames, user ids, API keys and header values are keyed by plain SHA-256, which a dictionary run over the store's keys reverses; give the limiter `RateLimiter::key_secret` (the same on every instance)"
                 );
+            }
+            if !self.instances_set {
+                self.warn_local_without_instances();
             }
             if let Some(overrides) = &self.overrides {
                 let raw = self.sources.api_key.is_raw();

@@ -49,7 +49,8 @@ use crate::store::RedisSentinelStore;
 
 pub use rules::{
     api_key_fingerprint, check_tier, is_fingerprint, list_field, ListEntry, ListKind,
-    RouteSelector, RuleSet, WidestRanges, FINGERPRINT_PREFIX, MAX_TIER_LEN,
+    RouteSelector, RuleSet, WidestRanges, FINGERPRINT_PREFIX, MAX_FIELD_LEN, MAX_TIER_LEN,
+    MAX_VALUE_LEN,
 };
 pub use table::{declaration_text, policy_from_text, Overridden, Source};
 pub(crate) use table::{Catalog, RouteAt, Table};

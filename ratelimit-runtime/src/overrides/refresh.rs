@@ -266,19 +266,27 @@ fn log_changes(source: Source, before: Option<&RuleSet>, now: &RuleSet) {
         }
     };
     for (kind, entry) in new.difference(&old) {
-        log(&|| tracing::info!(target: "ratelimit", source = source.as_str(), list = kind.as_str(), entry = %entry, "list entry added"));
+        log(
+            &|| tracing::info!(target: "ratelimit", source = source.as_str(), list = kind.as_str(), entry = %entry, "list entry added"),
+        );
     }
     for (kind, entry) in old.difference(&new) {
-        log(&|| tracing::info!(target: "ratelimit", source = source.as_str(), list = kind.as_str(), entry = %entry, "list entry removed"));
+        log(
+            &|| tracing::info!(target: "ratelimit", source = source.as_str(), list = kind.as_str(), entry = %entry, "list entry removed"),
+        );
     }
     for (selector, text) in new_routes.difference(&old_routes) {
-        log(&|| tracing::info!(target: "ratelimit", source = source.as_str(), route = %selector, declarations = %text, "route override set"));
+        log(
+            &|| tracing::info!(target: "ratelimit", source = source.as_str(), route = %selector, declarations = %text, "route override set"),
+        );
     }
     for (selector, _) in old_routes
         .iter()
         .filter(|(selector, _)| !now.routes.contains_key(selector))
     {
-        log(&|| tracing::info!(target: "ratelimit", source = source.as_str(), route = %selector, "route override removed"));
+        log(
+            &|| tracing::info!(target: "ratelimit", source = source.as_str(), route = %selector, "route override removed"),
+        );
     }
     if unlogged > 0 {
         tracing::info!(
@@ -407,7 +415,10 @@ impl Connection {
     }
 
     /// `command`'s answer, within [`REDIS_TIMEOUT`].
-    async fn query<T: redis::FromRedisValue>(&mut self, command: &redis::Cmd) -> redis::RedisResult<T> {
+    async fn query<T: redis::FromRedisValue>(
+        &mut self,
+        command: &redis::Cmd,
+    ) -> redis::RedisResult<T> {
         match self {
             Connection::Single(c) => within(command.query_async(c)).await,
             Connection::Cluster(c) => within(command.query_async(c)).await,
@@ -416,7 +427,11 @@ impl Connection {
     }
 
     /// The hash's version (see [`version_key`]) and length.
-    async fn stamp(&mut self, version: &str, key: &str) -> redis::RedisResult<(Option<String>, u64)> {
+    async fn stamp(
+        &mut self,
+        version: &str,
+        key: &str,
+    ) -> redis::RedisResult<(Option<String>, u64)> {
         let version: Option<String> = self.query(redis::cmd("GET").arg(version)).await?;
         let len: u64 = self.query(redis::cmd("HLEN").arg(key)).await?;
         Ok((version, len))
@@ -503,9 +518,12 @@ impl Overrides {
         self.shared.started.get_or_init(|| {
             let weak = Arc::downgrade(&self.shared);
             let config = self.clone_without_shared();
+            // The thread logs where the thread that started it does (an app's scoped
+            // subscriber, not only the global one).
+            let dispatch = tracing::dispatcher::get_default(Clone::clone);
             let thread = std::thread::Builder::new()
                 .name("ratelimit-overrides".to_owned())
-                .spawn(move || run(config, weak));
+                .spawn(move || tracing::dispatcher::with_default(&dispatch, || run(config, weak)));
             if let Err(error) = thread {
                 tracing::error!(target: "ratelimit", %error, "cannot start the overrides thread; declared policies stay in force");
             }
@@ -703,7 +721,11 @@ async fn read_redis(
             let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
             let slot = state.source_mut(Source::Redis);
             if slot.refused != [problem.clone()] {
-                refused(Source::Redis, std::slice::from_ref(&problem), "the previous ones stay in force");
+                refused(
+                    Source::Redis,
+                    std::slice::from_ref(&problem),
+                    "the previous ones stay in force",
+                );
                 slot.refused = vec![problem];
                 slot.seen = None;
             }

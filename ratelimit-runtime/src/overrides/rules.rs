@@ -167,7 +167,10 @@ pub fn api_key_fingerprint(key: &str, secret: Option<&KeySecret>) -> String {
 /// Whether `text` is an API key's fingerprint as [`api_key_fingerprint`] writes it.
 pub fn is_fingerprint(text: &str) -> bool {
     text.strip_prefix(FINGERPRINT_PREFIX).is_some_and(|hex| {
-        hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        hex.len() == 16
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
 }
 
@@ -221,7 +224,10 @@ impl ListEntry {
     pub fn redacted(&self) -> String {
         match self {
             ListEntry::ApiKey(key) if !is_fingerprint(key) => {
-                format!("api_key {} (written in plain text)", api_key_fingerprint(key, None))
+                format!(
+                    "api_key {} (written in plain text)",
+                    api_key_fingerprint(key, None)
+                )
             }
             other => other.to_string(),
         }
@@ -328,6 +334,13 @@ pub struct RuleSet {
     pub allow_routes: BTreeMap<ListEntry, BTreeSet<String>>,
 }
 
+/// The longest field a source may hold (a route selector, or a list entry with the routes it
+/// opens), in bytes.
+pub const MAX_FIELD_LEN: usize = 4096;
+
+/// The longest value a source may hold (declarations, or an entry's note), in bytes.
+pub const MAX_VALUE_LEN: usize = 65_536;
+
 /// The word that scopes an allow entry to routes: `allow ip 10.0.0.0/8 routes "POST /login"`.
 const ROUTES_WORD: &str = " routes ";
 
@@ -345,11 +358,7 @@ const ROUTES_WORD: &str = " routes ";
 /// );
 /// assert_eq!(list_field(ListKind::Deny, &entry, None), "deny ip 198.51.100.7/32");
 /// ```
-pub fn list_field(
-    kind: ListKind,
-    entry: &ListEntry,
-    routes: Option<&BTreeSet<String>>,
-) -> String {
+pub fn list_field(kind: ListKind, entry: &ListEntry, routes: Option<&BTreeSet<String>>) -> String {
     let mut field = format!("{} {entry}", kind.as_str());
     if let Some(routes) = routes.filter(|r| !r.is_empty()) {
         field.push_str(ROUTES_WORD);
@@ -606,6 +615,16 @@ impl RuleSet {
     ///
     /// Every problem with it, each naming the field.
     pub fn add(&mut self, field: &str, value: &str) -> Result<(), Vec<String>> {
+        // Refused before any other reading: a megabyte of route name would otherwise be
+        // compared with every declared route for a suggestion, under the refresh's lock.
+        if field.len() > MAX_FIELD_LEN || value.len() > MAX_VALUE_LEN {
+            let shown: String = field.chars().take(60).collect();
+            return Err(vec![format!(
+                "the field {shown:?}… is {} bytes with a value of {}: a field holds at most {MAX_FIELD_LEN} bytes and a value {MAX_VALUE_LEN}",
+                field.len(),
+                value.len()
+            )]);
+        }
         let raw = field;
         let field = field.trim();
         for kind in [ListKind::Allow, ListKind::Deny] {
@@ -738,7 +757,10 @@ mod tests {
     #[test]
     fn allow_entries_name_the_routes_they_open_and_deny_entries_cannot() {
         let set = RuleSet::from_fields([
-            (r#"allow ip 10.1.0.0/16 routes "POST /login", "POST /password-reset""#, "pen test"),
+            (
+                r#"allow ip 10.1.0.0/16 routes "POST /login", "POST /password-reset""#,
+                "pen test",
+            ),
             ("allow ip 10.0.0.0/8", ""),
         ])
         .unwrap();
@@ -747,16 +769,32 @@ mod tests {
             set.allow_routes[&scoped].iter().collect::<Vec<_>>(),
             ["POST /login", "POST /password-reset"]
         );
-        assert_eq!(set.allow_routes.len(), 1, "the other opens every route without a name");
+        assert_eq!(
+            set.allow_routes.len(),
+            1,
+            "the other opens every route without a name"
+        );
         assert_eq!(
             list_field(ListKind::Allow, &scoped, set.allow_routes.get(&scoped)),
             r#"allow ip 10.1.0.0/16 routes "POST /login", "POST /password-reset""#
         );
         for (field, expected) in [
-            (r#"deny ip 10.0.0.0/8 routes "POST /login""#, "a deny entry applies on every route"),
-            (r#"allow ip 10.0.0.0/8 routes POST /login"#, "write each route quoted"),
-            (r#"allow ip 10.0.0.0/8 routes "post /login""#, "did you mean `POST /login`?"),
-            (r#"allow ip 10.0.0.0/8 routes "GET /x tier pro""#, "not tiers"),
+            (
+                r#"deny ip 10.0.0.0/8 routes "POST /login""#,
+                "a deny entry applies on every route",
+            ),
+            (
+                r#"allow ip 10.0.0.0/8 routes POST /login"#,
+                "write each route quoted",
+            ),
+            (
+                r#"allow ip 10.0.0.0/8 routes "post /login""#,
+                "did you mean `POST /login`?",
+            ),
+            (
+                r#"allow ip 10.0.0.0/8 routes "GET /x tier pro""#,
+                "not tiers",
+            ),
         ] {
             let problems = RuleSet::from_fields([(field, "")]).unwrap_err();
             assert!(problems[0].contains(expected), "{field}: {problems:?}");
@@ -807,9 +845,31 @@ mod tests {
         assert!(problems.iter().any(|p| p.contains("`allow ip ::/0`")));
         assert!(problems.iter().any(|p| p.contains("`allow ip 10.0.0.0/7`")));
         let plain = problems.iter().find(|p| p.contains("plain text")).unwrap();
-        assert!(!plain.contains("monitoring-key"), "the key itself is never shown: {plain}");
+        assert!(
+            !plain.contains("monitoring-key"),
+            "the key itself is never shown: {plain}"
+        );
         let open = WidestRanges { ipv4: 0, ipv6: 0 };
         assert!(set.list_problems(open, true).is_empty());
-        assert!(ListEntry::parse("api_key fp:0123").unwrap_err().contains("16 lower-case hex"));
+        assert!(ListEntry::parse("api_key fp:0123")
+            .unwrap_err()
+            .contains("16 lower-case hex"));
+    }
+
+    #[test]
+    fn a_field_or_value_past_its_bound_is_refused_before_it_is_read() {
+        let long_route = format!("GET /{}", "a".repeat(1 << 20));
+        let problems = RuleSet::from_fields([(long_route.as_str(), "limit = 5")]).unwrap_err();
+        assert_eq!(problems.len(), 1);
+        assert!(
+            problems[0].contains("at most 4096 bytes"),
+            "{}",
+            &problems[0][..200]
+        );
+        assert!(problems[0].len() < 300, "the field is not echoed whole");
+        let note = "x".repeat(MAX_VALUE_LEN + 1);
+        assert!(RuleSet::from_fields([("deny user_id x", note.as_str())]).is_err());
+        let note = "x".repeat(MAX_VALUE_LEN);
+        assert!(RuleSet::from_fields([("deny user_id x", note.as_str())]).is_ok());
     }
 }

@@ -73,7 +73,7 @@ impl Scope {
     /// Whether an allow entry of this scope opens `route`.
     fn opens(&self, route: &RouteAt<'_>) -> bool {
         match route {
-            RouteAt::Any => true,
+            RouteAt::Any { .. } => true,
             RouteAt::Route {
                 label,
                 counts_username,
@@ -85,8 +85,10 @@ impl Scope {
 /// The route a list is matched on.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum RouteAt<'a> {
-    /// Any route (deny entries apply on every route).
-    Any,
+    /// Any route (deny entries apply on every route). An IPv6 client is one with every
+    /// address of its group (`TrustedProxies::ipv6_prefix`, a /64 by default), as it is
+    /// counted: an entry naming any address of the group names the client.
+    Any { ipv6_group: u8 },
     /// A route by its label (`POST /login`), and whether its policy counts a username.
     Route {
         label: &'a str,
@@ -162,21 +164,29 @@ impl List {
                 .v4
                 .cover_values(&Ipv4Net::from(v4))
                 .any(|scope| scope.opens(&route)),
-            Some(IpAddr::V6(v6)) if !self.v6.is_empty() => self
-                .v6
-                .cover_values(&Ipv6Net::from(v6))
-                .any(|scope| scope.opens(&route)),
+            Some(IpAddr::V6(v6)) if !self.v6.is_empty() => {
+                let within_group = match route {
+                    RouteAt::Any { ipv6_group } => Ipv6Net::new(v6, ipv6_group)
+                        .map(|group| group.trunc())
+                        .is_ok_and(|group| self.v6.children(&group).next().is_some()),
+                    RouteAt::Route { .. } => false,
+                };
+                within_group
+                    || self
+                        .v6
+                        .cover_values(&Ipv6Net::from(v6))
+                        .any(|scope| scope.opens(&route))
+            }
             _ => false,
         };
         if opened {
             return Some("ip");
         }
         if let Some((print, key)) = api_key {
-            let listed = self.api_keys.get(print).or_else(|| {
-                self.plain_keys
-                    .then(|| self.api_keys.get(key))
-                    .flatten()
-            });
+            let listed = self
+                .api_keys
+                .get(print)
+                .or_else(|| self.plain_keys.then(|| self.api_keys.get(key)).flatten());
             if listed.is_some_and(|scope| scope.opens(&route)) {
                 return Some("api_key");
             }
@@ -518,7 +528,7 @@ mod tests {
         ] {
             list.add(&ListEntry::parse(entry).unwrap(), None);
         }
-        let any = RouteAt::Any;
+        let any = RouteAt::Any { ipv6_group: 64 };
         let ip = |text: &str| Some(text.parse::<IpAddr>().unwrap());
         assert_eq!(list.matches(ip("203.0.113.9"), None, None, any), Some("ip"));
         assert_eq!(
@@ -538,10 +548,7 @@ mod tests {
         let sent_as_key = Some(("fp:fedcba9876543210", "fp:0123456789abcdef"));
         assert_eq!(list.matches(None, sent_as_key, None, any), None);
         assert_eq!(list.matches(None, None, Some("42"), any), Some("user_id"));
-        assert_eq!(
-            list.matches(ip("2001:db9::1"), None, Some("43"), any),
-            None
-        );
+        assert_eq!(list.matches(ip("2001:db9::1"), None, Some("43"), any), None);
     }
 
     #[test]
@@ -563,12 +570,53 @@ mod tests {
         assert_eq!(list.matches(ip("10.9.9.9"), None, None, sign_in), None);
         // A narrower range scoped to the sign-in route opens it; the wider one still opens
         // every route that counts no username.
-        assert_eq!(list.matches(ip("10.1.2.3"), None, None, sign_in), Some("ip"));
+        assert_eq!(
+            list.matches(ip("10.1.2.3"), None, None, sign_in),
+            Some("ip")
+        );
         assert_eq!(list.matches(ip("10.1.2.3"), None, None, search), Some("ip"));
         assert_eq!(list.matches(ip("10.1.2.3"), None, None, reset), None);
         // A scoped entry opens its routes only.
-        assert_eq!(list.matches(None, None, Some("ops"), sign_in), Some("user_id"));
+        assert_eq!(
+            list.matches(None, None, Some("ops"), sign_in),
+            Some("user_id")
+        );
         assert_eq!(list.matches(None, None, Some("ops"), search), None);
+    }
+
+    #[test]
+    fn a_deny_entry_for_one_ipv6_address_names_its_group_as_counting_does() {
+        let mut list = List::default();
+        list.add(&ListEntry::parse("ip 2001:db8:0:1::7").unwrap(), None);
+        let ip = |text: &str| Some(text.parse::<IpAddr>().unwrap());
+        let deny = |group| RouteAt::Any { ipv6_group: group };
+        assert_eq!(
+            list.matches(ip("2001:db8:0:1::7"), None, None, deny(64)),
+            Some("ip")
+        );
+        // Another address of the same /64: the same client as the limiter counts it.
+        assert_eq!(
+            list.matches(ip("2001:db8:0:1:ffff::1"), None, None, deny(64)),
+            Some("ip")
+        );
+        assert_eq!(
+            list.matches(ip("2001:db8:0:2::7"), None, None, deny(64)),
+            None
+        );
+        assert_eq!(
+            list.matches(ip("2001:db8:0:2::7"), None, None, deny(48)),
+            Some("ip")
+        );
+        assert_eq!(
+            list.matches(ip("2001:db8:0:1::8"), None, None, deny(128)),
+            None
+        );
+        // An allow entry names the address it names.
+        let route = RouteAt::Route {
+            label: "GET /x",
+            counts_username: false,
+        };
+        assert_eq!(list.matches(ip("2001:db8:0:1::8"), None, None, route), None);
     }
 
     #[test]
@@ -578,11 +626,14 @@ mod tests {
             let net = Ipv4Net::new(std::net::Ipv4Addr::from(0x0b00_0000 + (i << 8)), 24).unwrap();
             list.add(&ListEntry::Ip(IpNet::V4(net)), None);
         }
-        let any = RouteAt::Any;
+        let any = RouteAt::Any { ipv6_group: 64 };
         let ip = |text: &str| Some(text.parse::<IpAddr>().unwrap());
         assert_eq!(list.matches(ip("11.0.0.1"), None, None, any), Some("ip"));
         // The last range: 11.0.0.0 + 99,999 × 256.
-        assert_eq!(list.matches(ip("12.134.159.9"), None, None, any), Some("ip"));
+        assert_eq!(
+            list.matches(ip("12.134.159.9"), None, None, any),
+            Some("ip")
+        );
         assert_eq!(list.matches(ip("12.134.160.1"), None, None, any), None);
         assert_eq!(list.matches(ip("10.255.255.255"), None, None, any), None);
     }
