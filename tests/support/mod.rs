@@ -9,6 +9,7 @@
 pub mod auth;
 mod backend;
 mod cluster;
+mod demo_process;
 mod example;
 mod fake_stores;
 mod log_capture;
@@ -18,6 +19,7 @@ mod server;
 
 pub use backend::{limit_states, Backend, T0, W};
 pub use cluster::{key_slot, serves_slot_zero, RedisCluster};
+pub use demo_process::{run_admin, DemoProcess};
 pub use example::{admin_command, example, free_port};
 pub use fake_stores::{Down, Hung};
 pub use log_capture::CapturedLog;
