@@ -1,5 +1,6 @@
-//! A client's budget on a route, from code: the [`Budget`] extractor a handler takes, and
-//! `RateLimiter::reset` / `RateLimiter::give_back` for any route and identity.
+//! A client's budget on a route, from code: the [`Budget`] extractor a handler takes, the
+//! [`AttemptOutcome`] a handler marks its answer with, and `RateLimiter::reset` /
+//! `RateLimiter::give_back` for any route and identity.
 
 use std::{fmt, future::Future, pin::Pin, rc::Rc, time::Duration};
 
@@ -48,8 +49,62 @@ use crate::{
 ///     }
 /// }
 /// ```
+///
+/// On a route that counts failures only (`count = "failures"`),
+/// [`mark_failure`](Self::mark_failure) and [`mark_success`](Self::mark_success) say how the
+/// attempt went when the answer's status does not: see [`AttemptOutcome`].
 #[derive(Clone)]
 pub struct Budget(Rc<BudgetState>);
+
+/// How the attempt a handler answered went, for limits that count failures only (`count =
+/// "failures"`): it wins over the answer's status. Without it, a 2xx is a success (gives
+/// its unit back) and anything else a failure, or as
+/// [`RateLimiter::success_statuses`](crate::RateLimiter::success_statuses) says.
+///
+/// A handler marks its answer by inserting it in the response's extensions, so it need not
+/// take [`Budget`] (or with [`Budget::mark_success`] / [`Budget::mark_failure`]; the
+/// response's mark wins over the `Budget`'s). For a sign-in that answers a wrong password
+/// with `200 {"ok": false}`, or a right one with `303 See Other` to the account page:
+///
+/// ```
+/// use actix_web::{http::header, post, web, HttpResponse};
+/// use ratelimit_runtime::{rate_limit, AttemptOutcome};
+///
+/// #[derive(serde::Deserialize)]
+/// struct Login {
+///     username: String,
+///     password: String,
+/// }
+///
+/// #[rate_limit(limit = 5, window = "5m", identity = "username", count = "failures")]
+/// #[post("/login")]
+/// async fn login(form: web::Form<Login>) -> HttpResponse {
+///     if form.password == "right" {
+///         let mut response = HttpResponse::SeeOther()
+///             .insert_header((header::LOCATION, "/account"))
+///             .finish();
+///         // A redirect is a failure unless the handler says otherwise.
+///         response.extensions_mut().insert(AttemptOutcome::Success);
+///         response
+///     } else {
+///         HttpResponse::SeeOther()
+///             .insert_header((header::LOCATION, "/login?error"))
+///             .finish()
+///     }
+/// }
+/// # let _ = actix_web::App::new().service(login);
+/// ```
+///
+/// On a limit that counts every request, the mark changes nothing; nor after the handler reset
+/// or gave back its budget itself, which takes over from `count = "failures"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AttemptOutcome {
+    /// The attempt succeeded: its unit goes back to the limits that count failures only.
+    Success,
+    /// The attempt failed: its unit stays spent.
+    Failure,
+}
 
 impl fmt::Debug for Budget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -116,6 +171,22 @@ impl Budget {
 
     fn binding(&self) -> Option<(usize, &crate::store::LimitState)> {
         self.0.decision.as_ref().and_then(Decision::binding)
+    }
+
+    /// Marks this request's attempt a success, whatever the answer's status (a `303 See
+    /// Other` to the account page after a right password): on a route that counts failures
+    /// only, its unit goes back. A mark on the response ([`AttemptOutcome`] in its
+    /// extensions) wins over this one.
+    pub fn mark_success(&self) {
+        self.0.outcome.set(Some(AttemptOutcome::Success));
+    }
+
+    /// Marks this request's attempt a failure, whatever the answer's status (a `200` with
+    /// `{"ok": false}` after a wrong password): on a route that counts failures only, its
+    /// unit stays spent. A mark on the response ([`AttemptOutcome`] in its extensions) wins
+    /// over this one.
+    pub fn mark_failure(&self) {
+        self.0.outcome.set(Some(AttemptOutcome::Failure));
     }
 
     /// Clears this client's budget on this route: every limit's count and lockout. This

@@ -18,7 +18,7 @@ use actix_web::{
 
 use super::{
     answer,
-    budget::Budget,
+    budget::{AttemptOutcome, Budget},
     flood_shield::{Blocked, Shielded},
     headers,
     limiter::{BudgetState, Limiter, LimiterHandle},
@@ -119,6 +119,7 @@ impl Limiter {
                 limits: route.policy.limits(),
                 decision,
                 adjusted: std::cell::Cell::new(false),
+                outcome: std::cell::Cell::new(None),
             });
             handle.set_budget(budget.shared());
             let answer = service.call(req).await;
@@ -140,16 +141,13 @@ impl Limiter {
                 .decision()
                 .filter(|d| d.allowed && !local && !adjusted && counts_failures)
             {
-                let status = match &answer {
-                    Ok(response) => response.status(),
-                    Err(error) => error.as_response_error().status_code(),
-                };
                 let state = budget.state();
+                let succeeded = self.succeeded(&answer, state.outcome.get());
                 gave_back = Box::pin(self.settle(
                     &state.key,
                     state.limits,
                     decision.receipt.as_ref(),
-                    (self.success)(status),
+                    succeeded,
                     &route.label,
                     handle,
                 ))
@@ -192,6 +190,34 @@ impl Limiter {
                 }
                 (Err(error), None) => Err(error),
             }
+        }
+    }
+
+    /// Whether the handler's `answer` is a success, for limits that count failures only: as
+    /// the handler marked it (on the response, else on its `Budget`: `marked`), else by its
+    /// status (an error's, for an error). The mark wins: a sign-in's status does not always
+    /// tell (a `303` to the account page after a right password, a `200` with an error in
+    /// the body after a wrong one).
+    fn succeeded<B>(
+        &self,
+        answer: &Result<ServiceResponse<B>, Error>,
+        marked: Option<AttemptOutcome>,
+    ) -> bool {
+        let (status, on_response) = match answer {
+            Ok(response) => (
+                response.status(),
+                response
+                    .response()
+                    .extensions()
+                    .get::<AttemptOutcome>()
+                    .copied(),
+            ),
+            Err(error) => (error.as_response_error().status_code(), None),
+        };
+        match on_response.or(marked) {
+            Some(AttemptOutcome::Success) => true,
+            Some(AttemptOutcome::Failure) => false,
+            None => (self.success)(status),
         }
     }
 

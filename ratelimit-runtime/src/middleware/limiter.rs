@@ -42,7 +42,7 @@ pub(crate) struct Limiter {
     pub(crate) fallback: Arc<LocalFallback>,
     pub(crate) unavailable_retry_secs: u64,
     /// Whether a status is a success, which gives back what a limit counting failures only
-    /// reserved.
+    /// reserved (unless the handler marked its attempt).
     pub(crate) success: fn(actix_web::http::StatusCode) -> bool,
     /// The App's declared routes, read off its route introspection on the first request.
     pub(crate) declared: OnceCell<DeclaredRoutes>,
@@ -61,6 +61,8 @@ pub(crate) struct BudgetState {
     pub(crate) decision: Option<Decision>,
     /// Whether the handler reset or gave back this budget itself.
     pub(crate) adjusted: Cell<bool>,
+    /// How the handler marked its attempt, if it did.
+    pub(crate) outcome: Cell<Option<super::budget::AttemptOutcome>>,
 }
 
 /// Internal handle in request extensions: the worker's limiter, for the route guards;
