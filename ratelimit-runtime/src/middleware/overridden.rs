@@ -7,6 +7,7 @@ use actix_web::{dev::ServiceRequest, HttpMessage as _, HttpResponse};
 
 use super::{
     answer,
+    budget::Unlimited,
     limiter::{Limiter, LimiterHandle},
     route_info::RouteInfo,
 };
@@ -21,8 +22,9 @@ pub(crate) enum Resolved {
     AsIs,
     /// Limited under an override's policy.
     Route(Rc<RouteInfo>),
-    /// Not limited: the client is on the allow list, or an override exempts the route.
-    Pass,
+    /// Not limited: the client is on the allow list, or an override exempts the route
+    /// (which of the two, for the handler's `Budget`).
+    Pass(Unlimited),
     /// Refused: the client is on the deny list.
     Deny(HttpResponse),
 }
@@ -65,7 +67,7 @@ impl Limiter {
         };
         let table = shared.table.load();
         if table.allow.matches(client, None, None).is_some() {
-            return Resolved::Pass;
+            return Resolved::Pass(Unlimited::AllowList);
         }
         if route.is_default_policy() {
             return Resolved::AsIs;
@@ -109,7 +111,7 @@ impl Limiter {
             .matches(client, api_key.as_deref(), user_id.as_deref())
         {
             record("allow", kind);
-            return Some(Resolved::Pass);
+            return Some(Resolved::Pass(Unlimited::AllowList));
         }
         None
     }
@@ -121,7 +123,7 @@ impl Limiter {
             return Resolved::AsIs;
         };
         let policy = match overridden.policy {
-            Policy::Exempt { .. } => return Resolved::Pass,
+            Policy::Exempt { .. } => return Resolved::Pass(Unlimited::Exempt),
             Policy::Limited(policy) => policy,
         };
         let tier = tier.filter(|_| tiered).map(Tier::as_str);
