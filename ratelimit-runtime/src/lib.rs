@@ -84,7 +84,7 @@ pub mod store;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use middleware::{Budget, BudgetError, HeaderFamilies, RateLimiter};
+pub use middleware::{AttemptOutcome, Budget, BudgetError, HeaderFamilies, RateLimiter, Unlimited};
 pub use policy::{
     Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RoutePolicy, Window,
 };

@@ -1,5 +1,6 @@
-//! A client's budget on a route, from code: the [`Budget`] extractor a handler takes, and
-//! `RateLimiter::reset` / `RateLimiter::give_back` for any route and identity.
+//! A client's budget on a route, from code: the [`Budget`] extractor a handler takes (and
+//! [`Unlimited`], why a request has none), the [`AttemptOutcome`] a handler marks its answer
+//! with, and `RateLimiter::reset` / `RateLimiter::give_back` for any route and identity.
 
 use std::{fmt, future::Future, pin::Pin, rc::Rc, time::Duration};
 
@@ -23,9 +24,14 @@ use crate::{
 /// address's budget too: to clear one identity's limits only (a name's failed sign-ins, not
 /// the address's), use [`RateLimiter::reset`](crate::RateLimiter::reset) with that identity.
 ///
-/// A handler of a limited route takes it as an argument; on a route this crate does not limit
-/// (exempt, or outside a `RateLimiter`) extracting it fails with a 500 that says so (take
-/// `Option<Budget>` where a route may be either).
+/// A handler under a [`RateLimiter`](crate::RateLimiter) takes it as an argument, on any
+/// route. On a request no limit counts (the client is on the allow list, or the route is
+/// exempt, by its declaration or by an override) it does nothing and says why:
+/// [`unlimited`](Self::unlimited) is `Some`, the figures are `None`, `reset` and `give_back`
+/// change nothing and succeed (`give_back` gives back 0). Extracting it fails with a 500 that
+/// says why only where no limiter looked at the request before its handler: in an App no
+/// `RateLimiter` wraps (a misconfiguration), or in a resource that shadows a declared route
+/// (counted after its handler); take `Option<Budget>` where a handler may be served so.
 ///
 /// ```
 /// use actix_web::{post, web, HttpResponse};
@@ -48,15 +54,92 @@ use crate::{
 ///     }
 /// }
 /// ```
+///
+/// On a route that counts failures only (`count = "failures"`),
+/// [`mark_failure`](Self::mark_failure) and [`mark_success`](Self::mark_success) say how the
+/// attempt went when the answer's status does not: see [`AttemptOutcome`].
 #[derive(Clone)]
-pub struct Budget(Rc<BudgetState>);
+pub struct Budget(Granted);
+
+/// What the limiter left a request: a budget, or a reason it has none.
+#[derive(Clone)]
+enum Granted {
+    Limited(Rc<BudgetState>),
+    Unlimited(Unlimited),
+}
+
+/// Why a request a [`RateLimiter`](crate::RateLimiter) passed has no budget: no limit counts
+/// it, so its [`Budget`] does nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Unlimited {
+    /// The client is on the overrides' allow list.
+    AllowList,
+    /// The route is exempt: declared `#[rate_limit(exempt = "...")]`, or exempted by an
+    /// override.
+    Exempt,
+}
+
+/// How the attempt a handler answered went, for limits that count failures only (`count =
+/// "failures"`): it wins over the answer's status. Without it, a 2xx is a success (gives
+/// its unit back) and anything else a failure, or as
+/// [`RateLimiter::success_statuses`](crate::RateLimiter::success_statuses) says.
+///
+/// A handler marks its answer by inserting it in the response's extensions, so it need not
+/// take [`Budget`] (or with [`Budget::mark_success`] / [`Budget::mark_failure`]; the
+/// response's mark wins over the `Budget`'s). For a sign-in that answers a wrong password
+/// with `200 {"ok": false}`, or a right one with `303 See Other` to the account page:
+///
+/// ```
+/// use actix_web::{http::header, post, web, HttpResponse};
+/// use ratelimit_runtime::{rate_limit, AttemptOutcome};
+///
+/// #[derive(serde::Deserialize)]
+/// struct Login {
+///     username: String,
+///     password: String,
+/// }
+///
+/// #[rate_limit(limit = 5, window = "5m", identity = "username", count = "failures")]
+/// #[post("/login")]
+/// async fn login(form: web::Form<Login>) -> HttpResponse {
+///     if form.password == "right" {
+///         let mut response = HttpResponse::SeeOther()
+///             .insert_header((header::LOCATION, "/account"))
+///             .finish();
+///         // A redirect is a failure unless the handler says otherwise.
+///         response.extensions_mut().insert(AttemptOutcome::Success);
+///         response
+///     } else {
+///         HttpResponse::SeeOther()
+///             .insert_header((header::LOCATION, "/login?error"))
+///             .finish()
+///     }
+/// }
+/// # let _ = actix_web::App::new().service(login);
+/// ```
+///
+/// On a limit that counts every request, the mark changes nothing; nor after the handler reset
+/// or gave back its budget itself, which takes over from `count = "failures"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AttemptOutcome {
+    /// The attempt succeeded: its unit goes back to the limits that count failures only.
+    Success,
+    /// The attempt failed: its unit stays spent.
+    Failure,
+}
 
 impl fmt::Debug for Budget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Budget")
-            .field("limits", &self.0.limits)
-            .field("decision", &self.0.decision)
-            .finish_non_exhaustive()
+        match &self.0 {
+            Granted::Limited(state) => f
+                .debug_struct("Budget")
+                .field("limits", &state.limits)
+                .field("decision", &state.decision)
+                .finish_non_exhaustive(),
+            Granted::Unlimited(why) => f.debug_struct("Budget").field("unlimited", why).finish(),
+        }
     }
 }
 
@@ -65,38 +148,52 @@ impl FromRequest for Budget {
     type Future = std::future::Ready<Result<Self, Self::Error>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        std::future::ready(
-            req.extensions()
-                .get::<LimiterHandle>()
-                .and_then(LimiterHandle::budget)
-                .map(Budget)
-                .ok_or_else(|| {
-                    ErrorInternalServerError(
-                        "`Budget` was extracted on a route no `#[rate_limit]` or `RateLimiter` limits; take `Option<Budget>` where a route may have none",
-                    )
-                }),
-        )
+        let budget = match req.extensions().get::<LimiterHandle>() {
+            Some(handle) => handle.budget().ok_or_else(|| {
+                ErrorInternalServerError(
+                    "`Budget` was extracted on a request its `RateLimiter` checked no limit for before the handler: another resource on a declared route's path served it, and it is counted after the handler (see the error the limiter logged); take `Option<Budget>` there",
+                )
+            }),
+            None => Err(ErrorInternalServerError(
+                "`Budget` was extracted on a request no `RateLimiter` saw: wrap the App with `RateLimiter::new(store)`, or take `Option<Budget>` where a handler may be served without one",
+            )),
+        };
+        std::future::ready(budget)
     }
 }
 
 impl Budget {
-    pub(crate) fn new(state: BudgetState) -> Self {
-        Budget(Rc::new(state))
+    /// The budget of a request a limit counts, its state shared with the request path.
+    pub(crate) fn limited(state: Rc<BudgetState>) -> Self {
+        Budget(Granted::Limited(state))
     }
 
-    /// The state, shared with the request's limiter handle.
-    pub(crate) fn shared(&self) -> Rc<BudgetState> {
-        Rc::clone(&self.0)
+    /// The budget of a request no limit counts, and why.
+    pub(crate) fn without_limit(why: Unlimited) -> Self {
+        Budget(Granted::Unlimited(why))
     }
 
-    pub(crate) fn state(&self) -> &BudgetState {
-        &self.0
+    fn state(&self) -> Option<&BudgetState> {
+        match &self.0 {
+            Granted::Limited(state) => Some(state),
+            Granted::Unlimited(_) => None,
+        }
+    }
+
+    /// Why no limit counts this request (the client is on the allow list, or the route is
+    /// exempt), if none does: then this budget does nothing.
+    pub fn unlimited(&self) -> Option<Unlimited> {
+        match &self.0 {
+            Granted::Limited(_) => None,
+            Granted::Unlimited(why) => Some(*why),
+        }
     }
 
     /// The store's decision on this request: one state per stacked limit. `None` when the
-    /// store failed and the route let the request through.
+    /// store failed and the route let the request through, or when no limit counts the
+    /// request ([`unlimited`](Self::unlimited)).
     pub fn decision(&self) -> Option<&Decision> {
-        self.0.decision.as_ref()
+        self.state()?.decision.as_ref()
     }
 
     /// The limit the headers report (the one with the fewest requests left), its max.
@@ -115,19 +212,42 @@ impl Budget {
     }
 
     fn binding(&self) -> Option<(usize, &crate::store::LimitState)> {
-        self.0.decision.as_ref().and_then(Decision::binding)
+        self.decision().and_then(Decision::binding)
+    }
+
+    /// Marks this request's attempt a success, whatever the answer's status (a `303 See
+    /// Other` to the account page after a right password): on a route that counts failures
+    /// only, its unit goes back. A mark on the response ([`AttemptOutcome`] in its
+    /// extensions) wins over this one.
+    pub fn mark_success(&self) {
+        if let Some(state) = self.state() {
+            state.outcome.set(Some(AttemptOutcome::Success));
+        }
+    }
+
+    /// Marks this request's attempt a failure, whatever the answer's status (a `200` with
+    /// `{"ok": false}` after a wrong password): on a route that counts failures only, its
+    /// unit stays spent. A mark on the response ([`AttemptOutcome`] in its extensions) wins
+    /// over this one.
+    pub fn mark_failure(&self) {
+        if let Some(state) = self.state() {
+            state.outcome.set(Some(AttemptOutcome::Failure));
+        }
     }
 
     /// Clears this client's budget on this route: every limit's count and lockout. This
     /// instance stops refusing it at once; the others within a second (their flood shields
     /// ask the store again at least that often). A handler that resets or gives back takes
-    /// over from `count = "failures"`: its request's own unit is not given back as well.
+    /// over from `count = "failures"`: its request's own unit is not given back as well. On
+    /// a request no limit counts ([`unlimited`](Self::unlimited)), nothing to clear: `Ok`.
     ///
     /// # Errors
     ///
     /// The store's, when it failed or did not answer within the timeout.
     pub async fn reset(&self) -> Result<(), StoreError> {
-        let state = &self.0;
+        let Some(state) = self.state() else {
+            return Ok(());
+        };
         state.adjusted.set(true);
         let change = Adjustment::Reset;
         state
@@ -138,13 +258,16 @@ impl Budget {
     }
 
     /// Gives `units` back to every limit of this route for this client (never past a whole
-    /// budget): the units given back, over all limits.
+    /// budget): the units given back, over all limits. On a request no limit counts
+    /// ([`unlimited`](Self::unlimited)), none: `Ok(0)`.
     ///
     /// # Errors
     ///
     /// The store's, when it failed or did not answer within the timeout.
     pub async fn give_back(&self, units: u32) -> Result<u64, StoreError> {
-        let state = &self.0;
+        let Some(state) = self.state() else {
+            return Ok(0);
+        };
         state.adjusted.set(true);
         let change = Adjustment::GiveBack {
             units,

@@ -18,7 +18,7 @@ use actix_web::{
 
 use super::{
     answer,
-    budget::Budget,
+    budget::{AttemptOutcome, Budget},
     flood_shield::{Blocked, Shielded},
     headers,
     limiter::{BudgetState, Limiter, LimiterHandle},
@@ -89,11 +89,13 @@ impl Limiter {
                     overridden = built;
                     &*overridden
                 }
-                Resolved::Pass => {
+                Resolved::Pass(why) => {
+                    // No limit counts the request; a handler's `Budget` says why.
+                    handle.set_budget(Budget::without_limit(why));
                     return service
                         .call(req)
                         .await
-                        .map(ServiceResponse::map_into_left_body)
+                        .map(ServiceResponse::map_into_left_body);
                 }
                 Resolved::Deny(response) => {
                     return Ok(req.into_response(response).map_into_right_body())
@@ -113,20 +115,21 @@ impl Limiter {
                     local,
                 } => (decision, key, local),
             };
-            let budget = Budget::new(BudgetState {
+            let budget = Rc::new(BudgetState {
                 limiter: Rc::clone(handle.limiter()),
                 key,
                 limits: route.policy.limits(),
                 decision,
                 adjusted: std::cell::Cell::new(false),
+                outcome: std::cell::Cell::new(None),
             });
-            handle.set_budget(budget.shared());
+            handle.set_budget(Budget::limited(Rc::clone(&budget)));
             let answer = service.call(req).await;
             // Units reserved in limits that count failures only go back after a success (not
             // after a panic, which drops this future: a crash counts as a failure). Not for a
             // decision made in this process while the store failed, nor after the handler reset or
             // gave back the budget itself (it would be given back twice).
-            let adjusted = budget.state().adjusted.get();
+            let adjusted = budget.adjusted.get();
             let mut gave_back = false;
             // Only a limit that counts failures only has anything to give back. The give-back
             // is boxed, as are the other paths few requests take (a username read, the local
@@ -137,19 +140,16 @@ impl Limiter {
                 .iter()
                 .any(|limit| limit.count() == Count::Failures);
             if let Some(decision) = budget
-                .decision()
+                .decision
+                .as_ref()
                 .filter(|d| d.allowed && !local && !adjusted && counts_failures)
             {
-                let status = match &answer {
-                    Ok(response) => response.status(),
-                    Err(error) => error.as_response_error().status_code(),
-                };
-                let state = budget.state();
+                let succeeded = self.succeeded(&answer, budget.outcome.get());
                 gave_back = Box::pin(self.settle(
-                    &state.key,
-                    state.limits,
+                    &budget.key,
+                    budget.limits,
                     decision.receipt.as_ref(),
-                    (self.success)(status),
+                    succeeded,
                     &route.label,
                     handle,
                 ))
@@ -158,9 +158,9 @@ impl Limiter {
             // The headers tell what is left after the request: a success that gave its unit
             // back has it again in the limits that count failures only.
             let settled = gave_back
-                .then(|| budget.decision().map(failures_given_back))
+                .then(|| budget.decision.as_ref().map(failures_given_back))
                 .flatten();
-            let decision = settled.as_ref().or(budget.decision());
+            let decision = settled.as_ref().or(budget.decision.as_ref());
             // A shadow limit is invisible to clients: no headers that would make them back off.
             // Where a declaration applies too and its own limiter counted the request inside,
             // that limiter's figures (or its 429 or 503) stand.
@@ -195,6 +195,34 @@ impl Limiter {
         }
     }
 
+    /// Whether the handler's `answer` is a success, for limits that count failures only: as
+    /// the handler marked it (on the response, else on its `Budget`: `marked`), else by its
+    /// status (an error's, for an error). The mark wins: a sign-in's status does not always
+    /// tell (a `303` to the account page after a right password, a `200` with an error in
+    /// the body after a wrong one).
+    fn succeeded<B>(
+        &self,
+        answer: &Result<ServiceResponse<B>, Error>,
+        marked: Option<AttemptOutcome>,
+    ) -> bool {
+        let (status, on_response) = match answer {
+            Ok(response) => (
+                response.status(),
+                response
+                    .response()
+                    .extensions()
+                    .get::<AttemptOutcome>()
+                    .copied(),
+            ),
+            Err(error) => (error.as_response_error().status_code(), None),
+        };
+        match on_response.or(marked) {
+            Some(AttemptOutcome::Success) => true,
+            Some(AttemptOutcome::Failure) => false,
+            None => (self.success)(status),
+        }
+    }
+
     /// Counts, after the fact, a request that something else answered before its route's
     /// guard saw it (the route's own middleware, a scope's, or another resource on the
     /// path): the answer to send on. A refusal, as an answer or as an error, becomes the
@@ -222,7 +250,7 @@ impl Limiter {
                 overridden = built;
                 &*overridden
             }
-            Resolved::Pass => return answer.map(ServiceResponse::map_into_left_body),
+            Resolved::Pass(_) => return answer.map(ServiceResponse::map_into_left_body),
         };
         match answer {
             // Counted like an error: the key, user id or header it refused may be made up,

@@ -13,8 +13,8 @@ use std::{
 use actix_web::dev::ServiceRequest;
 
 use super::{
-    declared_routes::DeclaredRoutes, flood_shield::FloodShield, header_families::HeaderFamilies,
-    local_fallback::LocalFallback,
+    budget::Budget, declared_routes::DeclaredRoutes, flood_shield::FloodShield,
+    header_families::HeaderFamilies, local_fallback::LocalFallback,
 };
 use crate::{
     clock::Clock,
@@ -42,7 +42,7 @@ pub(crate) struct Limiter {
     pub(crate) fallback: Arc<LocalFallback>,
     pub(crate) unavailable_retry_secs: u64,
     /// Whether a status is a success, which gives back what a limit counting failures only
-    /// reserved.
+    /// reserved (unless the handler marked its attempt).
     pub(crate) success: fn(actix_web::http::StatusCode) -> bool,
     /// The App's declared routes, read off its route introspection on the first request.
     pub(crate) declared: OnceCell<DeclaredRoutes>,
@@ -61,6 +61,8 @@ pub(crate) struct BudgetState {
     pub(crate) decision: Option<Decision>,
     /// Whether the handler reset or gave back this budget itself.
     pub(crate) adjusted: Cell<bool>,
+    /// How the handler marked its attempt, if it did.
+    pub(crate) outcome: Cell<Option<super::budget::AttemptOutcome>>,
 }
 
 /// Internal handle in request extensions: the worker's limiter, for the route guards;
@@ -91,10 +93,11 @@ struct Passage {
     /// How long the request has waited for the store so far, once it has: a second call
     /// waits only for what is left of the timeout.
     store_waited: Cell<Option<Duration>>,
-    /// The budget of the last check this limiter made of the request, for the handler's
+    /// The budget of the last check this limiter made of the request, or why it made none
+    /// though it passed the request on (the allow list, an exempt route), for the handler's
     /// `Budget` (kept here rather than as an extension of its own: one insert less on
     /// every request).
-    budget: RefCell<Option<Rc<BudgetState>>>,
+    budget: RefCell<Option<Budget>>,
     /// The handle of a `RateLimiter` further out (one on the App, another on a scope).
     outer: Option<LimiterHandle>,
 }
@@ -175,14 +178,16 @@ impl LimiterHandle {
         self.0.store_waited.set(Some(total));
     }
 
-    /// Keeps `budget`, the request's latest check, for the handler.
-    pub(crate) fn set_budget(&self, budget: Rc<BudgetState>) {
+    /// Keeps `budget`, the request's latest check (or why no limit counts it), for the
+    /// handler.
+    pub(crate) fn set_budget(&self, budget: Budget) {
         *self.0.budget.borrow_mut() = Some(budget);
     }
 
     /// The budget of the request's latest check: the innermost limiter's that checked it
-    /// (a route's guard runs inside the limiters around it, so its check is the latest).
-    pub(crate) fn budget(&self) -> Option<Rc<BudgetState>> {
+    /// or passed it unlimited (a route's guard runs inside the limiters around it, so its
+    /// check is the latest).
+    pub(crate) fn budget(&self) -> Option<Budget> {
         self.0
             .chain()
             .find_map(|passage| passage.budget.borrow().clone())

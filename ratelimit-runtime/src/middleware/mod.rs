@@ -20,7 +20,7 @@ mod route_info;
 mod service;
 mod telemetry;
 
-pub use budget::Budget;
+pub use budget::{AttemptOutcome, Budget, Unlimited};
 pub use budget_admin::BudgetError;
 pub use headers::HeaderFamilies;
 pub use rate_limiter::RateLimiter;

@@ -7,6 +7,7 @@ use actix_web::{dev::ServiceRequest, HttpMessage as _, HttpResponse};
 
 use super::{
     answer,
+    budget::Unlimited,
     limiter::{Limiter, LimiterHandle},
     route_info::RouteInfo,
 };
@@ -39,8 +40,9 @@ pub(crate) enum Resolved {
     AsIs,
     /// Limited under an override's policy.
     Route(Rc<RouteInfo>),
-    /// Not limited: the client is on the allow list, or an override exempts the route.
-    Pass,
+    /// Not limited: the client is on the allow list, or an override exempts the route
+    /// (which of the two, for the handler's `Budget`).
+    Pass(Unlimited),
     /// Refused: the client is on the deny list.
     Deny(HttpResponse),
 }
@@ -88,7 +90,7 @@ impl Limiter {
         if let Some((client, api_key, user_id)) = &listed {
             let in_force = match &resolved {
                 Resolved::Route(built) => &**built,
-                Resolved::Pass | Resolved::Deny(_) => return resolved,
+                Resolved::Pass(_) | Resolved::Deny(_) => return resolved,
                 Resolved::AsIs => route,
             };
             let key = api_key.as_ref().map(|(p, k)| (p.as_str(), k.as_str()));
@@ -98,7 +100,7 @@ impl Limiter {
                     .matches(*client, key, user_id.as_deref(), route_at(in_force))
             {
                 record_listed(route, "allow", kind);
-                return Resolved::Pass;
+                return Resolved::Pass(Unlimited::AllowList);
             }
         }
         resolved
@@ -124,7 +126,7 @@ impl Limiter {
         };
         let in_force = match &resolved {
             Resolved::Route(built) => &**built,
-            Resolved::Pass | Resolved::Deny(_) => return resolved,
+            Resolved::Pass(_) | Resolved::Deny(_) => return resolved,
             Resolved::AsIs => route,
         };
         if table
@@ -132,7 +134,7 @@ impl Limiter {
             .matches(client, None, None, route_at(in_force))
             .is_some()
         {
-            return Resolved::Pass;
+            return Resolved::Pass(Unlimited::AllowList);
         }
         resolved
     }
@@ -160,7 +162,7 @@ impl Limiter {
             return Resolved::AsIs;
         };
         let policy = match overridden.policy {
-            Policy::Exempt { .. } => return Resolved::Pass,
+            Policy::Exempt { .. } => return Resolved::Pass(Unlimited::Exempt),
             Policy::Limited(policy) => policy,
         };
         let tier = tier.filter(|_| tiered).map(Tier::as_str);

@@ -72,9 +72,10 @@ pub struct RateLimiter {
     pub(super) overrides: Option<crate::overrides::Overrides>,
 }
 
-/// The default success of a limit that counts failures only: a 2xx or a 3xx.
-fn success_or_redirect(status: StatusCode) -> bool {
-    status.is_success() || status.is_redirection()
+/// The default success of a limit that counts failures only: a 2xx. A redirect is not one:
+/// a form sign-in answers a wrong password with `303 See Other` back to its form.
+fn two_hundreds(status: StatusCode) -> bool {
+    status.is_success()
 }
 
 impl fmt::Debug for RateLimiter {
@@ -122,7 +123,7 @@ impl RateLimiter {
             instances: 1,
             instances_set: false,
             fallback: Arc::default(),
-            success: success_or_redirect,
+            success: two_hundreds,
             overrides: None,
         }
     }
@@ -444,16 +445,20 @@ impl RateLimiter {
 
     /// Which answers are successes for limits that count failures only (`count =
     /// "failures"`): a request such a limit allowed gives its unit back when its answer's
-    /// status is one (default: 2xx and 3xx). An error a handler returns counts by its
-    /// response's status; a handler that panics never answers, so it counts as a failure.
+    /// status is one (default: 2xx; a redirect is a failure, as a form sign-in's `303` back
+    /// to its form after a wrong password). An error a handler returns counts by its
+    /// response's status; a handler that panics never answers, so it counts as a failure. A
+    /// handler that marks its attempt ([`AttemptOutcome`](crate::AttemptOutcome)) wins over
+    /// the status.
     ///
     /// ```
     /// use actix_web::http::StatusCode;
     /// use ratelimit_runtime::{store::MemoryStore, RateLimiter};
     ///
-    /// // A sign-in that redirects a wrong password back to the form is a failure.
+    /// // Every redirect a success too, as the sign-ins of this app redirect only after a
+    /// // right password.
     /// let limiter = RateLimiter::new(MemoryStore::new())
-    ///     .success_statuses(|status: StatusCode| status.is_success());
+    ///     .success_statuses(|status: StatusCode| status.is_success() || status.is_redirection());
     /// ```
     pub fn success_statuses(self, success: fn(StatusCode) -> bool) -> Self {
         self.with(|s| s.success = success)

@@ -16,7 +16,11 @@ use actix_web::{
 use futures_util::future::LocalBoxFuture;
 
 use super::{
-    answer, declared_routes::DeclaredRoutes, limiter::LimiterHandle, route_info::RouteInfo,
+    answer,
+    budget::{Budget, Unlimited},
+    declared_routes::DeclaredRoutes,
+    limiter::LimiterHandle,
+    route_info::RouteInfo,
 };
 use crate::{
     policy::{Policy, RoutePolicy},
@@ -113,12 +117,16 @@ where
         let service = Rc::clone(&self.service);
         let policy = match declaration.policy {
             Policy::Exempt { .. } => {
+                // No limit counts the request; a handler's `Budget` says why.
+                if let Some(handle) = &handle {
+                    handle.set_budget(Budget::without_limit(Unlimited::Exempt));
+                }
                 return Box::pin(async move {
                     service
                         .call(req)
                         .await
                         .map(ServiceResponse::map_into_left_body)
-                })
+                });
             }
             Policy::Limited(policy) => policy,
         };
