@@ -199,18 +199,42 @@ async fn the_command_refuses_what_would_quietly_open_a_door() {
     assert_eq!(version, 2, "the override and the deny entry");
 }
 
-/// The guide's ACL users (`guide::tls`): the services' and the admin command's.
-const SERVICES_ACL: &str = "on >services-pw resetkeys %RW~rl:{* %R~rl:overrides %R~{rl:overrides}:version %RW~rl:overrides:routes %RW~rl:overrides:routes:seen resetchannels -@all +evalsha +eval +time +hincrby +hget +hmget +hkeys +hdel +pttl +pexpire +zadd +zcard +zrange +zrem +zremrangebyscore +zremrangebyrank +get +set +del +ping +hlen +hscan +hset";
-const ADMIN_ACL: &str = "on >admin-pw resetkeys ~rl:* ~{rl:overrides}:version resetchannels -@all +@read +@write +eval +evalsha +time +ping";
+/// The guide's recipe (`guide::tls`, "The ACL user"), read from the guide itself so that
+/// the two cannot differ.
+const TLS_GUIDE: &str = include_str!("../ratelimit-runtime/src/guide/tls.md");
+
+/// The rules of the guide's `ACL SETUSER <user> … resetkeys …` line, its password replaced
+/// by `password`.
+fn guide_acl(user: &str, password: &str) -> Vec<String> {
+    let line = TLS_GUIDE
+        .lines()
+        .find(|line| {
+            line.starts_with(&format!("ACL SETUSER {user} ")) && line.contains("resetkeys")
+        })
+        .unwrap_or_else(|| panic!("guide::tls has an `ACL SETUSER {user}` line with `resetkeys`"));
+    line.split_whitespace()
+        .skip(3)
+        .map(|rule| {
+            if rule.starts_with('>') {
+                format!(">{password}")
+            } else {
+                rule.to_owned()
+            }
+        })
+        .collect()
+}
 
 #[actix_web::test]
 async fn under_the_guide_s_acl_the_services_cannot_write_their_own_rules() {
     let redis = RedisServer::start();
     let mut admin_conn = redis.connection();
-    for (user, rules) in [("ratelimit", SERVICES_ACL), ("ratelimit-admin", ADMIN_ACL)] {
+    for (user, password) in [
+        ("ratelimit", "services-pw"),
+        ("ratelimit-admin", "admin-pw"),
+    ] {
         let mut command = redis::cmd("ACL");
         command.arg("SETUSER").arg(user);
-        for rule in rules.split(' ') {
+        for rule in guide_acl(user, password) {
             command.arg(rule);
         }
         let _: () = command.query(&mut admin_conn).unwrap();
