@@ -11,7 +11,12 @@ use actix_web::{
     test::{self, TestRequest},
     App, HttpResponse, Responder,
 };
-use ratelimit_runtime::{clock::ManualClock, rate_limit, store::RedisStore, RateLimiter};
+use ratelimit_runtime::{
+    clock::ManualClock,
+    rate_limit,
+    store::{MemoryStore, RedisStore},
+    RateLimiter,
+};
 use support::{CapturedLog, RedisServer, T0};
 
 #[rate_limit(
@@ -186,4 +191,20 @@ async fn a_window_an_outage_falls_in_passes_the_limit_and_the_local_share() {
         .query(&mut server.connection())
         .unwrap();
     assert_eq!(count, 8, "the local passes were written to Redis");
+}
+
+#[actix_web::test]
+async fn routes_that_fail_local_without_the_fleet_s_size_are_warned_of_once() {
+    let captured = CapturedLog::start(tracing::Level::WARN);
+    // Built once per worker, as inside `HttpServer::new`'s closure: one warning all the same.
+    for _ in 0..3 {
+        let limiter = RateLimiter::new(MemoryStore::new());
+        let _app = test::init_service(App::new().service(login).wrap(limiter)).await;
+    }
+    let text = captured.text();
+    let warnings = text
+        .matches("routes fail `local` while `RateLimiter::instances` is not set")
+        .count();
+    assert_eq!(warnings, 1, "{text}");
+    assert!(text.contains("POST /login"), "{text}");
 }

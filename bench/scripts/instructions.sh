@@ -4,6 +4,8 @@
 #   bash bench/scripts/instructions.sh [requests]            (default 1000)
 #   bash bench/scripts/instructions.sh --redis [requests]    Redis's instructions instead
 #   bash bench/scripts/instructions.sh -c 64 [requests]      over 64 connections (ab -k)
+#   ROWS='deny list' bash bench/scripts/instructions.sh      only the rows whose label has
+#                                                            that text, with (a) and (f)
 #
 # Throughput on a shared VM moves by tens of percent from one measurement to the next;
 # instruction counts do not (within 1 % between repeats), so this is how two builds of the
@@ -113,6 +115,8 @@ targets=(
     "(f) floor per worker|--variant floor-per-worker|/allow"
     "(e) fixed_window, allowed|--variant project --route fixed_window|/allow/fixed_window"
     "(e) fixed_window, allowed, no rate-limit headers|--variant project --route fixed_window --no-headers|/allow/fixed_window"
+    "(e) fixed_window, allowed, a 1-entry deny list|--variant project --route fixed_window --deny-list 1|/allow/fixed_window"
+    "(e) fixed_window, allowed, a 100,000-entry deny list|--variant project --route fixed_window --deny-list 100000|/allow/fixed_window"
     "(e) sliding_window, allowed|--variant project --route sliding_window|/allow/sliding_window"
     "(e) sliding_log, allowed|--variant project --route sliding_log|/allow/sliding_log"
     "(e) gcra, allowed|--variant project --route gcra|/allow/gcra"
@@ -132,6 +136,10 @@ floor=
 ratio() { if [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { printf "×%.2f", a / b }'; else printf '—'; fi; }
 for target in "${targets[@]}"; do
     IFS='|' read -r label arguments path <<<"$target"
+    case $label in
+        "(a)"* | "(f)"* | "(e) fixed_window, allowed") ;;
+        *) [ -n "${ROWS:-}" ] && [[ $label != *"$ROWS"* ]] && continue ;;
+    esac
     out="$work/callgrind.out"
     rm -f "$work/server.log"
     # The process whose instructions are counted, and the file callgrind writes for it.

@@ -20,13 +20,12 @@
 
 use std::{
     env,
-    net::TcpListener,
-    process::{Child, Command, Stdio},
-    thread,
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use futures_util::future::join_all;
+use ratelimit_bench::RedisServer;
 use ratelimit_runtime::{
     key::RouteKey,
     store::{CheckRequest, RedisStore, Store},
@@ -97,54 +96,6 @@ struct Measured {
     checks: u64,
     redis_cpu: f64,
     wall: f64,
-}
-
-struct Redis {
-    child: Child,
-    url: String,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn start_redis() -> Result<Redis, String> {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| format!("no free port: {e}"))?
-        .port();
-    let dir = env::temp_dir().join(format!("redis-capacity-{port}"));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let child = Command::new("taskset")
-        .args(["-c", "0", "redis-server", "--port", &port.to_string()])
-        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-        .arg("--dir")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start taskset redis-server (apt-get install -y redis-server util-linux): {e}"))?;
-    let redis = Redis {
-        child,
-        url: format!("redis://127.0.0.1:{port}"),
-        dir,
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while redis::Client::open(redis.url.as_str())
-        .and_then(|c| c.get_connection())
-        .is_err()
-    {
-        if Instant::now() > deadline {
-            return Err("redis-server did not come up".to_owned());
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    Ok(redis)
 }
 
 /// Redis's CPU seconds so far (`used_cpu_user` + `used_cpu_sys`).
@@ -292,7 +243,7 @@ fn main() -> Result<(), String> {
     if !pinned.success() {
         return Err("taskset -p -c 1 failed".to_owned());
     }
-    let redis = start_redis()?;
+    let redis = RedisServer::start("redis-capacity")?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

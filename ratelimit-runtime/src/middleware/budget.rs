@@ -2,13 +2,14 @@
 //! [`Unlimited`], why a request has none), the [`AttemptOutcome`] a handler marks its answer
 //! with, and `RateLimiter::reset` / `RateLimiter::give_back` for any route and identity.
 
-use std::{fmt, future::Future, pin::Pin, rc::Rc, time::Duration};
+use std::{fmt, future::Future, pin::Pin, time::Duration};
 
 use actix_web::{
     dev::Payload, error::ErrorInternalServerError, FromRequest, HttpMessage, HttpRequest,
 };
 
-use super::limiter::{BudgetState, Limiter, LimiterHandle};
+pub use super::attempt::{AttemptOutcome, Unlimited};
+use super::limiter::{BudgetState, Granted, Limiter, LimiterHandle};
 use crate::{
     key::RouteKey,
     policy::{Count, Limit},
@@ -61,75 +62,6 @@ use crate::{
 #[derive(Clone)]
 pub struct Budget(Granted);
 
-/// What the limiter left a request: a budget, or a reason it has none.
-#[derive(Clone)]
-enum Granted {
-    Limited(Rc<BudgetState>),
-    Unlimited(Unlimited),
-}
-
-/// Why a request a [`RateLimiter`](crate::RateLimiter) passed has no budget: no limit counts
-/// it, so its [`Budget`] does nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Unlimited {
-    /// The client is on the overrides' allow list.
-    AllowList,
-    /// The route is exempt: declared `#[rate_limit(exempt = "...")]`, or exempted by an
-    /// override.
-    Exempt,
-}
-
-/// How the attempt a handler answered went, for limits that count failures only (`count =
-/// "failures"`): it wins over the answer's status. Without it, a 2xx is a success (gives
-/// its unit back) and anything else a failure, or as
-/// [`RateLimiter::success_statuses`](crate::RateLimiter::success_statuses) says.
-///
-/// A handler marks its answer by inserting it in the response's extensions, so it need not
-/// take [`Budget`] (or with [`Budget::mark_success`] / [`Budget::mark_failure`]; the
-/// response's mark wins over the `Budget`'s). For a sign-in that answers a wrong password
-/// with `200 {"ok": false}`, or a right one with `303 See Other` to the account page:
-///
-/// ```
-/// use actix_web::{http::header, post, web, HttpResponse};
-/// use ratelimit_runtime::{rate_limit, AttemptOutcome};
-///
-/// #[derive(serde::Deserialize)]
-/// struct Login {
-///     username: String,
-///     password: String,
-/// }
-///
-/// #[rate_limit(limit = 5, window = "5m", identity = "username", count = "failures")]
-/// #[post("/login")]
-/// async fn login(form: web::Form<Login>) -> HttpResponse {
-///     if form.password == "right" {
-///         let mut response = HttpResponse::SeeOther()
-///             .insert_header((header::LOCATION, "/account"))
-///             .finish();
-///         // A redirect is a failure unless the handler says otherwise.
-///         response.extensions_mut().insert(AttemptOutcome::Success);
-///         response
-///     } else {
-///         HttpResponse::SeeOther()
-///             .insert_header((header::LOCATION, "/login?error"))
-///             .finish()
-///     }
-/// }
-/// # let _ = actix_web::App::new().service(login);
-/// ```
-///
-/// On a limit that counts every request, the mark changes nothing; nor after the handler reset
-/// or gave back its budget itself, which takes over from `count = "failures"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum AttemptOutcome {
-    /// The attempt succeeded: its unit goes back to the limits that count failures only.
-    Success,
-    /// The attempt failed: its unit stays spent.
-    Failure,
-}
-
 impl fmt::Debug for Budget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
@@ -149,7 +81,7 @@ impl FromRequest for Budget {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let budget = match req.extensions().get::<LimiterHandle>() {
-            Some(handle) => handle.budget().ok_or_else(|| {
+            Some(handle) => handle.budget().map(Budget).ok_or_else(|| {
                 ErrorInternalServerError(
                     "`Budget` was extracted on a request its `RateLimiter` checked no limit for before the handler: another resource on a declared route's path served it, and it is counted after the handler (see the error the limiter logged); take `Option<Budget>` there",
                 )
@@ -163,16 +95,6 @@ impl FromRequest for Budget {
 }
 
 impl Budget {
-    /// The budget of a request a limit counts, its state shared with the request path.
-    pub(crate) fn limited(state: Rc<BudgetState>) -> Self {
-        Budget(Granted::Limited(state))
-    }
-
-    /// The budget of a request no limit counts, and why.
-    pub(crate) fn without_limit(why: Unlimited) -> Self {
-        Budget(Granted::Unlimited(why))
-    }
-
     fn state(&self) -> Option<&BudgetState> {
         match &self.0 {
             Granted::Limited(state) => Some(state),

@@ -18,10 +18,10 @@ use actix_web::{
 
 use super::{
     answer,
-    budget::{AttemptOutcome, Budget},
+    attempt::AttemptOutcome,
     flood_shield::{Blocked, Shielded},
     headers,
-    limiter::{BudgetState, Limiter, LimiterHandle},
+    limiter::{BudgetState, Granted, Limiter, LimiterHandle},
     overridden::Resolved,
     route_info::RouteInfo,
     telemetry::{self, Client, Outcome, StoreFailure},
@@ -91,7 +91,7 @@ impl Limiter {
                 }
                 Resolved::Pass(why) => {
                     // No limit counts the request; a handler's `Budget` says why.
-                    handle.set_budget(Budget::without_limit(why));
+                    handle.set_budget(Granted::Unlimited(why));
                     return service
                         .call(req)
                         .await
@@ -123,7 +123,7 @@ impl Limiter {
                 adjusted: std::cell::Cell::new(false),
                 outcome: std::cell::Cell::new(None),
             });
-            handle.set_budget(Budget::limited(Rc::clone(&budget)));
+            handle.set_budget(Granted::Limited(Rc::clone(&budget)));
             let answer = service.call(req).await;
             // Units reserved in limits that count failures only go back after a success (not
             // after a panic, which drops this future: a crash counts as a failure). Not for a

@@ -13,8 +13,11 @@ use std::{
 use actix_web::dev::ServiceRequest;
 
 use super::{
-    budget::Budget, declared_routes::DeclaredRoutes, flood_shield::FloodShield,
-    header_families::HeaderFamilies, local_fallback::LocalFallback,
+    attempt::{AttemptOutcome, Unlimited},
+    declared_routes::DeclaredRoutes,
+    flood_shield::FloodShield,
+    header_families::HeaderFamilies,
+    local_fallback::LocalFallback,
 };
 use crate::{
     clock::Clock,
@@ -62,7 +65,15 @@ pub(crate) struct BudgetState {
     /// Whether the handler reset or gave back this budget itself.
     pub(crate) adjusted: Cell<bool>,
     /// How the handler marked its attempt, if it did.
-    pub(crate) outcome: Cell<Option<super::budget::AttemptOutcome>>,
+    pub(crate) outcome: Cell<Option<AttemptOutcome>>,
+}
+
+/// What the limiter left a request for its handler's [`Budget`](super::Budget): a budget, or
+/// the reason it has none.
+#[derive(Clone)]
+pub(crate) enum Granted {
+    Limited(Rc<BudgetState>),
+    Unlimited(Unlimited),
 }
 
 /// Internal handle in request extensions: the worker's limiter, for the route guards;
@@ -97,7 +108,7 @@ struct Passage {
     /// though it passed the request on (the allow list, an exempt route), for the handler's
     /// `Budget` (kept here rather than as an extension of its own: one insert less on
     /// every request).
-    budget: RefCell<Option<Budget>>,
+    budget: RefCell<Option<Granted>>,
     /// The handle of a `RateLimiter` further out (one on the App, another on a scope).
     outer: Option<LimiterHandle>,
 }
@@ -180,14 +191,14 @@ impl LimiterHandle {
 
     /// Keeps `budget`, the request's latest check (or why no limit counts it), for the
     /// handler.
-    pub(crate) fn set_budget(&self, budget: Budget) {
+    pub(crate) fn set_budget(&self, budget: Granted) {
         *self.0.budget.borrow_mut() = Some(budget);
     }
 
     /// The budget of the request's latest check: the innermost limiter's that checked it
     /// or passed it unlimited (a route's guard runs inside the limiters around it, so its
     /// check is the latest).
-    pub(crate) fn budget(&self) -> Option<Budget> {
+    pub(crate) fn budget(&self) -> Option<Granted> {
         self.0
             .chain()
             .find_map(|passage| passage.budget.borrow().clone())

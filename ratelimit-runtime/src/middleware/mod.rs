@@ -3,6 +3,7 @@
 //! attribute adds to every declared route.
 
 mod answer;
+mod attempt;
 mod budget;
 mod budget_admin;
 pub(crate) mod declared_routes;

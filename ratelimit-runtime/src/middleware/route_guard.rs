@@ -16,11 +16,8 @@ use actix_web::{
 use futures_util::future::LocalBoxFuture;
 
 use super::{
-    answer,
-    budget::{Budget, Unlimited},
-    declared_routes::DeclaredRoutes,
-    limiter::LimiterHandle,
-    route_info::RouteInfo,
+    answer, attempt::Unlimited, declared_routes::DeclaredRoutes, limiter::Granted,
+    limiter::LimiterHandle, route_info::RouteInfo,
 };
 use crate::{
     policy::{Policy, RoutePolicy},
@@ -119,7 +116,7 @@ where
             Policy::Exempt { .. } => {
                 // No limit counts the request; a handler's `Budget` says why.
                 if let Some(handle) = &handle {
-                    handle.set_budget(Budget::without_limit(Unlimited::Exempt));
+                    handle.set_budget(Granted::Unlimited(Unlimited::Exempt));
                 }
                 return Box::pin(async move {
                     service

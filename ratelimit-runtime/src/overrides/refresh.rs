@@ -42,6 +42,8 @@ pub(crate) struct SourceState {
     failing: bool,
     /// Whether the file was missing at the last read (warned of once per streak).
     missing: bool,
+    /// The file's length and modification time at its last read.
+    file_stamp: Option<(u64, Option<std::time::SystemTime>)>,
     /// The Redis hash's version and length at its last full read: it is read again only
     /// when either changed.
     stamp: Option<(Option<String>, u64)>,
@@ -583,8 +585,20 @@ fn run(config: Overrides, shared: Weak<Shared>) {
     });
 }
 
-/// Reads the file; whether its content is still settling (changed since the last read).
+/// Reads the file; whether its content is still settling (changed since the last read). A
+/// file whose length and modification time are those of the last read is not read again
+/// (a long list would cost every refresh its size).
 fn read_file(shared: &Shared, config: &Overrides, path: &std::path::Path) -> bool {
+    let stamp = std::fs::metadata(path)
+        .ok()
+        .map(|meta| (meta.len(), meta.modified().ok()));
+    {
+        let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = state.source_mut(Source::File);
+        if stamp.is_some() && slot.file_stamp == stamp && slot.pending.is_none() {
+            return false;
+        }
+    }
     let content = match std::fs::read_to_string(path) {
         Ok(content) => content,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -609,6 +623,7 @@ fn read_file(shared: &Shared, config: &Overrides, path: &std::path::Path) -> boo
     {
         let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
         let slot = state.source_mut(Source::File);
+        slot.file_stamp = stamp;
         if !content.is_empty() || path.exists() {
             slot.missing = false;
         }

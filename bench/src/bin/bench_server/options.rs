@@ -5,7 +5,8 @@ use ratelimit_bench::{ProjectRoute, Variant};
 pub const USAGE: &str =
     "usage: bench_server --variant <none|limitation|governor|floor|floor-per-worker|answer-only|project> \
 --port <port, 0 for any free one> [--redis <url>] [--workers <n>] \
-[--route <fixed_window|sliding_window|sliding_log|gcra|stacked>] [--timeout-ms <n>] [--no-headers]";
+[--route <fixed_window|sliding_window|sliding_log|gcra|stacked>] [--timeout-ms <n>] [--no-headers] \
+[--deny-list <entries>]";
 
 /// What to serve, where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +22,9 @@ pub struct Options {
     pub timeout_ms: Option<u64>,
     /// This project only: send no rate-limit headers (what the five headers cost).
     pub no_headers: bool,
+    /// This project only: a deny list of this many single addresses, none the client's
+    /// (what a list costs a request that is on none).
+    pub deny_list: Option<u32>,
 }
 
 impl Options {
@@ -32,6 +36,7 @@ impl Options {
         let mut route = None;
         let mut timeout_ms = None;
         let mut no_headers = false;
+        let mut deny_list = None;
         while let Some(flag) = args.next() {
             let mut value = || args.next().ok_or_else(|| format!("`{flag}` needs a value"));
             match flag.as_str() {
@@ -70,6 +75,13 @@ impl Options {
                     );
                 }
                 "--no-headers" => no_headers = true,
+                "--deny-list" => {
+                    let text = value()?;
+                    deny_list = Some(
+                        text.parse()
+                            .map_err(|_| format!("invalid entry count `{text}`"))?,
+                    );
+                }
                 other => return Err(format!("unknown argument `{other}`")),
             }
         }
@@ -84,6 +96,9 @@ impl Options {
         if no_headers && variant != Variant::Project {
             return Err(format!("`--no-headers` is for `project`, not `{variant}`"));
         }
+        if deny_list.is_some() && variant != Variant::Project {
+            return Err(format!("`--deny-list` is for `project`, not `{variant}`"));
+        }
         if variant.uses_redis() && redis.is_none() {
             return Err(format!(
                 "variant `{variant}` counts in Redis: `--redis <url>` is required"
@@ -97,6 +112,7 @@ impl Options {
             route,
             timeout_ms,
             no_headers,
+            deny_list,
         })
     }
 

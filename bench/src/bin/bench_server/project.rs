@@ -14,7 +14,8 @@
 
 use actix_web::{get, web, App, HttpServer};
 use ratelimit_runtime::{
-    identity::TrustedProxies, rate_limit, store::RedisStore, HeaderFamilies, RateLimiter,
+    identity::TrustedProxies, overrides::Overrides, rate_limit, store::RedisStore, HeaderFamilies,
+    RateLimiter,
 };
 
 use ratelimit_bench::ProjectRoute;
@@ -236,6 +237,15 @@ pub async fn serve(
             ietf_draft: false,
         });
     }
+    if let Some(entries) = options.deny_list {
+        limiter = limiter.overrides(deny_list(entries)?);
+        if let Some(refused) = limiter
+            .overrides_in_use()
+            .and_then(|o| o.refused().into_iter().next())
+        {
+            return Err(std::io::Error::other(refused.1.join("; ")));
+        }
+    }
     let only = options.route;
     Ok(HttpServer::new(move || {
         App::new()
@@ -245,6 +255,22 @@ pub async fn serve(
     .workers(options.workers)
     .listen(listener)?
     .run())
+}
+
+/// Overrides from a file of `entries` deny entries, single addresses from 100.64.0.0 on
+/// (none is a client of the benchmark, which sends from 198.18.0.0/15).
+fn deny_list(entries: u32) -> std::io::Result<Overrides> {
+    use std::fmt::Write as _;
+
+    let base = u32::from(std::net::Ipv4Addr::new(100, 64, 0, 0));
+    let mut text = String::from("[deny]\nips = [\n");
+    for i in 0..entries {
+        let _ = writeln!(text, "\"{}\",", std::net::Ipv4Addr::from(base + i));
+    }
+    text.push_str("]\n");
+    let path = std::env::temp_dir().join(format!("bench-deny-list-{}.toml", std::process::id()));
+    std::fs::write(&path, text)?;
+    Ok(Overrides::new().file(path))
 }
 
 #[cfg(test)]
