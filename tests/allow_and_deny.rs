@@ -1,8 +1,8 @@
 //! Allow and deny lists against a hostile client and a careless operator: an allowed key does
 //! not open a sign-in route unless its entry names the route; API keys are listed by
 //! fingerprint; ranges wider than the bound are refused; an IPv6 deny entry covers the group
-//! the limiter counts by; the hash is read again only when its version or length changed; a
-//! list of 100,000 entries keeps checks decided within their timeout, and one past the cap
+//! the limiter counts by; a long hash is read again only when its version or length changed;
+//! a list of 100,000 entries keeps checks decided within their timeout, and one past the cap
 //! is refused before it is read; every entry added or removed is logged by name.
 
 mod support;
@@ -341,8 +341,10 @@ where
 }
 
 #[actix_web::test]
-async fn the_hash_is_read_again_only_when_its_version_or_length_changes() {
+async fn a_long_hash_is_read_again_only_when_its_version_or_length_changes() {
     let redis = RedisServer::start();
+    // Past the 1,000 fields a refresh reads whole whatever the version says.
+    fill(&redis, 1_500);
     let mut conn = redis.connection();
     let _: () = conn
         .hset("rl:overrides", "deny ip 198.51.100.1", "")
@@ -380,6 +382,25 @@ async fn the_hash_is_read_again_only_when_its_version_or_length_changes() {
         .hset("rl:overrides", "deny ip 198.51.100.3", "")
         .unwrap();
     until_status(&app, "198.51.100.3", 403, Duration::from_secs(2)).await;
+}
+
+#[actix_web::test]
+async fn a_short_hash_is_read_at_every_refresh_so_a_change_by_hand_applies() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let _: () = conn
+        .hset("rl:overrides", "deny ip 198.51.100.1", "")
+        .unwrap();
+    let app = redis_app(&redis, Overrides::new()).await;
+    until_status(&app, "198.51.100.1", 403, Duration::from_secs(2)).await;
+    let _: () = redis::pipe()
+        .atomic()
+        .hdel("rl:overrides", "deny ip 198.51.100.1")
+        .hset("rl:overrides", "deny ip 198.51.100.2", "")
+        .query(&mut conn)
+        .unwrap();
+    until_status(&app, "198.51.100.2", 403, Duration::from_secs(2)).await;
+    until_status(&app, "198.51.100.1", 200, Duration::from_secs(2)).await;
 }
 
 /// Writes `count` deny entries (one address each, from 100.64.0.0) into the hash.
@@ -454,4 +475,22 @@ async fn a_hash_past_the_cap_is_refused_before_it_is_read() {
     assert!(refused[0].1[0].contains("200001 fields"), "{refused:?}");
     assert_eq!(calls(&redis, "hscan"), 0, "never read");
     assert_eq!(statuses(&app, [search_as("100.64.0.7", None)]).await, [200]);
+}
+
+#[actix_web::test]
+async fn listing_api_keys_read_from_a_header_as_sent_is_warned_of() {
+    let print = api_key_fingerprint("monitoring-key", None);
+    let file = File::new(&format!("[allow]\napi_keys = [\"{print}\"]\n"));
+    let warning = "the allow list names API keys while the limiter reads the API key from a header as the client sends it";
+    let log = CapturedLog::start(tracing::Level::WARN);
+    let _app = app(limiter(MemoryStore::new(), file.overrides())).await;
+    assert!(log.text().contains(warning), "{}", log.text());
+
+    // Keys the app validated (a function) are not anyone's to send: no warning.
+    let log = CapturedLog::start(tracing::Level::WARN);
+    let validated = RateLimiter::new(MemoryStore::new())
+        .api_key(ApiKeySource::from_fn(|_| None))
+        .overrides(file.overrides());
+    let _app = test::init_service(App::new().service(search).wrap(validated)).await;
+    assert!(!log.text().contains(warning), "{}", log.text());
 }

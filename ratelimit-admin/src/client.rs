@@ -13,7 +13,7 @@ use ratelimit_runtime::{
     store::{RedisClusterStore, RedisSentinelStore, RedisStore, Store},
     IdentityPart, Limit, Policy, RateLimiter,
 };
-use redis::{AsyncCommands as _, IntoConnectionInfo as _};
+use redis::IntoConnectionInfo as _;
 
 use crate::ClientArgs;
 
@@ -130,12 +130,21 @@ impl Admin {
         format!("{}{ROUTES_SUFFIX}", self.key)
     }
 
+    /// Every field of the hash at `key`, read with `HSCAN` in pieces of 1,000 fields (as the
+    /// services read it), so that a long list never holds Redis for long.
     async fn hgetall(&self, key: &str) -> Result<BTreeMap<String, String>, String> {
-        match &self.connection {
-            Connection::Single(c) => c.clone().hgetall(key).await,
-            Connection::Cluster(c) => c.clone().hgetall(key).await,
+        let mut fields = BTreeMap::new();
+        let mut cursor = 0u64;
+        loop {
+            let mut command = redis::cmd("HSCAN");
+            command.arg(key).arg(cursor).arg("COUNT").arg(1000);
+            let (next, pairs): (u64, Vec<(String, String)>) = self.invoke(&command).await?;
+            fields.extend(pairs);
+            if next == 0 {
+                return Ok(fields);
+            }
+            cursor = next;
         }
-        .map_err(failed)
     }
 
     /// Every field of the overrides hash.

@@ -1,5 +1,6 @@
-//! The overrides in force on one request: the allow and deny lists first, then the route's
-//! policy (its tier's, when it has one), all decided before any store call.
+//! The overrides in force on one request: the deny list first, then the route's policy (its
+//! tier's, when it has one), then the allow list by the policy in force, all decided before
+//! any store call.
 
 use std::{net::IpAddr, rc::Rc};
 
@@ -7,7 +8,7 @@ use actix_web::{dev::ServiceRequest, HttpMessage as _, HttpResponse};
 
 use super::{
     answer,
-    budget::Unlimited,
+    attempt::Unlimited,
     limiter::{Limiter, LimiterHandle},
     route_info::RouteInfo,
 };

@@ -65,9 +65,10 @@ pub const DEFAULT_REDIS_KEY: &str = "rl:overrides";
 pub const MAX_ENTRIES: usize = 200_000;
 
 /// The key that counts the changes written to the overrides hash `hash_key`: the services
-/// re-read the hash only when it or the hash's length changed since their last read, and
-/// `ratelimit-admin` increments it with every write (in one transaction with the write). A
-/// hand-made change (`HSET`, `HDEL`) that keeps the hash's length must increment it too
+/// read a hash of more than 1,000 fields again only when it or the hash's length changed
+/// since their last read (a shorter hash, at every refresh), and `ratelimit-admin`
+/// increments it with every write (in one script with the write). A change made by hand to
+/// such a hash that keeps its length (a value rewritten with `HSET`) must increment it too
 /// (`INCR`), or the services keep the rules they read last. It shares the hash's slot on a
 /// Cluster: `{rl:overrides}:version` for `rl:overrides`, or the hash's own tag with
 /// `:version` when its name has one.

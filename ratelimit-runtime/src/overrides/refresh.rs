@@ -27,6 +27,11 @@ const REDIS_TIMEOUT: Duration = Duration::from_secs(1);
 /// behind a long list being read; one `HGETALL` of 100,000 fields holds Redis 25 to 40 ms.
 const SCAN_COUNT: usize = 1_000;
 
+/// The most fields of a hash read whole at every refresh, whatever its version and length
+/// say (less than a millisecond of Redis time): a change written by hand applies within a
+/// refresh. A longer hash is read again only when its version or length changed.
+const READ_WHOLE_UP_TO: u64 = 1_000;
+
 /// How long a changed file must read the same before it is applied.
 const FILE_SETTLE: Duration = Duration::from_millis(100);
 
@@ -642,9 +647,10 @@ fn read_file(shared: &Shared, config: &Overrides, path: &std::path::Path) -> boo
     false
 }
 
-/// Reads the hash when its version or length changed since the last full read (one small
-/// read otherwise), in pieces (`HSCAN`) so that a long list never holds Redis for long, and
-/// takes it only when its version did not change while it was read.
+/// Reads the hash when it is short ([`READ_WHOLE_UP_TO`]) or its version or length changed
+/// since the last full read (one small read otherwise), in pieces (`HSCAN`) so that a long
+/// list never holds Redis for long, and takes it only when its version did not change while
+/// it was read.
 async fn read_redis(
     shared: &Shared,
     config: &Overrides,
@@ -671,7 +677,7 @@ async fn read_redis(
             .redis
             .stamp
             .clone();
-        if last.as_ref() == Some(&stamp) {
+        if last.as_ref() == Some(&stamp) && stamp.1 > READ_WHOLE_UP_TO {
             return Ok::<_, redis::RedisError>(None);
         }
         if stamp.1 > MAX_ENTRIES as u64 {
