@@ -21,7 +21,9 @@ use actix_web::{
 };
 use encoding_rs::{Encoding, UTF_8};
 use futures_util::{stream, StreamExt as _};
-use serde::de::DeserializeOwned;
+use serde::de::{
+    self, DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor,
+};
 
 /// The default body buffer: 2 MiB, the limit `web::Json` applies by default (`JsonConfig`),
 /// so every body such a handler accepts is read. Raise it with
@@ -39,9 +41,13 @@ pub const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
 ///   fields) yields the username the handler will see; a body that reads as a form naming
 ///   one user and as JSON naming another is not counted under either.
 /// - [`UsernameReader::field`] (the default, field `username`) finds a string field in a
-///   JSON object or a form without knowing the handler's type. A JSON array body, which a
-///   handler's `web::Json<T>` reads in field order, is unreadable to it: it logs a warning
-///   naming the route (at most once a minute per route) that says to give the type.
+///   JSON object or a form without knowing the handler's type. It reads a JSON object as
+///   `web::Json<T>` reads a struct with that field as a `String`: the other fields are
+///   skipped unread, whatever numbers or nesting they hold, and an object the handler
+///   refuses (the field twice or not a string, characters after it) names no user. A JSON
+///   array body, which a handler's `web::Json<T>` reads in field order, is unreadable to it:
+///   it logs a warning naming the route (at most once a minute per route) that says to give
+///   the type.
 ///
 /// A request whose username cannot be read (no body, a body that is neither JSON nor a form
 /// sent with the form content type, one that does not parse or lacks the field, one over the
@@ -311,9 +317,7 @@ impl UsernameReader {
             (Some(name), _) | (None, Some(name)) => Ok(name),
             (None, None) if !(json || form) => Err(Unreadable::ContentType),
             (None, None) => match &self.source {
-                Source::Field(_)
-                    if json && serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_ok() =>
-                {
+                Source::Field(_) if json && serde_json::from_slice::<IgnoredAny>(&body).is_ok() => {
                     // An array names a user to a handler reading a struct in field order.
                     if body.trim_ascii_start().starts_with(b"[") {
                         Err(Unreadable::Array)
@@ -353,13 +357,84 @@ fn form_parser<T: DeserializeOwned + 'static>(get: fn(&T) -> &str) -> Parse {
     })
 }
 
-/// The string `field` of a JSON body, if it has one; an error when the body is not JSON.
+/// The string `field` of a JSON object body, read as `web::Json<T>` reads it into a struct
+/// whose one field is `field: String` (`serde_json::from_slice`, through the visitor
+/// serde_derive writes): the same deserializer walks the object with its keys unescaped,
+/// reads `field` as a `String`, skips every other value with [`IgnoredAny`] (which checks
+/// neither a number's range nor the nesting depth, so every body that handler signs in
+/// names its user here), refuses the field twice, and refuses trailing characters.
+/// `None`: an object without the field. An error: every other body that handler refuses,
+/// and every body that is not an object (the caller tells arrays and other JSON apart).
 fn json_field(body: &[u8], field: &str) -> Result<Option<String>, serde_json::Error> {
-    let value = serde_json::from_slice::<serde_json::Value>(body)?;
-    Ok(value
-        .get(field)
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_owned))
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let name = FieldOf(field).deserialize(&mut de)?;
+    de.end()?;
+    Ok(name)
+}
+
+/// The string field it names in a map, visited as serde_derive visits a struct's fields.
+struct FieldOf<'a>(&'a str);
+
+impl<'de> DeserializeSeed<'de> for FieldOf<'_> {
+    type Value = Option<String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+        de.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FieldOf<'_> {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "an object with the string field `{}`", self.0)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut name = None;
+        while let Some(is_field) = map.next_key_seed(IsField(self.0))? {
+            if !is_field {
+                map.next_value::<IgnoredAny>()?;
+            } else if name.is_some() {
+                // serde_derive's `duplicate_field`: the handler refuses the body.
+                return Err(de::Error::custom(format_args!(
+                    "duplicate field `{}`",
+                    self.0
+                )));
+            } else {
+                name = Some(map.next_value::<String>()?);
+            }
+        }
+        Ok(name)
+    }
+}
+
+/// Whether a map key, unescaped, is the field it names: a struct field's identifier, as
+/// serde_derive reads it.
+struct IsField<'a>(&'a str);
+
+impl<'de> DeserializeSeed<'de> for IsField<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<bool, D::Error> {
+        de.deserialize_identifier(self)
+    }
+}
+
+impl<'de> Visitor<'de> for IsField<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a field name")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<bool, E> {
+        Ok(key == self.0)
+    }
+
+    fn visit_bytes<E: de::Error>(self, key: &[u8]) -> Result<bool, E> {
+        Ok(key == self.0.as_bytes())
+    }
 }
 
 /// A form that names a field more than once: handlers differ on which one they read (a map
@@ -482,18 +557,74 @@ fn declares_body(req: &ServiceRequest) -> bool {
 }
 
 #[cfg(test)]
+mod username_reading;
+
+#[cfg(test)]
 mod tests {
     use actix_web::{http::header::CONTENT_TYPE, test::TestRequest};
 
     use super::*;
 
     async fn read(content_type: &str, body: &'static [u8]) -> Submitted {
+        read_bytes(content_type, Bytes::from_static(body)).await
+    }
+
+    async fn read_bytes(content_type: &str, body: Bytes) -> Submitted {
         let mut req = TestRequest::post()
             .insert_header((CONTENT_TYPE, content_type))
             .insert_header((CONTENT_LENGTH, body.len().to_string()))
-            .set_payload(Bytes::from_static(body))
+            .set_payload(body)
             .to_srv_request();
         UsernameReader::default().read(&mut req).await
+    }
+
+    /// `web::Json<T>` skips a field its type does not name without checking a number's
+    /// range or a value's depth, and refuses the named field twice: the field reader reads
+    /// such bodies as it does.
+    #[actix_web::test]
+    async fn the_field_reader_skips_other_fields_as_web_json_does() {
+        let alice = || Submitted::Username("alice".to_owned());
+        let arrays = |depth| format!("{}1e400{}", "[".repeat(depth), "]".repeat(depth));
+        let objects = |depth| format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
+        for body in [
+            r#"{"username":"alice","password":"x","p":1e400}"#.to_owned(),
+            r#"{"p":-1e999,"username":"alice"}"#.to_owned(),
+            format!(r#"{{"n":{},"username":"alice"}}"#, "9".repeat(400)),
+            format!(r#"{{"username":"alice","p":{}}}"#, arrays(200)),
+            format!(r#"{{"p":{},"username":"alice"}}"#, objects(300)),
+            format!(r#"{{"user\u006eame":"alice","p":{}}}"#, arrays(300)),
+        ] {
+            // Bodies a `serde_json::Value` cannot hold.
+            assert!(serde_json::from_slice::<serde_json::Value>(body.as_bytes()).is_err());
+            assert_eq!(
+                read_bytes("application/json", Bytes::from(body.clone())).await,
+                alice(),
+                "{body:.60}"
+            );
+        }
+        // The field nested in another is not the field.
+        let nested = br#"{"p":[{"username":"bob"}],"username":"alice"}"#;
+        assert_eq!(read("application/json", nested).await, alice());
+        // What `web::Json` refuses: the field twice, whatever its spelling; the field
+        // holding a number out of range; characters after the object.
+        for (body, why) in [
+            (
+                &br#"{"username":"bob","username":"alice"}"#[..],
+                Unreadable::NoField,
+            ),
+            (
+                br#"{"user\u006eame":"bob","username":"alice"}"#,
+                Unreadable::NoField,
+            ),
+            (br#"{"username":1e400}"#, Unreadable::NoField),
+            (br#"{"username":"alice"} x"#, Unreadable::Malformed),
+        ] {
+            assert_eq!(
+                read("application/json", body).await,
+                Submitted::Unreadable(why),
+                "{body:?}"
+            );
+        }
     }
 
     /// The charset matters to `web::Form` only: a JSON body naming a charset encoding_rs
