@@ -144,9 +144,13 @@ fn until_published(redis: &[(&str, String)]) {
     }
 }
 
-/// `ratelimit-admin override set route declarations`, which must succeed.
+/// `ratelimit-admin override set route declarations`, which must succeed (replacing the
+/// whole declared stack, as these tests mean to).
 fn set_override(redis: &RedisServer, route: &str, declarations: &str) {
-    let out = admin(redis, &["override", "set", route, declarations]);
+    let out = admin(
+        redis,
+        &["override", "set", route, declarations, "--replace-stack"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
@@ -437,6 +441,7 @@ fn every_subcommand_has_help() {
         vec!["check"],
         vec!["state"],
         vec!["reset"],
+        vec!["fingerprint"],
     ];
     for args in redis_free {
         let out = Command::new(admin_command())
@@ -758,6 +763,7 @@ async fn overrides_follow_the_sentinels_primary_through_a_failover() {
                 "set",
                 "GET /orders/{id}",
                 &format!(r#"limit = {limit}, window = "1h""#),
+                "--replace-stack",
             ],
         );
         assert!(out.status.success(), "{}", text(&out.stderr));

@@ -265,7 +265,7 @@ impl Admin {
             ));
         }
         let mut fields = self.fields().await?;
-        for other in replaced {
+        for other in replaced.iter().filter(|other| *other != field) {
             fields.remove(other);
         }
         let before = fields.insert(field.to_owned(), value.to_owned());

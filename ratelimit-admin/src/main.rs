@@ -137,8 +137,8 @@ enum Command {
     /// force.
     Reset(ClientArgs),
     /// Prints an API key's fingerprint (`fp:…`), as the lists name keys, for an overrides
-    /// file: the key is read from standard input, hashed under RATELIMIT_KEY_SECRET (the
-    /// services' key secret).
+    /// file: the key is read from standard input and hashed as the services hash it (under
+    /// RATELIMIT_KEY_SECRET).
     Fingerprint,
 }
 
