@@ -94,3 +94,9 @@ pub use policy::{
 #[doc = include_str!("guide/rate_limit.md")]
 pub use ratelimit_macros::rate_limit;
 pub use registry::RouteDeclaration;
+
+/// The crate README's example (what crates.io shows) compiles against this API: its code
+/// blocks run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

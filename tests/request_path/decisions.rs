@@ -319,10 +319,9 @@ async fn each_header_family_alone_or_both_tell_the_same_exact_figures() {
     use ratelimit_runtime::HeaderFamilies;
 
     for (x_ratelimit, ietf_draft) in [(true, true), (true, false), (false, true)] {
-        let families = HeaderFamilies {
-            x_ratelimit,
-            ietf_draft,
-        };
+        let families = HeaderFamilies::none()
+            .x_ratelimit(x_ratelimit)
+            .ietf_draft(ietf_draft);
         let limiter = RateLimiter::new(MemoryStore::new())
             .clock(ManualClock::at(T0))
             .headers(families);

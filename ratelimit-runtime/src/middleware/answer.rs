@@ -245,10 +245,7 @@ mod tests {
         assert!(std::str::from_utf8(&later.1)
             .unwrap()
             .contains("retry in 3s"));
-        let draft_only = HeaderFamilies {
-            x_ratelimit: false,
-            ietf_draft: true,
-        };
+        let draft_only = HeaderFamilies::both().x_ratelimit(false);
         let fewer = answer(2500, 30_000, draft_only).await;
         assert_eq!(header(&fewer, "x-ratelimit-reset"), None);
         assert_eq!(

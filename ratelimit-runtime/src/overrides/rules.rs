@@ -322,6 +322,10 @@ fn unmapped(net: IpNet) -> IpNet {
 }
 
 /// One source's overrides, checked: every route's declarations parsed, every entry read.
+// Hidden from the docs: ratelimit-admin's plumbing (it reads and checks the hash with it),
+// public so that the command can reach it. Users give sources to `Overrides` and read
+// refusals from `Overrides::refused`; the command checks a file for them.
+#[doc(hidden)]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RuleSet {
     /// Declarations by route (and tier), with the text as written.

@@ -464,6 +464,9 @@ fn build_policy(stack: &[Declaration], declared: Option<RoutePolicy>, route: &st
 
 /// A policy in the attribute's syntax (stacked declarations joined by `; `), as the admin
 /// command shows declared policies and an override would write them.
+// Hidden from the docs: the form the services publish their declared routes in, for
+// ratelimit-admin to show; nothing a user builds on.
+#[doc(hidden)]
 pub fn declaration_text(policy: &Policy) -> String {
     let limited = match policy {
         Policy::Exempt { reason } => return format!("exempt = {reason:?}"),

@@ -232,10 +232,7 @@ pub async fn serve(
     let store = store.build().await.map_err(std::io::Error::other)?;
     let mut limiter = RateLimiter::new(store).trusted_proxies(TrustedProxies::hops(1));
     if options.no_headers {
-        limiter = limiter.headers(HeaderFamilies {
-            x_ratelimit: false,
-            ietf_draft: false,
-        });
+        limiter = limiter.headers(HeaderFamilies::none());
     }
     if let Some(entries) = options.deny_list {
         limiter = limiter.overrides(deny_list(entries)?);

@@ -77,6 +77,9 @@ impl MemoryStore {
     }
 
     /// Every stored key with its entry, expired ones that were not swept yet included.
+    // Hidden from the docs: it lists every key for this workspace's tests; users look a key
+    // up with `entry`.
+    #[doc(hidden)]
     pub fn entries(&self) -> Vec<(String, StoredEntry)> {
         let mut all = Vec::new();
         for shard in self.shards.iter() {

@@ -57,8 +57,8 @@ impl StoredValue {
     }
 }
 
-/// One key's value and expiry, as [`MemoryStore::entries`](super::MemoryStore::entries)
-/// shows it.
+/// One key's value and expiry, as [`MemoryStore::entry`](super::MemoryStore::entry) shows
+/// it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredEntry {
     /// What the key holds.
