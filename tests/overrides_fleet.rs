@@ -144,13 +144,9 @@ fn until_published(redis: &[(&str, String)]) {
     }
 }
 
-/// `ratelimit-admin override set route declarations`, which must succeed (replacing the
-/// whole declared stack, as these tests mean to).
-fn set_override(redis: &RedisServer, route: &str, declarations: &str) {
-    let out = admin(
-        redis,
-        &["override", "set", route, declarations, "--replace-stack"],
-    );
+/// `ratelimit-admin override set route declarations --replace-stack`, which must succeed.
+fn set_override(redis: &RedisServer, route: &str, decl: &str) {
+    let out = admin(redis, &["override", "set", route, decl, "--replace-stack"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
