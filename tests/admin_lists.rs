@@ -160,8 +160,34 @@ async fn the_command_refuses_what_would_quietly_open_a_door() {
         redis::Commands::hkeys(&mut redis.connection(), "rl:overrides").unwrap();
     assert!(fields.is_empty(), "nothing written: {fields:?}");
     let replaced = set(&["--replace-stack"]);
-    assert!(replaced.status.success(), "{}", text(&replaced.stderr));
-    assert!(text(&replaced.stderr).contains("drops 1 of its 2 limits"));
+    let err = text(&replaced.stderr);
+    assert!(replaced.status.success(), "{err}");
+    assert!(err.contains("drops 1 of its 2 limits"), "{err}");
+    // The override counts by address only: the command says what that opens, by the policy
+    // in force rather than the declared one.
+    assert!(
+        err.contains("allow entries without `routes` open it"),
+        "{err}"
+    );
+    let ops = run_admin(&env, &["allow", "add", "user_id", "ops"], "");
+    let out = text(&ops.stdout);
+    assert!(
+        out.contains("opens: every limited route but POST /password-reset,"),
+        "{out}"
+    );
+
+    // An entry written in plain text before fingerprints is removed by its key.
+    let _: () = redis::Commands::hset(
+        &mut redis.connection(),
+        "rl:overrides",
+        "allow api_key old-key",
+        "",
+    )
+    .unwrap();
+    let removed = run_admin(&env, &["allow", "remove", "api_key", "-"], "old-key\n");
+    assert!(removed.status.success(), "{}", text(&removed.stderr));
+    let _: u64 =
+        redis::Commands::incr(&mut redis.connection(), "{rl:overrides}:version", 1).unwrap();
 
     let wide = run_admin(&env, &["deny", "add", "ip", "0.0.0.0/0"], "");
     assert!(!wide.status.success());
@@ -196,7 +222,10 @@ async fn the_command_refuses_what_would_quietly_open_a_door() {
     // Every write counted in the version the services watch.
     let version: u64 =
         redis::Commands::get(&mut redis.connection(), "{rl:overrides}:version").unwrap();
-    assert_eq!(version, 2, "the override and the deny entry");
+    assert_eq!(
+        version, 5,
+        "the override, the allow entry, the removal, the deny entry, and one bump by hand"
+    );
 }
 
 /// The guide's recipe (`guide::tls`, "The ACL user"), read from the guide itself so that

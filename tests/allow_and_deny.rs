@@ -181,6 +181,7 @@ async fn an_allowed_api_key_passes_every_route_but_the_sign_in_route_unless_its_
 
 #[actix_web::test]
 async fn a_plain_api_key_in_a_list_is_refused_unless_the_services_take_plain_keys() {
+    let log = CapturedLog::start(tracing::Level::INFO);
     let file = File::new("[allow]\napi_keys = [\"monitoring-key\"]\n");
     let overrides = file.overrides();
     let app = app(limiter(MemoryStore::new(), overrides.clone())).await;
@@ -212,6 +213,10 @@ async fn a_plain_api_key_in_a_list_is_refused_unless_the_services_take_plain_key
     )
     .await;
     assert_eq!(seen, [200; 3]);
+    // Neither the refusal nor the entry taken shows the key in a log line.
+    let text = log.text();
+    assert!(text.contains("list entry added"), "{text}");
+    assert!(!text.contains("monitoring-key"), "{text}");
 }
 
 #[actix_web::test]
@@ -499,4 +504,48 @@ async fn listing_api_keys_read_from_a_header_as_sent_is_warned_of() {
         .overrides(file.overrides());
     let _app = test::init_service(App::new().service(search).wrap(validated)).await;
     assert!(!log.text().contains(warning), "{}", log.text());
+}
+
+#[rate_limit(limit = 100, window = "1m", identity = "ip", fail = "closed")]
+#[get("/private")]
+async fn private() -> HttpResponse {
+    HttpResponse::Ok().finish()
+}
+
+/// A scope's auth layer that refuses every request before the route's guard sees it.
+async fn refuse_all(
+    req: actix_web::dev::ServiceRequest,
+    _: actix_web::middleware::Next<actix_web::body::BoxBody>,
+) -> Result<ServiceResponse, actix_web::Error> {
+    Ok(req.into_response(HttpResponse::Unauthorized().finish()))
+}
+
+#[actix_web::test]
+async fn a_denied_client_is_denied_where_something_answers_before_the_route_s_guard() {
+    let file = File::new("[deny]\nips = [\"203.0.113.0/24\"]\n[allow]\nips = [\"203.0.113.7\"]\n");
+    let limiter = limiter(MemoryStore::new(), file.overrides());
+    let app = test::init_service(
+        App::new()
+            .service(
+                web::scope("/s")
+                    .wrap(actix_web::middleware::from_fn(refuse_all))
+                    .service(private),
+            )
+            .wrap(limiter),
+    )
+    .await;
+    let get = |ip: &str| from(TestRequest::get().uri("/s/private"), ip).to_request();
+    // On both lists: denied, as on a route whose guard decides.
+    assert_eq!(
+        test::call_service(&app, get("203.0.113.7")).await.status(),
+        403
+    );
+    assert_eq!(
+        test::call_service(&app, get("203.0.113.8")).await.status(),
+        403
+    );
+    assert_eq!(
+        test::call_service(&app, get("198.51.100.1")).await.status(),
+        401
+    );
 }

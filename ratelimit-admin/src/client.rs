@@ -49,12 +49,17 @@ pub(crate) struct ListBounds {
     pub(crate) plain_api_keys: bool,
 }
 
-/// Writes one field (`ARGV[1]` = `ARGV[2]`), removes the fields `ARGV[3..]`, and counts the
-/// change in the version key (`KEYS[2]`), at once: the services re-read the hash when its
-/// version changes, and never see the write without its count.
+/// Writes one field (`ARGV[2]` = `ARGV[3]`), removes the fields `ARGV[4..]`, and counts the
+/// change in the version key (`KEYS[2]`), at once, unless the version is no longer
+/// `ARGV[1]` (the one read before the hash was checked: another writer's change would make
+/// the checked hash another one): the services re-read the hash when its version changes,
+/// and never see the write without its count.
 const WRITE: &str = r"
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-for i = 3, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
+if (redis.call('GET', KEYS[2]) or '') ~= ARGV[1] then
+  return redis.error_reply('the overrides hash changed while this command checked it (another writer): run the command again')
+end
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+for i = 4, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
 redis.call('INCR', KEYS[2])
 return 1
 ";
@@ -264,6 +269,9 @@ impl Admin {
                 self.key
             ));
         }
+        let version: Option<String> = self
+            .invoke(redis::cmd("GET").arg(version_key(&self.key)))
+            .await?;
         let mut fields = self.fields().await?;
         for other in replaced.iter().filter(|other| *other != field) {
             fields.remove(other);
@@ -278,7 +286,10 @@ impl Admin {
             ));
         }
         let mut script = self.script(WRITE);
-        script.arg(field).arg(value);
+        script
+            .arg(version.unwrap_or_default())
+            .arg(field)
+            .arg(value);
         for other in replaced.iter().filter(|other| *other != field) {
             script.arg(other);
         }
@@ -376,7 +387,7 @@ impl Admin {
     /// the route's, each from the hash, else from the services' overrides `file` (the hash
     /// wins over the file selector by selector, as in the services), else the declared
     /// policy the services published.
-    async fn policy(
+    pub(crate) async fn policy(
         &self,
         selector: &RouteSelector,
         fields: &BTreeMap<String, String>,

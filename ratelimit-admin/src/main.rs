@@ -23,8 +23,8 @@ use clap::{
 use ratelimit_runtime::{
     key::KeySecret,
     overrides::{
-        api_key_fingerprint, is_fingerprint, list_field, policy_from_text, ListEntry, ListKind,
-        RouteSelector, RuleSet, WidestRanges,
+        api_key_fingerprint, is_fingerprint, list_field, policy_from_text, redacted_field,
+        ListEntry, ListKind, RouteSelector, RuleSet, WidestRanges,
     },
     Policy,
 };
@@ -276,19 +276,40 @@ fn fingerprint(key: &str) -> Result<String, String> {
     Ok(api_key_fingerprint(key, secret.as_ref()))
 }
 
-/// The entry `args` names: an API key as its fingerprint (read from stdin when not given).
-fn entry(args: &EntryArgs) -> Result<ListEntry, String> {
-    let value = match (args.kind.as_str(), args.value.as_deref()) {
-        ("api_key", None | Some("-")) => fingerprint(&read_stdin("the API key")?)?,
-        ("api_key", Some(value)) if is_fingerprint(value) => value.to_owned(),
+/// The entry `args` names (an API key as its fingerprint, read from stdin when not given),
+/// and the same key as an entry written in plain text before fingerprints (which `add`
+/// replaces and `remove` removes too).
+fn entry(args: &EntryArgs) -> Result<(ListEntry, Option<ListEntry>), String> {
+    let key = match (args.kind.as_str(), args.value.as_deref()) {
+        ("api_key", None | Some("-")) => Some(read_stdin("the API key")?),
+        ("api_key", Some(value)) if is_fingerprint(value) => None,
         ("api_key", Some(value)) => {
             eprintln!("note: an API key on the command line is visible to the machine's other users and kept in shell history; give `-` to read it from standard input");
-            fingerprint(value)?
+            Some(value.to_owned())
         }
-        (_, Some(value)) => value.to_owned(),
+        (_, Some(_)) => None,
         (kind, None) => return Err(format!("give the {kind} to list")),
     };
-    ListEntry::parse(&format!("{} {value}", args.kind))
+    let value = match &key {
+        Some(key) => fingerprint(key)?,
+        None => args.value.clone().unwrap_or_default(),
+    };
+    let entry = ListEntry::parse(&format!("{} {value}", args.kind))?;
+    Ok((entry, key.map(ListEntry::ApiKey)))
+}
+
+/// The fields of the hash naming `entry` on `kind`'s list, or its plain-text form.
+async fn fields_naming(
+    admin: &Admin,
+    kind: ListKind,
+    entry: &ListEntry,
+    plain: Option<&ListEntry>,
+) -> Result<Vec<String>, String> {
+    let mut fields = admin.entry_fields(kind, entry).await?;
+    if let Some(plain) = plain {
+        fields.extend(admin.entry_fields(kind, plain).await?);
+    }
+    Ok(fields)
 }
 
 /// The deployment options, by argument id and as the command line and the environment call
@@ -423,6 +444,9 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
                         ));
                     }
                     eprintln!("note: the override replaces the declared stack and drops {what}");
+                }
+                if stops_counting_names(&selector.route, declared, &declarations)? {
+                    eprintln!("note: the declared route counts a username and the override does not: allow entries without `routes` open it while the override holds");
                 }
             }
             match admin.set(&selector.to_string(), &declarations).await? {
@@ -594,6 +618,15 @@ fn dropped_from_stack(route: &str, declared: &str, text: &str) -> Result<Vec<Str
     Ok(dropped)
 }
 
+/// Whether the override `text` of `route` counts no username where the declared policy
+/// counts one: allow entries that name no route then open it.
+fn stops_counting_names(route: &str, declared: &str, text: &str) -> Result<bool, String> {
+    let declared = policy_from_text(route, declared, None).map_err(|e| e.join("\n"))?;
+    let written = policy_from_text(route, text, Some(&declared)).map_err(|e| e.join("\n"))?;
+    let counts = |policy: &Policy| policy.limited().is_some_and(|p| p.reads_username());
+    Ok(counts(&declared) && !counts(&written))
+}
+
 async fn list(
     admin: &Admin,
     kind: ListKind,
@@ -614,7 +647,7 @@ async fn list(
                         Some((_, entry)) if entry.is_plain_api_key() => entry.redacted(),
                         _ => field[prefix.len()..].to_owned(),
                     },
-                    Err(_) => field[prefix.len()..].to_owned(),
+                    Err(_) => redacted_field(&field[prefix.len()..], &field),
                 };
                 if note.is_empty() {
                     println!("{shown}");
@@ -640,7 +673,7 @@ async fn list(
                     "--routes scopes allow entries; a deny entry applies on every route".to_owned(),
                 );
             }
-            let entry = entry(&args)?;
+            let (entry, plain) = entry(&args)?;
             if let ListEntry::Ip(net) = &entry {
                 // `10.1.2.3/8` is read as `10.0.0.0/8`, and `127.0.0.1/0` as every address:
                 // a range is written as its first address, so such a slip is caught here.
@@ -684,7 +717,7 @@ async fn list(
             if !problems.is_empty() {
                 return Err(problems.join("\n"));
             }
-            let others = admin.entry_fields(kind, &entry).await?;
+            let others = fields_naming(admin, kind, &entry, plain.as_ref()).await?;
             match admin.replace(&field, &note, &others).await? {
                 None if others.iter().any(|other| *other != field) => println!(
                     "{} (replacing {})",
@@ -708,12 +741,29 @@ async fn list(
                     }
                 ),
             }
-            say_what_it_covers(kind, &entry, &opened, &declared);
+            let mut sign_in = Vec::new();
+            if kind == ListKind::Allow && opened.is_empty() {
+                // By the policy in force: an override may count a username or stop counting one.
+                let fields = admin.fields().await?;
+                for route in declared.keys() {
+                    let selector = RouteSelector {
+                        route: route.clone(),
+                        tier: None,
+                    };
+                    let (policy, _) = admin
+                        .policy(&selector, &fields, &RuleSet::default())
+                        .await?;
+                    if policy.limited().is_some_and(|p| p.reads_username()) {
+                        sign_in.push(route.as_str());
+                    }
+                }
+            }
+            say_what_it_covers(kind, &entry, &opened, &sign_in);
             Ok(())
         }
         ListCommand::Remove { entry: args } => {
-            let entry = entry(&args)?;
-            let fields = admin.entry_fields(kind, &entry).await?;
+            let (entry, plain) = entry(&args)?;
+            let fields = fields_naming(admin, kind, &entry, plain.as_ref()).await?;
             if admin.remove_all(&fields).await? > 0 {
                 println!("removed {} {entry}", kind.as_str());
                 warn_if_refused(admin).await
@@ -730,7 +780,7 @@ fn say_what_it_covers(
     kind: ListKind,
     entry: &ListEntry,
     opened: &BTreeSet<String>,
-    declared: &std::collections::BTreeMap<String, String>,
+    sign_in: &[&str],
 ) {
     match kind {
         ListKind::Allow if !opened.is_empty() => {
@@ -738,16 +788,6 @@ fn say_what_it_covers(
             println!("opens: {}", routes.join(", "));
         }
         ListKind::Allow => {
-            let sign_in: Vec<&str> = declared
-                .iter()
-                .filter(|(route, text)| {
-                    policy_from_text(route, text, None)
-                        .ok()
-                        .and_then(|p| p.limited().map(|p| p.reads_username()))
-                        .unwrap_or(false)
-                })
-                .map(|(route, _)| route.as_str())
-                .collect();
             if sign_in.is_empty() {
                 println!("opens: every limited route");
             } else {

@@ -56,7 +56,10 @@ impl DemoProcess {
         let demo = DemoProcess {
             child,
             base: format!("http://127.0.0.1:{port}"),
+            // Idle connections are not reused past 1 s: the demo closes them after 5 s, and a
+            // request sent on one it just closed fails without reaching it.
             client: awc::Client::builder()
+                .connector(awc::Connector::new().conn_keep_alive(Duration::from_secs(1)))
                 .timeout(Duration::from_secs(5))
                 .finish(),
         };

@@ -6,12 +6,13 @@
 //! cargo run --release -p ratelimit-bench --bin list_refresh -- --smoke   # 10,000, shorter
 //! ```
 //!
-//! It starts its own `redis-server` pinned to CPU 0, pins itself to CPU 1, and prints, from Redis's own
-//! `INFO commandstats` and `SLOWLOG` (every command logged): the Redis time a refresh costs
-//! per instance while the hash is unchanged (`GET` of its version and `HLEN`), the Redis time
-//! of one whole read after a change (`HSCAN` in pieces) and the longest single command of it,
-//! beside one `HGETALL` of the same hash, the read every refresh made before. It exits 1 when
-//! an unchanged refresh reads the hash, or a change is not read by every instance.
+//! It starts its own `redis-server` pinned to CPU 0, pins itself to CPU 1, and prints, from
+//! Redis's own `INFO commandstats` and `SLOWLOG` (every command logged): the Redis time a
+//! refresh costs per instance while the hash is unchanged (`GET` of its version and `HLEN`),
+//! the Redis time of one whole read after a change (`HSCAN` in pieces) and the longest single
+//! command of it, beside one `HGETALL` of the same hash, the read every refresh made before.
+//! It exits 1 when an unchanged refresh reads the hash, or a change is not read by every
+//! instance.
 
 use std::{
     collections::BTreeMap,

@@ -19,8 +19,10 @@ pub enum Unlimited {
 /// [`RateLimiter::success_statuses`](crate::RateLimiter::success_statuses) says.
 ///
 /// A handler marks its answer by inserting it in the response's extensions, so it need not
-/// take [`Budget`](crate::Budget) (or with [`Budget::mark_success`](crate::Budget::mark_success) / [`Budget::mark_failure`](crate::Budget::mark_failure); the
-/// response's mark wins over the `Budget`'s). For a sign-in that answers a wrong password
+/// take [`Budget`](crate::Budget) (or with
+/// [`Budget::mark_success`](crate::Budget::mark_success) /
+/// [`Budget::mark_failure`](crate::Budget::mark_failure); the response's mark wins over the
+/// `Budget`'s). For a sign-in that answers a wrong password
 /// with `200 {"ok": false}`, or a right one with `303 See Other` to the account page:
 ///
 /// ```

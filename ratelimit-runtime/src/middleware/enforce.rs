@@ -245,12 +245,24 @@ impl Limiter {
         };
         let overridden;
         let route = match self.resolve_answered(route, client, tier.as_ref()) {
-            Resolved::AsIs | Resolved::Deny(_) => route,
+            Resolved::AsIs => route,
             Resolved::Route(built) => {
                 overridden = built;
                 &*overridden
             }
             Resolved::Pass(_) => return answer.map(ServiceResponse::map_into_left_body),
+            // A denied client gets the deny list's 403 in place of a refusal; what something
+            // else already served stays served.
+            Resolved::Deny(denied) => {
+                return match answer {
+                    Ok(response) if is_refusal(response.status()) => {
+                        let request = response.request().clone();
+                        Ok(ServiceResponse::new(request, denied).map_into_right_body())
+                    }
+                    Ok(response) => Ok(response.map_into_left_body()),
+                    Err(error) => Err(answer::RefusedOverLimit::new(error, denied).into()),
+                }
+            }
         };
         match answer {
             // Counted like an error: the key, user id or header it refused may be made up,

@@ -107,9 +107,9 @@ impl Limiter {
         resolved
     }
 
-    /// What the overrides say about a request answered before its route's guard saw it:
-    /// allowed clients (by address, on a route their entry opens) are not counted; a route's
-    /// override counts it.
+    /// What the overrides say about a request answered before its route's guard saw it, by
+    /// its address: denied clients first; allowed clients (on a route their entry opens) are
+    /// not counted; a route's override counts it.
     pub(crate) fn resolve_answered(
         &self,
         route: &RouteInfo,
@@ -120,6 +120,14 @@ impl Limiter {
             return Resolved::AsIs;
         };
         let table = shared.table.load();
+        if table
+            .deny
+            .matches(client, None, None, self.deny_at())
+            .is_some()
+        {
+            record_listed(route, "deny", "ip");
+            return Resolved::Deny(answer::denied(route));
+        }
         let resolved = if route.is_default_policy() {
             Resolved::AsIs
         } else {

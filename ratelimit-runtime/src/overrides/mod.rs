@@ -48,9 +48,9 @@ use arc_swap::ArcSwap;
 use crate::store::RedisSentinelStore;
 
 pub use rules::{
-    api_key_fingerprint, check_tier, is_fingerprint, list_field, ListEntry, ListKind,
-    RouteSelector, RuleSet, WidestRanges, FINGERPRINT_PREFIX, MAX_FIELD_LEN, MAX_TIER_LEN,
-    MAX_VALUE_LEN,
+    api_key_fingerprint, check_tier, is_fingerprint, list_field, redacted_field, ListEntry,
+    ListKind, RouteSelector, RuleSet, WidestRanges, FINGERPRINT_PREFIX, MAX_FIELD_LEN,
+    MAX_TIER_LEN, MAX_VALUE_LEN,
 };
 pub use table::{declaration_text, policy_from_text, Overridden, Source};
 pub(crate) use table::{Catalog, RouteAt, Table};
@@ -60,8 +60,8 @@ pub const DEFAULT_REDIS_KEY: &str = "rl:overrides";
 
 /// The most fields a source may hold (route overrides and list entries together, in the
 /// file or the hash): past it the source is refused as a whole, with an error naming the
-/// count, before the hash is read. Reading a source is linear in its size, and every
-/// instance holds it in memory; the admin command refuses to write past it.
+/// count (the hash by its length, before it is read). Reading a source is linear in its
+/// size, and every instance holds it in memory; the admin command refuses to write past it.
 pub const MAX_ENTRIES: usize = 200_000;
 
 /// The key that counts the changes written to the overrides hash `hash_key`: the services

@@ -242,7 +242,8 @@ fn log_changes(source: Source, before: Option<&RuleSet>, now: &RuleSet) {
     let empty = RuleSet::default();
     let before = before.unwrap_or(&empty);
     let entry_text = |set: &RuleSet, kind: ListKind, entry: &super::ListEntry| {
-        super::list_field(kind, entry, set.allow_routes.get(entry))
+        let field = super::list_field(kind, entry, set.allow_routes.get(entry));
+        super::redacted_field(&field, &field)
             .replacen(kind.as_str(), "", 1)
             .trim()
             .to_owned()

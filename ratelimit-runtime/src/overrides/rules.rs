@@ -164,6 +164,35 @@ pub fn api_key_fingerprint(key: &str, secret: Option<&KeySecret>) -> String {
     format!("{FINGERPRINT_PREFIX}{digest}")
 }
 
+/// The API key a field names in plain text, if any: what follows `api_key` (up to the routes
+/// an allow entry opens), when it is not a fingerprint.
+fn plain_key_in(field: &str) -> Option<&str> {
+    let at = field.find("api_key")?;
+    let rest = field[at + "api_key".len()..].trim_start();
+    let key = rest.split(ROUTES_WORD).next().unwrap_or(rest).trim();
+    (!key.is_empty() && !is_fingerprint(key)).then_some(key)
+}
+
+/// `text` (a field, or a message that shows one) as a log line or an error may show it: an
+/// API key `field` names in plain text replaced by its unkeyed fingerprint.
+///
+/// ```
+/// use ratelimit_runtime::overrides::redacted_field;
+///
+/// let shown = redacted_field("allow api_key sk_live_123", "allow api_key sk_live_123");
+/// assert!(!shown.contains("sk_live_123") && shown.contains("fp:"));
+/// assert_eq!(redacted_field("deny ip 10.0.0.0/8", "deny ip 10.0.0.0/8"), "deny ip 10.0.0.0/8");
+/// ```
+pub fn redacted_field(text: &str, field: &str) -> String {
+    match plain_key_in(field) {
+        Some(key) => text.replace(
+            key,
+            &format!("{} (written in plain text)", api_key_fingerprint(key, None)),
+        ),
+        None => text.to_owned(),
+    }
+}
+
 /// Whether `text` is an API key's fingerprint as [`api_key_fingerprint`] writes it.
 pub fn is_fingerprint(text: &str) -> bool {
     text.strip_prefix(FINGERPRINT_PREFIX).is_some_and(|hex| {
@@ -619,10 +648,23 @@ impl RuleSet {
     ///
     /// Every problem with it, each naming the field.
     pub fn add(&mut self, field: &str, value: &str) -> Result<(), Vec<String>> {
+        // Every problem shows the field with an API key in plain text by its fingerprint.
+        self.add_field(field, value).map_err(|problems| {
+            problems
+                .into_iter()
+                .map(|problem| redacted_field(&problem, field))
+                .collect()
+        })
+    }
+
+    fn add_field(&mut self, field: &str, value: &str) -> Result<(), Vec<String>> {
         // Refused before any other reading: a megabyte of route name would otherwise be
         // compared with every declared route for a suggestion, under the refresh's lock.
         if field.len() > MAX_FIELD_LEN || value.len() > MAX_VALUE_LEN {
-            let shown: String = field.chars().take(60).collect();
+            let shown: String = match plain_key_in(field) {
+                Some(_) => "… api_key …".to_owned(),
+                None => field.chars().take(60).collect(),
+            };
             return Err(vec![format!(
                 "the field {shown:?}… is {} bytes with a value of {}: a field holds at most {MAX_FIELD_LEN} bytes and a value {MAX_VALUE_LEN}",
                 field.len(),
@@ -875,5 +917,31 @@ mod tests {
         assert!(RuleSet::from_fields([("deny user_id x", note.as_str())]).is_err());
         let note = "x".repeat(MAX_VALUE_LEN);
         assert!(RuleSet::from_fields([("deny user_id x", note.as_str())]).is_ok());
+    }
+
+    #[test]
+    fn a_key_in_plain_text_never_shows_in_a_problem() {
+        for field in [
+            "allow api_key sk_live_123",
+            "allow\tapi_key sk_live_123",
+            "allow api_key sk_live_123 routes POST /login",
+            "deny api_key sk_live_123 routes \"POST /login\"",
+        ] {
+            let problems = RuleSet::from_fields([(field, ""), (field, "")])
+                .err()
+                .unwrap_or_default();
+            for problem in &problems {
+                assert!(!problem.contains("sk_live_123"), "{field}: {problem}");
+            }
+        }
+        let twice = RuleSet::from_fields([
+            ("allow api_key sk_live_123", ""),
+            ("allow  api_key sk_live_123", ""),
+        ])
+        .unwrap_err();
+        assert!(twice[0].contains("keep one") && !twice[0].contains("sk_live_123"));
+        let long = format!("allow api_key sk_live_123 {}", "x".repeat(MAX_FIELD_LEN));
+        let problems = RuleSet::from_fields([(long.as_str(), "")]).unwrap_err();
+        assert!(!problems[0].contains("sk_live"), "{}", problems[0]);
     }
 }
