@@ -435,7 +435,8 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
             admin.check(&selector, &declarations).await?;
             let routes = admin.routes().await?;
             if let Some(declared) = routes.get(&selector.route) {
-                let dropped = dropped_from_stack(&selector.route, declared, &declarations)?;
+                let (dropped, stops_counting_names) =
+                    stack_change(&selector.route, declared, &declarations)?;
                 if !dropped.is_empty() {
                     let what = dropped.join("; ");
                     if !replace_stack {
@@ -445,7 +446,7 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
                     }
                     eprintln!("note: the override replaces the declared stack and drops {what}");
                 }
-                if stops_counting_names(&selector.route, declared, &declarations)? {
+                if stops_counting_names {
                     eprintln!("note: the declared route counts a username and the override does not: allow entries without `routes` open it while the override holds");
                 }
             }
@@ -585,14 +586,18 @@ fn warn_refused(problems: &[String]) {
     }
 }
 
-/// What the override `text` of `route` drops from the route's `declared` stack: limits, a
-/// `count = "failures"`, a `block`. An override replaces the whole stack, so writing only
-/// the limit to change would quietly lift the others (a sign-in route's lockout, say).
-fn dropped_from_stack(route: &str, declared: &str, text: &str) -> Result<Vec<String>, String> {
+/// What the override `text` of `route` drops from the route's `declared` stack (limits, a
+/// `count = "failures"`, a `block`: an override replaces the whole stack, so writing only the
+/// limit to change would quietly lift the others, a sign-in route's lockout say), and
+/// whether it stops counting a username the declared policy counts (allow entries that name
+/// no route then open the route).
+fn stack_change(route: &str, declared: &str, text: &str) -> Result<(Vec<String>, bool), String> {
     let declared = policy_from_text(route, declared, None).map_err(|e| e.join("\n"))?;
     let written = policy_from_text(route, text, Some(&declared)).map_err(|e| e.join("\n"))?;
+    let counts = |policy: &Policy| policy.limited().is_some_and(|p| p.reads_username());
+    let stops_counting_names = counts(&declared) && !counts(&written);
     let (Policy::Limited(declared), Policy::Limited(written)) = (declared, written) else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), stops_counting_names));
     };
     let mut dropped = Vec::new();
     let (before, after) = (declared.limits(), written.limits());
@@ -615,16 +620,7 @@ fn dropped_from_stack(route: &str, declared: &str, text: &str) -> Result<Vec<Str
     if blocks(before) && !blocks(after) {
         dropped.push("its `block` (the lockout)".to_owned());
     }
-    Ok(dropped)
-}
-
-/// Whether the override `text` of `route` counts no username where the declared policy
-/// counts one: allow entries that name no route then open it.
-fn stops_counting_names(route: &str, declared: &str, text: &str) -> Result<bool, String> {
-    let declared = policy_from_text(route, declared, None).map_err(|e| e.join("\n"))?;
-    let written = policy_from_text(route, text, Some(&declared)).map_err(|e| e.join("\n"))?;
-    let counts = |policy: &Policy| policy.limited().is_some_and(|p| p.reads_username());
-    Ok(counts(&declared) && !counts(&written))
+    Ok((dropped, stops_counting_names))
 }
 
 async fn list(
