@@ -606,3 +606,90 @@ async fn an_outage_is_one_error_line_and_a_store_error_counted_per_request() {
     assert_eq!((lines("ERROR"), lines("DEBUG")), (1, 199), "{logs}");
     assert!(logs.contains("at_debug_since_last=0"), "{logs}");
 }
+
+/// One description: a metric's name, kind, unit and text.
+type Described = (String, &'static str, Option<metrics::Unit>, String);
+
+/// Records what the limiter describes.
+#[derive(Default)]
+struct Descriptions(Mutex<Vec<Described>>);
+
+impl Descriptions {
+    fn push(
+        &self,
+        kind: &'static str,
+        key: metrics::KeyName,
+        unit: Option<metrics::Unit>,
+        text: metrics::SharedString,
+    ) {
+        let entry = (key.as_str().to_owned(), kind, unit, text.into_owned());
+        self.0.lock().unwrap().push(entry);
+    }
+}
+
+impl metrics::Recorder for Descriptions {
+    fn describe_counter(
+        &self,
+        key: metrics::KeyName,
+        unit: Option<metrics::Unit>,
+        text: metrics::SharedString,
+    ) {
+        self.push("counter", key, unit, text);
+    }
+    fn describe_gauge(
+        &self,
+        key: metrics::KeyName,
+        unit: Option<metrics::Unit>,
+        text: metrics::SharedString,
+    ) {
+        self.push("gauge", key, unit, text);
+    }
+    fn describe_histogram(
+        &self,
+        key: metrics::KeyName,
+        unit: Option<metrics::Unit>,
+        text: metrics::SharedString,
+    ) {
+        self.push("histogram", key, unit, text);
+    }
+    fn register_counter(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        metrics::Counter::noop()
+    }
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::noop()
+    }
+    fn register_histogram(
+        &self,
+        _: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
+
+#[actix_web::test]
+async fn describe_metrics_describes_every_metric_with_its_kind_and_unit() {
+    let recorder = Descriptions::default();
+    metrics::with_local_recorder(&recorder, ratelimit_runtime::describe_metrics);
+    let described = recorder.0.into_inner().unwrap();
+    let seconds = Some(metrics::Unit::Seconds);
+    let count = Some(metrics::Unit::Count);
+    let expected = [
+        ("ratelimit_decisions_total", "counter", count),
+        ("ratelimit_store_errors_total", "counter", count),
+        ("ratelimit_store_duration_seconds", "histogram", seconds),
+        ("ratelimit_fallback_switches_total", "counter", count),
+        ("ratelimit_listed_total", "counter", count),
+        ("ratelimit_overrides_applied_total", "counter", count),
+        ("ratelimit_overrides_refused_total", "counter", count),
+    ];
+    assert_eq!(described.len(), expected.len(), "{described:?}");
+    for (name, kind, unit) in expected {
+        let found = described.iter().find(|(n, ..)| n == name);
+        let Some((_, found_kind, found_unit, text)) = found else {
+            panic!("{name} is not described: {described:?}");
+        };
+        assert_eq!((*found_kind, *found_unit), (kind, unit), "{name}");
+        assert!(text.len() > 20, "{name}: {text}");
+    }
+}

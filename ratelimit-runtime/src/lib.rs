@@ -65,7 +65,7 @@
 //!   - [`guide::headers`]: rate-limit headers, the 429 and the 503.
 //!   - [`guide::tls`]: TLS, passwords and the Redis ACL user.
 //!   - [`guide::deployments`]: Redis Cluster, keys, connections per worker.
-//!   - [`guide::observability`]: log events and metrics.
+//!   - [`guide::observability`]: log events, spans, metrics, a dashboard and alert rules.
 //!   - [`guide::testing`]: testing your routes with the injected clock.
 //!   - [`guide::limitations`]: what the limiter does not do.
 
@@ -84,7 +84,9 @@ pub mod store;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use middleware::{AttemptOutcome, Budget, BudgetError, HeaderFamilies, RateLimiter, Unlimited};
+pub use middleware::{
+    describe_metrics, AttemptOutcome, Budget, BudgetError, HeaderFamilies, RateLimiter, Unlimited,
+};
 pub use policy::{
     Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RoutePolicy, Window,
 };

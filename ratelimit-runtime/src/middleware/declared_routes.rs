@@ -194,6 +194,20 @@ impl DeclaredRoutes {
             .collect()
     }
 
+    /// Every limited route the declarations name, as `(method, full pattern, declaration)`:
+    /// one per method a declaration names (a declaration naming none takes any method, and
+    /// is left out: its routes are known by the requests that reach them).
+    pub(crate) fn limited_routes(
+        &self,
+    ) -> impl Iterator<Item = (&str, &str, &'static RouteDeclaration)> + '_ {
+        self.by_path.iter().flat_map(|(path, declarations)| {
+            declarations
+                .iter()
+                .filter(|d| matches!(d.policy, crate::policy::Policy::Limited(_)))
+                .flat_map(move |d| d.methods.iter().map(move |m| (*m, path.as_str(), *d)))
+        })
+    }
+
     /// The declaration that covers `method` on `pattern`.
     pub fn declaration(&self, method: &Method, pattern: &str) -> Option<&'static RouteDeclaration> {
         self.by_path

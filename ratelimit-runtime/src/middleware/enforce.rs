@@ -60,6 +60,17 @@ impl Limiter {
         }
     }
 
+    /// The span of one decision on `route` (see [`telemetry::decision_span`]).
+    fn decision_span(&self, route: &RouteInfo, counting: Counting) -> tracing::Span {
+        telemetry::decision_span(
+            &route.metrics,
+            &route.method,
+            &route.pattern,
+            self.store.kind(),
+            counting.as_str(),
+        )
+    }
+
     /// Limits one request before its handler: the handler's answer (with the rate-limit
     /// headers), or the limiter's own (429, or 503 for a route that fails closed).
     ///
@@ -390,6 +401,7 @@ impl Limiter {
         key: &'a RouteKey,
         route: &'a RouteInfo,
         handle: &'a LimiterHandle,
+        span: &'a tracing::Span,
     ) -> impl Future<Output = Result<Decision, StoreError>> + 'a {
         async move {
             let started = Instant::now();
@@ -425,7 +437,7 @@ impl Limiter {
             };
             let waited = started.elapsed();
             handle.add_store_wait(waited);
-            telemetry::store_latency(&route.metrics, waited);
+            telemetry::store_latency(&route.metrics, span, waited);
             checked.and_then(|decision| well_formed(decision, route.policy.limits().len()))
         }
     }
@@ -553,7 +565,8 @@ impl Limiter {
             let key = route.key(&self.prefix, self.secret.as_ref(), &client);
             if let Some(blocked) = self.shield.peek(key.as_str(), now) {
                 let client = Client { identity: &client };
-                return Some(self.shielded_answer(route, &client, blocked, now, counting));
+                let span = self.decision_span(route, counting);
+                return Some(self.shielded_answer(route, &span, &client, blocked, now, counting));
             }
         }
         None
@@ -597,11 +610,13 @@ impl Limiter {
     fn shielded_answer(
         &self,
         route: &RouteInfo,
+        span: &tracing::Span,
         client: &Client<'_>,
         blocked: Blocked,
         now: u64,
         counting: Counting,
     ) -> Decided {
+        telemetry::decided_by(span, "flood_shield");
         let policy = route.policy;
         let retry_ms = blocked.until - now;
         let applied = policy.limits().get(blocked.limit_index);
@@ -609,7 +624,7 @@ impl Limiter {
             Counting::Served => Outcome::ServedOverLimit,
             Counting::Live | Counting::Refused | Counting::Unreadable => Outcome::Shielded,
         };
-        telemetry::decision(&route.metrics, client, outcome, retry_ms, applied);
+        telemetry::decision(&route.metrics, span, client, outcome, retry_ms, applied);
         let state = shielded_state(&policy, blocked, now);
         let binding = state.as_ref().map(|state| (blocked.limit_index, state));
         Decided::Refuse(answer::too_many_requests(
@@ -636,6 +651,7 @@ impl Limiter {
         counting: Counting,
     ) -> impl Future<Output = Decided> + 'a {
         async move {
+            let span = self.decision_span(route, counting);
             let policy = route.policy;
             let (_, identity) = &identities[0];
             let mut key = route.key(&self.prefix, self.secret.as_ref(), identity);
@@ -663,7 +679,7 @@ impl Limiter {
                         Shielded::No => None,
                     });
                 if let Some(blocked) = blocked {
-                    return self.shielded_answer(route, &client, blocked, now, counting);
+                    return self.shielded_answer(route, &span, &client, blocked, now, counting);
                 }
             }
 
@@ -672,7 +688,7 @@ impl Limiter {
             let checked = match earlier {
                 Some(earlier) => Err(earlier),
                 None => {
-                    let checked = self.check(&key, route, handle).await;
+                    let checked = self.check(&key, route, handle, &span).await;
                     if let Err(error) = &checked {
                         handle.record_store_error(error);
                     }
@@ -685,6 +701,7 @@ impl Limiter {
             let mut decided_locally = false;
             let decision = match checked {
                 Ok(decision) => {
+                    telemetry::decided_by(&span, "store");
                     if policy.fail() == FailMode::Local {
                         self.fallback.answered(&route.label, &route.metrics.policy);
                     }
@@ -698,7 +715,14 @@ impl Limiter {
                         repeated,
                         answered: false,
                     };
-                    telemetry::store_error(&route.metrics, &client, Outcome::FailedLocal, &failure);
+                    telemetry::store_error(
+                        &route.metrics,
+                        &span,
+                        &client,
+                        Outcome::FailedLocal,
+                        &failure,
+                    );
+                    telemetry::decided_by(&span, "local");
                     decided_locally = true;
                     Box::pin(self.fallback.decide(
                         &route.label,
@@ -727,6 +751,7 @@ impl Limiter {
                     return if answered || fail == FailMode::Open {
                         telemetry::store_error(
                             &route.metrics,
+                            &span,
                             &client,
                             Outcome::FailedOpen,
                             &failure,
@@ -739,6 +764,7 @@ impl Limiter {
                     } else {
                         telemetry::store_error(
                             &route.metrics,
+                            &span,
                             &client,
                             Outcome::FailedClosed,
                             &failure,
@@ -772,7 +798,7 @@ impl Limiter {
                     }
                     Counting::Live | Counting::Refused | Counting::Unreadable => Outcome::Rejected,
                 };
-                telemetry::decision(&route.metrics, &client, outcome, retry_ms, applied);
+                telemetry::decision(&route.metrics, &span, &client, outcome, retry_ms, applied);
                 if let Some((index, binding)) = decision.binding().filter(|_| !decided_locally) {
                     // Under the base of the limit that refused: a refusal by a per-username limit
                     // holds for that name from any address, and never for the address's others.
@@ -803,7 +829,7 @@ impl Limiter {
             } else {
                 Outcome::ShadowRejected
             };
-            telemetry::decision(&route.metrics, &client, outcome, retry_ms, applied);
+            telemetry::decision(&route.metrics, &span, &client, outcome, retry_ms, applied);
             Decided::Proceed {
                 decision: Some(decision),
                 key,
@@ -850,6 +876,18 @@ enum Counting {
     Unreadable,
     /// Served by another resource: kept whatever the count says.
     Served,
+}
+
+impl Counting {
+    /// The decision span's `counting` field.
+    fn as_str(self) -> &'static str {
+        match self {
+            Counting::Live => "live",
+            Counting::Refused => "refused",
+            Counting::Unreadable => "unreadable",
+            Counting::Served => "served",
+        }
+    }
 }
 
 /// What the limiter decided about one request.

@@ -13,14 +13,12 @@ use std::{
 
 use ratelimit_grammar::check_limit;
 
-use super::telemetry::STORE_ERROR_LOG_EVERY;
+use super::telemetry::{FALLBACK_SWITCHES, STORE_ERROR_LOG_EVERY};
 use crate::{
     key::RouteKey,
     policy::{Algorithm, Limit},
     store::{CheckRequest, Decision, LimitState, MemoryStore, Store, StoreError},
 };
-
-const SWITCHES: &str = "ratelimit_fallback_switches_total";
 
 /// Where one route (and policy) is counted now, and when a switch each way was last logged
 /// at its own level.
@@ -221,7 +219,7 @@ fn refused(limit: Limit) -> LimitState {
 
 /// Counts a switch of `route` to `to` (`local` or `store`).
 fn switched(route: &str, to: &'static str) {
-    metrics::counter!(SWITCHES, "route" => route.to_owned(), "to" => to).increment(1);
+    metrics::counter!(FALLBACK_SWITCHES, "route" => route.to_owned(), "to" => to).increment(1);
 }
 
 #[cfg(test)]

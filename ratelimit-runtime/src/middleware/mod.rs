@@ -19,7 +19,7 @@ mod route_entry;
 mod route_guard;
 mod route_info;
 mod service;
-mod telemetry;
+pub(crate) mod telemetry;
 
 pub use budget::{AttemptOutcome, Budget, Unlimited};
 pub use budget_admin::BudgetError;
@@ -27,3 +27,4 @@ pub use headers::HeaderFamilies;
 pub use rate_limiter::RateLimiter;
 pub use route_entry::RouteEntry;
 pub use route_guard::RouteGuard;
+pub use telemetry::describe_metrics;

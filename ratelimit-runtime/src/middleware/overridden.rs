@@ -27,7 +27,7 @@ fn route_at(route: &RouteInfo) -> RouteAt<'_> {
 
 fn record_listed(route: &RouteInfo, list: &'static str, kind: &'static str) {
     metrics::counter!(
-        "ratelimit_listed_total",
+        super::telemetry::LISTED,
         "route" => route.label.clone(),
         "list" => list,
         "kind" => kind,

@@ -17,7 +17,7 @@ use super::{
 use crate::{
     identity::ClientIdentity,
     key::{KeySecret, RouteKey},
-    policy::{Identity, RoutePolicy},
+    policy::{Identity, Policy, RoutePolicy},
     registry::RouteDeclaration,
 };
 
@@ -38,8 +38,6 @@ pub(crate) struct RouteInfo {
     pub(crate) policy: RoutePolicy,
     /// Every identity the policy's limits count by, the route's first (usually one).
     pub(crate) identities: Vec<Identity>,
-    /// The limits, for log lines (`10 per 5m (sliding_log) + ...`).
-    pub(crate) limits_text: String,
     /// `RateLimit-Policy`, listing every stacked limit.
     pub(crate) policy_header: Option<HeaderValue>,
     /// The quoted draft policy name of each limit (`"login"`, `"get_order.1"`).
@@ -135,6 +133,28 @@ pub(crate) fn method_label(method: &Method) -> &'static str {
     }
 }
 
+/// Describes the limiter's metrics, and registers at zero the counters alerts watch of every
+/// limited route in `declared` (an App's declared routes, once they are known), labelled as
+/// their requests will be: the series exist before anything is counted in them.
+pub(crate) fn register_series(declared: &DeclaredRoutes) {
+    super::telemetry::describe_metrics();
+    for (method, pattern, declaration) in declared.limited_routes() {
+        let (Ok(method), Policy::Limited(policy)) =
+            (Method::from_bytes(method.as_bytes()), declaration.policy)
+        else {
+            continue;
+        };
+        let route = RouteInfo::declared(
+            declaration,
+            &method,
+            Some(pattern.to_owned()),
+            policy,
+            Some(declared),
+        );
+        route.metrics.register_at_zero();
+    }
+}
+
 impl RouteInfo {
     /// `name` is the handler name (or `default`) used in the draft headers.
     pub(crate) fn new(name: &str, method: &str, pattern: String, policy: RoutePolicy) -> Self {
@@ -152,21 +172,15 @@ impl RouteInfo {
             .map(|(l, n)| format!("{n};q={};w={}", l.max(), l.window().as_secs_ceil()))
             .collect::<Vec<_>>()
             .join(", ");
-        let limits_text = limits
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(" + ");
         RouteInfo {
             name: name.to_owned(),
             method: method.to_owned(),
-            metrics: RouteMetrics::new(&label, name, limits_text.clone(), policy.fail()),
+            metrics: RouteMetrics::new(&label, name, limits, policy.fail()),
             label_json,
             label,
             pattern,
             identities: policy.identities(),
             policy,
-            limits_text,
             policy_header: HeaderValue::from_str(&policy_header).ok(),
             policy_names,
             limit_headers: limits.iter().map(|l| HeaderValue::from(l.max())).collect(),
@@ -205,7 +219,7 @@ impl RouteInfo {
             route.metrics = RouteMetrics::new(
                 &route.label,
                 &policy_label,
-                route.limits_text.clone(),
+                route.policy.limits(),
                 route.policy.fail(),
             );
         }
@@ -228,12 +242,14 @@ impl RouteInfo {
         route.metrics = RouteMetrics::new(
             &route.label,
             &self.metrics.policy,
-            route.limits_text.clone(),
+            policy.limits(),
             policy.fail(),
         );
         route.default_policy = self.default_policy;
         route.discriminator = self.discriminator.clone();
         route.tier = tier.map(str::to_owned);
+        // An override may make the route fail `local`: its switches exist from here on.
+        route.metrics.register_at_zero();
         route
     }
 

@@ -28,7 +28,7 @@ use super::{
     enforce::is_refusal,
     limiter::{Limiter, LimiterHandle},
     rate_limiter::RateLimiter,
-    route_info::{method_label, RouteInfo},
+    route_info::{method_label, register_series, RouteInfo},
 };
 use crate::{
     identity::IdentitySources,
@@ -49,6 +49,11 @@ where
 
     fn new_transform(&self, service: S) -> Self::Future {
         super::declared_routes::limiter_built(&self.checked);
+        // The App's routes are known when the coverage check read them (at startup): their
+        // series exist before the worker serves; else from its first request.
+        if let Some(declared) = self.checked.get() {
+            register_series(declared);
+        }
         ready(Ok(RateLimiterService {
             service: Rc::new(service),
             limiter: self.worker_limiter(),
@@ -216,6 +221,7 @@ where
                 .map(|tree| DeclaredRoutes::from_tree(tree))
                 .unwrap_or_default();
             unmatched_username_readers(&self.limiter.sources, &declared);
+            register_series(&declared);
             if let Some(overrides) = &self.config.overrides {
                 overrides.shared.set_routes(declared.catalog());
             }

@@ -1,12 +1,13 @@
-//! Logs (`tracing`) and metrics (`metrics` facade) of every decision. Nothing here ever sees
-//! a raw identity value: only its kind (`ip`, `user_id`, `ip+username`, ...).
+//! Logs and spans (`tracing`) and metrics (`metrics` facade) of every decision. Nothing here
+//! ever sees a raw identity value: only its kind (`ip`, `user_id`, `ip+username`, ...).
 
 use std::{
     cell::Cell,
     time::{Duration, Instant},
 };
 
-use metrics::{Key, Label, Level, Metadata, SharedString};
+use metrics::{Key, Label, Level, Metadata, SharedString, Unit};
+use tracing::{field, Span};
 
 use crate::{
     identity::ClientIdentity,
@@ -17,6 +18,58 @@ use crate::{
 const DECISIONS: &str = "ratelimit_decisions_total";
 const STORE_ERRORS: &str = "ratelimit_store_errors_total";
 const STORE_DURATION: &str = "ratelimit_store_duration_seconds";
+pub(crate) const FALLBACK_SWITCHES: &str = "ratelimit_fallback_switches_total";
+pub(crate) const LISTED: &str = "ratelimit_listed_total";
+pub(crate) const OVERRIDES_APPLIED: &str = "ratelimit_overrides_applied_total";
+pub(crate) const OVERRIDES_REFUSED: &str = "ratelimit_overrides_refused_total";
+
+/// Describes every metric the limiter records (its kind, unit and what it counts) to the
+/// `metrics` recorder installed now, so that an exporter can say what each is (the
+/// Prometheus exporter's `# HELP` lines).
+///
+/// The limiter calls it itself once an App's routes are known: as each worker builds its App
+/// when [`coverage::require_coverage`](crate::coverage::require_coverage) or
+/// [`coverage::route_table`](crate::coverage::route_table) has read them (at startup), else on
+/// a worker's first request. Call it after installing a recorder later than that. A recorder keeps
+/// one description per metric, so calling it again changes nothing.
+/// [`guide::observability`](crate::guide::observability) lists the metrics.
+pub fn describe_metrics() {
+    metrics::describe_counter!(
+        DECISIONS,
+        Unit::Count,
+        "Rate-limit decisions by route, policy and decision (allowed, rejected, shadow_rejected, failed_open, failed_closed)."
+    );
+    metrics::describe_counter!(
+        STORE_ERRORS,
+        Unit::Count,
+        "Requests whose rate-limit store call failed (timeout, connection, Redis error, unexpected answer), by route and policy."
+    );
+    metrics::describe_histogram!(
+        STORE_DURATION,
+        Unit::Seconds,
+        "Time one rate-limit store call took, by route and policy."
+    );
+    metrics::describe_counter!(
+        FALLBACK_SWITCHES,
+        Unit::Count,
+        "Switches of a route that fails `local` to the in-process limit (to=local) and back to the store (to=store)."
+    );
+    metrics::describe_counter!(
+        LISTED,
+        Unit::Count,
+        "Requests the allow list passed or the deny list refused, by route, list and kind of entry."
+    );
+    metrics::describe_counter!(
+        OVERRIDES_APPLIED,
+        Unit::Count,
+        "Rate-limit overrides read from a source (file, redis) and put in force."
+    );
+    metrics::describe_counter!(
+        OVERRIDES_REFUSED,
+        Unit::Count,
+        "Rate-limit overrides refused as a whole (the previous ones stay in force), by source."
+    );
+}
 
 /// A route's store errors are logged at `error` at most once per this long on one worker
 /// (the others at `debug`); the counter metric counts every one.
@@ -45,6 +98,8 @@ pub(crate) struct RouteMetrics {
     label: String,
     /// The route's limits as log lines show them (`10 per 5m (sliding_log) + ...`).
     limits_text: String,
+    /// The algorithms of the route's limits, each once (`sliding_window+gcra`), for spans.
+    algorithms: String,
     /// The route's failure policy, for store-error log lines.
     fail: FailMode,
 }
@@ -54,7 +109,19 @@ impl RouteMetrics {
     /// `policy` (the declaring handler's name, or `default`): a request on a path where the
     /// default policy applies besides a declaration is counted by both, and two declarations
     /// of one path count apart, so the label tells their figures apart.
-    pub(crate) fn new(route: &str, policy: &str, limits_text: String, fail: FailMode) -> Self {
+    pub(crate) fn new(route: &str, policy: &str, limits: &[Limit], fail: FailMode) -> Self {
+        let limits_text = limits
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" + ");
+        let mut algorithms: Vec<&str> = Vec::with_capacity(limits.len());
+        for limit in limits {
+            let algorithm = limit.algorithm().as_str();
+            if !algorithms.contains(&algorithm) {
+                algorithms.push(algorithm);
+            }
+        }
         let policy_text = policy.to_owned();
         let label = route.to_owned();
         let route = SharedString::from(route.to_owned());
@@ -78,7 +145,26 @@ impl RouteMetrics {
             policy: policy_text,
             label,
             limits_text,
+            algorithms: algorithms.join("+"),
             fail,
+        }
+    }
+
+    /// Registers the route's counters that alerts watch, at zero: its decisions of every
+    /// kind, its store errors and, for a route that fails `local`, its switches each way. A
+    /// rule reading an absent series sees no data rather than no errors; with the series
+    /// there from the start, an increase from zero is one.
+    pub(crate) fn register_at_zero(&self) {
+        metrics::with_recorder(|recorder| {
+            for key in self.decisions.iter().chain([&self.store_errors]) {
+                recorder.register_counter(key, &METADATA).increment(0);
+            }
+        });
+        if self.fail == FailMode::Local {
+            for to in ["local", "store"] {
+                metrics::counter!(FALLBACK_SWITCHES, "route" => self.label.clone(), "to" => to)
+                    .increment(0);
+            }
         }
     }
 
@@ -110,6 +196,71 @@ fn kind_index(kind: StoreErrorKind) -> usize {
         StoreErrorKind::Connection => 1,
         StoreErrorKind::Redis => 2,
         StoreErrorKind::Protocol => 3,
+    }
+}
+
+/// A store error's kind as a span's `error.type` shows it.
+fn kind_label(kind: StoreErrorKind) -> &'static str {
+    match kind {
+        StoreErrorKind::Timeout => "timeout",
+        StoreErrorKind::Connection => "connection",
+        StoreErrorKind::Redis => "redis",
+        StoreErrorKind::Protocol => "protocol",
+    }
+}
+
+/// The span of one decision: target `ratelimit`, name `ratelimit.decision`, level `INFO`,
+/// fields named as OpenTelemetry's conventions name them where they have a name
+/// (`http.route`, `http.request.method`, `error.type`, `otel.status_code`), so that
+/// tracing-opentelemetry exports it as it is. Opened before the flood shield and the store
+/// are asked, closed when the decision is made, so its duration is the decision's. The
+/// fields known before are set here, the others as they are known; none holds an identity
+/// value (the identity's kind only). It is never entered: the decision's log events stay
+/// outside it, as a subscriber without spans shows them.
+///
+/// With no subscriber interested (none installed, or `ratelimit` filtered out below
+/// `INFO`), the macro returns a disabled span without evaluating any field, and recording
+/// into it does nothing.
+pub(crate) fn decision_span(
+    route: &RouteMetrics,
+    method: &str,
+    pattern: &str,
+    store: &'static str,
+    counting: &'static str,
+) -> Span {
+    tracing::info_span!(
+        target: "ratelimit",
+        "ratelimit.decision",
+        route = route.label.as_str(),
+        policy = route.policy.as_str(),
+        "http.request.method" = method,
+        "http.route" = pattern,
+        algorithm = route.algorithms.as_str(),
+        store = store,
+        counting = counting,
+        identity = field::Empty,
+        identity_fallback_from = field::Empty,
+        outcome = field::Empty,
+        decided_by = field::Empty,
+        limit = field::Empty,
+        retry_after_ms = field::Empty,
+        store_duration_ms = field::Empty,
+        "error.type" = field::Empty,
+        "otel.status_code" = field::Empty,
+        "otel.status_description" = field::Empty,
+    )
+}
+
+/// Records who decided (`store`, `flood_shield`, `local`) into a decision's span.
+pub(crate) fn decided_by(span: &Span, by: &'static str) {
+    span.record("decided_by", by);
+}
+
+/// Records the client's identity kind (never its value) into a decision's span.
+fn record_client(span: &Span, client: &Client<'_>) {
+    span.record("identity", client.kind().as_str());
+    if let Some(part) = client.identity.fell_back_from {
+        span.record("identity_fallback_from", field::display(part));
     }
 }
 
@@ -194,12 +345,25 @@ fn applied(limit: Option<&Limit>) -> String {
 /// last), when one did.
 pub(crate) fn decision(
     route: &RouteMetrics,
+    span: &Span,
     client: &Client<'_>,
     outcome: Outcome,
     retry_ms: u64,
     applied: Option<&Limit>,
 ) {
     count(route, outcome);
+    if !span.is_disabled() {
+        record_client(span, client);
+        if let Some(index) = outcome.index() {
+            span.record("outcome", Outcome::LABELS[index]);
+        }
+        if let Some(limit) = applied {
+            span.record("limit", field::display(limit));
+        }
+        if outcome != Outcome::Allowed {
+            span.record("retry_after_ms", retry_ms);
+        }
+    }
     match outcome {
         Outcome::Allowed | Outcome::FailedOpen | Outcome::FailedClosed | Outcome::FailedLocal => {}
         Outcome::Rejected => tracing::warn!(
@@ -269,6 +433,7 @@ pub(crate) struct StoreFailure<'a> {
 
 pub(crate) fn store_error(
     route: &RouteMetrics,
+    span: &Span,
     client: &Client<'_>,
     outcome: Outcome,
     failure: &StoreFailure<'_>,
@@ -283,6 +448,22 @@ pub(crate) fn store_error(
     } else {
         "refused with 503 (fail closed)"
     };
+    if !span.is_disabled() {
+        record_client(span, client);
+        // A store failure met by a local decision gets its outcome from that decision.
+        if let Some(index) = outcome.index() {
+            span.record("outcome", Outcome::LABELS[index]);
+        }
+        let kind = kind_label(failure.error.kind());
+        span.record("error.type", kind);
+        span.record("otel.status_code", "ERROR");
+        span.record(
+            "otel.status_description",
+            field::display(format_args!(
+                "rate-limit store error ({kind}): request {request}"
+            )),
+        );
+    }
     // One event, at the level the caller names, with the fields every store-error line has.
     macro_rules! store_error_event {
         ($level:ident, $($rest:tt)+) => {
@@ -324,7 +505,8 @@ pub(crate) fn store_error(
     }
 }
 
-pub(crate) fn store_latency(route: &RouteMetrics, elapsed: Duration) {
+pub(crate) fn store_latency(route: &RouteMetrics, span: &Span, elapsed: Duration) {
+    span.record("store_duration_ms", elapsed.as_secs_f64() * 1000.0);
     let key = &route.store_duration;
     metrics::with_recorder(|recorder| {
         recorder
@@ -339,7 +521,7 @@ mod tests {
 
     #[test]
     fn a_routes_store_errors_reach_error_level_once_per_ten_seconds() {
-        let metrics = RouteMetrics::new("GET /x", "x", String::new(), FailMode::Open);
+        let metrics = RouteMetrics::new("GET /x", "x", &[], FailMode::Open);
         let t0 = Instant::now();
         let at = |secs: u64| t0 + Duration::from_secs(secs);
         let timeout = |now| metrics.store_error_logged_at_error(now, StoreErrorKind::Timeout);

@@ -13,7 +13,10 @@ use super::{
     version_key, Overrides, RedisSource, RuleSet, Shared, MAX_ENTRIES, ROUTES_SEEN_SUFFIX,
     ROUTES_SUFFIX,
 };
-use crate::store::RedisSentinelStore;
+use crate::{
+    middleware::telemetry::{OVERRIDES_APPLIED, OVERRIDES_REFUSED},
+    store::RedisSentinelStore,
+};
 
 /// How often the declared routes are published to Redis again, whatever happened (the admin
 /// command takes a route not published for [`super::ROUTES_FRESH_FOR`] as gone).
@@ -175,8 +178,7 @@ impl Shared {
                         " (their routes are checked once the App's are known: on its first request, or by RouteTable::with_overrides)"
                     }
                 );
-                metrics::counter!("ratelimit_overrides_applied_total", "source" => source.as_str())
-                    .increment(1);
+                metrics::counter!(OVERRIDES_APPLIED, "source" => source.as_str()).increment(1);
                 log_changes(source, slot.accepted.as_ref(), &set);
                 if self.raw_api_keys.load(std::sync::atomic::Ordering::Relaxed) {
                     warn_raw_api_keys(&set);
@@ -338,8 +340,7 @@ fn refused(source: Source, problems: &[String], outcome: &str) {
         problems = %problems.join("; "),
         "overrides refused as a whole; {outcome}"
     );
-    metrics::counter!("ratelimit_overrides_refused_total", "source" => source.as_str())
-        .increment(1);
+    metrics::counter!(OVERRIDES_REFUSED, "source" => source.as_str()).increment(1);
 }
 
 /// A read failed: logged once per streak of failures.
@@ -515,6 +516,17 @@ impl Overrides {
         }
         let mut spawned = false;
         self.shared.started.get_or_init(|| {
+            // The counters alerts watch exist at zero from the start, one per source read.
+            for (source, read) in [
+                (Source::File, self.file.is_some()),
+                (Source::Redis, self.redis.is_some()),
+            ] {
+                if read {
+                    for name in [OVERRIDES_APPLIED, OVERRIDES_REFUSED] {
+                        metrics::counter!(name, "source" => source.as_str()).increment(0);
+                    }
+                }
+            }
             let weak = Arc::downgrade(&self.shared);
             let config = self.clone_without_shared();
             // The thread logs where the thread that started it does (an app's scoped
