@@ -84,9 +84,12 @@ pub mod store;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use middleware::{AttemptOutcome, Budget, BudgetError, HeaderFamilies, RateLimiter, Unlimited};
+pub use middleware::{
+    AttemptOutcome, Budget, BudgetError, HeaderFamilies, IetfDraft, RateLimiter, Unlimited,
+};
 pub use policy::{
-    Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RoutePolicy, Window,
+    Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RouteHeaders, RoutePolicy,
+    Window,
 };
 /// Declares a handler's rate limit, written directly above its actix-web route attribute:
 /// the attribute reference.

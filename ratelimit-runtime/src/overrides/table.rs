@@ -13,7 +13,7 @@ use ratelimit_grammar::{Declaration, FailMode, ParsedPart};
 
 use super::rules::{ListEntry, ListKind, RouteSelector, RuleSet};
 use crate::{
-    policy::{Identity, IdentityPart, Limit, Policy, RoutePolicy, Window},
+    policy::{Identity, IdentityPart, Limit, Policy, RouteHeaders, RoutePolicy, Window},
     registry::RouteDeclaration,
 };
 
@@ -459,7 +459,14 @@ fn build_policy(stack: &[Declaration], declared: Option<RoutePolicy>, route: &st
     } else {
         fail
     };
-    Policy::Limited(RoutePolicy::new(leak(limits), identity, fail, shadow))
+    // An override that does not say keeps the declaration's: new limits on a route that hides
+    // its thresholds must not start telling them.
+    let headers = stack
+        .iter()
+        .find_map(|d| d.headers)
+        .or_else(|| declared.map(|p| p.headers()))
+        .unwrap_or_default();
+    Policy::Limited(RoutePolicy::new(leak(limits), identity, fail, shadow).with_headers(headers))
 }
 
 /// A policy in the attribute's syntax (stacked declarations joined by `; `), as the admin
@@ -508,6 +515,9 @@ pub fn declaration_text(policy: &Policy) -> String {
                 keys.push(format!("fail = \"{}\"", limited.fail()));
                 if limited.shadow() {
                     keys.push("shadow = true".to_owned());
+                }
+                if limited.headers() != RouteHeaders::All {
+                    keys.push(format!("headers = \"{}\"", limited.headers()));
                 }
             }
             keys.join(", ")
