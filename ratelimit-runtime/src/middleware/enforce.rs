@@ -189,8 +189,8 @@ impl Limiter {
             } else {
                 decision.and_then(Decision::binding)
             };
-            let partition = binding
-                .and_then(|(_, state)| self.partition_key(route, &budget.key, &state.limit));
+            let partition =
+                binding.and_then(|(_, state)| self.partition_key(route, &budget.key, &state.limit));
             match (answer, binding) {
                 (Ok(mut response), Some(binding)) => {
                     headers::insert(

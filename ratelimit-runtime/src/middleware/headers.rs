@@ -39,16 +39,17 @@ pub(crate) fn ceil_secs(millis: u64) -> u64 {
 /// available now (`remaining`), from the figures every store returns:
 ///
 /// - refused: until a request is allowed again (`retry_after`, as `Retry-After` says);
-/// - budget whole: the window (GCRA: one emission interval), since what is sent now counts
-///   that long;
+/// - budget whole: the window (GCRA: one emission interval; a sliding window: the window and
+///   a unit's decay), since what is sent now counts that long;
 /// - `fixed_window`: until the window ends, when the whole quota comes back;
 /// - `gcra`: until the next unit comes back, `reset_after` modulo the emission interval
 ///   (the arrival time lies that far past the last whole interval);
 /// - `sliding_log`: until the request just logged leaves the window (`reset_after`): the
 ///   reply carries no older entry's time, so this is an upper bound;
-/// - `sliding_window`: until this window ends, plus the time for this window's count to
-///   decay by one in the next (`window / used`); exact when the previous window counted
-///   nothing, else an upper bound (its weight decays sooner).
+/// - `sliding_window`: until this window ends, plus `window / limit`: a client that spends
+///   `r` now fills this window's count, which then frees its first unit that long into the
+///   next window (the estimate never decays faster). Exact when the previous window counted
+///   nothing, else an upper bound (its weight frees units sooner).
 ///
 /// Draft 10: `reset_after`, until the budget is whole again.
 pub(crate) fn effective_window_ms(state: &LimitState, draft: IetfDraft) -> u64 {
@@ -74,10 +75,17 @@ pub(crate) fn effective_window_ms(state: &LimitState, draft: IetfDraft) -> u64 {
             };
             next.div_ceil(1000)
         }
+        Algorithm::SlidingWindow => {
+            // `reset_after` is `2 * window - e` once this window counts anything: `e`, the
+            // time into it, is what the store's figures leave room to know.
+            let to_window_end = if used == 0 {
+                window
+            } else {
+                reset.saturating_sub(window)
+            };
+            to_window_end.saturating_add(window.div_ceil(max))
+        }
         _ if used == 0 => window,
-        Algorithm::SlidingWindow => reset
-            .saturating_sub(window)
-            .saturating_add(window.div_ceil(used)),
         _ => reset,
     }
 }
@@ -201,16 +209,25 @@ mod tests {
     fn the_effective_window_follows_each_algorithm() {
         let t = |s: LimitState| effective_window_ms(&s, IetfDraft::Draft11);
         // Fixed window: the window's end.
-        assert_eq!(t(state(Algorithm::FixedWindow, (10, 60_000), 3, 12_000)), 12_000);
+        assert_eq!(
+            t(state(Algorithm::FixedWindow, (10, 60_000), 3, 12_000)),
+            12_000
+        );
         // GCRA, 120 per minute (one unit every 500 ms): 1,250 ms ahead is 250 ms past two
         // whole intervals, so the next unit is back in 250 ms.
         assert_eq!(t(state(Algorithm::Gcra, (120, 60_000), 117, 1_250)), 250);
         assert_eq!(t(state(Algorithm::Gcra, (120, 60_000), 118, 1_000)), 500);
         // Sliding log: the entry just logged leaves after the window.
-        assert_eq!(t(state(Algorithm::SlidingLog, (5, 900_000), 3, 900_000)), 900_000);
-        // Sliding window, 40 s into a minute, 4 counted: 20 s to the window's end, then 15 s
-        // for the count of 4 to decay by one.
-        assert_eq!(t(state(Algorithm::SlidingWindow, (10, 60_000), 6, 80_000)), 35_000);
+        assert_eq!(
+            t(state(Algorithm::SlidingLog, (5, 900_000), 3, 900_000)),
+            900_000
+        );
+        // Sliding window of 10 a minute, 40 s into it: 20 s to the window's end, then 6 s for
+        // a full count to decay by one.
+        assert_eq!(
+            t(state(Algorithm::SlidingWindow, (10, 60_000), 6, 80_000)),
+            26_000
+        );
         // A budget whole again counts for a window (GCRA: an interval).
         assert_eq!(t(state(Algorithm::SlidingLog, (5, 60_000), 5, 0)), 60_000);
         assert_eq!(t(state(Algorithm::Gcra, (120, 60_000), 120, 0)), 500);
