@@ -338,7 +338,7 @@ impl KeySecret {
     /// The `pk` of a client's partition whose keys start with `base` (`RateLimit`'s partition
     /// key): the first [`PARTITION_KEY_LEN`] bytes of HMAC-SHA256 of `base`, under a label
     /// of its own, so it matches no hash inside a key and reveals nothing of the identity.
-    pub(crate) fn partition_key(&self, base: &str) -> [u8; PARTITION_KEY_LEN] {
+    pub(crate) fn partition_key(&self, base: &str) -> PartitionKey {
         let mut mac = self.mac.clone();
         mac.update(b"pk\0");
         mac.update(base.as_bytes());
@@ -380,6 +380,9 @@ impl KeySecret {
 /// How many bytes of a keyed hash `pk` carries (96 bits: no two of a route's clients share
 /// one by chance, and the header stays short).
 pub(crate) const PARTITION_KEY_LEN: usize = 12;
+
+/// A client's partition key (`pk` of `RateLimit`), a keyed hash of its key on a limit.
+pub(crate) type PartitionKey = [u8; PARTITION_KEY_LEN];
 
 fn hex16(digest: &[u8]) -> String {
     let mut out = String::with_capacity(16);

@@ -14,10 +14,10 @@ use actix_web::{
 };
 
 use super::{
-    headers::{self, HeaderFamilies, PartitionKey},
+    headers::{self, HeaderFamilies},
     route_info::{Rejection, RejectionFigures, RouteInfo},
 };
-use crate::{identity::Unreadable, store::LimitState};
+use crate::{identity::Unreadable, key::PartitionKey, store::LimitState};
 
 const PROBLEM_JSON: &str = "application/problem+json";
 

@@ -58,7 +58,7 @@ impl Limiter {
         route: &RouteInfo,
         key: &RouteKey,
         limit: &Limit,
-    ) -> Option<headers::PartitionKey> {
+    ) -> Option<crate::key::PartitionKey> {
         if !(self.headers.partition_key && self.headers.ietf_draft) || route.policy.hides_headers()
         {
             return None;

@@ -11,7 +11,7 @@ use base64::Engine as _;
 pub use super::header_families::{HeaderFamilies, IetfDraft};
 use super::route_info::RouteInfo;
 use crate::{
-    key::PARTITION_KEY_LEN,
+    key::{PartitionKey, PARTITION_KEY_LEN},
     policy::{gcra_interval_micros, Algorithm},
     store::LimitState,
 };
@@ -21,9 +21,6 @@ const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining")
 const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
-
-/// A client's partition key (`pk`), a keyed hash of its key on the binding limit.
-pub(crate) type PartitionKey = [u8; PARTITION_KEY_LEN];
 
 /// `pk` as written in the field: `;pk=:` base64 `:` (12 bytes are 16 characters, unpadded).
 const PK_TEXT_LEN: usize = ";pk=:".len() + PARTITION_KEY_LEN.div_ceil(3) * 4 + 1;

@@ -76,7 +76,7 @@ pub(crate) struct RejectionFigures {
     pub(crate) binding: Option<(usize, u32, u64, u64)>,
     pub(crate) families: HeaderFamilies,
     /// The client's `pk`: a cached answer is never another client's.
-    pub(crate) partition: Option<super::headers::PartitionKey>,
+    pub(crate) partition: Option<crate::key::PartitionKey>,
     /// The limits that refused (bit `i` for limit `i`).
     pub(crate) violated: u8,
 }
