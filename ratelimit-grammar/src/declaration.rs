@@ -16,7 +16,7 @@
 
 use crate::{
     check_limit, identity::parse_identity, key::Key, limit::MAX_STACKED, messages, parse_block,
-    parse_window, Algorithm, Count, FailMode, LimitProblem, ParsedPart,
+    parse_window, Algorithm, Count, FailMode, LimitProblem, ParsedPart, RouteHeaders,
 };
 
 /// One declaration as written: each key's value, when it was written.
@@ -40,6 +40,8 @@ pub struct Declaration {
     pub block: Option<u64>,
     /// `shadow`
     pub shadow: Option<bool>,
+    /// `headers`
+    pub headers: Option<RouteHeaders>,
     /// `exempt`: the reason.
     pub exempt: Option<String>,
 }
@@ -252,6 +254,9 @@ fn set(declaration: &mut Declaration, key: Key, value: Value) -> Result<(), Vec<
                 other => return Err(one(messages::shadow_not_bool(&other.written()))),
             });
         }
+        Key::Headers => {
+            declaration.headers = Some(RouteHeaders::parse(&string(key, value)?).map_err(one)?);
+        }
         Key::Exempt => {
             let reason = string(key, value)?;
             if reason.trim().is_empty() {
@@ -377,6 +382,8 @@ fn check_stack(stack: &[Declaration]) -> Vec<String> {
     differ(stack, Key::Fail, written, &mut errors);
     let written = |d: &Declaration| d.shadow.map(|s| s.to_string());
     differ(stack, Key::Shadow, written, &mut errors);
+    let written = |d: &Declaration| d.headers.map(|h| format!("\"{h}\""));
+    differ(stack, Key::Headers, written, &mut errors);
     let identities: Vec<&Vec<ParsedPart>> =
         stack.iter().filter_map(|d| d.identity.as_ref()).collect();
     if identities.iter().any(|i| *i != identities[0]) && stack.iter().any(|d| d.identity.is_none())
@@ -428,6 +435,9 @@ mod tests {
         let stacked =
             parse_stack(r#"limit = 5, window = "1s"; limit = 100, window = "1m""#).unwrap();
         assert_eq!(stacked.len(), 2);
+        let hidden = parse_stack(r#"limit = 5, window = "5m", headers = "none""#).unwrap();
+        assert_eq!(hidden[0].headers, Some(RouteHeaders::Hidden));
+        assert_eq!(stack[0].headers, None);
     }
 
     #[test]
@@ -471,6 +481,15 @@ mod tests {
                 .contains("repeats the window")
         );
         assert!(errors(r#"limit: 1, window = "1m""#)[0].starts_with("write `limit = ..`"));
+        assert!(errors(r#"limit = 1, window = "1m", headers = "nnone""#)[0]
+            .ends_with("did you mean `none`?"));
+        assert!(errors(r#"limit = 1, window = "1m", headrs = "none""#)[0]
+            .ends_with("did you mean `headers`?"));
+        assert!(errors(r#"limit = 1, window = "1m", headers = false"#)[0].contains("`headers`"));
+        assert!(errors(
+            r#"limit = 1, window = "1s", headers = "none"; limit = 9, window = "1m", headers = "all""#
+        )[0]
+        .contains("`headers`"));
         assert!(errors(r#"limit = 1, window = "1m", crate = "x""#)[0].contains("`crate`"));
         assert!(errors(r#"limit = 1, window = "1m"#)[0].contains("not closed"));
         assert!(!errors("").is_empty());

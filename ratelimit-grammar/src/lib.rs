@@ -1,8 +1,8 @@
 //! The `#[rate_limit]` policy grammar, stated once: the attribute's keys, windows, limits and
-//! their bounds, algorithms, what a limit counts, identity parts, fail modes and the safe
-//! methods. The attribute (ratelimit-macros) parses with it and adds spans and suggestions;
-//! the runtime's constructors check with it; a reader of policies at run time gets the same
-//! rules and the same messages.
+//! their bounds, algorithms, what a limit counts, identity parts, fail modes, whether answers
+//! carry the rate-limit headers, and the safe methods. The attribute (ratelimit-macros) parses
+//! with it and adds spans and suggestions; the runtime's constructors check with it; a reader
+//! of policies at run time gets the same rules and the same messages.
 //!
 //! Users depend on `ratelimit-runtime`, which re-exports what they name.
 //!
@@ -24,6 +24,7 @@ mod identity;
 mod key;
 mod limit;
 pub mod messages;
+mod route_headers;
 pub mod suggest;
 
 pub use algorithm::Algorithm;
@@ -36,3 +37,4 @@ pub use limit::{
     check_limit, check_window, parse_block, parse_window, LimitProblem, WindowProblem,
     MAX_EXACT_SLIDING_PRODUCT, MAX_SLIDING_LOG_LIMIT, MAX_STACKED, MAX_WINDOW_MILLIS,
 };
+pub use route_headers::RouteHeaders;

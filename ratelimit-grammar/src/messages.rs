@@ -141,6 +141,7 @@ pub fn shared_key_differs(key: Key, written: &str, earlier: &str) -> String {
     let name = key.name();
     let why = match key {
         Key::Fail => "a route either admits or refuses requests while Redis is unreachable",
+        Key::Headers => "a route's answers either tell its limits or hide them all",
         _ => "a route's limits are enforced or only logged together",
     };
     format!("`{name} = {written}` differs from `{name} = {earlier}` on an earlier `#[rate_limit]`; stacked limits share one `{name}` ({why}), so write `{name}` once")

@@ -8,7 +8,9 @@ use quote::ToTokens;
 use syn::{parse::Parser, punctuated::Punctuated, Expr, ExprLit, Lit, LitStr, Meta, Token, UnOp};
 
 use ratelimit_grammar::{messages, suggest, Key as KeyName};
-pub(crate) use ratelimit_grammar::{Algorithm, Count, FailMode, ParsedPart as IdentityPart};
+pub(crate) use ratelimit_grammar::{
+    Algorithm, Count, FailMode, ParsedPart as IdentityPart, RouteHeaders,
+};
 
 use crate::ctxt::Ctxt;
 
@@ -69,6 +71,8 @@ pub(crate) struct Args {
     /// How long a client stays refused once this limit refuses it.
     pub(crate) block: Slot<Window>,
     pub(crate) shadow: Slot<bool>,
+    /// Whether the route's answers carry the rate-limit headers.
+    pub(crate) headers: Slot<RouteHeaders>,
     pub(crate) exempt: Slot<String>,
     /// The path the expansion reaches the runtime by (`crate = "my_facade::ratelimit"`), for
     /// a crate that renames the dependency or reaches it through another crate.
@@ -89,6 +93,7 @@ impl Args {
             count: Slot::Absent,
             block: Slot::Absent,
             shadow: Slot::Absent,
+            headers: Slot::Absent,
             exempt: Slot::Absent,
             runtime: Slot::Absent,
         };
@@ -185,6 +190,7 @@ impl Args {
             }
             KeyName::Fail => self.fail = parse_text(&value, key, FailMode::parse, cx),
             KeyName::Shadow => self.shadow = parse_shadow(&value, cx),
+            KeyName::Headers => self.headers = parse_text(&value, key, RouteHeaders::parse, cx),
             KeyName::Exempt => self.exempt = parse_exempt(&value, cx),
             KeyName::Crate => self.runtime = parse_crate(&value, cx),
         }
@@ -200,6 +206,7 @@ impl Args {
             KeyName::Count => self.count = Slot::Invalid,
             KeyName::Block => self.block = Slot::Invalid,
             KeyName::Shadow => self.shadow = Slot::Invalid,
+            KeyName::Headers => self.headers = Slot::Invalid,
             KeyName::Crate => self.runtime = Slot::Invalid,
             KeyName::Exempt => self.exempt = Slot::Invalid,
         }
@@ -364,7 +371,7 @@ fn parse_identity(value: &Expr, cx: &mut Ctxt) -> Slot<Vec<IdentityPart>> {
     }
 }
 
-/// A string value the grammar parses (`algorithm`, `fail`, `count`), its message on the
+/// A string value the grammar parses (`algorithm`, `fail`, `count`, `headers`), its message on the
 /// literal.
 fn parse_text<T>(
     value: &Expr,

@@ -6,7 +6,7 @@ use quote::{format_ident, quote};
 use syn::{spanned::Spanned, Item, ItemFn, Token};
 
 use crate::{
-    args::{Args, Count, IdentityPart, Site},
+    args::{Args, Count, IdentityPart, RouteHeaders, Site},
     ctxt::Ctxt,
     route::{self, Found},
     valid::{self, PolicyModel},
@@ -227,6 +227,7 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
             identity,
             fail,
             shadow,
+            headers,
         } => {
             let identity_tokens = |identity: &Option<Vec<IdentityPart>>| match identity {
                 None => quote!(#p::Identity::UserIdElseIp),
@@ -262,9 +263,12 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
             let identity = identity_tokens(identity);
             let fail = variant(fail.as_str());
             let fail = quote!(#p::FailMode::#fail);
-            quote! {
-                #p::Policy::Limited(#p::RoutePolicy::new(&[#(#limits),*], #identity, #fail, #shadow))
+            let mut policy =
+                quote!(#p::RoutePolicy::new(&[#(#limits),*], #identity, #fail, #shadow));
+            if *headers == RouteHeaders::Hidden {
+                policy = quote!(#policy.with_headers(#p::RouteHeaders::Hidden));
             }
+            quote!(#p::Policy::Limited(#policy))
         }
     }
 }

@@ -4,7 +4,7 @@
 use ratelimit_grammar::{check_limit, messages, Key, LimitProblem, MAX_STACKED};
 
 use crate::{
-    args::{Algorithm, Args, Count, FailMode, IdentityPart, Slot},
+    args::{Algorithm, Args, Count, FailMode, IdentityPart, RouteHeaders, Slot},
     ctxt::Ctxt,
 };
 
@@ -27,6 +27,8 @@ pub(crate) enum PolicyModel {
         identity: Option<Vec<IdentityPart>>,
         fail: FailMode,
         shadow: bool,
+        /// Whether the route's answers carry the rate-limit headers.
+        headers: RouteHeaders,
     },
 }
 
@@ -185,6 +187,9 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     };
     let fail = shared(stack, |a| &a.fail, Key::Fail, cx, &mut ok).copied();
     let shadow = shared(stack, |a| &a.shadow, Key::Shadow, cx, &mut ok).copied();
+    let headers = shared(stack, |a| &a.headers, Key::Headers, cx, &mut ok)
+        .copied()
+        .unwrap_or_default();
 
     let shadow = shadow.unwrap_or(false);
     if shadow {
@@ -213,6 +218,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         identity,
         fail,
         shadow,
+        headers,
     })
 }
 

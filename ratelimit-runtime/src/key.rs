@@ -335,6 +335,19 @@ impl KeySecret {
         self.hash(part, value)
     }
 
+    /// The `pk` of a client's partition whose keys start with `base` (`RateLimit`'s partition
+    /// key): the first [`PARTITION_KEY_LEN`] bytes of HMAC-SHA256 of `base`, under a label
+    /// of its own, so it matches no hash inside a key and reveals nothing of the identity.
+    pub(crate) fn partition_key(&self, base: &str) -> PartitionKey {
+        let mut mac = self.mac.clone();
+        mac.update(b"pk\0");
+        mac.update(base.as_bytes());
+        let digest = mac.finalize().into_bytes();
+        let mut key = [0; PARTITION_KEY_LEN];
+        key.copy_from_slice(&digest[..PARTITION_KEY_LEN]);
+        key
+    }
+
     fn hash(&self, part: &str, value: &str) -> String {
         let mut mac = self.mac.clone();
         mac.update(part.as_bytes());
@@ -363,6 +376,13 @@ impl KeySecret {
         }
     }
 }
+
+/// How many bytes of a keyed hash `pk` carries (96 bits: no two of a route's clients share
+/// one by chance, and the header stays short).
+pub(crate) const PARTITION_KEY_LEN: usize = 12;
+
+/// A client's partition key (`pk` of `RateLimit`), a keyed hash of its key on a limit.
+pub(crate) type PartitionKey = [u8; PARTITION_KEY_LEN];
 
 fn hex16(digest: &[u8]) -> String {
     let mut out = String::with_capacity(16);

@@ -85,10 +85,12 @@ pub mod store;
 pub mod __private;
 
 pub use middleware::{
-    describe_metrics, AttemptOutcome, Budget, BudgetError, HeaderFamilies, RateLimiter, Unlimited,
+    describe_metrics, AttemptOutcome, Budget, BudgetError, HeaderFamilies, IetfDraft, RateLimiter,
+    Unlimited,
 };
 pub use policy::{
-    Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RoutePolicy, Window,
+    Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RouteHeaders, RoutePolicy,
+    Window,
 };
 /// Declares a handler's rate limit, written directly above its actix-web route attribute:
 /// the attribute reference.

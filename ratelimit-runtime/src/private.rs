@@ -15,7 +15,8 @@ pub fn short_hash(value: &str) -> String {
 pub use crate::{
     middleware::{RouteEntry, RouteGuard},
     policy::{
-        Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RoutePolicy, Window,
+        Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RouteHeaders,
+        RoutePolicy, Window,
     },
     registry::RouteDeclaration,
 };

@@ -10,6 +10,7 @@ mod support;
 mod bodies;
 mod decisions;
 mod identity;
+mod ietf_fields;
 mod outage;
 mod own_middleware;
 mod shared_paths;

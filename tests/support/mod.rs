@@ -14,6 +14,7 @@ mod example;
 mod fake_stores;
 mod log_capture;
 mod proxy;
+mod ratelimit_fields;
 mod sentinel;
 mod server;
 
@@ -24,6 +25,7 @@ pub use example::{admin_command, example, free_port};
 pub use fake_stores::{Down, Hung};
 pub use log_capture::CapturedLog;
 pub use proxy::Proxy;
+pub use ratelimit_fields::{quota_policies, service_limits, QuotaPolicy, ServiceLimit};
 pub use sentinel::{LoneSentinel, SentinelSetup, MASTER_NAME};
 pub use server::{dir_prefix, ping, RedisServer};
 

@@ -17,26 +17,41 @@ use super::{
     headers::{self, HeaderFamilies},
     route_info::{Rejection, RejectionFigures, RouteInfo},
 };
-use crate::{identity::Unreadable, store::LimitState};
+use crate::{identity::Unreadable, key::PartitionKey, store::LimitState};
 
 const PROBLEM_JSON: &str = "application/problem+json";
 
+/// The problem type of a 429 (draft-ietf-httpapi-ratelimit-headers, IANA's HTTP Problem
+/// Types registry).
+pub(crate) const QUOTA_EXCEEDED: &str =
+    "https://iana.org/assignments/http-problem-types#quota-exceeded";
+/// The problem type of a fail-closed 503: the limiter cannot decide right now.
+pub(crate) const TEMPORARY_REDUCED_CAPACITY: &str =
+    "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
+
 /// 429 Too Many Requests, retry after `retry_ms`, with the rate-limit headers of `binding`
-/// (the binding limit's index into the route's limits, and its state).
+/// (the binding limit's index into the route's limits, and its state) and `partition` (the
+/// client's `pk`); `violated` has bit `i` set for each limit `i` that refused, which the
+/// body names in `violated-policies`.
 pub(crate) fn too_many_requests(
     route: &RouteInfo,
     retry_ms: u64,
     binding: Option<(usize, &LimitState)>,
     families: HeaderFamilies,
+    partition: Option<&PartitionKey>,
+    violated: u8,
 ) -> HttpResponse {
     let seconds = headers::ceil_secs(retry_ms).max(1);
     let figures = RejectionFigures {
         retry_secs: seconds,
         binding: binding.map(|(index, state)| {
             let reset = headers::ceil_secs(state.reset_after.as_millis() as u64);
-            (index, state.remaining, reset)
+            let window = headers::ceil_secs(headers::effective_window_ms(state, families.draft));
+            (index, state.remaining, reset, window)
         }),
         families,
+        partition: partition.copied(),
+        violated,
     };
     let mut last = route.rejection.borrow_mut();
     if let Some(rejection) = last.as_ref().filter(|r| r.figures == figures) {
@@ -50,12 +65,13 @@ pub(crate) fn too_many_requests(
         return response;
     }
     let body = Bytes::from(format!(
-        r#"{{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded for {}; retry in {seconds}s","retry_after":{seconds}}}"#,
-        route.label_json
+        r#"{{"type":"{QUOTA_EXCEEDED}","title":"Too Many Requests","status":429,"detail":"rate limit exceeded for {}; retry in {seconds}s","retry_after":{seconds}{}}}"#,
+        route.label_json,
+        violated_policies(route, violated),
     ));
     let mut response = with_retry_after(StatusCode::TOO_MANY_REQUESTS, body.clone(), seconds);
     if let Some(binding) = binding {
-        headers::insert(response.headers_mut(), families, route, binding);
+        headers::insert(response.headers_mut(), families, route, binding, partition);
     }
     *last = Some(Rejection {
         figures,
@@ -69,12 +85,40 @@ pub(crate) fn too_many_requests(
     response
 }
 
+/// `,"violated-policies":[...]`: the names `RateLimit-Policy` gives the limits whose bit is
+/// set in `violated`; nothing on a route that hides its limits, or when no bit is set.
+fn violated_policies(route: &RouteInfo, violated: u8) -> String {
+    if route.policy.hides_headers() || violated == 0 {
+        return String::new();
+    }
+    // Policy names are quoted structured-field strings of printable ASCII without `"` or
+    // `\`: as they stand, JSON strings too.
+    let names: Vec<&str> = route
+        .policy_names
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i < 8 && violated & (1 << i) != 0)
+        .map(|(_, name)| name.as_str())
+        .collect();
+    format!(r#","violated-policies":[{}]"#, names.join(","))
+}
+
+/// The bits of `violated_policies` for the limits at `indices`.
+pub(crate) fn violated_bits(indices: impl IntoIterator<Item = usize>) -> u8 {
+    indices
+        .into_iter()
+        .filter(|i| *i < 8)
+        .fold(0, |bits, i| bits | (1 << i))
+}
+
 /// 503 Service Unavailable: the limiter's store did not answer and the route fails closed.
+/// Every limit of the route is undecided, so the body names them all.
 pub(crate) fn limiter_unavailable(route: &RouteInfo, retry_secs: u64) -> HttpResponse {
     let seconds = retry_secs.max(1);
     let body = format!(
-        r#"{{"type":"about:blank","title":"Rate Limiter Unavailable","status":503,"detail":"the rate limiter for {} cannot decide right now and this route fails closed","retry_after":{seconds}}}"#,
-        route.label_json
+        r#"{{"type":"{TEMPORARY_REDUCED_CAPACITY}","title":"Rate Limiter Unavailable","status":503,"detail":"the rate limiter for {} cannot decide right now and this route fails closed","retry_after":{seconds}{}}}"#,
+        route.label_json,
+        violated_policies(route, violated_bits(0..route.policy_names.len())),
     );
     with_retry_after(StatusCode::SERVICE_UNAVAILABLE, body, seconds)
 }
@@ -220,6 +264,8 @@ mod tests {
                 retry_ms,
                 Some((0, &state(reset_ms))),
                 families,
+                None,
+                1,
             ))
         };
         let first = answer(1500, 1500, both).await;
@@ -248,13 +294,19 @@ mod tests {
         let draft_only = HeaderFamilies::both().x_ratelimit(false);
         let fewer = answer(2500, 30_000, draft_only).await;
         assert_eq!(header(&fewer, "x-ratelimit-reset"), None);
+        // Refused, the effective window is the limit's own wait (1.5 s), not its reset.
         assert_eq!(
             header(&fewer, "ratelimit").as_deref(),
+            Some("\"login\";r=0;t=2")
+        );
+        let older = draft_only.ietf_draft_version(crate::IetfDraft::Draft10);
+        assert_eq!(
+            header(&answer(2500, 30_000, older).await, "ratelimit").as_deref(),
             Some("\"login\";r=0;t=30")
         );
         // And the old figures give the old answer again.
         assert_eq!(answer(1500, 1500, both).await, first);
-        let none = parts(too_many_requests(&route, 1500, None, both)).await;
+        let none = parts(too_many_requests(&route, 1500, None, both, None, 1)).await;
         assert_eq!(header(&none, "x-ratelimit-remaining"), None);
         assert_eq!(header(&none, "retry-after").as_deref(), Some("2"));
     }
@@ -264,13 +316,19 @@ mod tests {
         const LIMITS: &[Limit] = &[Limit::new(1, Window::from_secs(1), Algorithm::Gcra)];
         let policy = RoutePolicy::new(LIMITS, Identity::UserIdElseIp, FailMode::Open, false);
         let route = RouteInfo::new("x", "GET", "/a\"b\\c/{id}".to_owned(), policy);
-        for (response, status, retry) in [
+        for (response, status, retry, problem) in [
             (
-                too_many_requests(&route, 1500, None, HeaderFamilies::default()),
+                too_many_requests(&route, 1500, None, HeaderFamilies::default(), None, 1),
                 429,
                 2,
+                QUOTA_EXCEEDED,
             ),
-            (limiter_unavailable(&route, 1), 503, 1),
+            (
+                limiter_unavailable(&route, 1),
+                503,
+                1,
+                TEMPORARY_REDUCED_CAPACITY,
+            ),
         ] {
             assert_eq!(response.status().as_u16(), status);
             assert_eq!(
@@ -283,6 +341,8 @@ mod tests {
             let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
             assert_eq!(body["status"], status);
             assert_eq!(body["retry_after"], retry);
+            assert_eq!(body["type"], problem);
+            assert_eq!(body["violated-policies"], serde_json::json!(["x"]));
             assert!(body["detail"]
                 .as_str()
                 .unwrap()

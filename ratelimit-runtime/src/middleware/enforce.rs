@@ -30,7 +30,7 @@ use crate::{
     identity::{reads_body, ClientIdentity, Submitted, Unreadable, UsernameReader},
     key::RouteKey,
     overrides::Tier,
-    policy::{Count, FailMode, Identity, IdentityPart, RoutePolicy},
+    policy::{Count, FailMode, Identity, IdentityPart, Limit, RoutePolicy},
     store::{CheckRequest, Decision, LimitState, StoreError, StoreErrorKind},
 };
 
@@ -48,6 +48,25 @@ fn shielded_state(policy: &RoutePolicy, blocked: Blocked, now: u64) -> Option<Li
 }
 
 impl Limiter {
+    /// The client's `pk` on `limit`'s key ([`HeaderFamilies::partition_key`]): none unless
+    /// the limiter sends one and has a key secret to hash it under, nor on a route that
+    /// hides its limits.
+    ///
+    /// [`HeaderFamilies::partition_key`]: crate::HeaderFamilies::partition_key
+    fn partition_key(
+        &self,
+        route: &RouteInfo,
+        key: &RouteKey,
+        limit: &Limit,
+    ) -> Option<crate::key::PartitionKey> {
+        if !(self.headers.partition_key && self.headers.ietf_draft) || route.policy.hides_headers()
+        {
+            return None;
+        }
+        let secret = self.secret.as_ref()?;
+        Some(secret.partition_key(key.base_of(limit)))
+    }
+
     /// Milliseconds on the clock that times the flood shield: the injected clock in tests,
     /// else a monotonic one (since the process first asked). The shield is this process's
     /// own and only ever compares its own readings, so a step of the system clock (an NTP
@@ -181,9 +200,17 @@ impl Limiter {
             } else {
                 decision.and_then(Decision::binding)
             };
+            let partition =
+                binding.and_then(|(_, state)| self.partition_key(route, &budget.key, &state.limit));
             match (answer, binding) {
                 (Ok(mut response), Some(binding)) => {
-                    headers::insert(response.headers_mut(), self.headers, route, binding);
+                    headers::insert(
+                        response.headers_mut(),
+                        self.headers,
+                        route,
+                        binding,
+                        partition.as_ref(),
+                    );
                     Ok(response.map_into_left_body())
                 }
                 (Ok(response), None) => Ok(response.map_into_left_body()),
@@ -192,7 +219,13 @@ impl Limiter {
                 // further out that downcasts it (a wrapper type would hide it).
                 (Err(mut error), Some(binding)) => {
                     let mut limit_headers = HeaderMap::new();
-                    headers::insert(&mut limit_headers, self.headers, route, binding);
+                    headers::insert(
+                        &mut limit_headers,
+                        self.headers,
+                        route,
+                        binding,
+                        partition.as_ref(),
+                    );
                     error.add_response_mapper(move |mut response| {
                         for (name, value) in &limit_headers {
                             response.headers_mut().insert(name.clone(), value.clone());
@@ -526,12 +559,20 @@ impl Limiter {
                     // Counted, so it tells what is left, as every limited answer does.
                     if let Decided::Proceed {
                         decision: Some(decision),
+                        key,
                         ..
                     } = &other
                     {
                         if let Some(binding) = decision.binding().filter(|_| !route.policy.shadow())
                         {
-                            headers::insert(response.headers_mut(), self.headers, route, binding);
+                            let partition = self.partition_key(route, key, &binding.1.limit);
+                            headers::insert(
+                                response.headers_mut(),
+                                self.headers,
+                                route,
+                                binding,
+                                partition.as_ref(),
+                            );
                         }
                     }
                     Decided::Refuse(response)
@@ -566,7 +607,9 @@ impl Limiter {
             if let Some(blocked) = self.shield.peek(key.as_str(), now) {
                 let client = Client { identity: &client };
                 let span = self.decision_span(route, counting);
-                return Some(self.shielded_answer(route, &span, &client, blocked, now, counting));
+                return Some(
+                    self.shielded_answer(route, &span, &client, &key, blocked, now, counting),
+                );
             }
         }
         None
@@ -607,11 +650,16 @@ impl Limiter {
     }
 
     /// The 429 of a request the flood shield answers: `blocked` is the rejection remembered.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "each is read here once; a struct built for one call would only rename them"
+    )]
     fn shielded_answer(
         &self,
         route: &RouteInfo,
         span: &tracing::Span,
         client: &Client<'_>,
+        key: &RouteKey,
         blocked: Blocked,
         now: u64,
         counting: Counting,
@@ -627,11 +675,14 @@ impl Limiter {
         telemetry::decision(&route.metrics, span, client, outcome, retry_ms, applied);
         let state = shielded_state(&policy, blocked, now);
         let binding = state.as_ref().map(|state| (blocked.limit_index, state));
+        let partition = binding.and_then(|(_, state)| self.partition_key(route, key, &state.limit));
         Decided::Refuse(answer::too_many_requests(
             route,
             retry_ms,
             binding,
             self.headers,
+            partition.as_ref(),
+            answer::violated_bits([blocked.limit_index]),
         ))
     }
 
@@ -679,7 +730,8 @@ impl Limiter {
                         Shielded::No => None,
                     });
                 if let Some(blocked) = blocked {
-                    return self.shielded_answer(route, &span, &client, blocked, now, counting);
+                    return self
+                        .shielded_answer(route, &span, &client, &key, blocked, now, counting);
                 }
             }
 
@@ -812,11 +864,22 @@ impl Limiter {
                         now,
                     );
                 }
+                let binding = decision.binding();
+                let partition =
+                    binding.and_then(|(_, state)| self.partition_key(route, &key, &state.limit));
+                let violated = decision
+                    .limits
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, state)| !state.allowed)
+                    .map(|(index, _)| index);
                 return Decided::Refuse(answer::too_many_requests(
                     route,
                     retry_ms,
-                    decision.binding(),
+                    binding,
                     self.headers,
+                    partition.as_ref(),
+                    answer::violated_bits(violated),
                 ));
             }
             if asking && decision.allowed && !decided_locally {

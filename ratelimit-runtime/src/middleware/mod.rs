@@ -23,7 +23,7 @@ pub(crate) mod telemetry;
 
 pub use budget::{AttemptOutcome, Budget, Unlimited};
 pub use budget_admin::BudgetError;
-pub use headers::HeaderFamilies;
+pub use headers::{HeaderFamilies, IetfDraft};
 pub use rate_limiter::RateLimiter;
 pub use route_entry::RouteEntry;
 pub use route_guard::RouteGuard;

@@ -259,7 +259,9 @@ impl RateLimiter {
         self.with(|s| s.timeout = Some(timeout))
     }
 
-    /// Which header families limited responses carry.
+    /// Which header families limited responses carry, which draft's reading `RateLimit`
+    /// follows, and whether it carries a partition key ([`HeaderFamilies`];
+    /// `guide::headers`). A route declared with `headers = "none"` sends none of them.
     pub fn headers(self, headers: HeaderFamilies) -> Self {
         self.with(|s| s.headers = headers)
     }
@@ -525,6 +527,12 @@ impl RateLimiter {
                     target: "ratelimit",
                     "no key secret: usernames, user ids, API keys and header values are keyed by plain SHA-256, which a dictionary run over the store's keys reverses; give the limiter `RateLimiter::key_secret` (the same on every instance)"
                 );
+                if self.headers.partition_key && self.headers.ietf_draft {
+                    tracing::warn!(
+                        target: "ratelimit",
+                        "`HeaderFamilies::partition_key(true)` without a key secret: `pk` is a keyed hash of the client's key and is left out of `RateLimit`; give the limiter `RateLimiter::key_secret` (the same on every instance)"
+                    );
+                }
             }
             if !self.instances_set {
                 self.warn_local_without_instances();

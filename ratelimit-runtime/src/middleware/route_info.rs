@@ -70,9 +70,13 @@ pub(crate) type Overridden = (Option<String>, u64, std::rc::Rc<RouteInfo>);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RejectionFigures {
     pub(crate) retry_secs: u64,
-    /// The binding limit's index, remaining count and reset in seconds.
-    pub(crate) binding: Option<(usize, u32, u64)>,
+    /// The binding limit's index, remaining count, reset and effective window in seconds.
+    pub(crate) binding: Option<(usize, u32, u64, u64)>,
     pub(crate) families: HeaderFamilies,
+    /// The client's `pk`: a cached answer is never another client's.
+    pub(crate) partition: Option<crate::key::PartitionKey>,
+    /// The limits that refused (bit `i` for limit `i`).
+    pub(crate) violated: u8,
 }
 
 /// The last 429 a route answered, answered again while its figures hold: a flood repeats

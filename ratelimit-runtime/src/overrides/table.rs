@@ -13,7 +13,7 @@ use ratelimit_grammar::{Declaration, FailMode, ParsedPart};
 
 use super::rules::{ListEntry, ListKind, RouteSelector, RuleSet};
 use crate::{
-    policy::{Identity, IdentityPart, Limit, Policy, RoutePolicy, Window},
+    policy::{Identity, IdentityPart, Limit, Policy, RouteHeaders, RoutePolicy, Window},
     registry::RouteDeclaration,
 };
 
@@ -348,9 +348,9 @@ pub(crate) fn check_routes(set: &RuleSet, catalog: &Catalog) -> Vec<String> {
 static INTERNED: LazyLock<Mutex<HashMap<(String, String), Policy>>> = LazyLock::new(Mutex::default);
 
 /// The policy `stack` declares on the route `route`, declared as `declaration`: a key the
-/// override does not write keeps the attribute's default, except `identity` and `fail`,
-/// which keep the declared route's (an override changes a budget, not who is counted or
-/// what an outage does, unless it says so).
+/// override does not write keeps the attribute's default, except `identity`, `fail` and
+/// `headers`, which keep the declared route's (an override changes a budget, not who is
+/// counted, what an outage does or what clients are told, unless it says so).
 pub(crate) fn to_policy(
     stack: &[Declaration],
     declared: Option<RoutePolicy>,
@@ -459,7 +459,14 @@ fn build_policy(stack: &[Declaration], declared: Option<RoutePolicy>, route: &st
     } else {
         fail
     };
-    Policy::Limited(RoutePolicy::new(leak(limits), identity, fail, shadow))
+    // An override that does not say keeps the declaration's: new limits on a route that hides
+    // its thresholds must not start telling them.
+    let headers = stack
+        .iter()
+        .find_map(|d| d.headers)
+        .or_else(|| declared.map(|p| p.headers()))
+        .unwrap_or_default();
+    Policy::Limited(RoutePolicy::new(leak(limits), identity, fail, shadow).with_headers(headers))
 }
 
 /// A policy in the attribute's syntax (stacked declarations joined by `; `), as the admin
@@ -509,6 +516,9 @@ pub fn declaration_text(policy: &Policy) -> String {
                 if limited.shadow() {
                     keys.push("shadow = true".to_owned());
                 }
+                if limited.headers() != RouteHeaders::All {
+                    keys.push(format!("headers = \"{}\"", limited.headers()));
+                }
             }
             keys.join(", ")
         })
@@ -519,6 +529,43 @@ pub fn declaration_text(policy: &Policy) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_override_sets_headers_or_keeps_the_declared_routes() {
+        let limited = |policy: Policy| *policy.limited().expect("limited");
+        let hidden = limited(
+            policy_from_text(
+                "POST /login",
+                r#"limit = 5, window = "5m", headers = "none""#,
+                None,
+            )
+            .unwrap(),
+        );
+        assert_eq!(hidden.headers(), RouteHeaders::Hidden);
+        let text = declaration_text(&Policy::Limited(hidden));
+        assert!(text.ends_with(r#"headers = "none""#), "{text}");
+        // New limits on a hidden route stay hidden, unless the override says otherwise.
+        let declared = Policy::Limited(hidden);
+        let kept = policy_from_text(
+            "POST /login",
+            r#"limit = 3, window = "5m""#,
+            Some(&declared),
+        );
+        assert_eq!(limited(kept.unwrap()).headers(), RouteHeaders::Hidden);
+        let shown = policy_from_text(
+            "POST /login",
+            r#"limit = 3, window = "5m", headers = "all""#,
+            Some(&declared),
+        );
+        assert_eq!(limited(shown.unwrap()).headers(), RouteHeaders::All);
+        assert!(policy_from_text(
+            "POST /login",
+            r#"limit = 3, window = "5m", headers = "off""#,
+            None
+        )
+        .unwrap_err()[0]
+            .starts_with("unknown headers `off`"));
+    }
 
     #[test]
     fn lists_match_ranges_keys_and_ids_and_mapped_addresses_as_ipv4() {

@@ -15,5 +15,5 @@ pub use limit::{
     Limit, Window, MAX_EXACT_SLIDING_PRODUCT, MAX_SLIDING_LOG_LIMIT, MAX_WINDOW_MILLIS,
 };
 pub(crate) use ratelimit_grammar::is_header_name;
-pub use ratelimit_grammar::{Algorithm, Count, FailMode, MAX_STACKED};
+pub use ratelimit_grammar::{Algorithm, Count, FailMode, RouteHeaders, MAX_STACKED};
 pub use route_policy::{Policy, RoutePolicy};

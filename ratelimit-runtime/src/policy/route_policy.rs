@@ -1,6 +1,6 @@
 use std::fmt;
 
-use super::{FailMode, Identity, Limit, MAX_STACKED};
+use super::{FailMode, Identity, Limit, RouteHeaders, MAX_STACKED};
 
 /// What a route declared: limits, or an exemption with its reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +55,7 @@ pub struct RoutePolicy {
     identity: Identity,
     fail: FailMode,
     shadow: bool,
+    headers: RouteHeaders,
 }
 
 impl RoutePolicy {
@@ -104,7 +105,26 @@ impl RoutePolicy {
             identity,
             fail,
             shadow,
+            headers: RouteHeaders::All,
         }
+    }
+
+    /// This policy with its answers carrying the rate-limit headers or not
+    /// (`headers = "none"` in the attribute: [`RouteHeaders::Hidden`]).
+    #[must_use]
+    pub const fn with_headers(mut self, headers: RouteHeaders) -> Self {
+        self.headers = headers;
+        self
+    }
+
+    /// Whether the route's answers carry the rate-limit headers.
+    pub const fn headers(&self) -> RouteHeaders {
+        self.headers
+    }
+
+    /// Whether the route hides its limits from clients (`headers = "none"`).
+    pub(crate) const fn hides_headers(&self) -> bool {
+        matches!(self.headers, RouteHeaders::Hidden)
     }
 
     /// The stacked limits, in declaration order.
@@ -167,6 +187,9 @@ impl fmt::Display for RoutePolicy {
         write!(f, " by {}, fail {}", self.identity, self.fail)?;
         if self.shadow {
             f.write_str(", shadow")?;
+        }
+        if self.hides_headers() {
+            f.write_str(", headers none")?;
         }
         Ok(())
     }

@@ -1,11 +1,12 @@
-//! Every key, every algorithm, every identity part and both fail modes.
+//! Every key, every algorithm, every identity part, both fail modes and both header settings.
 
 // The expansion must not warn in a crate that denies warnings.
 #![deny(warnings)]
 
 use actix_web::{get, post, App, HttpResponse, Responder};
 use ratelimit_runtime::{
-    rate_limit, registry, Algorithm, FailMode, Identity, IdentityPart, Policy, RoutePolicy,
+    rate_limit, registry, Algorithm, FailMode, Identity, IdentityPart, Policy, RouteHeaders,
+    RoutePolicy,
 };
 
 #[rate_limit(
@@ -26,7 +27,8 @@ async fn login() -> impl Responder {
     window = "500ms",
     algorithm = "fixed_window",
     fail = "closed",
-    shadow = false
+    shadow = false,
+    headers = "none"
 )]
 #[get("/fixed")]
 async fn fixed() -> impl Responder {
@@ -87,6 +89,8 @@ fn main() {
     assert_eq!(fixed_policy.limits()[0].window().as_millis(), 500);
     assert_eq!(fixed_policy.fail(), FailMode::Closed);
     assert!(!fixed_policy.shadow());
+    assert_eq!(fixed_policy.headers(), RouteHeaders::Hidden);
+    assert_eq!(login_policy.headers(), RouteHeaders::All);
 
     let sliding_policy = limited("sliding");
     assert_eq!(sliding_policy.limits()[0].max(), 3_000_000);
