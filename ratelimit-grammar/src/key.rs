@@ -21,6 +21,9 @@ pub enum Key {
     Block,
     /// `shadow = true`: log and count, never refuse.
     Shadow,
+    /// `enforce = true`: refuse while the App is in shadow (`false`: only log while it
+    /// enforces).
+    Enforce,
     /// `exempt = "<reason>"`: no limit, and why.
     Exempt,
     /// `crate = "path"`: how the expansion reaches the runtime.
@@ -29,7 +32,7 @@ pub enum Key {
 
 impl Key {
     /// Every key, in the order messages list them.
-    pub const ALL: [Key; 10] = [
+    pub const ALL: [Key; 11] = [
         Key::Limit,
         Key::Window,
         Key::Identity,
@@ -38,12 +41,13 @@ impl Key {
         Key::Count,
         Key::Block,
         Key::Shadow,
+        Key::Enforce,
         Key::Exempt,
         Key::Crate,
     ];
 
     /// Every key's name, in the order messages list them.
-    pub const NAMES: [&'static str; 10] = [
+    pub const NAMES: [&'static str; 11] = [
         "limit",
         "window",
         "identity",
@@ -52,6 +56,7 @@ impl Key {
         "count",
         "block",
         "shadow",
+        "enforce",
         "exempt",
         "crate",
     ];
@@ -67,6 +72,7 @@ impl Key {
             Key::Count => "count",
             Key::Block => "block",
             Key::Shadow => "shadow",
+            Key::Enforce => "enforce",
             Key::Exempt => "exempt",
             Key::Crate => "crate",
         }
@@ -102,6 +108,7 @@ impl Key {
             Key::Count => "`count = \"failures\"`",
             Key::Block => "`block = \"15m\"`",
             Key::Shadow => "`shadow = true`",
+            Key::Enforce => "`enforce = true`",
             Key::Crate => "`crate = \"my_facade::ratelimit\"`",
             Key::Exempt => "`exempt = \"load balancer health check\"`",
         }
@@ -120,6 +127,8 @@ mod tests {
         assert_eq!(Key::NAMES.map(Key::from_name).map(Option::unwrap), Key::ALL);
         assert_eq!(Key::closest("limt"), Some(Key::Limit));
         assert_eq!(Key::closest("exemt"), Some(Key::Exempt));
+        assert_eq!(Key::closest("enforced"), Some(Key::Enforce));
+        assert_eq!(Key::closest("enfroce"), Some(Key::Enforce));
         assert_eq!(Key::closest("zzzzzz"), None);
         assert!(Key::unknown_message("limt").ends_with("did you mean `limit`?"));
     }

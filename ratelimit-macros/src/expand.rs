@@ -227,6 +227,7 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
             identity,
             fail,
             shadow,
+            enforce,
         } => {
             let identity_tokens = |identity: &Option<Vec<IdentityPart>>| match identity {
                 None => quote!(#p::Identity::UserIdElseIp),
@@ -262,9 +263,12 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
             let identity = identity_tokens(identity);
             let fail = variant(fail.as_str());
             let fail = quote!(#p::FailMode::#fail);
-            quote! {
-                #p::Policy::Limited(#p::RoutePolicy::new(&[#(#limits),*], #identity, #fail, #shadow))
+            let mut policy =
+                quote!(#p::RoutePolicy::new(&[#(#limits),*], #identity, #fail, #shadow));
+            if let Some(enforce) = enforce {
+                policy = quote!(#policy.enforcing(#enforce));
             }
+            quote!(#p::Policy::Limited(#policy))
         }
     }
 }

@@ -27,6 +27,8 @@ pub(crate) enum PolicyModel {
         identity: Option<Vec<IdentityPart>>,
         fail: FailMode,
         shadow: bool,
+        /// `None`: the route follows the App's shadow switch.
+        enforce: Option<bool>,
     },
 }
 
@@ -185,11 +187,18 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     };
     let fail = shared(stack, |a| &a.fail, Key::Fail, cx, &mut ok).copied();
     let shadow = shared(stack, |a| &a.shadow, Key::Shadow, cx, &mut ok).copied();
+    let enforce = shared(stack, |a| &a.enforce, Key::Enforce, cx, &mut ok).copied();
 
     let shadow = shadow.unwrap_or(false);
     if shadow {
         for (_, span) in stack.iter().filter_map(|a| a.block.valid()) {
             cx.error(span, messages::block_with_shadow());
+            ok = false;
+        }
+    }
+    if shadow {
+        for (_, span) in stack.iter().filter_map(|a| a.enforce.valid()) {
+            cx.error(span, messages::enforce_with_shadow());
             ok = false;
         }
     }
@@ -213,6 +222,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         identity,
         fail,
         shadow,
+        enforce,
     })
 }
 
