@@ -232,7 +232,7 @@ mod tests {
         assert!(shadow.shadowed(false));
         assert_eq!(
             plain.enforcing(true).to_string(),
-            "5 per 1m (gcra) by user_id|ip, fail closed, enforce = true"
+            "5 per 1m (gcra) by user_id, else ip, fail closed, enforce = true"
         );
     }
 
