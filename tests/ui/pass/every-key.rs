@@ -26,7 +26,8 @@ async fn login() -> impl Responder {
     window = "500ms",
     algorithm = "fixed_window",
     fail = "closed",
-    shadow = false
+    shadow = false,
+    enforce = true
 )]
 #[get("/fixed")]
 async fn fixed() -> impl Responder {
@@ -39,7 +40,7 @@ async fn sliding() -> impl Responder {
     HttpResponse::Ok()
 }
 
-#[rate_limit(limit = 20, window = "1s", algorithm = "gcra")]
+#[rate_limit(limit = 20, window = "1s", algorithm = "gcra", enforce = false)]
 #[get("/gcra")]
 async fn gcra() -> impl Responder {
     HttpResponse::Ok()
@@ -87,6 +88,8 @@ fn main() {
     assert_eq!(fixed_policy.limits()[0].window().as_millis(), 500);
     assert_eq!(fixed_policy.fail(), FailMode::Closed);
     assert!(!fixed_policy.shadow());
+    assert_eq!(fixed_policy.enforce(), Some(true));
+    assert_eq!(login_policy.enforce(), None);
 
     let sliding_policy = limited("sliding");
     assert_eq!(sliding_policy.limits()[0].max(), 3_000_000);
@@ -101,6 +104,7 @@ fn main() {
     assert_eq!(sliding_policy.identity(), Identity::UserIdElseIp);
 
     assert_eq!(limited("gcra").limits()[0].algorithm(), Algorithm::Gcra);
+    assert_eq!(limited("gcra").enforce(), Some(false));
 
     assert_eq!(
         *policy("health"),
