@@ -56,12 +56,12 @@ async fn auth(
 fn limiter() -> RateLimiter {
     RateLimiter::new(MemoryStore::new())
         .declare("GET /legacy", r#"limit = 30, window = "1m""#) // no attribute there
-        .shadow(true) // log would-be 429s; remove to enforce every route
+        .shadow(true) // logs would-be 429s; remove to enforce
 }
 
 fn app(limiter: RateLimiter) -> App<impl AppFactory> {
     App::new()
-        .wrap(limiter) // innermost (the last `wrap` runs first): after auth and CORS
+        .wrap(limiter) // innermost (the last `wrap` runs first)
         .wrap(from_fn(auth))
         .wrap(Cors::default().allowed_origin("https://app.example"))
         .service(login)
