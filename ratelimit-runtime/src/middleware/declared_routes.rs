@@ -13,7 +13,7 @@ use actix_web::{
     introspection::{IntrospectionNode, IntrospectionTree, ResourceType},
 };
 
-use super::rollout::{self, Rollout};
+use super::rollout_state::Rollout;
 use crate::registry::{self, RouteDeclaration};
 
 /// A declaration found on a mounted route.
@@ -204,7 +204,7 @@ impl DeclaredRoutes {
         in_code: &[&'static RouteDeclaration],
     ) -> (Self, Vec<String>) {
         let mut routes = DeclaredRoutes::from_tree(tree);
-        let (mounted, problems) = rollout::mount(tree, in_code);
+        let (mounted, problems) = mount_in_code(tree, in_code);
         for (pattern, declaration) in mounted {
             let declarations = routes.by_path.entry(pattern).or_insert_with_key(|path| {
                 routes
@@ -419,6 +419,72 @@ pub(crate) fn marker_of(guard_name: &str) -> Option<&str> {
         .next()
         .is_some_and(|last| last.starts_with("__ratelimit_marker_"))
         .then_some(inner)
+}
+
+/// The declarations in code mounted in the App `tree` describes, by full pattern, and a
+/// problem for each that names no route of it or a route an attribute declares already.
+fn mount_in_code(
+    tree: &IntrospectionTree,
+    declared: &[&'static RouteDeclaration],
+) -> (Vec<(String, &'static RouteDeclaration)>, Vec<String>) {
+    let mut resources = Vec::new();
+    collect_resources(&tree.root, &mut resources);
+    let attributes = mounted_declarations(tree);
+    let mut mounted = Vec::new();
+    let mut problems = Vec::new();
+    for declaration in declared {
+        let method = declaration.methods[0];
+        let pattern = declaration.path;
+        let setting = declaration.location;
+        let at: Vec<&&IntrospectionNode> = resources
+            .iter()
+            .filter(|node| node.full_path == pattern)
+            .collect();
+        if at.is_empty() {
+            let patterns: Vec<&str> = resources.iter().map(|n| n.full_path.as_str()).collect();
+            let hint = ratelimit_grammar::suggest::did_you_mean(pattern, &patterns);
+            problems.push(format!(
+                "`{setting}`: the App serves no route `{pattern}`; name it as `METHOD /full/pattern`, with its scope's prefix{hint}"
+            ));
+            continue;
+        }
+        let methods: Vec<&str> = at
+            .iter()
+            .flat_map(|node| node.methods.iter().map(|m| m.as_str()))
+            .collect();
+        if !methods.contains(&method) {
+            let served = if methods.is_empty() {
+                "any method (no method guard): route it with `web::get()`, `web::post()`, … so it has one".to_owned()
+            } else {
+                format!("`{}`", methods.join("`, `"))
+            };
+            problems.push(format!(
+                "`{setting}`: `{pattern}` is not served with `{method}`; it answers {served}"
+            ));
+            continue;
+        }
+        let by_attribute = attributes
+            .iter()
+            .find(|m| m.full_path == pattern && m.declaration.methods.contains(&method));
+        if let Some(by_attribute) = by_attribute {
+            problems.push(format!(
+                "`{setting}`: `{method} {pattern}` carries `#[rate_limit]` on `{}` already; remove one of the two",
+                by_attribute.declaration.handler()
+            ));
+            continue;
+        }
+        mounted.push((pattern.to_owned(), *declaration));
+    }
+    (mounted, problems)
+}
+
+fn collect_resources<'a>(node: &'a IntrospectionNode, found: &mut Vec<&'a IntrospectionNode>) {
+    if matches!(node.kind, ResourceType::Resource) {
+        found.push(node);
+    }
+    for child in &node.children {
+        collect_resources(child, found);
+    }
 }
 
 #[cfg(test)]

@@ -71,7 +71,7 @@ pub struct RateLimiter {
     /// Where overrides are read from, when anywhere.
     pub(super) overrides: Option<crate::overrides::Overrides>,
     /// The shadow switch, declarations in code and their problems (`rollout.rs`).
-    pub(super) rollout: super::rollout::Rollout,
+    pub(super) rollout: super::rollout_state::Rollout,
 }
 
 /// The default success of a limit that counts failures only: a 2xx. A redirect is not one:
@@ -127,7 +127,7 @@ impl RateLimiter {
             fallback: Arc::default(),
             success: two_hundreds,
             overrides: None,
-            rollout: super::rollout::Rollout::default(),
+            rollout: super::rollout_state::Rollout::default(),
         }
     }
 

@@ -1,100 +1,10 @@
 //! Rolling a limiter out route by route: limits declared in code for builder routes
 //! ([`RateLimiter::declare`]), the App's shadow switch ([`RateLimiter::shadow`]) and the
-//! default policy's own `enforce` ([`RateLimiter::default_enforce`]), and the warning for
-//! forwarding headers no trusted proxy reads.
+//! default policy's own `enforce` ([`RateLimiter::default_enforce`]). What they set is
+//! kept in `rollout_state.rs`.
 
-use std::sync::{
-    atomic::{AtomicU64, Ordering},
-    Arc, Mutex,
-};
-
-use actix_web::{
-    dev::ServiceRequest,
-    http::header::{FORWARDED, X_FORWARDED_FOR},
-    introspection::{IntrospectionNode, IntrospectionTree, ResourceType},
-};
-
-use super::{declared_routes::mounted_declarations, limiter::Limiter, rate_limiter::RateLimiter};
+use super::rate_limiter::RateLimiter;
 use crate::registry::RouteDeclaration;
-
-/// How often, at most, the forwarding-header warning is logged.
-pub(crate) const FORWARDED_WARNING_EVERY_MILLIS: u64 = 60_000;
-
-/// What a limiter is told about its rollout: the shadow switch, code declarations, and the
-/// problems its settings have, which refuse startup.
-#[derive(Clone, Default)]
-pub(crate) struct Rollout {
-    /// The App's shadow switch: every limit counts and logs but never refuses, except on
-    /// routes that say `enforce = true`.
-    pub(crate) shadow: bool,
-    /// The default policy's `enforce`, as a route's.
-    pub(crate) default_enforce: Option<bool>,
-    /// The routes declared in code, each once.
-    pub(crate) declared: Vec<&'static RouteDeclaration>,
-    /// Bad settings, each naming the setting: the coverage check fails on them and the
-    /// middleware refuses to start.
-    problems: Vec<String>,
-    /// Problems found once the App's routes are known (a declaration in code naming no
-    /// route), by the coverage check or the first request; shared by every clone.
-    found: Arc<Mutex<Vec<String>>>,
-    /// When the forwarding-header warning was last logged (milliseconds on the limiter's
-    /// local clock, plus one; 0: never); shared by every clone.
-    forwarded_warned: Arc<AtomicU64>,
-}
-
-impl Rollout {
-    /// Every problem known so far: the settings' own, then those found against the App.
-    pub(crate) fn problems(&self) -> Vec<String> {
-        let found = self.found.lock().unwrap_or_else(|e| e.into_inner());
-        self.problems.iter().chain(found.iter()).cloned().collect()
-    }
-
-    /// Records problems found against the App's routes (once each).
-    pub(crate) fn found(&self, problems: &[String]) {
-        let mut found = self.found.lock().unwrap_or_else(|e| e.into_inner());
-        for problem in problems {
-            if !found.contains(problem) {
-                found.push(problem.clone());
-            }
-        }
-    }
-
-    /// Logs, at most once a minute per limiter, that `req` carries a forwarding header while
-    /// the limiter trusts no proxy: behind a load balancer every client then shares its
-    /// address. Cheap on every request: a header lookup, and one atomic load when one is
-    /// there.
-    pub(crate) fn warn_forwarded(&self, req: &ServiceRequest, limiter: &Limiter) {
-        if limiter.sources.trusted_proxies.trusted_hops() != 0 {
-            return;
-        }
-        let headers = req.headers();
-        let header = if headers.contains_key(X_FORWARDED_FOR) {
-            "X-Forwarded-For"
-        } else if headers.contains_key(FORWARDED) {
-            "Forwarded"
-        } else {
-            return;
-        };
-        let now = limiter.local_now();
-        let last = self.forwarded_warned.load(Ordering::Relaxed);
-        if last != 0 && now.saturating_sub(last - 1) < FORWARDED_WARNING_EVERY_MILLIS {
-            return;
-        }
-        // One worker logs; the others see the new time.
-        if self
-            .forwarded_warned
-            .compare_exchange(last, now + 1, Ordering::Relaxed, Ordering::Relaxed)
-            .is_err()
-        {
-            return;
-        }
-        tracing::warn!(
-            target: "ratelimit",
-            header,
-            "requests carry `{header}` while the limiter trusts no proxy: limits count by the peer address, so behind a load balancer or reverse proxy every client shares one budget (the proxy's); if you run such proxies, give the limiter `RateLimiter::trusted_proxies(TrustedProxies::hops(n))` (n: how many you run), else ignore this (logged at most once a minute)"
-        );
-    }
-}
 
 impl RateLimiter {
     /// Declares the limit of a route the attribute cannot reach (a builder route:
@@ -230,72 +140,6 @@ fn code_name(method: &str, pattern: &str) -> String {
         }
     }
     name
-}
-
-/// The declarations in code mounted in the App `tree` describes, by full pattern, and a
-/// problem for each that names no route of it or a route an attribute declares already.
-pub(crate) fn mount(
-    tree: &IntrospectionTree,
-    declared: &[&'static RouteDeclaration],
-) -> (Vec<(String, &'static RouteDeclaration)>, Vec<String>) {
-    let mut resources = Vec::new();
-    collect_resources(&tree.root, &mut resources);
-    let attributes = mounted_declarations(tree);
-    let mut mounted = Vec::new();
-    let mut problems = Vec::new();
-    for declaration in declared {
-        let method = declaration.methods[0];
-        let pattern = declaration.path;
-        let setting = declaration.location;
-        let at: Vec<&&IntrospectionNode> = resources
-            .iter()
-            .filter(|node| node.full_path == pattern)
-            .collect();
-        if at.is_empty() {
-            let patterns: Vec<&str> = resources.iter().map(|n| n.full_path.as_str()).collect();
-            let hint = ratelimit_grammar::suggest::did_you_mean(pattern, &patterns);
-            problems.push(format!(
-                "`{setting}`: the App serves no route `{pattern}`; name it as `METHOD /full/pattern`, with its scope's prefix{hint}"
-            ));
-            continue;
-        }
-        let methods: Vec<&str> = at
-            .iter()
-            .flat_map(|node| node.methods.iter().map(|m| m.as_str()))
-            .collect();
-        if !methods.contains(&method) {
-            let served = if methods.is_empty() {
-                "any method (no method guard): route it with `web::get()`, `web::post()`, … so it has one".to_owned()
-            } else {
-                format!("`{}`", methods.join("`, `"))
-            };
-            problems.push(format!(
-                "`{setting}`: `{pattern}` is not served with `{method}`; it answers {served}"
-            ));
-            continue;
-        }
-        let by_attribute = attributes
-            .iter()
-            .find(|m| m.full_path == pattern && m.declaration.methods.iter().any(|m| *m == method));
-        if let Some(by_attribute) = by_attribute {
-            problems.push(format!(
-                "`{setting}`: `{method} {pattern}` carries `#[rate_limit]` on `{}` already; remove one of the two",
-                by_attribute.declaration.handler()
-            ));
-            continue;
-        }
-        mounted.push((pattern.to_owned(), *declaration));
-    }
-    (mounted, problems)
-}
-
-fn collect_resources<'a>(node: &'a IntrospectionNode, found: &mut Vec<&'a IntrospectionNode>) {
-    if matches!(node.kind, ResourceType::Resource) {
-        found.push(node);
-    }
-    for child in &node.children {
-        collect_resources(child, found);
-    }
 }
 
 #[cfg(test)]

@@ -209,7 +209,11 @@ where
     actix_web::dev::forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        self.config.rollout.warn_forwarded(&req, &self.limiter);
+        self.config.rollout.warn_forwarded(
+            &req,
+            self.limiter.sources.trusted_proxies.trusted_hops(),
+            || self.limiter.local_now(),
+        );
         let outer = req.extensions().get::<LimiterHandle>().cloned();
         let handle = LimiterHandle::new(&self.limiter, outer);
         req.extensions_mut().insert(handle.clone());
