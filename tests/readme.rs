@@ -15,7 +15,7 @@ const EXAMPLE: &str = include_str!("../examples/five_minutes/main.rs");
 #[test]
 fn the_readme_walkthrough_is_the_five_minutes_example() {
     let readme = include_str!("../README.md");
-    let opening = "   ```rust\n   use actix_web::{get, post";
+    let opening = "   ```rust\n   use actix_cors::Cors;";
     let start = readme
         .find(opening)
         .expect("the walkthrough's main.rs block")
@@ -91,4 +91,43 @@ fn the_five_minutes_example_starts_says_its_store_and_limits() {
     assert_eq!(statuses[..10], [200; 10], "{statuses:?}");
     assert_eq!(statuses[10], 429, "{statuses:?}");
     assert_eq!(health, 200);
+}
+
+/// The walkthrough's program, built here too, with a test beside its `app` and `limiter`.
+#[allow(dead_code)]
+mod five_minutes {
+    include!("../examples/five_minutes/main.rs");
+
+    #[actix_web::test]
+    async fn the_walkthrough_puts_the_limiter_inside_the_apps_auth_and_cors() {
+        use actix_web::test::{call_service, init_service, TestRequest};
+        // The walkthrough's App and limiter, out of shadow.
+        let app = init_service(app(limiter().shadow(false))).await;
+        let legacy = |user: &str| {
+            TestRequest::get()
+                .uri("/legacy")
+                .insert_header(("authorization", format!("Bearer {user}")))
+                .insert_header(("origin", "https://app.example"))
+                .peer_addr("203.0.113.7:4000".parse().unwrap())
+                .to_request()
+        };
+        for _ in 0..30 {
+            assert_eq!(call_service(&app, legacy("alice")).await.status(), 200);
+        }
+        let refused = call_service(&app, legacy("alice")).await;
+        assert_eq!(refused.status(), 429);
+        // CORS runs outside the limiter: its 429 carries the CORS header a browser needs to
+        // show it to the page.
+        assert_eq!(
+            refused
+                .headers()
+                .get("access-control-allow-origin")
+                .unwrap(),
+            "https://app.example"
+        );
+        // The limiter counts by the `UserId` the auth layer set, so it runs after it: another
+        // user behind the same address has a budget of their own (by address, they would share
+        // alice's).
+        assert_eq!(call_service(&app, legacy("bob")).await.status(), 200);
+    }
 }

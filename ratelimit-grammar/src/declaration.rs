@@ -42,6 +42,8 @@ pub struct Declaration {
     pub shadow: Option<bool>,
     /// `headers`
     pub headers: Option<RouteHeaders>,
+    /// `enforce`
+    pub enforce: Option<bool>,
     /// `exempt`: the reason.
     pub exempt: Option<String>,
 }
@@ -215,6 +217,17 @@ fn string(key: Key, value: Value) -> Result<String, Vec<String>> {
     }
 }
 
+/// A bool value (`true`, `false`), or the message for another.
+fn boolean(key: Key, value: Value) -> Result<bool, Vec<String>> {
+    match value {
+        Value::Word(word) if word == "true" || word == "false" => Ok(word == "true"),
+        Value::Str(text) if text == "true" || text == "false" => {
+            Err(vec![messages::bool_string(key, &text)])
+        }
+        other => Err(vec![messages::not_bool(key, &other.written())]),
+    }
+}
+
 fn set(declaration: &mut Declaration, key: Key, value: Value) -> Result<(), Vec<String>> {
     let one = |message: String| vec![message];
     match key {
@@ -245,18 +258,11 @@ fn set(declaration: &mut Declaration, key: Key, value: Value) -> Result<(), Vec<
         }
         Key::Fail => declaration.fail = Some(FailMode::parse(&string(key, value)?).map_err(one)?),
         Key::Count => declaration.count = Some(Count::parse(&string(key, value)?).map_err(one)?),
-        Key::Shadow => {
-            declaration.shadow = Some(match value {
-                Value::Word(word) if word == "true" || word == "false" => word == "true",
-                Value::Str(text) if text == "true" || text == "false" => {
-                    return Err(one(messages::shadow_string(&text)))
-                }
-                other => return Err(one(messages::shadow_not_bool(&other.written()))),
-            });
-        }
         Key::Headers => {
             declaration.headers = Some(RouteHeaders::parse(&string(key, value)?).map_err(one)?);
         }
+        Key::Shadow => declaration.shadow = Some(boolean(key, value)?),
+        Key::Enforce => declaration.enforce = Some(boolean(key, value)?),
         Key::Exempt => {
             let reason = string(key, value)?;
             if reason.trim().is_empty() {
@@ -315,6 +321,9 @@ fn check_one(declaration: &Declaration, written: &[Key], misspelled: &[Key]) -> 
         }
         if let Some(fail @ (FailMode::Closed | FailMode::Local)) = declaration.fail {
             errors.push(messages::fail_with_shadow(fail));
+        }
+        if declaration.enforce.is_some() {
+            errors.push(messages::enforce_with_shadow().to_owned());
         }
     }
     errors
@@ -384,6 +393,8 @@ fn check_stack(stack: &[Declaration]) -> Vec<String> {
     differ(stack, Key::Shadow, written, &mut errors);
     let written = |d: &Declaration| d.headers.map(|h| format!("\"{h}\""));
     differ(stack, Key::Headers, written, &mut errors);
+    let written = |d: &Declaration| d.enforce.map(|e| e.to_string());
+    differ(stack, Key::Enforce, written, &mut errors);
     let identities: Vec<&Vec<ParsedPart>> =
         stack.iter().filter_map(|d| d.identity.as_ref()).collect();
     if identities.iter().any(|i| *i != identities[0]) && stack.iter().any(|d| d.identity.is_none())
@@ -430,6 +441,8 @@ mod tests {
         assert_eq!(d.fail, Some(FailMode::Local));
         assert_eq!(d.count, Some(Count::Failures));
         assert_eq!(d.block, Some(900_000));
+        let enforced = parse_stack(r#"limit = 1, window = "1m", enforce = false"#).unwrap();
+        assert_eq!(enforced[0].enforce, Some(false));
         let exempt = parse_stack(r#"exempt = "incident 42; monitoring""#).unwrap();
         assert_eq!(exempt[0].exempt.as_deref(), Some("incident 42; monitoring"));
         let stacked =
@@ -492,6 +505,20 @@ mod tests {
         .contains("`headers`"));
         assert!(errors(r#"limit = 1, window = "1m", crate = "x""#)[0].contains("`crate`"));
         assert!(errors(r#"limit = 1, window = "1m"#)[0].contains("not closed"));
+        assert_eq!(
+            errors(r#"limit = 1, window = "1m", enforce = "true""#),
+            [messages::bool_string(Key::Enforce, "true")]
+        );
+        assert_eq!(
+            errors(r#"limit = 1, window = "1m", shadow = true, enforce = false"#),
+            [messages::enforce_with_shadow()]
+        );
+        assert!(errors(
+            r#"limit = 1, window = "1m", enforce = true; limit = 5, window = "1h", enforce = false"#
+        )[0]
+        .contains("differs from `enforce = true`"));
+        assert!(errors(r#"limit = 1, window = "1m", enfroce = true"#)[0]
+            .ends_with("did you mean `enforce`?"));
         assert!(!errors("").is_empty());
     }
 }

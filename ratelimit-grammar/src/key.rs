@@ -23,6 +23,9 @@ pub enum Key {
     Shadow,
     /// `headers = "none"`: whether responses tell clients the limits.
     Headers,
+    /// `enforce = true`: refuse while the App is in shadow (`false`: only log while it
+    /// enforces).
+    Enforce,
     /// `exempt = "<reason>"`: no limit, and why.
     Exempt,
     /// `crate = "path"`: how the expansion reaches the runtime.
@@ -31,7 +34,7 @@ pub enum Key {
 
 impl Key {
     /// Every key, in the order messages list them.
-    pub const ALL: [Key; 11] = [
+    pub const ALL: [Key; 12] = [
         Key::Limit,
         Key::Window,
         Key::Identity,
@@ -41,12 +44,13 @@ impl Key {
         Key::Block,
         Key::Shadow,
         Key::Headers,
+        Key::Enforce,
         Key::Exempt,
         Key::Crate,
     ];
 
     /// Every key's name, in the order messages list them.
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 12] = [
         "limit",
         "window",
         "identity",
@@ -56,6 +60,7 @@ impl Key {
         "block",
         "shadow",
         "headers",
+        "enforce",
         "exempt",
         "crate",
     ];
@@ -72,6 +77,7 @@ impl Key {
             Key::Block => "block",
             Key::Shadow => "shadow",
             Key::Headers => "headers",
+            Key::Enforce => "enforce",
             Key::Exempt => "exempt",
             Key::Crate => "crate",
         }
@@ -108,6 +114,7 @@ impl Key {
             Key::Block => "`block = \"15m\"`",
             Key::Shadow => "`shadow = true`",
             Key::Headers => "`headers = \"none\"`",
+            Key::Enforce => "`enforce = true`",
             Key::Crate => "`crate = \"my_facade::ratelimit\"`",
             Key::Exempt => "`exempt = \"load balancer health check\"`",
         }
@@ -127,6 +134,8 @@ mod tests {
         assert_eq!(Key::closest("limt"), Some(Key::Limit));
         assert_eq!(Key::closest("exemt"), Some(Key::Exempt));
         assert_eq!(Key::closest("header"), Some(Key::Headers));
+        assert_eq!(Key::closest("enforced"), Some(Key::Enforce));
+        assert_eq!(Key::closest("enfroce"), Some(Key::Enforce));
         assert_eq!(Key::closest("zzzzzz"), None);
         assert!(Key::unknown_message("limt").ends_with("did you mean `limit`?"));
     }

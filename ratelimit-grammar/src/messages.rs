@@ -63,12 +63,29 @@ pub fn duration_without_unit(key: Key, digits: &str) -> String {
 
 /// `shadow = "true"`.
 pub fn shadow_string(text: &str) -> String {
-    format!("`shadow` takes a bool, not a string; write `shadow = {text}`")
+    bool_string(Key::Shadow, text)
 }
 
 /// `shadow = 1`.
 pub fn shadow_not_bool(found: &str) -> String {
-    format!("`shadow` takes `true` or `false`, found `{found}`")
+    not_bool(Key::Shadow, found)
+}
+
+/// A bool key (`shadow`, `enforce`) written as a string: `enforce = "true"`.
+pub fn bool_string(key: Key, text: &str) -> String {
+    let name = key.name();
+    format!("`{name}` takes a bool, not a string; write `{name} = {text}`")
+}
+
+/// A bool key (`shadow`, `enforce`) written with another value: `enforce = 1`.
+pub fn not_bool(key: Key, found: &str) -> String {
+    let name = key.name();
+    format!("`{name}` takes `true` or `false`, found `{found}`")
+}
+
+/// `enforce` with `shadow = true`.
+pub fn enforce_with_shadow() -> &'static str {
+    "`enforce` cannot go with `shadow = true`: a shadow limit never refuses whatever the App's shadow switch says, and `enforce` says whether the route follows that switch; keep `shadow = true` for a limit that only ever logs, or `enforce = ..` for one that follows or overrides the switch"
 }
 
 /// `exempt = ""`.

@@ -73,6 +73,9 @@ pub(crate) struct Args {
     pub(crate) shadow: Slot<bool>,
     /// Whether the route's answers carry the rate-limit headers.
     pub(crate) headers: Slot<RouteHeaders>,
+    /// Whether the route refuses whatever the App's shadow switch says (`true`), or only
+    /// logs (`false`); absent, it follows the switch.
+    pub(crate) enforce: Slot<bool>,
     pub(crate) exempt: Slot<String>,
     /// The path the expansion reaches the runtime by (`crate = "my_facade::ratelimit"`), for
     /// a crate that renames the dependency or reaches it through another crate.
@@ -94,6 +97,7 @@ impl Args {
             block: Slot::Absent,
             shadow: Slot::Absent,
             headers: Slot::Absent,
+            enforce: Slot::Absent,
             exempt: Slot::Absent,
             runtime: Slot::Absent,
         };
@@ -189,8 +193,9 @@ impl Args {
                 self.algorithm = parse_text(&value, key, Algorithm::parse, cx);
             }
             KeyName::Fail => self.fail = parse_text(&value, key, FailMode::parse, cx),
-            KeyName::Shadow => self.shadow = parse_shadow(&value, cx),
             KeyName::Headers => self.headers = parse_text(&value, key, RouteHeaders::parse, cx),
+            KeyName::Shadow => self.shadow = parse_bool(&value, key, cx),
+            KeyName::Enforce => self.enforce = parse_bool(&value, key, cx),
             KeyName::Exempt => self.exempt = parse_exempt(&value, cx),
             KeyName::Crate => self.runtime = parse_crate(&value, cx),
         }
@@ -207,6 +212,7 @@ impl Args {
             KeyName::Block => self.block = Slot::Invalid,
             KeyName::Shadow => self.shadow = Slot::Invalid,
             KeyName::Headers => self.headers = Slot::Invalid,
+            KeyName::Enforce => self.enforce = Slot::Invalid,
             KeyName::Crate => self.runtime = Slot::Invalid,
             KeyName::Exempt => self.exempt = Slot::Invalid,
         }
@@ -391,7 +397,7 @@ fn parse_text<T>(
     }
 }
 
-fn parse_shadow(value: &Expr, cx: &mut Ctxt) -> Slot<bool> {
+fn parse_bool(value: &Expr, key: KeyName, cx: &mut Ctxt) -> Slot<bool> {
     match value {
         Expr::Lit(ExprLit {
             lit: Lit::Bool(b), ..
@@ -399,13 +405,13 @@ fn parse_shadow(value: &Expr, cx: &mut Ctxt) -> Slot<bool> {
         Expr::Lit(ExprLit {
             lit: Lit::Str(lit), ..
         }) if matches!(lit.value().as_str(), "true" | "false") => {
-            cx.error(lit.span(), messages::shadow_string(&lit.value()));
+            cx.error(lit.span(), messages::bool_string(key, &lit.value()));
             Slot::Invalid
         }
         other => {
             cx.error_spanned(
                 other,
-                messages::shadow_not_bool(&other.to_token_stream().to_string()),
+                messages::not_bool(key, &other.to_token_stream().to_string()),
             );
             Slot::Invalid
         }

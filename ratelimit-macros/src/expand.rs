@@ -228,6 +228,7 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
             fail,
             shadow,
             headers,
+            enforce,
         } => {
             let identity_tokens = |identity: &Option<Vec<IdentityPart>>| match identity {
                 None => quote!(#p::Identity::UserIdElseIp),
@@ -267,6 +268,9 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
                 quote!(#p::RoutePolicy::new(&[#(#limits),*], #identity, #fail, #shadow));
             if *headers == RouteHeaders::Hidden {
                 policy = quote!(#policy.with_headers(#p::RouteHeaders::Hidden));
+            }
+            if let Some(enforce) = enforce {
+                policy = quote!(#policy.enforcing(#enforce));
             }
             quote!(#p::Policy::Limited(#policy))
         }

@@ -29,6 +29,8 @@ pub(crate) enum PolicyModel {
         shadow: bool,
         /// Whether the route's answers carry the rate-limit headers.
         headers: RouteHeaders,
+        /// `None`: the route follows the App's shadow switch.
+        enforce: Option<bool>,
     },
 }
 
@@ -190,11 +192,18 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     let headers = shared(stack, |a| &a.headers, Key::Headers, cx, &mut ok)
         .copied()
         .unwrap_or_default();
+    let enforce = shared(stack, |a| &a.enforce, Key::Enforce, cx, &mut ok).copied();
 
     let shadow = shadow.unwrap_or(false);
     if shadow {
         for (_, span) in stack.iter().filter_map(|a| a.block.valid()) {
             cx.error(span, messages::block_with_shadow());
+            ok = false;
+        }
+    }
+    if shadow {
+        for (_, span) in stack.iter().filter_map(|a| a.enforce.valid()) {
+            cx.error(span, messages::enforce_with_shadow());
             ok = false;
         }
     }
@@ -219,6 +228,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         fail,
         shadow,
         headers,
+        enforce,
     })
 }
 

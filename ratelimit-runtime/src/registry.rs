@@ -20,8 +20,11 @@ pub struct RouteDeclaration {
     /// The name of the marker guard the attribute adds to the route, as actix's route
     /// introspection reports it; the coverage check matches routes to declarations by it.
     pub(crate) marker: &'static str,
-    /// Where the declaration is written (`file:line`).
+    /// Where the declaration is written (`file:line`, or the `RateLimiter::declare` call).
     pub(crate) location: &'static str,
+    /// Declared in code ([`RateLimiter::declare`](crate::RateLimiter::declare)) rather than
+    /// by the attribute: the App-level middleware enforces it, as no guard is there.
+    pub(crate) in_code: bool,
 }
 
 impl RouteDeclaration {
@@ -46,7 +49,36 @@ impl RouteDeclaration {
             policy,
             marker,
             location,
+            in_code: false,
         }
+    }
+
+    /// A declaration in code of `methods` on the full pattern `path`.
+    pub(crate) const fn in_code(
+        function: &'static str,
+        methods: &'static [&'static str],
+        path: &'static str,
+        policy: Policy,
+        location: &'static str,
+    ) -> Self {
+        RouteDeclaration {
+            module: "RateLimiter::declare",
+            function,
+            methods,
+            path,
+            policy,
+            marker: "",
+            location,
+            in_code: true,
+        }
+    }
+
+    /// Whether the declaration was made in code
+    /// ([`RateLimiter::declare`](crate::RateLimiter::declare)) rather than by the attribute;
+    /// its [`path`](Self::path) is then the full pattern, and its
+    /// [`location`](Self::location) the call.
+    pub const fn declared_in_code(&self) -> bool {
+        self.in_code
     }
 
     /// `module_path!()` of the handler.
@@ -85,8 +117,11 @@ impl RouteDeclaration {
         self.location
     }
 
-    /// `module::function`.
+    /// `module::function`; `RateLimiter::declare` for a declaration in code.
     pub fn handler(&self) -> String {
+        if self.in_code {
+            return self.module.to_owned();
+        }
         format!("{}::{}", self.module, self.function)
     }
 

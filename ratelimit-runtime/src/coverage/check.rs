@@ -12,20 +12,28 @@ use super::{probe, AppFactory, CoverageError, RouteTable};
 /// # Errors
 ///
 /// When a route has neither a declaration nor an exemption, or the App has no route at
-/// all (an empty registry is never "all fine"): the error lists every uncovered route.
+/// all (an empty registry is never "all fine"), or a limiter inside the App has a bad
+/// setting ([`RateLimiter::declare`](crate::RateLimiter::declare) with a text the attribute
+/// would not compile, or naming no route of the App): the error lists every uncovered route
+/// and every such setting.
 pub async fn check<T: AppFactory>(app: App<T>) -> Result<RouteTable, CoverageError> {
     let table = route_table(app).await;
-    if table.uncovered().next().is_some() || table.routes.is_empty() {
+    if table.uncovered().next().is_some()
+        || table.routes.is_empty()
+        || !table.limiter_problems.is_empty()
+    {
         Err(CoverageError { table })
     } else {
         Ok(table)
     }
 }
 
-/// Every route of `app` with its declaration (or none), covered or not.
+/// Every route of `app` with its declaration (or none), covered or not: by the attribute,
+/// or in code by a [`RateLimiter`](crate::RateLimiter) wrapping `app`
+/// ([`RateLimiter::declare`](crate::RateLimiter::declare)).
 pub async fn route_table<T: AppFactory>(app: App<T>) -> RouteTable {
-    let tree = probe::introspection_tree(app).await;
-    RouteTable::from_tree(tree.as_ref())
+    let (tree, checked) = probe::introspection_tree(app).await;
+    RouteTable::from_tree_checked(tree.as_ref(), checked)
 }
 
 /// The one-line test assertion: panics with the list of uncovered routes.

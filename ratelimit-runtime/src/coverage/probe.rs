@@ -21,7 +21,11 @@ use crate::middleware::declared_routes;
 
 type Slot = Rc<RefCell<Option<IntrospectionTree>>>;
 
-pub(super) async fn introspection_tree<T: AppFactory>(app: App<T>) -> Option<IntrospectionTree> {
+/// The App's introspection tree, and what the limiters inside it declare in code and got
+/// wrong.
+pub(super) async fn introspection_tree<T: AppFactory>(
+    app: App<T>,
+) -> (Option<IntrospectionTree>, declared_routes::Checked) {
     let slot: Slot = Rc::default();
     // The limiters built inside the App learn its routes, for `RateLimiter::reset` and its
     // kin before the App serves.
@@ -29,8 +33,8 @@ pub(super) async fn introspection_tree<T: AppFactory>(app: App<T>) -> Option<Int
     let service = test::init_service(app.wrap(Probe(Rc::clone(&slot)))).await;
     let _ = test::call_service(&service, test::TestRequest::default().to_request()).await;
     let tree = slot.borrow_mut().take();
-    declared_routes::checking_ends(tree.as_ref());
-    tree
+    let checked = declared_routes::checking_ends(tree.as_ref());
+    (tree, checked)
 }
 
 struct Probe(Slot);

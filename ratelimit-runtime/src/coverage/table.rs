@@ -65,7 +65,13 @@ impl RouteRow {
     pub fn source(&self) -> Option<Source> {
         match &self.overridden {
             Some(overridden) => Some(overridden.source),
-            None => self.declaration().map(|_| Source::Declared),
+            None => self.declaration().map(|d| {
+                if d.declared_in_code() {
+                    Source::Code
+                } else {
+                    Source::Declared
+                }
+            }),
         }
     }
 
@@ -75,6 +81,14 @@ impl RouteRow {
             RouteStatus::Declared(d) => Some(d),
             RouteStatus::Uncovered => None,
         }
+    }
+
+    /// How to declare this route in code.
+    fn in_code_hint(&self) -> String {
+        format!(
+            "declare it on the limiter, `RateLimiter::declare(\"{} {}\", r#\"limit = .., window = \"..\"\"#)`, and check the App with that limiter inside",
+            self.method, self.pattern
+        )
     }
 
     /// What to add to cover this route.
@@ -96,11 +110,13 @@ impl RouteRow {
         let attribute = self.method.to_ascii_lowercase();
         match &self.resource {
             Some(name) => format!(
-                "add `#[rate_limit(limit = .., window = \"..\")]` (or `#[rate_limit(exempt = \"<reason>\")]`) directly above the `#[{attribute}]` of `{name}`; a builder route (`web::resource`, `App::route`, `web::route`) must become an attribute handler to carry one"
+                "add `#[rate_limit(limit = .., window = \"..\")]` (or `#[rate_limit(exempt = \"<reason>\")]`) directly above the `#[{attribute}]` of `{name}`; for a builder route (`web::resource`, `App::route`, `web::route`), {}",
+                self.in_code_hint()
             ),
             None => format!(
-                "serve it from an attribute handler with `#[rate_limit(..)]` directly above `#[{attribute}(\"{}\")]`, or with `#[rate_limit(exempt = \"<reason>\")]`",
-                self.pattern
+                "serve it from an attribute handler with `#[rate_limit(..)]` directly above `#[{attribute}(\"{}\")]`, or with `#[rate_limit(exempt = \"<reason>\")]`; or {}",
+                self.pattern,
+                self.in_code_hint()
             ),
         }
     }
@@ -121,6 +137,11 @@ pub struct RouteTable {
     /// same path, also serves: actix-web sends every request to the first, so their limits
     /// never apply (see [`RouteTable::warnings`]).
     pub shadowed: Vec<String>,
+    /// Bad settings of the limiters inside the App, each naming its setting (a
+    /// [`RateLimiter::declare`](crate::RateLimiter::declare) whose text the attribute would
+    /// not compile, or naming no route of the App): the check fails on them, and the
+    /// limiter refuses to start.
+    pub limiter_problems: Vec<String>,
 }
 
 impl RouteTable {
@@ -150,6 +171,28 @@ impl RouteTable {
             .collect();
         unmounted.sort_by_key(|d| (d.module, d.function));
         table.unmounted = unmounted;
+        table
+    }
+
+    /// The table with the declarations in code and the problems the coverage check found in
+    /// the limiters inside the App.
+    pub(crate) fn from_tree_checked(
+        tree: Option<&IntrospectionTree>,
+        checked: crate::middleware::declared_routes::Checked,
+    ) -> Self {
+        let mut table = RouteTable::from_tree(tree);
+        for row in &mut table.routes {
+            if row.status != RouteStatus::Uncovered {
+                continue;
+            }
+            let declared = checked.in_code.iter().find(|(pattern, d)| {
+                *pattern == row.pattern && d.methods.iter().any(|m| *m == row.method)
+            });
+            if let Some((_, declaration)) = declared {
+                row.status = RouteStatus::Declared(declaration);
+            }
+        }
+        table.limiter_problems = checked.problems;
         table
     }
 
@@ -521,6 +564,22 @@ pub struct CoverageError {
 
 impl fmt::Display for CoverageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let problems = &self.table.limiter_problems;
+        if !problems.is_empty() {
+            let noun = if problems.len() == 1 {
+                "setting is"
+            } else {
+                "settings are"
+            };
+            writeln!(f, "{} rate-limiter {noun} wrong:", problems.len())?;
+            for problem in problems {
+                writeln!(f, "  {problem}")?;
+            }
+            if self.table.uncovered().next().is_none() && !self.table.routes.is_empty() {
+                writeln!(f)?;
+                return write!(f, "{}", self.table.to_text());
+            }
+        }
         if self.table.routes.is_empty() {
             return f.write_str("rate-limit coverage check found no routes: the App's route introspection was empty or unavailable, so nothing can be shown to be limited");
         }

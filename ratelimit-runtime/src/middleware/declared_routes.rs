@@ -13,6 +13,7 @@ use actix_web::{
     introspection::{IntrospectionNode, IntrospectionTree, ResourceType},
 };
 
+use super::rollout_state::Rollout;
 use crate::registry::{self, RouteDeclaration};
 
 /// A declaration found on a mounted route.
@@ -24,8 +25,9 @@ pub struct MountedDeclaration {
     pub declaration: &'static RouteDeclaration,
 }
 
-/// Where the coverage check's build of an App, on this thread, collects the limiters in it.
-type Checking = Vec<Arc<OnceLock<Arc<DeclaredRoutes>>>>;
+/// Where the coverage check's build of an App, on this thread, collects the limiters in it:
+/// where each one's view of the App's routes goes, and its rollout (declarations in code).
+type Checking = Vec<(Arc<OnceLock<Arc<DeclaredRoutes>>>, Rollout)>;
 
 thread_local! {
     static CHECKING: RefCell<Option<Checking>> = const { RefCell::new(None) };
@@ -38,29 +40,56 @@ pub(crate) fn checking_begins() {
 }
 
 /// A limiter's service was built: inside the App being checked, if one is, it records
-/// `slot`, where that App's routes go.
-pub(crate) fn limiter_built(slot: &Arc<OnceLock<Arc<DeclaredRoutes>>>) {
-    CHECKING.with(|checking| {
-        if let Some(built) = checking.borrow_mut().as_mut() {
-            built.push(Arc::clone(slot));
+/// `slot`, where that App's routes go, and `rollout`, and says so (`true`).
+pub(crate) fn limiter_built(slot: &Arc<OnceLock<Arc<DeclaredRoutes>>>, rollout: &Rollout) -> bool {
+    CHECKING.with(|checking| match checking.borrow_mut().as_mut() {
+        Some(built) => {
+            built.push((Arc::clone(slot), rollout.clone()));
+            true
         }
-    });
+        None => false,
+    })
+}
+
+/// What the coverage check learned from the limiters inside the App it checked.
+#[derive(Debug, Default)]
+pub(crate) struct Checked {
+    /// Declarations in code mounted in the App, by full pattern.
+    pub(crate) in_code: Vec<(String, &'static RouteDeclaration)>,
+    /// The limiters' problems, each naming its setting: the check fails on them.
+    pub(crate) problems: Vec<String>,
 }
 
 /// The coverage check read `tree` off the App it built: each limiter built inside it learns
-/// the App's declared routes (the first App checked with it, if several are).
-pub(crate) fn checking_ends(tree: Option<&IntrospectionTree>) {
+/// the App's declared routes (the first App checked with it, if several are), and records the
+/// problems its declarations in code have against them, which refuse its startup later.
+pub(crate) fn checking_ends(tree: Option<&IntrospectionTree>) -> Checked {
     let built = CHECKING.with(|checking| checking.borrow_mut().take());
-    let (Some(built), Some(tree)) = (built, tree) else {
-        return;
+    let mut checked = Checked::default();
+    let Some(built) = built else {
+        return checked;
     };
-    if built.is_empty() {
-        return;
+    for (slot, rollout) in built {
+        let Some(tree) = tree else {
+            checked.problems.extend(rollout.problems());
+            continue;
+        };
+        let (routes, problems) = DeclaredRoutes::from_tree_with(tree, &rollout.declared);
+        rollout.found(&problems);
+        checked.problems.extend(rollout.problems());
+        for (pattern, declaration) in routes.in_code() {
+            if !checked
+                .in_code
+                .iter()
+                .any(|(_, d)| std::ptr::eq(*d, declaration))
+            {
+                checked.in_code.push((pattern.to_owned(), declaration));
+            }
+        }
+        let _ = slot.set(Arc::new(routes));
     }
-    let routes = Arc::new(DeclaredRoutes::from_tree(tree));
-    for slot in built {
-        let _ = slot.set(Arc::clone(&routes));
-    }
+    checked.problems.dedup();
+    checked
 }
 
 /// The declared routes of one App.
@@ -165,6 +194,37 @@ impl DeclaredRoutes {
             .iter()
             .filter(|(def, pattern)| pattern != first && def.is_match(path))
             .find_map(|(_, pattern)| Some((pattern.as_str(), self.declaration(method, pattern)?)))
+    }
+
+    /// The App's declared routes with `in_code`, the limiter's declarations in code, added
+    /// where the App serves them; a problem for each that names no route of it (or a route
+    /// an attribute declares).
+    pub(crate) fn from_tree_with(
+        tree: &IntrospectionTree,
+        in_code: &[&'static RouteDeclaration],
+    ) -> (Self, Vec<String>) {
+        let mut routes = DeclaredRoutes::from_tree(tree);
+        let (mounted, problems) = mount_in_code(tree, in_code);
+        for (pattern, declaration) in mounted {
+            let declarations = routes.by_path.entry(pattern).or_insert_with_key(|path| {
+                routes
+                    .patterns
+                    .push((ResourceDef::new(path.as_str()), path.clone()));
+                Vec::new()
+            });
+            declarations.push(declaration);
+        }
+        (routes, problems)
+    }
+
+    /// The declarations in code among these routes, with their full patterns.
+    pub(crate) fn in_code(&self) -> impl Iterator<Item = (&str, &'static RouteDeclaration)> {
+        self.by_path.iter().flat_map(|(path, declarations)| {
+            declarations
+                .iter()
+                .filter(|d| d.declared_in_code())
+                .map(move |d| (path.as_str(), *d))
+        })
     }
 
     /// Every declaration mounted at the full pattern `pattern`, those behind custom guards
@@ -373,6 +433,72 @@ pub(crate) fn marker_of(guard_name: &str) -> Option<&str> {
         .next()
         .is_some_and(|last| last.starts_with("__ratelimit_marker_"))
         .then_some(inner)
+}
+
+/// The declarations in code mounted in the App `tree` describes, by full pattern, and a
+/// problem for each that names no route of it or a route an attribute declares already.
+fn mount_in_code(
+    tree: &IntrospectionTree,
+    declared: &[&'static RouteDeclaration],
+) -> (Vec<(String, &'static RouteDeclaration)>, Vec<String>) {
+    let mut resources = Vec::new();
+    collect_resources(&tree.root, &mut resources);
+    let attributes = mounted_declarations(tree);
+    let mut mounted = Vec::new();
+    let mut problems = Vec::new();
+    for declaration in declared {
+        let method = declaration.methods[0];
+        let pattern = declaration.path;
+        let setting = declaration.location;
+        let at: Vec<&&IntrospectionNode> = resources
+            .iter()
+            .filter(|node| node.full_path == pattern)
+            .collect();
+        if at.is_empty() {
+            let patterns: Vec<&str> = resources.iter().map(|n| n.full_path.as_str()).collect();
+            let hint = ratelimit_grammar::suggest::did_you_mean(pattern, &patterns);
+            problems.push(format!(
+                "`{setting}`: the App serves no route `{pattern}`; name it as `METHOD /full/pattern`, with its scope's prefix{hint}"
+            ));
+            continue;
+        }
+        let methods: Vec<&str> = at
+            .iter()
+            .flat_map(|node| node.methods.iter().map(|m| m.as_str()))
+            .collect();
+        if !methods.contains(&method) {
+            let served = if methods.is_empty() {
+                "any method (no method guard): route it with `web::get()`, `web::post()`, … so it has one".to_owned()
+            } else {
+                format!("`{}`", methods.join("`, `"))
+            };
+            problems.push(format!(
+                "`{setting}`: `{pattern}` is not served with `{method}`; it answers {served}"
+            ));
+            continue;
+        }
+        let by_attribute = attributes
+            .iter()
+            .find(|m| m.full_path == pattern && m.declaration.methods.contains(&method));
+        if let Some(by_attribute) = by_attribute {
+            problems.push(format!(
+                "`{setting}`: `{method} {pattern}` carries `#[rate_limit]` on `{}` already; remove one of the two",
+                by_attribute.declaration.handler()
+            ));
+            continue;
+        }
+        mounted.push((pattern.to_owned(), *declaration));
+    }
+    (mounted, problems)
+}
+
+fn collect_resources<'a>(node: &'a IntrospectionNode, found: &mut Vec<&'a IntrospectionNode>) {
+    if matches!(node.kind, ResourceType::Resource) {
+        found.push(node);
+    }
+    for child in &node.children {
+        collect_resources(child, found);
+    }
 }
 
 #[cfg(test)]

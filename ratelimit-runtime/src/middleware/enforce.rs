@@ -67,11 +67,18 @@ impl Limiter {
         Some(secret.partition_key(key.base_of(limit)))
     }
 
+    /// Whether `policy` only counts and logs here, never refuses: a shadow limit, or the
+    /// App's shadow switch where the route does not say `enforce = true` (or a route saying
+    /// `enforce = false`).
+    pub(crate) fn shadowed(&self, policy: &crate::policy::RoutePolicy) -> bool {
+        policy.shadowed(self.shadow)
+    }
+
     /// Milliseconds on the clock that times the flood shield: the injected clock in tests,
     /// else a monotonic one (since the process first asked). The shield is this process's
     /// own and only ever compares its own readings, so a step of the system clock (an NTP
     /// correction, a VM resumed) must not hold a key refused past its retry time.
-    fn local_now(&self) -> u64 {
+    pub(crate) fn local_now(&self) -> u64 {
         static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
         match self.clock.now_millis() {
             Some(now) => now,
@@ -195,7 +202,7 @@ impl Limiter {
             // Where a declaration applies too and its own limiter counted the request inside,
             // that limiter's figures (or its 429 or 503) stand.
             let inner_answered = route.is_default_policy() && handle.guarded();
-            let binding = if route.policy.shadow() || inner_answered {
+            let binding = if self.shadowed(&route.policy) || inner_answered {
                 None
             } else {
                 decision.and_then(Decision::binding)
@@ -563,7 +570,8 @@ impl Limiter {
                         ..
                     } = &other
                     {
-                        if let Some(binding) = decision.binding().filter(|_| !route.policy.shadow())
+                        if let Some(binding) =
+                            decision.binding().filter(|_| !self.shadowed(&route.policy))
                         {
                             let partition = self.partition_key(route, key, &binding.1.limit);
                             headers::insert(
@@ -594,7 +602,7 @@ impl Limiter {
         counting: Counting,
         reader: &UsernameReader,
     ) -> Option<Decided> {
-        if route.policy.shadow() || counting != Counting::Live {
+        if self.shadowed(&route.policy) || counting != Counting::Live {
             return None;
         }
         let now = self.local_now();
@@ -630,7 +638,7 @@ impl Limiter {
         pattern: &str,
         handle: &LimiterHandle,
     ) -> bool {
-        if policy.shadow() {
+        if self.shadowed(&policy) {
             return false;
         }
         let now = self.local_now();
@@ -704,6 +712,7 @@ impl Limiter {
         async move {
             let span = self.decision_span(route, counting);
             let policy = route.policy;
+            let shadow = self.shadowed(&policy);
             let (_, identity) = &identities[0];
             let mut key = route.key(&self.prefix, self.secret.as_ref(), identity);
             for (other, client) in &identities[1..] {
@@ -718,7 +727,7 @@ impl Limiter {
             // Whether this request asks the store again for a key the shield remembers
             // rejected: a pass then forgets it.
             let mut asking = false;
-            if !policy.shadow() {
+            if !shadow {
                 let blocked = key
                     .bases()
                     .find_map(|base| match self.shield.shielded(base, now) {
@@ -759,7 +768,7 @@ impl Limiter {
                     }
                     decision
                 }
-                Err(error) if policy.fail() == FailMode::Local && !policy.shadow() => {
+                Err(error) if policy.fail() == FailMode::Local && !shadow => {
                     // Limited in this process meanwhile, at its share of the limit; the decision
                     // then goes the way a store's does (counted after the fact too).
                     let failure = StoreFailure {
@@ -787,8 +796,9 @@ impl Limiter {
                     .await
                 }
                 Err(error) => {
-                    // A shadow limit never rejects, so it cannot refuse during an outage either.
-                    let fail = if policy.shadow() {
+                    // A shadow limit never rejects, so it cannot refuse during an outage either
+                    // (nor can a route the App's shadow switch holds, whatever its `fail`).
+                    let fail = if shadow {
                         FailMode::Open
                     } else {
                         policy.fail()
@@ -840,7 +850,7 @@ impl Limiter {
                     .map_or(client, |(_, identity)| Client { identity }),
                 None => client,
             };
-            if !decision.allowed && !policy.shadow() {
+            if !decision.allowed && !shadow {
                 let outcome = match counting {
                     Counting::Served => Outcome::ServedOverLimit,
                     Counting::Live | Counting::Refused | Counting::Unreadable

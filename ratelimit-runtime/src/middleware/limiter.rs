@@ -51,6 +51,8 @@ pub(crate) struct Limiter {
     pub(crate) declared: OnceCell<DeclaredRoutes>,
     /// The overrides in force, when the limiter reads any.
     pub(crate) overrides: Option<Arc<crate::overrides::Shared>>,
+    /// The App's shadow switch ([`RateLimiter::shadow`](super::RateLimiter::shadow)).
+    pub(crate) shadow: bool,
 }
 
 /// What the request path leaves, with the request's handle, for the handler's

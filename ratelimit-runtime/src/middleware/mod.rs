@@ -15,6 +15,8 @@ mod limiter;
 mod local_fallback;
 mod overridden;
 mod rate_limiter;
+mod rollout;
+mod rollout_state;
 mod route_entry;
 mod route_guard;
 mod route_info;

@@ -70,6 +70,8 @@ pub struct RateLimiter {
     success: fn(StatusCode) -> bool,
     /// Where overrides are read from, when anywhere.
     pub(super) overrides: Option<crate::overrides::Overrides>,
+    /// The shadow switch, declarations in code and their problems (`rollout.rs`).
+    pub(super) rollout: super::rollout_state::Rollout,
 }
 
 /// The default success of a limit that counts failures only: a 2xx. A redirect is not one:
@@ -125,6 +127,7 @@ impl RateLimiter {
             fallback: Arc::default(),
             success: two_hundreds,
             overrides: None,
+            rollout: super::rollout_state::Rollout::default(),
         }
     }
 
@@ -486,7 +489,11 @@ impl RateLimiter {
         let fail = self
             .default_fail
             .unwrap_or_else(|| FailMode::default_for_methods([method]));
-        RoutePolicy::new(self.default_limits, self.default_identity, fail, false)
+        let policy = RoutePolicy::new(self.default_limits, self.default_identity, fail, false);
+        match self.rollout.default_enforce {
+            Some(enforce) => policy.enforcing(enforce),
+            None => policy,
+        }
     }
 
     /// Warns, once per process however many limiters are built (one per worker, when built
@@ -575,6 +582,7 @@ impl RateLimiter {
             success: self.success,
             declared: OnceCell::new(),
             overrides: self.overrides.as_ref().map(|o| Arc::clone(&o.shared)),
+            shadow: self.rollout.shadow,
         })
     }
 }

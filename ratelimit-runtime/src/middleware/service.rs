@@ -24,9 +24,10 @@ use futures_util::future::{ready, LocalBoxFuture, Ready};
 use pin_project_lite::pin_project;
 
 use super::{
+    attempt::Unlimited,
     declared_routes::DeclaredRoutes,
     enforce::is_refusal,
-    limiter::{Limiter, LimiterHandle},
+    limiter::{Granted, Limiter, LimiterHandle},
     rate_limiter::RateLimiter,
     route_info::{method_label, register_series, RouteInfo},
 };
@@ -48,11 +49,16 @@ where
     type Future = Ready<Result<Self::Transform, Self::InitError>>;
 
     fn new_transform(&self, service: S) -> Self::Future {
-        super::declared_routes::limiter_built(&self.checked);
+        let checking = super::declared_routes::limiter_built(&self.checked, &self.rollout);
         // The App's routes are known when the coverage check read them (at startup): their
         // series exist before the worker serves; else from its first request.
         if let Some(declared) = self.checked.get() {
             register_series(declared);
+        }
+        // Inside the coverage check, which reports a limiter's problems, it is built; else
+        // a bad setting refuses the App's start.
+        if !checking && self.refuses_to_start() {
+            return ready(Err(()));
         }
         ready(Ok(RateLimiterService {
             service: Rc::new(service),
@@ -208,6 +214,11 @@ where
     actix_web::dev::forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
+        self.config.rollout.warn_forwarded(
+            &req,
+            self.limiter.sources.trusted_proxies.trusted_hops(),
+            || self.limiter.local_now(),
+        );
         let outer = req.extensions().get::<LimiterHandle>().cloned();
         let handle = LimiterHandle::new(&self.limiter, outer);
         req.extensions_mut().insert(handle.clone());
@@ -218,7 +229,17 @@ where
             // then also gets the default policy (fail safe, never unlimited).
             let declared = req
                 .app_data::<web::Data<IntrospectionTree>>()
-                .map(|tree| DeclaredRoutes::from_tree(tree))
+                .map(|tree| {
+                    let (declared, problems) =
+                        DeclaredRoutes::from_tree_with(tree, &self.config.rollout.declared);
+                    for problem in &problems {
+                        tracing::error!(
+                            target: "ratelimit",
+                            "{problem}; the route gets the default policy meanwhile (run `coverage::require_coverage` with the limiter inside the App to refuse to start instead)"
+                        );
+                    }
+                    declared
+                })
                 .unwrap_or_default();
             unmatched_username_readers(&self.limiter.sources, &declared);
             register_series(&declared);
@@ -259,6 +280,30 @@ where
                     pattern = Some(Rc::from(past));
                 }
             }
+        }
+        if let Some(declaration) = declaration.filter(|d| d.declared_in_code()) {
+            // No guard is there to count it: this middleware enforces it, as a guard would.
+            handle.mark_counted();
+            let policy = match declaration.policy {
+                Policy::Limited(policy) => policy,
+                Policy::Exempt { .. } => {
+                    handle.set_budget(Granted::Unlimited(Unlimited::Exempt));
+                    return LimiterFuture::passing(self.service.call(req), None);
+                }
+            };
+            let route = counted_route(
+                &self.counted_routes,
+                declaration,
+                pattern.map_or_else(|| declaration.path.to_owned(), |p| p.to_string()),
+                req.method().clone(),
+                policy,
+                Some(declared),
+            );
+            let service = Rc::clone(&self.service);
+            let limiter = Rc::clone(&self.limiter);
+            return LimiterFuture::boxed(async move {
+                limiter.enforce(req, &route, &*service, &handle).await
+            });
         }
         if let Some(declaration) = declaration {
             // Found by its pattern, so there is one.

@@ -22,6 +22,8 @@ use crate::{
 pub enum Source {
     /// The `#[rate_limit]` attribute.
     Declared,
+    /// A declaration in code, [`RateLimiter::declare`](crate::RateLimiter::declare).
+    Code,
     /// The overrides file.
     File,
     /// The Redis hash.
@@ -29,10 +31,11 @@ pub enum Source {
 }
 
 impl Source {
-    /// `declared`, `file` or `redis`.
+    /// `declared`, `code`, `file` or `redis`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Source::Declared => "declared",
+            Source::Code => "code",
             Source::File => "file",
             Source::Redis => "redis",
         }
@@ -466,7 +469,18 @@ fn build_policy(stack: &[Declaration], declared: Option<RoutePolicy>, route: &st
         .find_map(|d| d.headers)
         .or_else(|| declared.map(|p| p.headers()))
         .unwrap_or_default();
-    Policy::Limited(RoutePolicy::new(leak(limits), identity, fail, shadow).with_headers(headers))
+    let policy = RoutePolicy::new(leak(limits), identity, fail, shadow).with_headers(headers);
+    // `enforce` as written, else the declaration's (as `identity` and `fail`): an override
+    // that changes a limit does not change whether the route refuses. A shadow limit has none.
+    let enforce = stack
+        .iter()
+        .find_map(|d| d.enforce)
+        .or_else(|| declared.and_then(|p| p.enforce()))
+        .filter(|_| !shadow);
+    Policy::Limited(match enforce {
+        Some(enforce) => policy.enforcing(enforce),
+        None => policy,
+    })
 }
 
 /// A policy in the attribute's syntax (stacked declarations joined by `; `), as the admin
@@ -518,6 +532,9 @@ pub fn declaration_text(policy: &Policy) -> String {
                 }
                 if limited.headers() != RouteHeaders::All {
                     keys.push(format!("headers = \"{}\"", limited.headers()));
+                }
+                if let Some(enforce) = limited.enforce() {
+                    keys.push(format!("enforce = {enforce}"));
                 }
             }
             keys.join(", ")

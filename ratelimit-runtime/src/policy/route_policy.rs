@@ -56,6 +56,9 @@ pub struct RoutePolicy {
     fail: FailMode,
     shadow: bool,
     headers: RouteHeaders,
+    /// Whether the route refuses (`true`) or only logs (`false`) whatever the App's shadow
+    /// switch says; `None` follows the switch.
+    enforce: Option<bool>,
 }
 
 impl RoutePolicy {
@@ -106,6 +109,43 @@ impl RoutePolicy {
             fail,
             shadow,
             headers: RouteHeaders::All,
+            enforce: None,
+        }
+    }
+
+    /// The policy with `enforce` set, as `enforce = true` or `false` on the attribute:
+    /// `true` refuses over the limit while the App is in shadow
+    /// ([`RateLimiter::shadow`](crate::RateLimiter::shadow)); `false` only counts and logs
+    /// while the App enforces. Without it a route follows the App.
+    ///
+    /// # Panics
+    ///
+    /// On a shadow policy: a shadow limit never refuses, whatever the App says.
+    #[must_use]
+    pub const fn enforcing(self, enforce: bool) -> Self {
+        assert!(
+            !self.shadow,
+            "`enforce` cannot go with `shadow = true`: a shadow limit never refuses"
+        );
+        RoutePolicy {
+            enforce: Some(enforce),
+            ..self
+        }
+    }
+
+    /// What the route says about the App's shadow switch: `Some(true)` refuses while the
+    /// App is in shadow, `Some(false)` only logs while it enforces, `None` follows it.
+    pub const fn enforce(&self) -> Option<bool> {
+        self.enforce
+    }
+
+    /// Whether the route only counts and logs (never refuses) while the App's shadow switch
+    /// is `app_shadow`: a shadow limit always; else as `enforce` says, else as the App.
+    pub(crate) const fn shadowed(&self, app_shadow: bool) -> bool {
+        match (self.shadow, self.enforce) {
+            (true, _) => true,
+            (false, Some(enforce)) => !enforce,
+            (false, None) => app_shadow,
         }
     }
 
@@ -191,6 +231,9 @@ impl fmt::Display for RoutePolicy {
         if self.hides_headers() {
             f.write_str(", headers none")?;
         }
+        if let Some(enforce) = self.enforce {
+            write!(f, ", enforce = {enforce}")?;
+        }
         Ok(())
     }
 }
@@ -199,6 +242,22 @@ impl fmt::Display for RoutePolicy {
 mod tests {
     use super::*;
     use crate::policy::{Algorithm, Window};
+
+    #[test]
+    fn enforce_overrides_the_apps_switch_and_a_shadow_limit_never_refuses() {
+        const LIMITS: &[Limit] = &[Limit::new(5, Window::from_secs(60), Algorithm::Gcra)];
+        let plain = RoutePolicy::new(LIMITS, Identity::UserIdElseIp, FailMode::Closed, false);
+        assert!(!plain.shadowed(false));
+        assert!(plain.shadowed(true));
+        assert!(!plain.enforcing(true).shadowed(true));
+        assert!(plain.enforcing(false).shadowed(false));
+        let shadow = RoutePolicy::new(LIMITS, Identity::UserIdElseIp, FailMode::Open, true);
+        assert!(shadow.shadowed(false));
+        assert_eq!(
+            plain.enforcing(true).to_string(),
+            "5 per 1m (gcra) by user_id, else ip, fail closed, enforce = true"
+        );
+    }
 
     #[test]
     #[should_panic(expected = "same algorithm and window")]

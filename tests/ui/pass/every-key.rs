@@ -28,7 +28,8 @@ async fn login() -> impl Responder {
     algorithm = "fixed_window",
     fail = "closed",
     shadow = false,
-    headers = "none"
+    headers = "none",
+    enforce = true
 )]
 #[get("/fixed")]
 async fn fixed() -> impl Responder {
@@ -41,7 +42,7 @@ async fn sliding() -> impl Responder {
     HttpResponse::Ok()
 }
 
-#[rate_limit(limit = 20, window = "1s", algorithm = "gcra")]
+#[rate_limit(limit = 20, window = "1s", algorithm = "gcra", enforce = false)]
 #[get("/gcra")]
 async fn gcra() -> impl Responder {
     HttpResponse::Ok()
@@ -91,6 +92,8 @@ fn main() {
     assert!(!fixed_policy.shadow());
     assert_eq!(fixed_policy.headers(), RouteHeaders::Hidden);
     assert_eq!(login_policy.headers(), RouteHeaders::All);
+    assert_eq!(fixed_policy.enforce(), Some(true));
+    assert_eq!(login_policy.enforce(), None);
 
     let sliding_policy = limited("sliding");
     assert_eq!(sliding_policy.limits()[0].max(), 3_000_000);
@@ -105,6 +108,7 @@ fn main() {
     assert_eq!(sliding_policy.identity(), Identity::UserIdElseIp);
 
     assert_eq!(limited("gcra").limits()[0].algorithm(), Algorithm::Gcra);
+    assert_eq!(limited("gcra").enforce(), Some(false));
 
     assert_eq!(
         *policy("health"),
