@@ -78,6 +78,7 @@ mod middleware;
 pub mod overrides;
 pub mod policy;
 pub mod registry;
+pub mod settings;
 pub mod store;
 
 #[doc(hidden)]

@@ -47,7 +47,18 @@ where
     type InitError = ();
     type Future = Ready<Result<Self::Transform, Self::InitError>>;
 
+    /// Fails, so that the App does not start, when a setting was refused
+    /// ([`RateLimiter::check_settings`]): the error is logged first, as actix-server logs
+    /// only that a service could not start.
     fn new_transform(&self, service: S) -> Self::Future {
+        if let Err(error) = self.check_settings() {
+            tracing::error!(
+                target: "ratelimit",
+                problems = error.problems().len(),
+                "rate limiter settings refused, the App does not start:\n{error}"
+            );
+            return ready(Err(()));
+        }
         super::declared_routes::limiter_built(&self.checked);
         ready(Ok(RateLimiterService {
             service: Rc::new(service),
