@@ -3,6 +3,7 @@
 
 mod support;
 
+use ratelimit_runtime::settings::Failure;
 use std::time::Duration;
 
 use actix_web::{
@@ -73,7 +74,7 @@ async fn local_limiter(server: &RedisServer) -> RateLimiter {
         .expect("store");
     RateLimiter::new(store)
         .clock(ManualClock::at(T0))
-        .instances(4)
+        .failure(Failure::new().instances(4))
 }
 
 fn keys(server: &RedisServer) -> Vec<String> {
