@@ -77,11 +77,12 @@ pub struct RateLimiter {
 }
 
 impl fmt::Debug for RateLimiter {
-    /// What it was configured with (the store by its kind; no identity or closure shown),
-    /// so an app state holding a limiter can derive `Debug`.
+    /// What it was configured with (the store by its kind, the secret by its length, no
+    /// personal value), so an app state holding a limiter can derive `Debug`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimiter")
             .field("store", &self.store.kind())
+            .field("identity", &self.identity)
             .field("keys", &self.keys)
             .field("timeout", &self.timeout)
             .field("responses", &self.responses)
@@ -187,8 +188,8 @@ impl RateLimiter {
     /// line naming the setting as written: the check to run in `main` before serving. An
     /// App wrapped with a limiter that fails it logs the error at `error` level and does
     /// not start: its middleware fails to build, so `HttpServer::run` ends with an error
-    /// (actix-server's "Can not start server service") and
-    /// `actix_web::test::try_init_service` returns one (`init_service` panics).
+    /// (actix-server's "Can not start server service") and `actix_web::test::init_service`
+    /// panics ("service initialization failed").
     ///
     /// ```
     /// use ratelimit_runtime::{

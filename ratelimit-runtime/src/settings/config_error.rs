@@ -6,7 +6,7 @@ use std::fmt;
 ///
 /// Returned by [`RateLimiter::check_settings`](crate::RateLimiter::check_settings); an App
 /// wrapped with such a limiter logs it at `error` level and does not start
-/// (`HttpServer::run` ends with an error, `actix_web::test::try_init_service` returns one).
+/// (`HttpServer::run` ends with an error, `actix_web::test::init_service` panics).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     problems: Vec<String>,

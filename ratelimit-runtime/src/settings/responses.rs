@@ -54,7 +54,8 @@ impl fmt::Debug for Responses {
         f.debug_struct("Responses")
             .field("headers", &self.headers)
             .field("unavailable_retry_secs", &self.unavailable_retry_secs)
-            .finish_non_exhaustive()
+            .field("success", &self.success)
+            .finish()
     }
 }
 
