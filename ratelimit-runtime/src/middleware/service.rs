@@ -92,7 +92,7 @@ pub struct RateLimiterService<S> {
 }
 
 /// Logs an error for every route a username reader was given for
-/// ([`RateLimiter::route_username_reader`]) that is not a declared route of this App whose
+/// ([`Identities::route_username`](crate::settings::Identities::route_username)) that is not a declared route of this App whose
 /// identity counts usernames: its requests would be read by the limiter's default reader.
 fn unmatched_username_readers(sources: &IdentitySources, declared: &DeclaredRoutes) {
     for route in sources.route_usernames.keys() {
@@ -106,7 +106,7 @@ fn unmatched_username_readers(sources: &IdentitySources, declared: &DeclaredRout
             tracing::error!(
                 target: "ratelimit",
                 route = %route,
-                "`route_username_reader` names no declared route of this App that counts usernames: name it as `METHOD /full/pattern`, with its scope's prefix (`POST /api/login`); its requests are read by the default username reader meanwhile"
+                "`Identities::route_username` names no declared route of this App that counts usernames: name it as `METHOD /full/pattern`, with its scope's prefix (`POST /api/login`); its requests are read by the default username reader meanwhile"
             );
         }
     }

@@ -28,7 +28,7 @@
 //! let limiter = RateLimiter::new(MemoryStore::new())
 //!     .identity(
 //!         Identities::new()
-//!             .trusted_proxies(TrustedProxies::count(1))
+//!             .trusted_proxies(TrustedProxies::hops(1))
 //!             .username(UsernameReader::field("email")),
 //!     )
 //!     .responses(

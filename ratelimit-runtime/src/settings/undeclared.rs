@@ -13,14 +13,14 @@ const DEFAULT_LIMITS: &[Limit] = &[Limit::new(
 ///
 /// ```
 /// use ratelimit_runtime::{
-///     settings::Undeclared, store::MemoryStore, Algorithm, FailMode, Identity, Limit,
+///     settings::Undeclared, store::MemoryStore, Algorithm, FailMode, Identity, IdentityPart, Limit,
 ///     RateLimiter, Window,
 /// };
 ///
 /// let limiter = RateLimiter::new(MemoryStore::new()).undeclared(
 ///     Undeclared::new()
 ///         .limits(vec![Limit::new(60, Window::from_secs(60), Algorithm::Gcra)])
-///         .identity(Identity::Ip)
+///         .identity(Identity::Parts(&[IdentityPart::Ip]))
 ///         .fail(FailMode::Open),
 /// );
 /// assert!(limiter.check_settings().is_ok());
