@@ -204,7 +204,7 @@ async fn routes_that_fail_local_without_the_fleet_s_size_are_warned_of_once() {
     }
     let text = captured.text();
     let warnings = text
-        .matches("routes fail `local` while `RateLimiter::instances` is not set")
+        .matches("routes fail `local` while `RateLimiter::failure(..).instances(..)` is not set")
         .count();
     assert_eq!(warnings, 1, "{text}");
     assert!(text.contains("POST /login"), "{text}");

@@ -440,7 +440,8 @@ async fn objects_arrays_and_text_json_share_the_names_budget() {
             assert_eq!(warnings, 1, "{}", captured.text());
             let text = captured.text();
             assert!(
-                text.contains("POST /login") && text.contains("username_from"),
+                text.contains("POST /login")
+                    && text.contains("Identities::username(UsernameReader::json_or_form"),
                 "{text}"
             );
         }
