@@ -254,7 +254,7 @@ impl RedisStoreBuilder {
     /// TLS, the CA given to [`tls_root_certificate`](Self::tls_root_certificate) holds no PEM
     /// certificate, or a timeout is under 1 ms.
     pub async fn build(self) -> Result<RedisStore, StoreConfigError> {
-        StoreConfigError::check_timeouts(self.timeout, self.connect_timeout)?;
+        StoreConfigError::check_timeouts("RedisStore", self.timeout, self.connect_timeout)?;
         super::tls::ensure_crypto_provider();
         let client = super::tls::client(self.url.as_str(), self.tls_root.as_deref())
             .map_err(|err| StoreConfigError::for_url(&self.url, err))?;

@@ -922,7 +922,7 @@ impl RedisSentinelStoreBuilder {
                 "a master username without a master password would not be sent: give both",
             ));
         }
-        StoreConfigError::check_timeouts(self.timeout, self.connect_timeout)?;
+        StoreConfigError::check_timeouts("RedisSentinelStore", self.timeout, self.connect_timeout)?;
         super::tls::ensure_crypto_provider();
         let check_limit = self.connect_timeout.max(self.timeout);
         let config = AsyncConnectionConfig::new()

@@ -274,7 +274,7 @@ impl RedisClusterStoreBuilder {
                 "a redis cluster store needs at least one node url",
             ));
         }
-        StoreConfigError::check_timeouts(self.timeout, self.connect_timeout)?;
+        StoreConfigError::check_timeouts("RedisClusterStore", self.timeout, self.connect_timeout)?;
         // Every node is reached with the first seed's credentials: the seeds must all name
         // the same ones, or some node would be sent credentials its URL did not give.
         let mut credentials = None;
