@@ -7,6 +7,8 @@
 
 mod support;
 
+use ratelimit_runtime::identity::UsernameReader;
+use ratelimit_runtime::settings::Identities;
 use std::time::Duration;
 
 use actix_web::{
@@ -66,8 +68,11 @@ async fn login(body: web::Json<Login>) -> HttpResponse {
 /// API keys read from `X-API-Key` as sent.
 fn limiter(store: impl Store, overrides: Overrides) -> RateLimiter {
     RateLimiter::new(store)
-        .username_from::<Login>(|l| &l.username)
-        .api_key(ApiKeySource::new("x-api-key", false))
+        .identity(
+            Identities::new()
+                .username(UsernameReader::json_or_form::<Login>(|l| &l.username))
+                .api_key(ApiKeySource::new("x-api-key", false)),
+        )
         .overrides(overrides.refresh(Duration::from_millis(50)))
 }
 
@@ -500,7 +505,7 @@ async fn listing_api_keys_read_from_a_header_as_sent_is_warned_of() {
     // Keys the app validated (a function) are not anyone's to send: no warning.
     let log = CapturedLog::start(tracing::Level::WARN);
     let validated = RateLimiter::new(MemoryStore::new())
-        .api_key(ApiKeySource::from_fn(|_| None))
+        .identity(Identities::new().api_key(ApiKeySource::from_fn(|_| None)))
         .overrides(file.overrides());
     let _app = test::init_service(App::new().service(search).wrap(validated)).await;
     assert!(!log.text().contains(warning), "{}", log.text());

@@ -96,7 +96,9 @@ fn uncovered_patterns(error: &coverage::CoverageError) -> Vec<(String, String)> 
 
 #[actix_web::test]
 async fn a_fully_covered_app_passes_and_lists_its_policies() {
-    let table = coverage::check(covered_app()).await.expect("covered");
+    let table = coverage::require_coverage(covered_app())
+        .await
+        .expect("covered");
     let rows: Vec<(&str, &str)> = table
         .routes
         .iter()
@@ -137,7 +139,9 @@ async fn a_fully_covered_app_passes_and_lists_its_policies() {
 
 #[actix_web::test]
 async fn declared_handlers_that_are_not_mounted_are_warnings() {
-    let table = coverage::check(covered_app()).await.expect("covered");
+    let table = coverage::require_coverage(covered_app())
+        .await
+        .expect("covered");
     let warnings = table.warnings().join("\n");
     assert!(warnings.contains("coverage::never_mounted"), "{warnings}");
     assert!(!warnings.contains("coverage::login"), "{warnings}");
@@ -145,7 +149,7 @@ async fn declared_handlers_that_are_not_mounted_are_warnings() {
 
 #[actix_web::test]
 async fn an_unannotated_attribute_handler_fails_the_check() {
-    let error = coverage::check(covered_app().service(forgotten))
+    let error = coverage::require_coverage(covered_app().service(forgotten))
         .await
         .expect_err("uncovered");
     assert_eq!(
@@ -170,7 +174,9 @@ async fn builder_routes_fail_the_check() {
         .service(web::resource("/built").route(web::get().to(plain)))
         .route("/app-route", web::post().to(plain))
         .route("/any", web::route().to(plain));
-    let error = coverage::check(app).await.expect_err("uncovered");
+    let error = coverage::require_coverage(app)
+        .await
+        .expect_err("uncovered");
     assert_eq!(
         uncovered_patterns(&error),
         [
@@ -188,7 +194,9 @@ async fn nested_scopes_and_configure_functions_are_seen_with_their_prefixes() {
         cfg.service(get_order).service(forgotten);
     }
     let app = App::new().service(web::scope("/api").service(web::scope("/v1").configure(v1)));
-    let error = coverage::check(app).await.expect_err("uncovered");
+    let error = coverage::require_coverage(app)
+        .await
+        .expect_err("uncovered");
     assert_eq!(
         uncovered_patterns(&error),
         [("GET".into(), "/api/v1/forgotten".into())]
@@ -207,7 +215,9 @@ async fn two_scopes_reusing_one_handler_name_and_path_are_told_apart() {
     let app = App::new()
         .service(web::scope("/a").service(scope_a::list))
         .service(web::scope("/b").service(scope_b::list));
-    let error = coverage::check(app).await.expect_err("uncovered");
+    let error = coverage::require_coverage(app)
+        .await
+        .expect_err("uncovered");
     assert_eq!(
         uncovered_patterns(&error),
         [("GET".into(), "/b/items".into())]
@@ -219,7 +229,9 @@ async fn one_path_with_a_declared_and_an_undeclared_method() {
     let app = App::new()
         .service(login)
         .service(web::resource("/login").route(web::get().to(plain)));
-    let error = coverage::check(app).await.expect_err("uncovered");
+    let error = coverage::require_coverage(app)
+        .await
+        .expect_err("uncovered");
     assert_eq!(
         uncovered_patterns(&error),
         [("GET".into(), "/login".into())]
@@ -239,7 +251,9 @@ async fn one_path_with_a_declared_and_an_undeclared_method() {
 #[actix_web::test]
 async fn an_any_method_route_is_told_to_name_its_methods() {
     let app = covered_app().service(web::resource("/any").to(plain));
-    let error = coverage::check(app).await.expect_err("uncovered");
+    let error = coverage::require_coverage(app)
+        .await
+        .expect_err("uncovered");
     let message = error.to_string();
     assert!(
         message.contains(r#"#[route("/any", method = "GET", method = "POST")]"#)
@@ -251,7 +265,7 @@ async fn an_any_method_route_is_told_to_name_its_methods() {
 
 #[actix_web::test]
 async fn a_marker_without_a_registered_declaration_is_uncovered() {
-    let error = coverage::check(covered_app().service(fake_marker::unlinked))
+    let error = coverage::require_coverage(covered_app().service(fake_marker::unlinked))
         .await
         .expect_err("fail safe");
     assert_eq!(
@@ -272,14 +286,19 @@ async fn a_marker_without_a_registered_declaration_is_uncovered() {
 
 #[actix_web::test]
 async fn an_app_with_no_routes_to_show_fails_safe() {
-    let error = coverage::check(App::new()).await.expect_err("fail safe");
+    let error = coverage::require_coverage(App::new())
+        .await
+        .expect_err("fail safe");
     assert!(error.to_string().contains("found no routes"), "{error}");
 }
 
 #[actix_web::test]
 #[should_panic(expected = "GET /forgotten")]
 async fn the_one_line_assertion_panics_with_the_uncovered_routes() {
-    coverage::assert_covered(covered_app().service(forgotten)).await;
+    // `unwrap` shows the error's `Debug`, which lists the uncovered routes.
+    coverage::require_coverage(covered_app().service(forgotten))
+        .await
+        .unwrap();
 }
 
 #[actix_web::test]
@@ -289,7 +308,7 @@ async fn a_handler_defined_inside_a_function_is_matched_to_its_declaration() {
     async fn inner() -> impl Responder {
         HttpResponse::Ok()
     }
-    let table = coverage::check(App::new().service(inner))
+    let table = coverage::require_coverage(App::new().service(inner))
         .await
         .expect("covered");
     assert!(
@@ -327,7 +346,9 @@ async fn an_undeclared_handler_registered_first_on_a_declared_path_is_a_warning(
         "{:?}",
         fine.warnings()
     );
-    let alone = coverage::check(covered_app()).await.expect("covered");
+    let alone = coverage::require_coverage(covered_app())
+        .await
+        .expect("covered");
     assert!(
         !alone.warnings().iter().any(|w| w.contains("/login")),
         "{:?}",
@@ -352,7 +373,7 @@ async fn report_loose() -> impl Responder {
 /// than warning falsely that the second is not mounted.
 #[actix_web::test]
 async fn a_declaration_shadowed_by_another_of_the_same_route_is_a_warning() {
-    let table = coverage::check(App::new().service(report_strict).service(report_loose))
+    let table = coverage::require_coverage(App::new().service(report_strict).service(report_loose))
         .await
         .expect("the route is covered");
     let warnings = table.warnings();
@@ -405,7 +426,7 @@ async fn identical_declarations_in_two_modules_are_told_apart() {
     let app = App::new()
         .service(web::scope("/v1").service(v1::list))
         .service(web::scope("/v2").service(v2::list));
-    let table = coverage::check(app).await.expect("covered");
+    let table = coverage::require_coverage(app).await.expect("covered");
     let handlers: Vec<_> = table
         .routes
         .iter()

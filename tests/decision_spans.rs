@@ -8,7 +8,6 @@ use std::{
     collections::BTreeMap,
     fmt,
     sync::{Mutex, OnceLock},
-    time::Duration,
 };
 
 use actix_web::{
@@ -21,6 +20,7 @@ use actix_web::{
 use ratelimit_runtime::{
     clock::ManualClock,
     rate_limit,
+    settings::Failure,
     store::{RedisStore, Store},
     RateLimiter,
 };
@@ -333,8 +333,7 @@ async fn a_store_failure_sets_the_spans_error_status_and_the_outcome_the_route_f
     assert_eq!(store.kind(), "down");
     let limiter = RateLimiter::new(store)
         .clock(ManualClock::at(T0))
-        .instances(1)
-        .timeout(Duration::from_millis(100));
+        .failure(Failure::new().instances(1));
     let app = test::init_service(
         App::new()
             .service(spans_open)

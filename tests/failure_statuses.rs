@@ -10,6 +10,7 @@ use actix_web::{
     test::{self, TestRequest},
     web, App, HttpResponse,
 };
+use ratelimit_runtime::settings::Responses;
 use ratelimit_runtime::{
     clock::ManualClock, rate_limit, store::MemoryStore, AttemptOutcome, Budget, RateLimiter,
 };
@@ -254,8 +255,10 @@ async fn a_redirect_marked_a_success_gives_its_unit_back() {
 
 #[actix_web::test]
 async fn success_statuses_restores_redirects_as_successes_and_marks_still_win() {
-    let limiter = limiter()
-        .success_statuses(|status: StatusCode| status.is_success() || status.is_redirection());
+    let limiter = limiter().responses(
+        Responses::new()
+            .success_statuses(|status: StatusCode| status.is_success() || status.is_redirection()),
+    );
     let app = app(limiter).await;
     let seen = statuses(&app, 10, "/form-login", "dave", "wrong").await;
     assert_eq!(seen, [303; 10], "every redirect is a success again");

@@ -4,6 +4,7 @@
 
 mod support;
 
+use ratelimit_runtime::settings::Identities;
 use std::net::IpAddr;
 
 use actix_web::{
@@ -189,7 +190,10 @@ async fn who() -> impl Responder {
 async fn a_quoted_host_in_the_trusted_forwarded_element_cannot_choose_the_client_address() {
     let limiter = RateLimiter::new(MemoryStore::new())
         .clock(ManualClock::at(1_700_000_040_000))
-        .trusted_proxies(TrustedProxies::hops(1).header(ForwardedHeader::Forwarded));
+        .identity(
+            Identities::new()
+                .trusted_proxies(TrustedProxies::hops(1).header(ForwardedHeader::Forwarded)),
+        );
     let app = test::init_service(App::new().service(who).wrap(limiter)).await;
     for (client, template) in [
         (
@@ -397,13 +401,13 @@ async fn sign_in(body: web::Json<SignIn>) -> impl Responder {
 /// already refused costs no reading, decompressing or canonicalizing.
 #[actix_web::test]
 async fn an_address_already_refused_is_answered_before_its_body_is_read() {
-    let limiter = RateLimiter::new(MemoryStore::new()).route_username_reader(
+    let limiter = RateLimiter::new(MemoryStore::new()).identity(Identities::new().route_username(
         "POST /sign-in",
         ratelimit_runtime::identity::UsernameReader::json::<SignIn>(|s| {
             NAMES_READ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             &s.username
         }),
-    );
+    ));
     let app = test::init_service(App::new().service(sign_in).wrap(limiter)).await;
     let send = |ip: &str, name: &str| {
         TestRequest::post()

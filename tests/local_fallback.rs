@@ -3,6 +3,7 @@
 
 mod support;
 
+use ratelimit_runtime::settings::Failure;
 use std::time::Duration;
 
 use actix_web::{
@@ -73,7 +74,7 @@ async fn local_limiter(server: &RedisServer) -> RateLimiter {
         .expect("store");
     RateLimiter::new(store)
         .clock(ManualClock::at(T0))
-        .instances(4)
+        .failure(Failure::new().instances(4))
 }
 
 fn keys(server: &RedisServer) -> Vec<String> {
@@ -203,7 +204,7 @@ async fn routes_that_fail_local_without_the_fleet_s_size_are_warned_of_once() {
     }
     let text = captured.text();
     let warnings = text
-        .matches("routes fail `local` while `RateLimiter::instances` is not set")
+        .matches("routes fail `local` while `RateLimiter::failure(..).instances(..)` is not set")
         .count();
     assert_eq!(warnings, 1, "{text}");
     assert!(text.contains("POST /login"), "{text}");

@@ -6,6 +6,8 @@
 
 mod support;
 
+use ratelimit_runtime::identity::UsernameReader;
+use ratelimit_runtime::settings::Identities;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use actix_web::{
@@ -80,7 +82,9 @@ async fn app(
 > {
     let limiter = RateLimiter::from_arc(backend.store())
         .clock(ManualClock::at(T0))
-        .username_from::<Login>(|l| &l.username);
+        .identity(
+            Identities::new().username(UsernameReader::json_or_form::<Login>(|l| &l.username)),
+        );
     test::init_service(
         App::new()
             .app_data(reached.clone())
@@ -202,7 +206,9 @@ async fn while_the_store_is_down_the_local_shares_still_count_names_and_addresse
     let down = support::Down::default();
     let limiter = RateLimiter::new(down.clone())
         .clock(ManualClock::at(T0))
-        .username_from::<Login>(|l| &l.username);
+        .identity(
+            Identities::new().username(UsernameReader::json_or_form::<Login>(|l| &l.username)),
+        );
     let reached = web::Data::new(Reached::default());
     let app = test::init_service(
         App::new()

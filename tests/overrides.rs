@@ -5,6 +5,7 @@
 
 mod support;
 
+use ratelimit_runtime::settings::Identities;
 use std::{path::Path, time::Duration};
 
 use actix_web::{
@@ -304,7 +305,7 @@ async fn allowed_and_denied_clients_of_every_kind_cost_no_store_call() {
         .file(&path)
         .refresh(Duration::from_millis(50));
     let limiter = RateLimiter::new(store(&redis).await)
-        .api_key(ApiKeySource::new("x-api-key", false))
+        .identity(Identities::new().api_key(ApiKeySource::new("x-api-key", false)))
         .overrides(overrides.clone());
     let app = app(limiter).await;
     // The first request reads the routes; the overrides apply from it on.

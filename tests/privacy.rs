@@ -156,7 +156,7 @@ async fn no_username_api_key_or_token_reaches_redis_or_the_logs() {
         .await
         .unwrap();
     // Real Redis TIME: keys are exactly what production writes.
-    let limiter = RateLimiter::new(store).timeout(Duration::from_secs(1));
+    let limiter = RateLimiter::new(store);
     let app = test::init_service(
         App::new()
             .service(login)

@@ -2,10 +2,8 @@
 //! attribute would refuse are refused here too, a store of the user's own cannot break the
 //! request path, and the types users keep in app state behave.
 
-use std::{
-    panic::{catch_unwind, AssertUnwindSafe},
-    time::Duration,
-};
+use ratelimit_runtime::settings::{Identities, Undeclared};
+use std::{panic::catch_unwind, time::Duration};
 
 use actix_web::{test as web_test, web, App, HttpResponse};
 use ratelimit_runtime::{
@@ -63,17 +61,21 @@ fn identities_the_attribute_refuses_are_refused_at_configuration() {
             "one part twice",
         ),
     ] {
-        let limiter = catch_unwind(AssertUnwindSafe(|| {
-            RateLimiter::new(MemoryStore::new()).default_identity(identity)
-        }));
-        let message = panic_message(limiter);
-        assert!(message.contains(expected), "{identity:?}: {message}");
+        let limiter =
+            RateLimiter::new(MemoryStore::new()).undeclared(Undeclared::new().identity(identity));
+        let message = limiter.check_settings().unwrap_err().to_string();
+        assert!(
+            message.starts_with("`RateLimiter::undeclared(..).identity(..)`: ")
+                && message.contains(expected),
+            "{identity:?}: {message}"
+        );
         let policy = catch_unwind(|| RoutePolicy::new(&LIMITS, identity, FailMode::Open, false));
         assert!(policy.is_err(), "RoutePolicy::new took {identity:?}");
     }
     // What the attribute writes is still taken.
     let fine = Identity::Parts(&[IdentityPart::Ip, IdentityPart::Header("X-Tenant-Id")]);
-    let _ = RateLimiter::new(MemoryStore::new()).default_identity(fine);
+    let limiter = RateLimiter::new(MemoryStore::new()).undeclared(Undeclared::new().identity(fine));
+    assert!(limiter.check_settings().is_ok());
 }
 
 /// With the default policy on the client's IP, two clients have two budgets (the case
@@ -82,12 +84,15 @@ fn identities_the_attribute_refuses_are_refused_at_configuration() {
 async fn the_default_identity_keeps_clients_apart() {
     let limiter = RateLimiter::new(MemoryStore::new())
         .clock(ManualClock::at(1_700_000_000_000))
-        .default_limits(vec![Limit::new(
-            1,
-            Window::from_secs(60),
-            Algorithm::FixedWindow,
-        )])
-        .default_identity(Identity::Parts(&[IdentityPart::Ip]));
+        .undeclared(
+            Undeclared::new()
+                .limits(vec![Limit::new(
+                    1,
+                    Window::from_secs(60),
+                    Algorithm::FixedWindow,
+                )])
+                .identity(Identity::Parts(&[IdentityPart::Ip])),
+        );
     let app = web_test::init_service(
         App::new()
             .route("/undeclared", web::get().to(HttpResponse::Ok))
@@ -133,8 +138,14 @@ fn an_api_key_header_that_cannot_exist_is_refused() {
 /// `ipv6_prefix(0)` put every IPv6 client in one bucket, `::/0`.
 #[test]
 fn an_ipv6_prefix_of_zero_is_refused() {
-    let message = panic_message(catch_unwind(|| TrustedProxies::default().ipv6_prefix(0)));
-    assert!(message.contains("1 to 128"), "{message}");
+    let proxies = TrustedProxies::default().ipv6_prefix(0);
+    let limiter =
+        RateLimiter::new(MemoryStore::new()).identity(Identities::new().trusted_proxies(proxies));
+    let message = limiter.check_settings().unwrap_err().to_string();
+    assert!(
+        message.starts_with("`TrustedProxies::ipv6_prefix(0)`: ") && message.contains("1 to 128"),
+        "{message}"
+    );
     let proxies = TrustedProxies::default().ipv6_prefix(1);
     assert_ne!(
         proxies.bucket("2001:db8::1".parse().unwrap()),

@@ -26,6 +26,7 @@ use ratelimit_runtime::{
     identity::TrustedProxies,
     overrides::{Overrides, Source},
     rate_limit,
+    settings::{Failure, Identities, Keys, Undeclared},
     store::{MemoryStore, RedisStore},
     Algorithm, Limit, RateLimiter, Window,
 };
@@ -180,7 +181,7 @@ async fn a_builder_route_declared_in_code_is_limited_and_counted_as_declared() {
         "{text}"
     );
     // Without the limiter, the builder routes are uncovered.
-    let bare = coverage::check(
+    let bare = coverage::require_coverage(
         App::new().service(web::resource("/legacy/{id}").route(web::get().to(legacy))),
     )
     .await
@@ -212,7 +213,7 @@ async fn a_bad_declaration_in_code_refuses_startup_naming_the_setting() {
     let log = CapturedLog::start(tracing::Level::ERROR);
     let bad_text = RateLimiter::new(MemoryStore::new())
         .declare("GET /legacy/{id}", r#"limt = 10, window = "1m""#);
-    let error = coverage::check(app(bad_text.clone()))
+    let error = coverage::require_coverage(app(bad_text.clone()))
         .await
         .unwrap_err()
         .to_string();
@@ -235,7 +236,7 @@ async fn a_bad_declaration_in_code_refuses_startup_naming_the_setting() {
         starts(app(unknown.clone())).await,
         "not known before the App's routes are"
     );
-    let error = coverage::check(app(unknown.clone()))
+    let error = coverage::require_coverage(app(unknown.clone()))
         .await
         .unwrap_err()
         .to_string();
@@ -346,27 +347,26 @@ async fn an_override_sets_enforce_on_a_route() {
 #[actix_web::test]
 async fn the_default_policy_can_be_shadowed() {
     let one_per_minute = || vec![Limit::new(1, Window::from_secs(60), Algorithm::SlidingLog)];
-    let enforcing = RateLimiter::new(MemoryStore::new()).default_limits(one_per_minute());
+    let enforcing =
+        RateLimiter::new(MemoryStore::new()).undeclared(Undeclared::new().limits(one_per_minute()));
     let service = test::init_service(app(enforcing)).await;
     assert_eq!(statuses(&service, 2, "/undeclared").await, [200, 429]);
 
     for limiter in [
         // Undeclared routes stay in shadow while declared ones enforce.
         RateLimiter::new(MemoryStore::new())
-            .default_limits(one_per_minute())
-            .default_enforce(false),
+            .undeclared(Undeclared::new().limits(one_per_minute()).enforce(false)),
         // The whole App in shadow, the default policy with it.
         RateLimiter::new(MemoryStore::new())
-            .default_limits(one_per_minute())
+            .undeclared(Undeclared::new().limits(one_per_minute()))
             .shadow(true),
     ] {
         let service = test::init_service(app(limiter)).await;
         assert_eq!(statuses(&service, 3, "/undeclared").await, [200, 200, 200]);
     }
     let enforcing_default = RateLimiter::new(MemoryStore::new())
-        .default_limits(one_per_minute())
-        .shadow(true)
-        .default_enforce(true);
+        .undeclared(Undeclared::new().limits(one_per_minute()).enforce(true))
+        .shadow(true);
     assert_eq!(
         enforcing_default.default_policy("GET").enforce(),
         Some(true)
@@ -390,10 +390,13 @@ async fn a_shadowed_route_passes_while_the_store_fails() {
 async fn forwarding_headers_without_a_trusted_proxy_warn_once_a_minute_at_most() {
     let log = CapturedLog::start(tracing::Level::WARN);
     let clock = ManualClock::at(T0);
-    let limiter = RateLimiter::new(MemoryStore::new())
-        .clock(clock.clone())
-        .key_secret(ratelimit_runtime::key::KeySecret::new("a secret of sixteen bytes").unwrap())
-        .instances(1);
+    let limiter =
+        RateLimiter::new(MemoryStore::new())
+            .clock(clock.clone())
+            .keys(Keys::new().secret(
+                ratelimit_runtime::key::KeySecret::new("a secret of sixteen bytes").unwrap(),
+            ))
+            .failure(Failure::new().instances(1));
     let service = test::init_service(app(limiter)).await;
     let forwarded = |header: &str, value: &str| {
         TestRequest::get()
@@ -429,7 +432,7 @@ async fn forwarding_headers_without_a_trusted_proxy_warn_once_a_minute_at_most()
     // With a trusted proxy, the headers are read: nothing to warn about.
     let trusted = RateLimiter::new(MemoryStore::new())
         .clock(clock.clone())
-        .trusted_proxies(TrustedProxies::hops(1));
+        .identity(Identities::new().trusted_proxies(TrustedProxies::hops(1)));
     let service = test::init_service(app(trusted)).await;
     clock.set(T0 + 500_000);
     let _ = test::call_service(&service, forwarded("x-forwarded-for", "198.51.100.1")).await;

@@ -170,7 +170,7 @@ fn declarations_carry_the_scope_prefix_and_every_method() {
 
 #[actix_web::test]
 async fn the_coverage_check_sees_every_form() {
-    let table = coverage::check(bare_app())
+    let table = coverage::require_coverage(bare_app())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let text = table.to_text();
@@ -287,7 +287,9 @@ async fn purge_or_get() -> impl Responder {
 #[actix_web::test]
 async fn a_custom_method_route_is_covered_and_limited() {
     let app = App::new().service(purge).service(purge_or_get);
-    let table = coverage::check(app).await.unwrap_or_else(|e| panic!("{e}"));
+    let table = coverage::require_coverage(app)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     eprintln!("{}", table.to_text());
     let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
     let app = test::init_service(

@@ -3,6 +3,7 @@
 
 mod support;
 
+use ratelimit_runtime::settings::Undeclared;
 use std::time::{Duration, Instant};
 
 use actix_web::{get, guard, test, App, HttpResponse, HttpServer, Responder};
@@ -186,14 +187,6 @@ async fn two_listeners_hold_n_times_l_plus_one_connections() {
     wait_for_clients(&server, |n| n == 0, "after a graceful stop").await;
 }
 
-/// `RateLimiter::timeout(0)` (a configuration value of "0") is refused at configuration,
-/// like `key_prefix("")`: checks would time out at random.
-#[core::prelude::v1::test]
-#[should_panic(expected = "under 1 ms")]
-fn a_zero_limiter_timeout_is_refused() {
-    let _ = RateLimiter::new(MemoryStore::new()).timeout(Duration::ZERO);
-}
-
 fn is_v2(ctx: &guard::GuardContext<'_>) -> bool {
     ctx.head().headers().contains_key("x-v2")
 }
@@ -218,11 +211,11 @@ async fn a_rejection_line_names_the_policy_that_rejected() {
     let captured = CapturedLog::start(tracing::Level::WARN);
     let limiter = RateLimiter::new(MemoryStore::new())
         .clock(ManualClock::at(T0))
-        .default_limits(vec![Limit::new(
+        .undeclared(Undeclared::new().limits(vec![Limit::new(
             5,
             Window::from_secs(60),
             Algorithm::SlidingWindow,
-        )]);
+        )]));
     let app = test::init_service(App::new().service(feed_v2).service(feed_v1).wrap(limiter)).await;
     let feed = |v2: bool| {
         let request = test::TestRequest::get()

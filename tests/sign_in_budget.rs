@@ -3,6 +3,7 @@
 
 mod support;
 
+use ratelimit_runtime::settings::{Identities, Keys};
 use std::{
     collections::{HashMap, HashSet},
     sync::Mutex,
@@ -108,7 +109,9 @@ async fn limiter(server: &RedisServer) -> RateLimiter {
 }
 
 fn typed(limiter: RateLimiter) -> RateLimiter {
-    limiter.username_from::<Login>(|l| &l.username)
+    limiter.identity(
+        Identities::new().username(UsernameReader::json_or_form::<Login>(|l| &l.username)),
+    )
 }
 
 async fn status<S, B>(app: &S, req: TestRequest) -> u16
@@ -410,10 +413,9 @@ async fn objects_arrays_and_text_json_share_the_names_budget() {
     let server = RedisServer::start();
     for typed_reader in [true, false] {
         let accepted = web::Data::new(Accepted::default());
-        let mut limiter =
-            limiter(&server)
-                .await
-                .key_prefix(if typed_reader { "typed" } else { "field" });
+        let mut limiter = limiter(&server)
+            .await
+            .keys(Keys::new().prefix(if typed_reader { "typed" } else { "field" }));
         if typed_reader {
             limiter = typed(limiter);
         }
@@ -438,7 +440,8 @@ async fn objects_arrays_and_text_json_share_the_names_budget() {
             assert_eq!(warnings, 1, "{}", captured.text());
             let text = captured.text();
             assert!(
-                text.contains("POST /login") && text.contains("username_from"),
+                text.contains("POST /login")
+                    && text.contains("Identities::username(UsernameReader::json_or_form"),
                 "{text}"
             );
         }
@@ -475,7 +478,8 @@ async fn an_unreadable_username_on_a_closed_route_gets_503_while_the_store_fails
     let accepted = web::Data::new(Accepted::default());
     let reader = UsernameReader::json_or_form::<Login>(|l| &l.username).refuse_unreadable();
     let store = Down::default();
-    let limiter = RateLimiter::new(store.clone()).route_username_reader("POST /login", reader);
+    let limiter = RateLimiter::new(store.clone())
+        .identity(Identities::new().route_username("POST /login", reader));
     let app = login_app(limiter, &accepted).await;
     let res = test::call_service(&app, post_from("203.0.113.9", "/login").to_request()).await;
     assert_eq!(res.status(), 503);
@@ -492,7 +496,7 @@ async fn a_route_may_refuse_bodies_without_a_readable_username() {
         .refuse_unreadable();
     let limiter = limiter(&server)
         .await
-        .route_username_reader("POST /login", reader);
+        .identity(Identities::new().route_username("POST /login", reader));
     let app = login_app(limiter, &accepted).await;
     // Brotli is not decompressed by the limiter (gzip and deflate are).
     let compressed = post_from("203.0.113.8", "/login")
@@ -733,7 +737,7 @@ async fn no_dictionary_reverses_the_keys_without_the_secret() {
     let app = test::init_service(
         App::new()
             .service(recover)
-            .wrap(limiter(&server).await.key_secret(secret())),
+            .wrap(limiter(&server).await.keys(Keys::new().secret(secret()))),
     )
     .await;
     for (i, name) in names.iter().enumerate() {
@@ -769,7 +773,7 @@ async fn no_dictionary_reverses_the_keys_without_the_secret() {
     let other = test::init_service(
         App::new()
             .service(recover)
-            .wrap(limiter(&server).await.key_secret(secret())),
+            .wrap(limiter(&server).await.keys(Keys::new().secret(secret()))),
     )
     .await;
     let again = post_from("192.0.2.1", "/recover")
@@ -780,7 +784,7 @@ async fn no_dictionary_reverses_the_keys_without_the_secret() {
     let plain = test::init_service(
         App::new()
             .service(recover)
-            .wrap(limiter(&server).await.key_prefix("plain")),
+            .wrap(limiter(&server).await.keys(Keys::new().prefix("plain"))),
     )
     .await;
     let req = post_from("192.0.2.1", "/recover")
@@ -802,8 +806,11 @@ async fn a_reader_for_a_route_that_is_not_declared_is_an_error_in_the_log() {
     let captured = CapturedLog::start(tracing::Level::ERROR);
     let limiter = RateLimiter::new(MemoryStore::new())
         .clock(ManualClock::at(T0))
-        .route_username_reader("POST /login", UsernameReader::field("username"))
-        .route_username_reader("POST /api/login", UsernameReader::field("email"));
+        .identity(
+            Identities::new()
+                .route_username("POST /login", UsernameReader::field("username"))
+                .route_username("POST /api/login", UsernameReader::field("email")),
+        );
     let accepted = web::Data::new(Accepted::default());
     let app = login_app(limiter, &accepted).await;
     assert_eq!(

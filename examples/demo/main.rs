@@ -21,6 +21,7 @@
 mod auth;
 mod routes;
 
+use ratelimit_runtime::settings::{Identities, Keys};
 use std::{env, sync::Arc};
 
 use actix_web::{middleware::from_fn, web, App, HttpServer};
@@ -86,7 +87,7 @@ fn limiter(store: Arc<dyn Store>, overrides: Option<Overrides>) -> Result<RateLi
             .map_err(|_| format!("TRUSTED_PROXY_HOPS must be a whole number, got `{text}`"))?,
         Err(_) => 0,
     };
-    let limiter = RateLimiter::from_arc(store)
+    let identity = Identities::new()
         .trusted_proxies(TrustedProxies::hops(hops))
         // An API key is client input: only an issued one is an identity, so a caller who
         // makes keys up is counted by its address, not given a fresh budget per key.
@@ -94,16 +95,17 @@ fn limiter(store: Arc<dyn Store>, overrides: Option<Overrides>) -> Result<RateLi
         // The sign-in routes' usernames are read into the handlers' own types, so every
         // body shape a handler accepts counts against the name it reads (gzip bodies, which
         // this App decompresses, included); a body with no readable username is refused.
-        .route_username_reader(
+        .route_username(
             "POST /login",
             UsernameReader::json_or_form::<routes::Credentials>(|c| &c.username)
                 .refuse_unreadable(),
         )
-        .route_username_reader(
+        .route_username(
             "POST /password-reset",
             UsernameReader::json_or_form::<routes::UsernameOnly>(|c| &c.username)
                 .refuse_unreadable(),
         );
+    let limiter = RateLimiter::from_arc(store).identity(identity);
     let limiter = match overrides {
         Some(overrides) => limiter.overrides(overrides),
         None => limiter,
@@ -112,7 +114,7 @@ fn limiter(store: Arc<dyn Store>, overrides: Option<Overrides>) -> Result<RateLi
         Ok(secret) => {
             let secret =
                 KeySecret::new(secret.trim()).map_err(|e| format!("RATELIMIT_KEY_SECRET: {e}"))?;
-            Ok(limiter.key_secret(secret))
+            Ok(limiter.keys(Keys::new().secret(secret)))
         }
         Err(_) => Ok(limiter),
     }

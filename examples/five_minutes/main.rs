@@ -88,6 +88,8 @@ async fn main() -> std::io::Result<()> {
 mod tests {
     #[actix_web::test]
     async fn every_route_is_rate_limited() {
-        ratelimit_runtime::coverage::assert_covered(super::app(super::limiter())).await;
+        ratelimit_runtime::coverage::require_coverage(super::app(super::limiter()))
+            .await
+            .unwrap();
     }
 }

@@ -14,6 +14,7 @@
 
 mod local_redis;
 
+use ratelimit_runtime::settings::Keys;
 use std::{env, net::TcpListener, process::ExitCode, sync::Arc};
 
 use actix_web::{dev::ServerHandle, get, App, HttpResponse, HttpServer, Responder};
@@ -42,7 +43,7 @@ fn start_instance(store: Arc<dyn Store>, prefix: &str) -> std::io::Result<(Strin
     let server = HttpServer::new(move || {
         App::new()
             .service(fleet)
-            .wrap(RateLimiter::from_arc(Arc::clone(&store)).key_prefix(&prefix))
+            .wrap(RateLimiter::from_arc(Arc::clone(&store)).keys(Keys::new().prefix(&prefix)))
     })
     .workers(1)
     .disable_signals()

@@ -18,6 +18,7 @@
 //! - `FLEET_NOW_MS` (optional): a fixed time in Unix milliseconds, passed to the script
 //!   instead of Redis `TIME`, so that a test's burst never straddles a window boundary.
 
+use ratelimit_runtime::settings::{Failure, Keys};
 use std::{env, process::ExitCode, str::FromStr, time::Duration};
 
 use actix_web::{get, App, HttpResponse, HttpServer, Responder};
@@ -135,9 +136,8 @@ async fn run() -> Result<(), String> {
         .await
         .map_err(|e| format!("REDIS_URL: {e}"))?;
     let mut limiter = RateLimiter::new(store)
-        .timeout(timeout)
-        .key_prefix(&prefix)
-        .instances(instances);
+        .keys(Keys::new().prefix(&prefix))
+        .failure(Failure::new().instances(instances));
     if let Ok(text) = env::var("FLEET_NOW_MS") {
         let now: u64 = text
             .trim()

@@ -9,6 +9,7 @@ use ratelimit_runtime::{
         policy_from_text, version_key, ListEntry, ListKind, RouteSelector, RuleSet, WidestRanges,
         MAX_ENTRIES, ROUTES_FRESH_FOR, ROUTES_SEEN_SUFFIX, ROUTES_SUFFIX,
     },
+    settings::Keys,
     store::LimitState,
     store::{RedisClusterStore, RedisSentinelStore, RedisStore, Store},
     IdentityPart, Limit, Policy, RateLimiter,
@@ -479,12 +480,14 @@ impl Admin {
             ),
             Budgets::Sentinel(store) => std::sync::Arc::new(store.clone()),
         };
-        let mut limiter = RateLimiter::from_arc(store).key_prefix(&args.prefix);
+        let mut keys = Keys::new().prefix(&args.prefix);
         if let Ok(secret) = std::env::var("RATELIMIT_KEY_SECRET") {
             let secret =
                 KeySecret::new(secret.trim()).map_err(|e| format!("RATELIMIT_KEY_SECRET: {e}"))?;
-            limiter = limiter.key_secret(secret);
+            keys = keys.secret(secret);
         }
+        let limiter = RateLimiter::from_arc(store).keys(keys);
+        limiter.check_settings().map_err(|e| e.to_string())?;
         let headers: Vec<(String, String)> = args
             .header
             .iter()

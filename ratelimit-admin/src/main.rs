@@ -230,7 +230,7 @@ struct ClientArgs {
     /// The tier whose override's budget to clear.
     #[arg(long)]
     tier: Option<String>,
-    /// The services' key prefix (`RateLimiter::key_prefix`).
+    /// The services' key prefix (`Keys::prefix`).
     #[arg(long, env = "RATELIMIT_KEY_PREFIX", default_value = "rl")]
     prefix: String,
 }
@@ -564,7 +564,7 @@ fn warn_keys_unseen(args: &ClientArgs) {
         "not set"
     };
     eprintln!(
-        "note: every budget of this client is whole here (key prefix `{}`, RATELIMIT_KEY_SECRET {secret}); if the services refuse it all the same, give the command their key prefix (RATELIMIT_KEY_PREFIX, `RateLimiter::key_prefix`) and key secret (RATELIMIT_KEY_SECRET), the address or name as they count it, the client's tier (`--tier`) when it has an override of its own, and their overrides file (`--overrides-file`, RATELIMIT_OVERRIDES_FILE) when it overrides the route",
+        "note: every budget of this client is whole here (key prefix `{}`, RATELIMIT_KEY_SECRET {secret}); if the services refuse it all the same, give the command their key prefix (RATELIMIT_KEY_PREFIX, their `Keys::prefix`) and key secret (RATELIMIT_KEY_SECRET), the address or name as they count it, the client's tier (`--tier`) when it has an override of its own, and their overrides file (`--overrides-file`, RATELIMIT_OVERRIDES_FILE) when it overrides the route",
         args.prefix
     );
 }

@@ -44,7 +44,7 @@
 //! assert_eq!(test::call_service(&app, attempt()).await.status(), 200);
 //!
 //! // Every route of the App has a declaration: the check that runs at startup and in CI.
-//! let table = ratelimit_runtime::coverage::check(App::new().service(login)).await.unwrap();
+//! let table = ratelimit_runtime::coverage::require_coverage(App::new().service(login)).await.unwrap();
 //! assert_eq!(table.routes.len(), 1);
 //! # });
 //! ```
@@ -53,6 +53,8 @@
 //!
 //! - [`rate_limit`]: the attribute reference (every key, stacking, placement above the
 //!   route attribute, what each compile error means).
+//! - [`settings`]: the limiter's settings, in groups; [`RateLimiter::check_settings`]
+//!   reports every refused one.
 //! - [`guide`]: the chapters.
 //!   - [`guide::getting_started`]: a limited app in five minutes.
 //!   - [`guide::algorithms`]: choosing an algorithm.
@@ -78,6 +80,7 @@ mod middleware;
 pub mod overrides;
 pub mod policy;
 pub mod registry;
+pub mod settings;
 pub mod store;
 
 #[doc(hidden)]

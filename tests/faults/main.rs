@@ -83,9 +83,7 @@ fn app(
 > {
     // The clock is injected (mid-window) so no window rolls over during a test; the faults
     // are real.
-    let limiter = RateLimiter::new(store)
-        .clock(ManualClock::at(T0 + 30_000))
-        .timeout(TIMEOUT);
+    let limiter = RateLimiter::new(store).clock(ManualClock::at(T0 + 30_000));
     App::new()
         .service(closed_route)
         .service(open_route)

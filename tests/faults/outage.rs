@@ -127,9 +127,7 @@ async fn a_redis_restart_between_requests_fails_no_request_and_reloads_the_scrip
         .build()
         .await
         .unwrap();
-    let limiter = RateLimiter::new(store)
-        .clock(ManualClock::at(T0 + 30_000))
-        .timeout(Duration::from_secs(1));
+    let limiter = RateLimiter::new(store).clock(ManualClock::at(T0 + 30_000));
     let app = test::init_service(
         App::new()
             .service(closed_route)

@@ -68,8 +68,10 @@ async fn stalled<S, B>(
 
 /// `RateLimiter::timeout` replaces the store's own timeout, longer or shorter: under a
 /// limiter's 2 s, the Redis store's 50 ms does not cut every call short, so a remote Redis
-/// answering in 300 ms is not failed closed on every request.
+/// answering in 300 ms is not failed closed on every request. (A deprecated setting, which
+/// keeps this behaviour; the store's builder is where its timeout is set.)
 #[actix_web::test]
+#[allow(deprecated)]
 async fn the_limiters_timeout_replaces_the_stores_own_longer_or_shorter() {
     let _serial = SERIAL.lock().await;
     let server = RedisServer::start();
@@ -130,7 +132,10 @@ async fn the_limiters_timeout_replaces_the_stores_own_longer_or_shorter() {
 /// have the store retry it once more itself. A cluster check ends at the longer of those two
 /// timeouts, before its connection's reply timeout, and is not retried: Redis busy for 1.5 s
 /// under a 4 s limiter timeout answers 503 after about 1 s, and the request counts once.
+/// (The limiter's timeout is deprecated, and kept with this behaviour; a store's own
+/// timeout is its connection's response timeout too.)
 #[actix_web::test]
+#[allow(deprecated)]
 async fn a_cluster_check_past_its_connections_response_timeout_ends_once_in_time() {
     let _serial = SERIAL.lock().await;
     let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3))

@@ -3,6 +3,7 @@
 //! budget per address instead of a fresh one per request.
 
 use actix_web::{post, test, web, App, HttpResponse, Responder};
+use ratelimit_runtime::settings::Identities;
 use ratelimit_runtime::{
     clock::ManualClock, identity::UsernameReader, rate_limit, store::MemoryStore, RateLimiter,
 };
@@ -93,7 +94,9 @@ async fn reset(body: web::Bytes) -> impl Responder {
 async fn requests_without_a_readable_username_share_one_budget_per_address() {
     let limiter = RateLimiter::new(MemoryStore::new())
         .clock(ManualClock::at(T0))
-        .username_reader(UsernameReader::field("username").body_limit(64 * 1024));
+        .identity(
+            Identities::new().username(UsernameReader::field("username").body_limit(64 * 1024)),
+        );
     let app = test::init_service(App::new().service(reset).wrap(limiter)).await;
     let send = |ip: &str, content_type: &str, body: String| {
         from(ip)

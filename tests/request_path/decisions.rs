@@ -2,6 +2,7 @@
 //! the headers and the 429, stacked and shadow limits, the default policy, the flood shield,
 //! and one budget across actix's workers.
 
+use ratelimit_runtime::settings::Responses;
 use std::time::{Duration, Instant};
 
 use actix_web::{get, test, web, App, HttpResponse};
@@ -327,7 +328,7 @@ async fn each_header_family_alone_or_both_tell_the_same_exact_figures() {
             .ietf_draft(ietf_draft);
         let limiter = RateLimiter::new(MemoryStore::new())
             .clock(ManualClock::at(T0))
-            .headers(families);
+            .responses(Responses::new().headers(families));
         let app = test::init_service(app(limiter)).await;
         for left in [2, 1, 0] {
             let res =

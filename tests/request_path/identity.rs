@@ -2,6 +2,7 @@
 //! and the user id the auth layer puts in the request's extensions.
 
 use actix_web::{dev::Service as _, test};
+use ratelimit_runtime::settings::Identities;
 use ratelimit_runtime::{
     clock::ManualClock,
     identity::{TrustedProxies, UserId},
@@ -20,7 +21,7 @@ async fn spoofed_leftmost_forwarded_for_entries_do_not_change_the_budget() {
     let clock = ManualClock::at(T0);
     let limiter = redis_limiter(&server, &clock)
         .await
-        .trusted_proxies(TrustedProxies::hops(1));
+        .identity(Identities::new().trusted_proxies(TrustedProxies::hops(1)));
     let app = test::init_service(app(limiter)).await;
     let via_proxy = |xff: &str| {
         from("10.0.0.2")
@@ -50,9 +51,9 @@ async fn spoofed_leftmost_forwarded_for_entries_do_not_change_the_budget() {
 async fn a_peer_outside_the_proxies_networks_is_the_client() {
     let server = RedisServer::start();
     let clock = ManualClock::at(T0);
-    let limiter = redis_limiter(&server, &clock)
-        .await
-        .trusted_proxies(TrustedProxies::hops(1).only_from(["10.0.0.0/8"]));
+    let limiter = redis_limiter(&server, &clock).await.identity(
+        Identities::new().trusted_proxies(TrustedProxies::hops(1).only_from(["10.0.0.0/8"])),
+    );
     let app = test::init_service(app(limiter)).await;
     let sent = |peer: &str, xff: String| {
         from(peer)

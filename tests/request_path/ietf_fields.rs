@@ -7,7 +7,12 @@ use std::time::Duration;
 
 use actix_web::{dev::ServiceResponse, get, test, App, HttpResponse};
 use ratelimit_runtime::{
-    clock::ManualClock, coverage::AppFactory, key::KeySecret, rate_limit, store::MemoryStore,
+    clock::ManualClock,
+    coverage::AppFactory,
+    key::KeySecret,
+    rate_limit,
+    settings::{Keys, Responses},
+    store::MemoryStore,
     HeaderFamilies, IetfDraft, RateLimiter,
 };
 
@@ -166,7 +171,9 @@ async fn the_older_reading_reports_until_the_budget_is_whole() {
     let clock = ManualClock::at(T0 + 10_000);
     let limiter = RateLimiter::new(MemoryStore::new())
         .clock(clock.clone())
-        .headers(HeaderFamilies::both().ietf_draft_version(IetfDraft::Draft10));
+        .responses(
+            Responses::new().headers(HeaderFamilies::both().ietf_draft_version(IetfDraft::Draft10)),
+        );
     let app = test::init_service(ietf_app(limiter)).await;
     // The sliding window's count stops counting at the end of the next window; GCRA's
     // budget is whole once the arrival time is reached.
@@ -186,8 +193,8 @@ async fn the_partition_key_is_a_keyed_hash_never_the_identity() {
     let secret = KeySecret::new("a deployment secret of 16 bytes or more").unwrap();
     let limiter = RateLimiter::new(MemoryStore::new())
         .clock(ManualClock::at(T0))
-        .key_secret(secret)
-        .headers(families);
+        .keys(Keys::new().secret(secret))
+        .responses(Responses::new().headers(families));
     let app = test::init_service(ietf_app(limiter)).await;
     let mut keys = Vec::new();
     for ip in ["203.0.113.7", "203.0.113.7", "198.51.100.2"] {
@@ -215,7 +222,8 @@ async fn the_partition_key_is_a_keyed_hash_never_the_identity() {
     assert_ne!(keys[0], keys[6]);
 
     // Without a key secret there is nothing to key the hash with: no `pk`.
-    let limiter = RateLimiter::new(MemoryStore::new()).headers(families);
+    let limiter =
+        RateLimiter::new(MemoryStore::new()).responses(Responses::new().headers(families));
     let app = test::init_service(ietf_app(limiter)).await;
     let res = test::call_service(&app, from("203.0.113.7").uri("/ietf/fixed").to_request()).await;
     assert_eq!(limit_of(&res).pk, None);

@@ -1,6 +1,7 @@
 //! Redis dies under a running App: fail-closed routes answer 503 and fail-open ones pass,
 //! both recover without a restart, and the logs say what happened without naming a client.
 
+use ratelimit_runtime::settings::Responses;
 use std::time::{Duration, Instant};
 
 // The module alone: `#[test]` below is the standard library's.
@@ -134,7 +135,7 @@ async fn logs_name_the_route_and_identity_kind_but_never_a_username_or_key() {
 async fn the_503_retry_after_rounds_up() {
     for (configured, told) in [(2_900, "3"), (1_000, "1"), (200, "1")] {
         let limiter = ratelimit_runtime::RateLimiter::new(crate::support::Down::default())
-            .unavailable_retry_after(Duration::from_millis(configured));
+            .responses(Responses::new().unavailable_retry_after(Duration::from_millis(configured)));
         let app = test::init_service(app(limiter)).await;
         let req = from("203.0.113.7")
             .method(actix_web::http::Method::POST)

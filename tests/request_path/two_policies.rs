@@ -114,8 +114,8 @@ async fn a_request_two_policies_apply_to_waits_the_timeout_once_in_all() {
     // the first left, and is given up.
     let store = Slow::new(Duration::from_millis(40));
     let limiter = RateLimiter::new(store.clone())
-        .clock(ManualClock::at(T0))
-        .timeout(Duration::from_millis(50));
+        // A store of its own without a timeout of its own: the default 50 ms bounds it.
+        .clock(ManualClock::at(T0));
     let app = test::init_service(App::new().service(feed).wrap(limiter)).await;
     let req = from("203.0.113.7")
         .uri("/feed")
@@ -131,8 +131,8 @@ async fn time_spent_in_middleware_between_two_checks_is_not_store_time() {
     // its own middleware takes 80 ms between the two checks. The store answers in 2 ms;
     // the declared 2 per minute must apply, not be given up for want of time.
     let limiter = RateLimiter::new(Slow::new(Duration::from_millis(2)))
-        .clock(ManualClock::at(T0))
-        .timeout(Duration::from_millis(50));
+        // A store of its own without a timeout of its own: the default 50 ms bounds it.
+        .clock(ManualClock::at(T0));
     let app = test::init_service(App::new().service(reports).wrap(limiter)).await;
     let mut statuses = Vec::new();
     for _ in 0..4 {

@@ -1,7 +1,8 @@
 //! The startup coverage check: for an App whose routes are not all covered by a
 //! `#[rate_limit]` declaration (or an explicit `exempt`), [`require_coverage`] returns an
 //! error listing every uncovered route, for `main` to print and exit on; the same check is
-//! one line in a test suite ([`assert_covered`]).
+//! one line in a test suite (`require_coverage(app).await.unwrap()`). [`route_table`] lists
+//! every route, covered or not, for a tool that prints the table.
 //!
 //! It enumerates the App's real routes with actix-web's `experimental-introspection` feature
 //! (every method and full pattern after scopes and `configure` functions are applied) and
@@ -26,5 +27,6 @@ mod probe;
 mod table;
 
 pub use app_factory::AppFactory;
+#[allow(deprecated)]
 pub use check::{assert_covered, check, require_coverage, route_table};
 pub use table::{CoverageError, RouteRow, RouteStatus, RouteTable};

@@ -556,7 +556,10 @@ fn row_json(row: &RouteRow) -> serde_json::Value {
 }
 
 /// The App has routes without a declaration (or no routes could be read at all).
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` is its `Display` (every uncovered route, then the table), so that a test's
+/// `.unwrap()` and a `main` returning `Result` print the list, not the structure.
+#[derive(Clone)]
 pub struct CoverageError {
     /// The whole table, covered routes included.
     pub table: RouteTable,
@@ -596,6 +599,12 @@ impl fmt::Display for CoverageError {
         }
         writeln!(f)?;
         write!(f, "{}", self.table.to_text())
+    }
+}
+
+impl fmt::Debug for CoverageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

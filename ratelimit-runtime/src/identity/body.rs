@@ -33,7 +33,7 @@ pub const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
 /// How the limiter reads the username a request body submits, for routes whose identity
 /// has `username`. The body is always put back, byte for byte, for the handler.
 ///
-/// - [`UsernameReader::json_or_form`] (what [`RateLimiter::username_from`] sets) reads the
+/// - [`UsernameReader::json_or_form`] (what [`Identities::username`] takes for the handler's type) reads the
 ///   body into the handler's own type, as `web::Json<T>` and `web::Form<T>` do: JSON
 ///   whatever the content type (a handler whose `JsonConfig` does not insist on one reads
 ///   it too), a form only under `application/x-www-form-urlencoded`, decoded in the charset
@@ -57,7 +57,7 @@ pub const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
 /// username replaced by one marker shared by all of them. [`refuse_unreadable`] answers such
 /// requests `400` with a `problem+json` body instead.
 ///
-/// [`RateLimiter::username_from`]: crate::RateLimiter::username_from
+/// [`Identities::username`]: crate::settings::Identities::username
 /// [`refuse_unreadable`]: UsernameReader::refuse_unreadable
 ///
 /// ```
@@ -225,7 +225,7 @@ impl UsernameReader {
             route,
             "a JSON array body was counted per client address, not per username: the field \
              reader cannot tell which element a handler's `web::Json<T>` takes as the \
-             username; give the limiter the handler's type (`RateLimiter::username_from::<T>` \
+             username; give the limiter the handler's type (`Identities::username(UsernameReader::json_or_form::<T>(..))` \
              or `UsernameReader::json_or_form::<T>`) so that such bodies count against the \
              account they name (at most one such line a minute per route)"
         );

@@ -7,7 +7,7 @@ use icu_properties::{props::DefaultIgnorableCodePoint, CodePointSetData};
 
 /// How a submitted username becomes the name its budget is kept under. The default is
 /// [`canonical_username`]; an app whose account store compares names by other rules gives
-/// the limiter its own function (`RateLimiter::canonical_username`), the same one the account
+/// the limiter its own function (`Identities::canonical_username`), the same one the account
 /// lookup uses, so that every spelling the store takes for one account shares one budget.
 /// It is given the whole submitted name (up to the body reader's limit, 2 MiB by default):
 /// like the default, it should bound its work by what it reads of the name.

@@ -53,6 +53,8 @@ pub struct TrustedProxies {
     /// The proxies' networks ([`TrustedProxies::only_from`]); `None`: every peer's
     /// forwarding header is read.
     networks: Option<Arc<[IpNet]>>,
+    /// Values refused, for `RateLimiter::check_settings`.
+    problems: crate::settings::Problems,
 }
 
 impl Default for TrustedProxies {
@@ -63,6 +65,7 @@ impl Default for TrustedProxies {
             header: ForwardedHeader::XForwardedFor,
             ipv6_prefix: 64,
             networks: None,
+            problems: crate::settings::Problems::default(),
         }
     }
 }
@@ -96,38 +99,52 @@ impl TrustedProxies {
     /// that a dual-stack socket shows as `::ffff:a.b.c.d` is matched as IPv4. No networks at
     /// all: no peer is a proxy, and the header is never read.
     ///
-    /// # Panics
-    ///
-    /// When an entry is neither an address nor a network (`address/prefix`).
+    /// An entry that is neither an address nor a network (`address/prefix`) is refused
+    /// ([`RateLimiter::check_settings`](crate::RateLimiter::check_settings)); the others
+    /// are taken.
     #[must_use]
     pub fn only_from<I, S>(mut self, networks: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
+        let mut refused = Vec::new();
         let parsed: Vec<IpNet> = networks
             .into_iter()
-            .map(|text| {
+            .filter_map(|text| {
                 let text = text.as_ref().trim();
-                let net = text
+                let Ok(net) = text
                     .parse::<IpNet>()
                     .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
-                    .unwrap_or_else(|_| {
-                        panic!(
-                            "`TrustedProxies::only_from`: `{text}` is neither an address nor a network (`10.0.0.0/8`, `2001:db8::/32`)"
-                        )
-                    });
+                else {
+                    refused.push(format!("`{text}`"));
+                    return None;
+                };
                 // Peers are matched in canonical form (IPv4-mapped ones as IPv4).
-                match net {
+                Some(match net {
                     IpNet::V6(v6) if v6.prefix_len() >= 96 => v6
                         .addr()
                         .to_ipv4_mapped()
                         .and_then(|v4| ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96).ok())
                         .map_or(net, IpNet::V4),
                     net => net,
-                }
+                })
             })
             .collect();
+        let setting = "`TrustedProxies::only_from(..)`";
+        let outcome = if refused.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{setting}: {} neither an address nor a network (`10.0.0.0/8`, `2001:db8::/32`)",
+                if refused.len() == 1 {
+                    format!("{} is", refused[0])
+                } else {
+                    format!("{} are", refused.join(", "))
+                }
+            ))
+        };
+        self.problems.record(setting, outcome);
         self.networks = Some(parsed.into());
         self
     }
@@ -141,16 +158,26 @@ impl TrustedProxies {
     /// through the addresses of its own /64 (a site delegated a /56 or /48 holds many /64s:
     /// 56 or 48 count it as one, with its neighbours).
     ///
-    /// # Panics
-    ///
-    /// When `bits` is 0 (every IPv6 client in one bucket, `::/0`) or above 128.
+    /// 0 (every IPv6 client in one bucket, `::/0`) or above 128 is refused
+    /// ([`RateLimiter::check_settings`](crate::RateLimiter::check_settings)), and the
+    /// prefix stays as it was.
     pub fn ipv6_prefix(mut self, bits: u8) -> Self {
-        assert!(
-            (1..=128).contains(&bits),
-            "`ipv6_prefix({bits})`: an IPv6 prefix is 1 to 128 bits (0 would count every IPv6 client in one bucket)"
-        );
-        self.ipv6_prefix = bits;
+        let setting = "`TrustedProxies::ipv6_prefix(..)`";
+        if (1..=128).contains(&bits) {
+            self.ipv6_prefix = bits;
+            self.problems.record(setting, Ok(()));
+        } else {
+            let line = format!(
+                "`TrustedProxies::ipv6_prefix({bits})`: an IPv6 prefix is 1 to 128 bits (0 would count every IPv6 client in one bucket)"
+            );
+            self.problems.record(setting, Err(line));
+        }
         self
+    }
+
+    /// The values refused, one line each.
+    pub(crate) fn problems(&self) -> impl Iterator<Item = &str> {
+        self.problems.lines()
     }
 
     /// The configured number of trusted hops.
@@ -449,9 +476,19 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "`10.0.0.0/33` is neither an address nor a network")]
     fn only_from_refuses_what_is_no_network() {
-        let _ = TrustedProxies::hops(1).only_from(["10.0.0.0/33"]);
+        let proxies = TrustedProxies::hops(1).only_from(["10.0.0.0/33", "10.0.0.5", "proxy"]);
+        let problems: Vec<&str> = proxies.problems().collect();
+        assert_eq!(
+            problems,
+            ["`TrustedProxies::only_from(..)`: `10.0.0.0/33`, `proxy` are neither an address nor a network (`10.0.0.0/8`, `2001:db8::/32`)"]
+        );
+        // The valid entry is taken.
+        let h = headers("x-forwarded-for", &["203.0.113.7"]);
+        let at = |text: &str| Some(text.parse::<IpAddr>().unwrap());
+        assert_eq!(proxies.resolve(at("10.0.0.5"), &h), at("203.0.113.7"));
+        // Given again without the bad entries, the refusal is taken back.
+        assert_eq!(proxies.only_from(["10.0.0.5"]).problems().count(), 0);
     }
 
     #[test]

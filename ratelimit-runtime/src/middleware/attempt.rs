@@ -16,7 +16,7 @@ pub enum Unlimited {
 /// How the attempt a handler answered went, for limits that count failures only (`count =
 /// "failures"`): it wins over the answer's status. Without it, a 2xx is a success (gives
 /// its unit back) and anything else a failure, or as
-/// [`RateLimiter::success_statuses`](crate::RateLimiter::success_statuses) says.
+/// [`Responses::success_statuses`](crate::settings::Responses::success_statuses) says.
 ///
 /// A handler marks its answer by inserting it in the response's extensions, so it need not
 /// take [`Budget`](crate::Budget) (or with

@@ -419,7 +419,7 @@ impl RateLimiter {
                     .collect::<Vec<_>>()
                     .join("` or `"),
             })?;
-        let key = info.key(&self.prefix, self.secret.as_ref(), &client);
+        let key = info.key(&self.keys.prefix, self.keys.secret.as_ref(), &client);
         let limits: Vec<Limit> = policy
             .limits()
             .iter()
@@ -457,12 +457,11 @@ impl RateLimiter {
             let value = match part {
                 // A name that is nothing once canonical counts in the unreadable budget of
                 // its address, which no name reaches.
-                IdentityPart::Username => {
-                    Some((self.sources.canonical_username)(value)).filter(|n| !n.is_empty())?
-                }
+                IdentityPart::Username => Some((self.identity.sources.canonical_username)(value))
+                    .filter(|n| !n.is_empty())?,
                 IdentityPart::Ip => {
                     let ip: IpAddr = value.trim().parse().ok()?;
-                    self.sources.trusted_proxies.text(Some(ip))
+                    self.identity.sources.trusted_proxies.text(Some(ip))
                 }
                 // As the request path reads them: header values trimmed, the others as given.
                 IdentityPart::Header(_) => value.trim().to_owned(),

@@ -34,7 +34,7 @@ pub struct HeaderFamilies {
     /// What `r` and `t` of `RateLimit` mean ([`IetfDraft`]).
     pub draft: IetfDraft,
     /// `pk` on `RateLimit`: a keyed hash of the client's partition (off by default; needs
-    /// [`RateLimiter::key_secret`](crate::RateLimiter::key_secret)).
+    /// [`Keys::secret`](crate::settings::Keys::secret)).
     pub partition_key: bool,
 }
 

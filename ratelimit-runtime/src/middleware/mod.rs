@@ -7,6 +7,7 @@ mod attempt;
 mod budget;
 mod budget_admin;
 pub(crate) mod declared_routes;
+mod deprecated_settings;
 mod enforce;
 mod flood_shield;
 mod header_families;

@@ -1,7 +1,6 @@
 //! Rolling a limiter out route by route: limits declared in code for builder routes
-//! ([`RateLimiter::declare`]), the App's shadow switch ([`RateLimiter::shadow`]) and the
-//! default policy's own `enforce` ([`RateLimiter::default_enforce`]). What they set is
-//! kept in `rollout_state.rs`.
+//! ([`RateLimiter::declare`]) and the App's shadow switch ([`RateLimiter::shadow`]). What
+//! they set is kept in `rollout_state.rs`.
 
 use super::rate_limiter::RateLimiter;
 use crate::registry::RouteDeclaration;
@@ -98,24 +97,6 @@ impl RateLimiter {
     pub fn shadow(mut self, shadow: bool) -> Self {
         self.rollout.shadow = shadow;
         self
-    }
-
-    /// The default policy's `enforce`, as a route's: `false` keeps undeclared routes in
-    /// shadow while the App enforces (the way to enforce declared limits before the default
-    /// one is tuned), `true` enforces them while the App is in shadow. Without it they
-    /// follow [`shadow`](Self::shadow).
-    pub fn default_enforce(mut self, enforce: bool) -> Self {
-        self.rollout.default_enforce = Some(enforce);
-        self
-    }
-
-    /// Logs every problem of this limiter's settings at error level: whether it may start.
-    pub(super) fn refuses_to_start(&self) -> bool {
-        let problems = self.rollout.problems();
-        for problem in &problems {
-            tracing::error!(target: "ratelimit", "{problem}; refusing to start");
-        }
-        !problems.is_empty()
     }
 }
 

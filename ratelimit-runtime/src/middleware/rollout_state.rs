@@ -1,5 +1,5 @@
 //! What a limiter is told about its rollout (`rollout.rs` has the settings that tell it):
-//! the App's shadow switch, the default policy's `enforce`, declarations in code and the
+//! the App's shadow switch, declarations in code and the
 //! problems its settings have; and the warning for forwarding headers no trusted proxy
 //! reads.
 
@@ -25,8 +25,6 @@ pub(crate) struct Rollout {
     /// The App's shadow switch: every limit counts and logs but never refuses, except on
     /// routes that say `enforce = true`.
     pub(crate) shadow: bool,
-    /// The default policy's `enforce`, as a route's.
-    pub(crate) default_enforce: Option<bool>,
     /// The routes declared in code, each once.
     pub(crate) declared: Vec<&'static RouteDeclaration>,
     /// Bad settings, each naming the setting: the coverage check fails on them and the
@@ -95,7 +93,7 @@ impl Rollout {
         tracing::warn!(
             target: "ratelimit",
             header,
-            "requests carry `{header}` while the limiter trusts no proxy: limits count by the peer address, so behind a load balancer or reverse proxy every client shares one budget (the proxy's); if you run such proxies, give the limiter `RateLimiter::trusted_proxies(TrustedProxies::hops(n))` (n: how many you run), else ignore this (logged at most once a minute)"
+            "requests carry `{header}` while the limiter trusts no proxy: limits count by the peer address, so behind a load balancer or reverse proxy every client shares one budget (the proxy's); if you run such proxies, give the limiter `.identity(Identities::new().trusted_proxies(TrustedProxies::hops(n)))` (n: how many you run), else ignore this (logged at most once a minute)"
         );
     }
 }

@@ -48,17 +48,30 @@ where
     type InitError = ();
     type Future = Ready<Result<Self::Transform, Self::InitError>>;
 
+    /// Fails, so that the App does not start, when a setting was refused
+    /// ([`RateLimiter::check_settings`]): the error is logged first, as actix-server logs
+    /// only that a service could not start.
     fn new_transform(&self, service: S) -> Self::Future {
+        // Inside the coverage check, which reports a limiter's refused settings with the
+        // uncovered routes, it is built; else a refused setting refuses the App's start.
+        if let Err(error) = self.check_settings() {
+            self.rollout.found(error.problems());
+        }
         let checking = super::declared_routes::limiter_built(&self.checked, &self.rollout);
         // The App's routes are known when the coverage check read them (at startup): their
         // series exist before the worker serves; else from its first request.
         if let Some(declared) = self.checked.get() {
             register_series(declared);
         }
-        // Inside the coverage check, which reports a limiter's problems, it is built; else
-        // a bad setting refuses the App's start.
-        if !checking && self.refuses_to_start() {
-            return ready(Err(()));
+        if !checking {
+            if let Err(error) = self.check_settings() {
+                tracing::error!(
+                    target: "ratelimit",
+                    problems = error.problems().len(),
+                    "rate limiter settings refused, the App does not start:\n{error}"
+                );
+                return ready(Err(()));
+            }
         }
         ready(Ok(RateLimiterService {
             service: Rc::new(service),
@@ -92,7 +105,7 @@ pub struct RateLimiterService<S> {
 }
 
 /// Logs an error for every route a username reader was given for
-/// ([`RateLimiter::route_username_reader`]) that is not a declared route of this App whose
+/// ([`Identities::route_username`](crate::settings::Identities::route_username)) that is not a declared route of this App whose
 /// identity counts usernames: its requests would be read by the limiter's default reader.
 fn unmatched_username_readers(sources: &IdentitySources, declared: &DeclaredRoutes) {
     for route in sources.route_usernames.keys() {
@@ -106,7 +119,7 @@ fn unmatched_username_readers(sources: &IdentitySources, declared: &DeclaredRout
             tracing::error!(
                 target: "ratelimit",
                 route = %route,
-                "`route_username_reader` names no declared route of this App that counts usernames: name it as `METHOD /full/pattern`, with its scope's prefix (`POST /api/login`); its requests are read by the default username reader meanwhile"
+                "`Identities::route_username` names no declared route of this App that counts usernames: name it as `METHOD /full/pattern`, with its scope's prefix (`POST /api/login`); its requests are read by the default username reader meanwhile"
             );
         }
     }

@@ -150,6 +150,8 @@ pub struct Overrides {
     pub(crate) widest: WidestRanges,
     pub(crate) plain_api_keys: bool,
     pub(crate) shared: Arc<Shared>,
+    /// Values refused, for `RateLimiter::check_settings`.
+    problems: crate::settings::Problems,
 }
 
 /// How to reach the Redis that holds the overrides (no `Debug`: a URL may hold a password).
@@ -190,6 +192,7 @@ impl Overrides {
             widest: WidestRanges::default(),
             plain_api_keys: false,
             shared: Arc::default(),
+            problems: crate::settings::Problems::default(),
         }
     }
 
@@ -254,9 +257,21 @@ impl Overrides {
 
     /// How often each source is read (default 500 ms; at least 50 ms, at most a minute:
     /// the routes the admin command checks names against are published with the reads,
-    /// and one not published for [`ROUTES_FRESH_FOR`] is taken as gone).
+    /// and one not published for [`ROUTES_FRESH_FOR`] is taken as gone). A period outside
+    /// those bounds is refused
+    /// ([`RateLimiter::check_settings`](crate::RateLimiter::check_settings)), and the
+    /// sources are read at the default period.
     pub fn refresh(mut self, every: Duration) -> Self {
-        self.refresh = every.clamp(Duration::from_millis(50), Duration::from_secs(60));
+        let setting = "`Overrides::refresh(..)`";
+        if (Duration::from_millis(50)..=Duration::from_secs(60)).contains(&every) {
+            self.refresh = every;
+            self.problems.record(setting, Ok(()));
+        } else {
+            let line = format!(
+                "`Overrides::refresh({every:?})`: overrides are read at most every 50 ms and at least every minute"
+            );
+            self.problems.record(setting, Err(line));
+        }
         self
     }
 
@@ -264,17 +279,20 @@ impl Overrides {
     /// takes any range, `/0` included). A source naming a wider one is refused as a whole,
     /// with an error naming the entry: a deny entry of every address would answer every
     /// client `403`, an allow entry would lift every limit. Give the admin command the same
-    /// bounds (`--widest-ipv4`, `--widest-ipv6`).
-    ///
-    /// # Panics
-    ///
-    /// When `ipv4` is over 32 or `ipv6` over 128.
+    /// bounds (`--widest-ipv4`, `--widest-ipv6`). An `ipv4` over 32 or `ipv6` over 128 is
+    /// refused ([`RateLimiter::check_settings`](crate::RateLimiter::check_settings)), and
+    /// the default bounds stay.
     pub fn widest_ranges(mut self, ipv4: u8, ipv6: u8) -> Self {
-        assert!(
-            ipv4 <= 32 && ipv6 <= 128,
-            "`Overrides::widest_ranges({ipv4}, {ipv6})`: an IPv4 prefix is at most 32, an IPv6 one at most 128"
-        );
-        self.widest = WidestRanges { ipv4, ipv6 };
+        let setting = "`Overrides::widest_ranges(..)`";
+        if ipv4 <= 32 && ipv6 <= 128 {
+            self.widest = WidestRanges { ipv4, ipv6 };
+            self.problems.record(setting, Ok(()));
+        } else {
+            let line = format!(
+                "`Overrides::widest_ranges({ipv4}, {ipv6})`: an IPv4 prefix is at most 32, an IPv6 one at most 128"
+            );
+            self.problems.record(setting, Err(line));
+        }
         self
     }
 
@@ -285,6 +303,11 @@ impl Overrides {
     pub fn plain_api_keys(mut self, take: bool) -> Self {
         self.plain_api_keys = take;
         self
+    }
+
+    /// The values refused, one line each.
+    pub(crate) fn problems(&self) -> impl Iterator<Item = &str> {
+        self.problems.lines()
     }
 
     /// Every route's override in force now, by selector.

@@ -81,36 +81,41 @@ const fn same_part(a: IdentityPart, b: IdentityPart) -> bool {
 }
 
 impl Identity {
-    /// Panics unless the identity is one the attribute could have written: at least one
-    /// part (`Parts(&[])` would count every client of a route in one key), none twice,
+    /// Panics unless the identity is one the attribute could have written ([`problem`](Self::problem)).
+    pub(crate) const fn assert_valid(self) {
+        if let Some(problem) = self.problem() {
+            panic!("{}", problem);
+        }
+    }
+
+    /// Why the identity is not one the attribute could have written, if it is not: at least
+    /// one part (`Parts(&[])` would count every client of a route in one key), none twice,
     /// header names that can exist (a name with a space is never found, and every request
     /// would count by its IP).
-    pub(crate) const fn assert_valid(self) {
+    pub(crate) const fn problem(self) -> Option<&'static str> {
         let Identity::Parts(parts) = self else {
-            return;
+            return None;
         };
-        assert!(
-            !parts.is_empty(),
-            "an identity needs at least one part: `Identity::Parts(&[])` would count every client in one key"
-        );
+        if parts.is_empty() {
+            return Some("an identity needs at least one part: `Identity::Parts(&[])` would count every client in one key");
+        }
         let mut i = 0;
         while i < parts.len() {
             if let IdentityPart::Header(name) = parts[i] {
-                assert!(
-                    is_header_name(name),
-                    "`IdentityPart::Header` needs a header name (letters, digits and !#$%&'*+-.^_`|~; no space), or the header is never found"
-                );
+                if !is_header_name(name) {
+                    return Some("`IdentityPart::Header` needs a header name (letters, digits and !#$%&'*+-.^_`|~; no space), or the header is never found");
+                }
             }
             let mut j = i + 1;
             while j < parts.len() {
-                assert!(
-                    !same_part(parts[i], parts[j]),
-                    "an identity names one part twice"
-                );
+                if same_part(parts[i], parts[j]) {
+                    return Some("an identity names one part twice");
+                }
                 j += 1;
             }
             i += 1;
         }
+        None
     }
 
     /// The parts of an explicit identity (empty for the default).

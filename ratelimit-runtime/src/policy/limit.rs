@@ -146,7 +146,7 @@ impl Limit {
     /// This limit counting `count`: every request (the default), or only those that fail
     /// ([`Count::Failures`]: a request reserves its unit on the way in and gives it back when
     /// the handler answers with a success: a 2xx unless the handler marks its attempt, see
-    /// `AttemptOutcome` and `RateLimiter::success_statuses`).
+    /// `AttemptOutcome` and `Responses::success_statuses`).
     #[must_use]
     pub const fn counting(mut self, count: Count) -> Self {
         self.count = count;

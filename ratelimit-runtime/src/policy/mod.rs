@@ -16,4 +16,5 @@ pub use limit::{
 };
 pub(crate) use ratelimit_grammar::is_header_name;
 pub use ratelimit_grammar::{Algorithm, Count, FailMode, RouteHeaders, MAX_STACKED};
+pub(crate) use route_policy::limits_problem;
 pub use route_policy::{Policy, RoutePolicy};

@@ -61,6 +61,31 @@ pub struct RoutePolicy {
     enforce: Option<bool>,
 }
 
+/// Why `limits` cannot be stacked on one route, if they cannot: none, more than 8, or two
+/// sharing an algorithm and a window (they would count in one Redis key).
+pub(crate) const fn limits_problem(limits: &[Limit]) -> Option<&'static str> {
+    if limits.is_empty() {
+        return Some("a limited route needs at least one limit");
+    }
+    if limits.len() > MAX_STACKED {
+        return Some("a route may stack at most 8 limits");
+    }
+    let mut i = 0;
+    while i < limits.len() {
+        let mut j = i + 1;
+        while j < limits.len() {
+            if limits[i].algorithm() as u8 == limits[j].algorithm() as u8
+                && limits[i].window().as_millis() == limits[j].window().as_millis()
+            {
+                return Some("two stacked limits use the same algorithm and window");
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    None
+}
+
 impl RoutePolicy {
     /// Stacked `limits` (at least one, at most 8) on one identity.
     ///
@@ -76,33 +101,14 @@ impl RoutePolicy {
         fail: FailMode,
         shadow: bool,
     ) -> Self {
-        assert!(
-            !limits.is_empty(),
-            "a limited route needs at least one limit"
-        );
-        assert!(
-            limits.len() <= MAX_STACKED,
-            "a route may stack at most 8 limits"
-        );
+        if let Some(problem) = limits_problem(limits) {
+            panic!("{}", problem);
+        }
         identity.assert_valid();
         assert!(
             !(shadow && matches!(fail, FailMode::Closed | FailMode::Local)),
             "a shadow limit fails open: `FailMode::Closed` or `FailMode::Local` cannot go with `shadow = true`"
         );
-        // Two limits with one algorithm and window would count in one Redis key.
-        let mut i = 0;
-        while i < limits.len() {
-            let mut j = i + 1;
-            while j < limits.len() {
-                assert!(
-                    !(limits[i].algorithm() as u8 == limits[j].algorithm() as u8
-                        && limits[i].window().as_millis() == limits[j].window().as_millis()),
-                    "two stacked limits use the same algorithm and window"
-                );
-                j += 1;
-            }
-            i += 1;
-        }
         RoutePolicy {
             limits,
             identity,

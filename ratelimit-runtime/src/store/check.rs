@@ -121,13 +121,13 @@ pub trait Store: Send + Sync + 'static {
     fn kind(&self) -> &'static str;
 
     /// The longest one check may take, when the store bounds its calls itself. The limiter
-    /// then adds no timer of its own (unless `RateLimiter::timeout` is set).
+    /// then adds no timer of its own (unless the deprecated `RateLimiter::timeout` is set).
     fn timeout(&self) -> Option<std::time::Duration> {
         None
     }
 
     /// Decides one request within `timeout` instead of the store's own timeout: what the
-    /// limiter calls when `RateLimiter::timeout` is set, which may be longer than the
+    /// limiter calls when the deprecated `RateLimiter::timeout` is set, which may be longer than the
     /// store's. A store that bounds its calls itself must use `timeout` here; the default
     /// runs [`check`](Self::check), which the limiter's own timer then bounds.
     fn check_within<'a>(

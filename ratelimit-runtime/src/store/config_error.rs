@@ -21,13 +21,14 @@ impl StoreConfigError {
     /// time out against a healthy Redis, or not, at random: refused here, the mistake shows
     /// at start rather than as checks failing at random at run time.
     pub(crate) fn check_timeouts(
+        builder: &str,
         timeout: std::time::Duration,
         connect_timeout: std::time::Duration,
     ) -> Result<(), Self> {
         for (name, value) in [("timeout", timeout), ("connect_timeout", connect_timeout)] {
             if value < std::time::Duration::from_millis(1) {
                 return Err(StoreConfigError::new(format!(
-                    "`{name}` of {value:?} would fail every check: give it at least 1 ms"
+                    "`{builder}::builder(..).{name}({value:?})` would fail every check: give it at least 1 ms"
                 )));
             }
         }

@@ -29,7 +29,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// every request, none with a `block`) that arrive while a check of it is in flight go
 /// together in the next call, which the script answers
 /// with how many of them pass, in the order they arrived. A check never waits longer than
-/// the configured timeout, or `RateLimiter::timeout` when that is set. Build one per process
+/// the configured timeout, or the deprecated `RateLimiter::timeout` when that is set. Build one per process
 /// and share it: clones share the connection, and under [`RateLimiter`](crate::RateLimiter)
 /// each actix worker opens one of its own (see [`Store::worker_store`]), so a process holds
 /// one connection per worker plus this one.
@@ -221,7 +221,7 @@ impl fmt::Debug for RedisStoreBuilder {
 
 impl RedisStoreBuilder {
     /// The longest one check may take, fallback and retry included (default 50 ms), unless
-    /// `RateLimiter::timeout` is set. A check that takes longer fails with a
+    /// the deprecated `RateLimiter::timeout` is set. A check that takes longer fails with a
     /// [`Timeout`](super::StoreErrorKind::Timeout) error.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -254,7 +254,7 @@ impl RedisStoreBuilder {
     /// TLS, the CA given to [`tls_root_certificate`](Self::tls_root_certificate) holds no PEM
     /// certificate, or a timeout is under 1 ms.
     pub async fn build(self) -> Result<RedisStore, StoreConfigError> {
-        StoreConfigError::check_timeouts(self.timeout, self.connect_timeout)?;
+        StoreConfigError::check_timeouts("RedisStore", self.timeout, self.connect_timeout)?;
         super::tls::ensure_crypto_provider();
         let client = super::tls::client(self.url.as_str(), self.tls_root.as_deref())
             .map_err(|err| StoreConfigError::for_url(&self.url, err))?;

@@ -64,7 +64,7 @@ const RETRY_AFTER: Duration = Duration::from_millis(100);
 /// is one script call (concurrent checks of one key share calls, as with
 /// [`RedisStore`](super::RedisStore)) over a multiplexed
 /// connection, and never waits longer than the configured timeout, or
-/// `RateLimiter::timeout` when that is set. Build one per process and share it: under
+/// the deprecated `RateLimiter::timeout` when that is set. Build one per process and share it: under
 /// [`RateLimiter`](crate::RateLimiter) each actix worker opens its own connection (see
 /// [`Store::worker_store`]) and all share the sentinels' answers.
 ///
@@ -88,7 +88,7 @@ pub struct RedisSentinelStore {
     /// Concurrent checks of one key sharing one call (each worker store its own).
     coalescer: Arc<Coalescer>,
     timeout: Duration,
-    /// The longest a check waits, whatever `RateLimiter::timeout` says: less than the
+    /// The longest a check waits, whatever the deprecated `RateLimiter::timeout` says: less than the
     /// connection's response timeout.
     check_limit: Duration,
 }
@@ -874,7 +874,7 @@ impl RedisSentinelStoreBuilder {
         self
     }
 
-    /// The longest one check may take (default 50 ms), unless `RateLimiter::timeout` is set.
+    /// The longest one check may take (default 50 ms), unless the deprecated `RateLimiter::timeout` is set.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -922,7 +922,7 @@ impl RedisSentinelStoreBuilder {
                 "a master username without a master password would not be sent: give both",
             ));
         }
-        StoreConfigError::check_timeouts(self.timeout, self.connect_timeout)?;
+        StoreConfigError::check_timeouts("RedisSentinelStore", self.timeout, self.connect_timeout)?;
         super::tls::ensure_crypto_provider();
         let check_limit = self.connect_timeout.max(self.timeout);
         let config = AsyncConnectionConfig::new()

@@ -20,6 +20,7 @@ use actix_web::{
     App, HttpResponse, HttpServer,
 };
 use ratelimit_bench::{route, Budget, ProjectRoute, Variant};
+use ratelimit_runtime::settings::Identities;
 use ratelimit_runtime::{identity::TrustedProxies, store::MemoryStore, RateLimiter};
 
 use crate::{handler, options::Options, project};
@@ -35,7 +36,8 @@ pub struct Answer {
 impl Answer {
     /// The second answer of this project's fixed-window flood route to one client.
     pub async fn capture() -> Result<Answer, String> {
-        let limiter = RateLimiter::new(MemoryStore::new()).trusted_proxies(TrustedProxies::hops(1));
+        let limiter = RateLimiter::new(MemoryStore::new())
+            .identity(Identities::new().trusted_proxies(TrustedProxies::hops(1)));
         let service = test::init_service(
             App::new()
                 .configure(|cfg| project::routes(cfg, Some(ProjectRoute::FixedWindow)))

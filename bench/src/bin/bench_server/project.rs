@@ -13,6 +13,7 @@
 //! (2 µs apart) alone, 1,000,000 per second (1 µs) in the stacked policy.
 
 use actix_web::{get, web, App, HttpServer};
+use ratelimit_runtime::settings::{Identities, Responses};
 use ratelimit_runtime::{
     identity::TrustedProxies, overrides::Overrides, rate_limit, store::RedisStore, HeaderFamilies,
     RateLimiter,
@@ -230,9 +231,10 @@ pub async fn serve(
         store = store.timeout(std::time::Duration::from_millis(ms));
     }
     let store = store.build().await.map_err(std::io::Error::other)?;
-    let mut limiter = RateLimiter::new(store).trusted_proxies(TrustedProxies::hops(1));
+    let mut limiter = RateLimiter::new(store)
+        .identity(Identities::new().trusted_proxies(TrustedProxies::hops(1)));
     if options.no_headers {
-        limiter = limiter.headers(HeaderFamilies::none());
+        limiter = limiter.responses(Responses::new().headers(HeaderFamilies::none()));
     }
     if let Some(entries) = options.deny_list {
         limiter = limiter.overrides(deny_list(entries)?);
@@ -283,8 +285,11 @@ mod tests {
     /// default policy (which would reject the load after 120 requests per minute).
     #[actix_web::test]
     async fn every_route_is_declared_and_allow_routes_allow() {
-        coverage::assert_covered(App::new().configure(|cfg| routes(cfg, None))).await;
-        let limiter = RateLimiter::new(MemoryStore::new()).trusted_proxies(TrustedProxies::hops(1));
+        coverage::require_coverage(App::new().configure(|cfg| routes(cfg, None)))
+            .await
+            .unwrap();
+        let limiter = RateLimiter::new(MemoryStore::new())
+            .identity(Identities::new().trusted_proxies(TrustedProxies::hops(1)));
         let service =
             test::init_service(App::new().configure(|cfg| routes(cfg, None)).wrap(limiter)).await;
         for _ in 0..200 {

@@ -37,7 +37,7 @@ use super::{
 /// The store reads the slot map itself and sends each check to the master of its key's slot
 /// over that master's own multiplexed connection, following `MOVED` and `ASK` redirects
 /// (connecting to a master it did not know, such as one added by a reshard). A check never
-/// waits longer than the configured timeout, or `RateLimiter::timeout` when that is set (at
+/// waits longer than the configured timeout, or the deprecated `RateLimiter::timeout` when that is set (at
 /// most the longer of the connect timeout and the configured one).
 ///
 /// A master that stops answering costs only its own slots: after 3 checks in a row, over at
@@ -71,7 +71,7 @@ pub struct RedisClusterStore {
     /// Concurrent checks of one key sharing one call (each worker store its own).
     coalescer: Arc<Coalescer>,
     timeout: Duration,
-    /// The longest a check waits, whatever `RateLimiter::timeout` says: less than the
+    /// The longest a check waits, whatever the deprecated `RateLimiter::timeout` says: less than the
     /// connections' response timeout.
     check_limit: Duration,
     /// The seed URLs, for its `Debug` (shared by clones, which a shared call's task holds).
@@ -238,7 +238,7 @@ impl fmt::Debug for RedisClusterStoreBuilder {
 
 impl RedisClusterStoreBuilder {
     /// The longest one check may take, redirects and retries included (default 50 ms),
-    /// unless `RateLimiter::timeout` is set (then at most the longer of this and the connect
+    /// unless the deprecated `RateLimiter::timeout` is set (then at most the longer of this and the connect
     /// timeout).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -274,7 +274,7 @@ impl RedisClusterStoreBuilder {
                 "a redis cluster store needs at least one node url",
             ));
         }
-        StoreConfigError::check_timeouts(self.timeout, self.connect_timeout)?;
+        StoreConfigError::check_timeouts("RedisClusterStore", self.timeout, self.connect_timeout)?;
         // Every node is reached with the first seed's credentials: the seeds must all name
         // the same ones, or some node would be sent credentials its URL did not give.
         let mut credentials = None;

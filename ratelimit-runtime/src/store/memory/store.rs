@@ -58,12 +58,14 @@ pub struct MemoryStore {
 }
 
 impl MemoryStore {
-    /// A store holding at most [`DEFAULT_CAPACITY`] keys.
+    /// A store holding at most [`DEFAULT_CAPACITY`] keys: exactly
+    /// [`builder`](Self::builder)`().build()`, the defaults without a builder.
     pub fn new() -> Self {
         MemoryStore::builder().build()
     }
 
-    /// A builder, to set the capacity.
+    /// A builder, to set the capacity; with nothing set it builds what
+    /// [`new`](Self::new) does.
     pub fn builder() -> MemoryStoreBuilder {
         MemoryStoreBuilder {
             capacity: DEFAULT_CAPACITY,
