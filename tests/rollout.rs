@@ -274,6 +274,12 @@ async fn in_shadow_requests_over_the_limit_pass_counted_and_logged_and_enforce_t
             r#"limit = 1, window = "1m", identity = "ip""#,
         );
     let service = test::init_service(app(limiter)).await;
+    // A forgotten switch is not silent: the App says at startup that it refuses nothing.
+    assert!(
+        log.text().contains("the App is in shadow"),
+        "{}",
+        log.text()
+    );
     let shadowed = test::call_service(&service, get("/rollout/follows")).await;
     assert!(
         !shadowed.headers().contains_key("x-ratelimit-limit"),
@@ -437,4 +443,55 @@ async fn forwarding_headers_without_a_trusted_proxy_warn_once_a_minute_at_most()
     clock.set(T0 + 500_000);
     let _ = test::call_service(&service, forwarded("x-forwarded-for", "198.51.100.1")).await;
     assert_eq!(warnings(), 2);
+}
+
+/// A would-be refusal in shadow locks nobody out: once the route enforces, a client the
+/// shadow period "refused" starts with the limit's own budget, not a lockout.
+#[actix_web::test]
+async fn a_lockout_is_not_written_while_the_route_is_in_shadow() {
+    let redis = RedisServer::start();
+    let declared =
+        r#"limit = 1, window = "1m", identity = "ip", algorithm = "fixed_window", block = "1h""#;
+    let limiter = RateLimiter::new(redis_store(&redis).await)
+        .clock(ManualClock::at(T0))
+        .shadow(true)
+        .declare("GET /legacy/{id}", declared);
+    let service = test::init_service(app(limiter)).await;
+    assert_eq!(statuses(&service, 3, "/legacy/1").await, [200, 200, 200]);
+    // Enforcing, a window later: allowed once, then refused and locked out for the hour.
+    let limiter = RateLimiter::new(redis_store(&redis).await)
+        .clock(ManualClock::at(T0 + 61_000))
+        .declare("GET /legacy/{id}", declared);
+    let service = test::init_service(app(limiter)).await;
+    assert_eq!(statuses(&service, 2, "/legacy/1").await, [200, 429]);
+    let limiter = RateLimiter::new(redis_store(&redis).await)
+        .clock(ManualClock::at(T0 + 125_000))
+        .declare("GET /legacy/{id}", declared);
+    let service = test::init_service(app(limiter)).await;
+    assert_eq!(
+        statuses(&service, 1, "/legacy/1").await,
+        [429],
+        "locked out"
+    );
+}
+
+/// A declaration in code names a pattern and a method: where two resources serve them (one
+/// behind a custom guard), it would limit or exempt both, so it refuses startup.
+#[actix_web::test]
+async fn a_declaration_in_code_on_a_pattern_two_resources_serve_refuses_startup() {
+    let limiter = RateLimiter::new(MemoryStore::new()).declare("GET /shared", "exempt = \"probe\"");
+    let shared = App::new()
+        .wrap(limiter)
+        .service(
+            web::resource("/shared")
+                .guard(actix_web::guard::Host("internal.example"))
+                .route(web::get().to(legacy)),
+        )
+        .service(web::resource("/shared").route(web::get().to(legacy)));
+    let error = coverage::require_coverage(shared)
+        .await
+        .expect_err("refused")
+        .to_string();
+    assert!(error.contains("`GET /shared` is served by"), "{error}");
+    assert!(error.contains("custom guard"), "{error}");
 }

@@ -10,7 +10,7 @@ use actix_web::{
     get, App, HttpResponse, HttpServer, Responder,
 };
 use ratelimit_runtime::{
-    identity::TrustedProxies,
+    identity::{ApiKeySource, TrustedProxies},
     overrides::Overrides,
     rate_limit,
     settings::{Failure, Identities, Keys},
@@ -35,7 +35,7 @@ async fn an_app_wrapped_with_refused_settings_does_not_start() {
     let built = factory.new_service(AppConfig::default()).await;
     assert!(built.is_err(), "the App started");
     // The same limiter with the value put right starts.
-    let fixed = refused().failure(Failure::new().instances(2));
+    let fixed = RateLimiter::new(MemoryStore::new()).failure(Failure::new().instances(2));
     let factory = App::new().service(declared).wrap(fixed).into_factory();
     assert!(factory.new_service(AppConfig::default()).await.is_ok());
 }
@@ -96,4 +96,38 @@ fn settings_within_bounds_pass() {
         .keys(Keys::new().prefix("shop"))
         .failure(Failure::new().instances(1));
     assert!(limiter.check_settings().is_ok());
+}
+
+/// A group given twice would drop the first one's values without a word (a validated API
+/// key source, the trusted proxies): refused, as is a group given after a deprecated setter
+/// of it. Deprecated setters after a group add to it.
+#[core::prelude::v1::test]
+#[allow(deprecated)]
+fn a_group_given_twice_is_refused() {
+    let twice = RateLimiter::new(MemoryStore::new())
+        .identity(Identities::new().api_key(ApiKeySource::from_fn(|_| None)))
+        .identity(Identities::new().trusted_proxies(TrustedProxies::hops(1)));
+    let error = twice.check_settings().unwrap_err();
+    assert_eq!(error.problems().len(), 1, "{error}");
+    assert!(
+        error.problems()[0].starts_with("`RateLimiter::identity(..)`: given twice"),
+        "{error}"
+    );
+
+    let after_deprecated = RateLimiter::new(MemoryStore::new())
+        .instances(3)
+        .failure(Failure::new().flood_shield_capacity(10));
+    let error = after_deprecated.check_settings().unwrap_err();
+    assert!(
+        error.problems()[0].starts_with("`RateLimiter::failure(..)`: given twice"),
+        "{error}"
+    );
+
+    // A deprecated setter after its group adds to it: nothing is lost.
+    let extended = RateLimiter::new(MemoryStore::new())
+        .keys(Keys::new().prefix("shop"))
+        .key_secret(ratelimit_runtime::key::KeySecret::new("sixteen bytes or more").unwrap());
+    assert!(extended.check_settings().is_ok());
+    let shown = format!("{extended:?}");
+    assert!(shown.contains("shop"), "{shown}");
 }

@@ -436,7 +436,8 @@ pub(crate) fn marker_of(guard_name: &str) -> Option<&str> {
 }
 
 /// The declarations in code mounted in the App `tree` describes, by full pattern, and a
-/// problem for each that names no route of it or a route an attribute declares already.
+/// problem for each that names no route of it, a route an attribute declares already, or a
+/// pattern and method more than one resource (or a custom guard) shares.
 fn mount_in_code(
     tree: &IntrospectionTree,
     declared: &[&'static RouteDeclaration],
@@ -474,6 +475,20 @@ fn mount_in_code(
             };
             problems.push(format!(
                 "`{setting}`: `{pattern}` is not served with `{method}`; it answers {served}"
+            ));
+            continue;
+        }
+        // The middleware finds a request's declaration by its pattern alone: where a custom
+        // guard picks between resources, or several serve the method, the declaration would
+        // limit (or exempt) every one of them.
+        let serving: Vec<&&&IntrospectionNode> = at
+            .iter()
+            .filter(|node| node.methods.is_empty() || node.methods.iter().any(|m| m == method))
+            .collect();
+        if serving.len() > 1 || serving.iter().any(|node| has_custom_guard(node)) {
+            problems.push(format!(
+                "`{setting}`: `{method} {pattern}` is served by {} behind a custom guard (a host, a header); a declaration in code names a pattern and a method only, so it would apply to each: give each handler its own `#[rate_limit]`, or its own pattern",
+                if serving.len() > 1 { "more than one resource, or one" } else { "a resource" }
             ));
             continue;
         }

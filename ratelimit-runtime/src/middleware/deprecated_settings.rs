@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use actix_web::http::StatusCode;
 
-use super::{headers::HeaderFamilies, rate_limiter::RateLimiter};
+use super::{
+    headers::HeaderFamilies,
+    rate_limiter::{Group, RateLimiter},
+};
 use crate::{
     identity::{ApiKeySource, Canonicalizer, TrustedProxies, UserIdSource, UsernameReader},
     key::KeySecret,
@@ -23,7 +26,7 @@ impl RateLimiter {
     )]
     pub fn trusted_proxies(self, proxies: TrustedProxies) -> Self {
         let group = Identities::trusted_proxies(self.identity.clone(), proxies);
-        self.identity(group)
+        self.extend_group(Group::Identity, |s| s.identity = group)
     }
 
     #[deprecated(
@@ -32,7 +35,7 @@ impl RateLimiter {
     )]
     pub fn username_reader(self, reader: UsernameReader) -> Self {
         let group = Identities::username(self.identity.clone(), reader);
-        self.identity(group)
+        self.extend_group(Group::Identity, |s| s.identity = group)
     }
 
     #[deprecated(
@@ -47,7 +50,7 @@ impl RateLimiter {
             self.identity.clone(),
             UsernameReader::json_or_form::<T>(get),
         );
-        self.identity(group)
+        self.extend_group(Group::Identity, |s| s.identity = group)
     }
 
     #[deprecated(
@@ -56,7 +59,7 @@ impl RateLimiter {
     )]
     pub fn route_username_reader(self, route: &str, reader: UsernameReader) -> Self {
         let group = Identities::route_username(self.identity.clone(), route, reader);
-        self.identity(group)
+        self.extend_group(Group::Identity, |s| s.identity = group)
     }
 
     #[deprecated(
@@ -65,7 +68,7 @@ impl RateLimiter {
     )]
     pub fn canonical_username(self, canonicalizer: Canonicalizer) -> Self {
         let group = Identities::canonical_username(self.identity.clone(), canonicalizer);
-        self.identity(group)
+        self.extend_group(Group::Identity, |s| s.identity = group)
     }
 
     #[deprecated(
@@ -74,7 +77,7 @@ impl RateLimiter {
     )]
     pub fn user_id(self, source: UserIdSource) -> Self {
         let group = Identities::user_id(self.identity.clone(), source);
-        self.identity(group)
+        self.extend_group(Group::Identity, |s| s.identity = group)
     }
 
     #[deprecated(
@@ -83,19 +86,19 @@ impl RateLimiter {
     )]
     pub fn api_key(self, source: ApiKeySource) -> Self {
         let group = Identities::api_key(self.identity.clone(), source);
-        self.identity(group)
+        self.extend_group(Group::Identity, |s| s.identity = group)
     }
 
     #[deprecated(since = "0.2.0", note = "use `.keys(Keys::new().secret(..))`")]
     pub fn key_secret(self, secret: KeySecret) -> Self {
         let group = Keys::secret(self.keys.clone(), secret);
-        self.keys(group)
+        self.extend_group(Group::Keys, |s| s.keys = group)
     }
 
     #[deprecated(since = "0.2.0", note = "use `.keys(Keys::new().prefix(..))`")]
     pub fn key_prefix(self, prefix: &str) -> Self {
         let group = Keys::prefix(self.keys.clone(), prefix);
-        self.keys(group)
+        self.extend_group(Group::Keys, |s| s.keys = group)
     }
 
     /// A bound of every store check in place of the store's own timeout, longer or shorter.
@@ -125,7 +128,7 @@ impl RateLimiter {
     )]
     pub fn headers(self, headers: HeaderFamilies) -> Self {
         let group = Responses::headers(self.responses.clone(), headers);
-        self.responses(group)
+        self.extend_group(Group::Responses, |s| s.responses = group)
     }
 
     #[deprecated(
@@ -134,7 +137,7 @@ impl RateLimiter {
     )]
     pub fn unavailable_retry_after(self, retry: Duration) -> Self {
         let group = Responses::unavailable_retry_after(self.responses.clone(), retry);
-        self.responses(group)
+        self.extend_group(Group::Responses, |s| s.responses = group)
     }
 
     #[deprecated(
@@ -143,7 +146,7 @@ impl RateLimiter {
     )]
     pub fn success_statuses(self, success: fn(StatusCode) -> bool) -> Self {
         let group = Responses::success_statuses(self.responses.clone(), success);
-        self.responses(group)
+        self.extend_group(Group::Responses, |s| s.responses = group)
     }
 
     #[deprecated(
@@ -152,13 +155,13 @@ impl RateLimiter {
     )]
     pub fn flood_shield_capacity(self, capacity: usize) -> Self {
         let group = Failure::flood_shield_capacity(self.failure.clone(), capacity);
-        self.failure(group)
+        self.extend_group(Group::Failure, |s| s.failure = group)
     }
 
     #[deprecated(since = "0.2.0", note = "use `.failure(Failure::new().instances(..))`")]
     pub fn instances(self, instances: u32) -> Self {
         let group = Failure::instances(self.failure.clone(), instances);
-        self.failure(group)
+        self.extend_group(Group::Failure, |s| s.failure = group)
     }
 
     #[deprecated(
@@ -167,7 +170,7 @@ impl RateLimiter {
     )]
     pub fn default_limits(self, limits: Vec<Limit>) -> Self {
         let group = Undeclared::limits(self.undeclared_settings().clone(), limits);
-        self.undeclared(group)
+        self.extend_group(Group::Undeclared, |s| s.undeclared = group)
     }
 
     #[deprecated(
@@ -176,7 +179,7 @@ impl RateLimiter {
     )]
     pub fn default_identity(self, identity: Identity) -> Self {
         let group = Undeclared::identity(self.undeclared_settings().clone(), identity);
-        self.undeclared(group)
+        self.extend_group(Group::Undeclared, |s| s.undeclared = group)
     }
 
     #[deprecated(
@@ -185,6 +188,6 @@ impl RateLimiter {
     )]
     pub fn default_fail(self, fail: FailMode) -> Self {
         let group = Undeclared::fail(self.undeclared_settings().clone(), fail);
-        self.undeclared(group)
+        self.extend_group(Group::Undeclared, |s| s.undeclared = group)
     }
 }

@@ -445,9 +445,13 @@ impl Limiter {
     ) -> impl Future<Output = Result<Decision, StoreError>> + 'a {
         async move {
             let started = Instant::now();
+            let limits = match &route.unblocked {
+                Some(unblocked) if self.shadowed(&route.policy) => unblocked,
+                _ => route.policy.limits(),
+            };
             let request = CheckRequest {
                 key,
-                limits: route.policy.limits(),
+                limits,
                 now_millis: self.clock.now_millis(),
             };
             // One source of truth for the timeout: the limiter's when set (given to the store,

@@ -60,9 +60,11 @@ pub struct RateLimiter {
     pub(super) timeout: Option<Duration>,
     pub(super) responses: Responses,
     pub(super) failure: Failure,
-    undeclared: Undeclared,
-    /// Refused values of settings outside the groups.
+    pub(super) undeclared: Undeclared,
+    /// Refused values of settings outside the groups, and groups given twice.
     pub(super) problems: Problems,
+    /// The groups given so far (by a group method or a deprecated setter of the group).
+    given: GroupsGiven,
     /// The flood shield every worker of this limiter shares, made by the first.
     pub(super) shield: Arc<OnceLock<Arc<FloodShield>>>,
     /// The App's declared routes, as the first worker to serve a request read them.
@@ -113,6 +115,7 @@ impl RateLimiter {
             failure: Failure::default(),
             undeclared: Undeclared::default(),
             problems: Problems::default(),
+            given: GroupsGiven::default(),
             shield: Arc::default(),
             declared: Arc::default(),
             checked: Arc::default(),
@@ -135,29 +138,58 @@ impl RateLimiter {
     }
 
     /// Who a request is: trusted proxies, username readers, user id, API key
-    /// ([`Identities`]).
+    /// ([`Identities`]). Give it once, with every value: a second call would replace the
+    /// first whole, so it is refused ([`check_settings`](Self::check_settings)), as it is
+    /// after a deprecated setter of the group (`trusted_proxies`, `api_key`, ...).
     pub fn identity(self, identities: Identities) -> Self {
-        self.with(|s| s.identity = identities)
+        self.group(Group::Identity, |s| s.identity = identities)
     }
 
-    /// How budgets are named in the store: key prefix and secret ([`Keys`]).
+    /// How budgets are named in the store: key prefix and secret ([`Keys`]). Given once, as
+    /// [`identity`](Self::identity).
     pub fn keys(self, keys: Keys) -> Self {
-        self.with(|s| s.keys = keys)
+        self.group(Group::Keys, |s| s.keys = keys)
     }
 
-    /// What limited answers carry and which answers are successes ([`Responses`]).
+    /// What limited answers carry and which answers are successes ([`Responses`]). Given
+    /// once, as [`identity`](Self::identity).
     pub fn responses(self, responses: Responses) -> Self {
-        self.with(|s| s.responses = responses)
+        self.group(Group::Responses, |s| s.responses = responses)
     }
 
     /// The fleet's size for routes that fail `local`, and the flood shield ([`Failure`]).
+    /// Given once, as [`identity`](Self::identity).
     pub fn failure(self, failure: Failure) -> Self {
-        self.with(|s| s.failure = failure)
+        self.group(Group::Failure, |s| s.failure = failure)
     }
 
-    /// The policy of routes with no declaration ([`Undeclared`]).
+    /// The policy of routes with no declaration ([`Undeclared`]). Given once, as
+    /// [`identity`](Self::identity).
     pub fn undeclared(self, undeclared: Undeclared) -> Self {
-        self.with(|s| s.undeclared = undeclared)
+        self.group(Group::Undeclared, |s| s.undeclared = undeclared)
+    }
+
+    /// Gives `group` its value; a group given before is a refused setting: its values would
+    /// be lost without a word (a validated API key source, the trusted proxies).
+    fn group(mut self, group: Group, set: impl FnOnce(&mut Self)) -> Self {
+        if self.given.has(group) {
+            let setting = format!("`RateLimiter::{}(..)`", group.name());
+            self.problems.record(
+                format!("{setting} given twice"),
+                Err(format!(
+                    "{setting}: given twice, or after a deprecated setter of its group: the later value replaces every value of the earlier; give the group once, with all its values"
+                )),
+            );
+        }
+        self.given.set(group);
+        self.with(set)
+    }
+
+    /// Gives `group` a value built from its current one (the deprecated setters): never
+    /// refused for being given before, but marks the group as given.
+    pub(super) fn extend_group(mut self, group: Group, set: impl FnOnce(&mut Self)) -> Self {
+        self.given.set(group);
+        self.with(set)
     }
 
     /// Reads overrides (limits by route and tier, allow and deny lists) from a file and a
@@ -392,6 +424,23 @@ impl RateLimiter {
                     );
                 }
             }
+            if self.rollout.shadow {
+                let enforcing = crate::registry::declarations()
+                    .chain(self.rollout.declared.iter().copied())
+                    .filter(|d| matches!(d.policy, crate::policy::Policy::Limited(p) if p.enforce() == Some(true)))
+                    .map(|d| d.route())
+                    .collect::<Vec<_>>();
+                let default = match self.undeclared.enforce {
+                    Some(true) => "; undeclared routes enforce (`Undeclared::enforce(true)`)",
+                    _ => "",
+                };
+                tracing::warn!(
+                    target: "ratelimit",
+                    enforcing = %enforcing.join(", "),
+                    "the App is in shadow (`RateLimiter::shadow(true)`): limits count and log their would-be refusals (`shadow_rejected`) but refuse nothing, except on routes that say `enforce = true` ({} of them){default}; drop `.shadow(true)` to enforce",
+                    enforcing.len()
+                );
+            }
             if !self.failure.instances_set {
                 self.warn_local_without_instances();
             }
@@ -499,5 +548,41 @@ mod tests {
                 Limit::new(100, Window::from_secs(60), Algorithm::SlidingWindow),
             ]));
         assert_eq!(limiter.default_policy("GET").limits().len(), 2);
+    }
+}
+
+/// The settings groups, for telling one given twice.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Group {
+    Identity,
+    Keys,
+    Responses,
+    Failure,
+    Undeclared,
+}
+
+impl Group {
+    fn name(self) -> &'static str {
+        match self {
+            Group::Identity => "identity",
+            Group::Keys => "keys",
+            Group::Responses => "responses",
+            Group::Failure => "failure",
+            Group::Undeclared => "undeclared",
+        }
+    }
+}
+
+/// Which groups a limiter was given.
+#[derive(Debug, Clone, Copy, Default)]
+struct GroupsGiven(u8);
+
+impl GroupsGiven {
+    fn has(self, group: Group) -> bool {
+        self.0 & (1 << group as u8) != 0
+    }
+
+    fn set(&mut self, group: Group) {
+        self.0 |= 1 << group as u8;
     }
 }

@@ -29,7 +29,9 @@ impl RateLimiter {
     /// coverage check counts the route as declared, and the route table shows it with
     /// source `code`. A mistake refuses startup with the attribute's message: a text the
     /// attribute would not compile, a route named twice, one the App does not serve with
-    /// that method, or one an attribute already declares. Bad text is known at once; a
+    /// that method, one an attribute already declares, or a pattern and method more than one
+    /// resource serves or a custom guard (a host, a header) picks: a declaration in code
+    /// names a pattern and a method only. Bad text is known at once; a
     /// route is checked against the App by the coverage check run with this limiter
     /// inside ([`coverage::require_coverage`](crate::coverage::require_coverage)`(app())`,
     /// `app()` wrapping it), after which the App's middleware refuses to start; without that

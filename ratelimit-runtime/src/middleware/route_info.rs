@@ -17,7 +17,7 @@ use super::{
 use crate::{
     identity::ClientIdentity,
     key::{KeySecret, RouteKey},
-    policy::{Identity, Policy, RoutePolicy},
+    policy::{Identity, Limit, Policy, RoutePolicy},
     registry::RouteDeclaration,
 };
 
@@ -36,6 +36,9 @@ pub(crate) struct RouteInfo {
     /// The matched pattern (`/orders/{id}`), never the raw path.
     pub(crate) pattern: String,
     pub(crate) policy: RoutePolicy,
+    /// The policy's limits without their lockouts, when one has a `block`: what the store
+    /// counts while the route is in shadow (a would-be refusal must lock nobody out).
+    pub(crate) unblocked: Option<Box<[Limit]>>,
     /// Every identity the policy's limits count by, the route's first (usually one).
     pub(crate) identities: Vec<Identity>,
     /// `RateLimit-Policy`, listing every stacked limit.
@@ -184,6 +187,10 @@ impl RouteInfo {
             label,
             pattern,
             identities: policy.identities(),
+            unblocked: limits
+                .iter()
+                .any(|l| l.block().is_some())
+                .then(|| limits.iter().map(|l| l.without_block()).collect()),
             policy,
             policy_header: HeaderValue::from_str(&policy_header).ok(),
             policy_names,

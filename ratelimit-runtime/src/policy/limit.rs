@@ -166,6 +166,13 @@ impl Limit {
         self
     }
 
+    /// This limit without its lockout: what a route in shadow counts with, so that its
+    /// would-be refusals lock nobody out when it starts to enforce.
+    pub(crate) const fn without_block(mut self) -> Self {
+        self.block = None;
+        self
+    }
+
     /// How many requests the window allows.
     pub const fn max(&self) -> u32 {
         self.max.get()

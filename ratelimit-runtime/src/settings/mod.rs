@@ -12,8 +12,10 @@
 //! | [`Failure`] | [`RateLimiter::failure`](crate::RateLimiter::failure) | the fleet's size for `local` routes, the flood shield |
 //! | [`Undeclared`] | [`RateLimiter::undeclared`](crate::RateLimiter::undeclared) | the policy of routes with no declaration |
 //!
-//! Each group starts from the defaults (`new()`), and giving a group replaces that group
-//! as a whole. The store's timeout is set on the store's builder.
+//! Each group starts from the defaults (`new()`) and is given once, with all its values: a
+//! group given twice, or after a deprecated setter of it, would lose the earlier values, so
+//! it is refused ([`RateLimiter::check_settings`](crate::RateLimiter::check_settings)). The
+//! store's timeout is set on the store's builder.
 //!
 //! ```
 //! use std::time::Duration;
