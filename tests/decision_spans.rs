@@ -250,7 +250,7 @@ async fn each_decision_has_a_span_with_its_route_outcome_and_store_latency_never
         [Some("store"), Some("store"), Some("flood_shield")]
     );
     for span in &login_spans {
-        assert_eq!(span.target, "ratelimit");
+        assert_eq!(span.target, "ratelimit::decision");
         assert_eq!(span.level, "INFO");
         // A child of the request's span: exported in the request's trace.
         assert_eq!(span.parent.as_deref(), Some("http.request"));

@@ -123,10 +123,20 @@ fn system_clock_steps_under_libfaketime() {
     );
 }
 
-/// `capacity(0)` (meant as "unbounded", or a configuration value left empty) built a store
-/// of 16 keys without a word, which evicts a live client for every new one.
+/// `capacity(0)` (meant as "unbounded", or a configuration value left empty) would build a
+/// store that evicts a live client for every new one: refused at the limiter's startup check.
 #[test]
-#[should_panic(expected = "holds at least one key")]
 fn a_capacity_of_zero_is_refused() {
-    let _ = MemoryStore::builder().capacity(0);
+    let store = MemoryStore::builder().capacity(0).build();
+    assert_eq!(store.refused_settings().len(), 1);
+    let limiter = ratelimit_runtime::RateLimiter::new(store);
+    let error = limiter.check_settings().unwrap_err().to_string();
+    assert!(
+        error.contains(
+            "`MemoryStore::builder().capacity(0)`: a memory store holds at least one key"
+        ),
+        "{error}"
+    );
+    let fixed = MemoryStore::builder().capacity(0).capacity(10).build();
+    assert!(fixed.refused_settings().is_empty());
 }

@@ -248,6 +248,7 @@ impl RateLimiter {
         // Declarations in code, and what the coverage check found against the App's routes
         // (which holds the others too once the check ran: each is listed once).
         let rollout = self.rollout.problems();
+        let store = self.store.refused_settings();
         let overrides = self.overrides.iter().flat_map(|o| o.problems());
         let mut problems: Vec<String> = Vec::new();
         let settings = self
@@ -257,6 +258,7 @@ impl RateLimiter {
             .chain(self.failure.problems())
             .chain(self.undeclared.problems())
             .chain(self.problems.lines())
+            .chain(store.iter().map(String::as_str))
             .chain(overrides)
             .chain(rollout.iter().map(String::as_str));
         for problem in settings {
@@ -386,6 +388,7 @@ impl RateLimiter {
     fn warn_local_without_instances(&self) {
         static WARNED: std::sync::Once = std::sync::Once::new();
         let declared = crate::registry::declarations()
+            .chain(self.rollout.declared.iter().copied())
             .filter(|d| d.fail() == Some(FailMode::Local))
             .map(|d| d.route())
             .collect::<Vec<_>>();

@@ -229,7 +229,7 @@ pub(crate) fn decision_span(
     counting: &'static str,
 ) -> Span {
     tracing::info_span!(
-        target: "ratelimit",
+        target: "ratelimit::decision",
         "ratelimit.decision",
         route = route.label.as_str(),
         policy = route.policy.as_str(),

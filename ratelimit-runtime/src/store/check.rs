@@ -126,6 +126,14 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
+    /// The settings this store was built with and refused, one line each naming the
+    /// setting: [`RateLimiter::check_settings`](crate::RateLimiter::check_settings) reports
+    /// them with the limiter's own, and an App wrapped with such a limiter does not start.
+    /// The default: none.
+    fn refused_settings(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Decides one request within `timeout` instead of the store's own timeout: what the
     /// limiter calls when the deprecated `RateLimiter::timeout` is set, which may be longer than the
     /// store's. A store that bounds its calls itself must use `timeout` here; the default

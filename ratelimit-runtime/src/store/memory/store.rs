@@ -55,6 +55,8 @@ pub struct MemoryStore {
     hasher: RandomState,
     evicted: AtomicU64,
     clock: MonotonicMillis,
+    /// A setting the builder refused, for the limiter's startup check.
+    refused: Option<String>,
 }
 
 impl MemoryStore {
@@ -69,6 +71,7 @@ impl MemoryStore {
     pub fn builder() -> MemoryStoreBuilder {
         MemoryStoreBuilder {
             capacity: DEFAULT_CAPACITY,
+            refused: None,
         }
     }
 
@@ -426,6 +429,10 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(checked))
     }
 
+    fn refused_settings(&self) -> Vec<String> {
+        self.refused.iter().cloned().collect()
+    }
+
     fn adjust<'a>(&'a self, request: AdjustRequest<'a>) -> AdjustFuture<'a> {
         let changed = match request.time_out_of_range() {
             Some(error) => Err(error),
@@ -452,21 +459,26 @@ impl Store for MemoryStore {
 #[must_use]
 pub struct MemoryStoreBuilder {
     capacity: usize,
+    refused: Option<String>,
 }
 
 impl MemoryStoreBuilder {
     /// The most keys the store holds (default [`DEFAULT_CAPACITY`]).
     ///
-    /// # Panics
-    ///
-    /// When `keys` is 0: a store holding nothing (or one key per shard, as it would build)
-    /// would evict a live client for every new one; there is no unbounded store.
+    /// 0 is refused ([`Store::refused_settings`], which
+    /// [`RateLimiter::check_settings`](crate::RateLimiter::check_settings) reports, so an App
+    /// wrapped with a limiter counting in the store does not start): a store holding nothing
+    /// would evict a live client for every new one, and there is no unbounded store. The
+    /// capacity stays as it was.
     pub fn capacity(mut self, keys: usize) -> Self {
-        assert!(
-            keys > 0,
-            "`MemoryStore::builder().capacity(0)`: a memory store holds at least one key (default {DEFAULT_CAPACITY}); there is no unbounded store"
-        );
-        self.capacity = keys;
+        if keys == 0 {
+            self.refused = Some(format!(
+                "`MemoryStore::builder().capacity(0)`: a memory store holds at least one key (default {DEFAULT_CAPACITY}); there is no unbounded store"
+            ));
+        } else {
+            self.capacity = keys;
+            self.refused = None;
+        }
         self
     }
 
@@ -485,6 +497,7 @@ impl MemoryStoreBuilder {
             hasher: RandomState::new(),
             evicted: AtomicU64::new(0),
             clock: MonotonicMillis::new(),
+            refused: self.refused,
         }
     }
 }
