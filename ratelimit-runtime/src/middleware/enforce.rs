@@ -67,6 +67,19 @@ impl Limiter {
         Some(secret.partition_key(key.base_of(limit)))
     }
 
+    /// Sets a limited response's rate-limit headers for `binding` on `key`, with the client's
+    /// `pk` when the limiter sends one.
+    fn insert_headers(
+        &self,
+        headers: &mut HeaderMap,
+        route: &RouteInfo,
+        key: &RouteKey,
+        binding: (usize, &LimitState),
+    ) {
+        let partition = self.partition_key(route, key, &binding.1.limit);
+        headers::insert(headers, self.headers, route, binding, partition.as_ref());
+    }
+
     /// Whether `policy` only counts and logs here, never refuses: a shadow limit, or the
     /// App's shadow switch where the route does not say `enforce = true` (or a route saying
     /// `enforce = false`).
@@ -207,17 +220,9 @@ impl Limiter {
             } else {
                 decision.and_then(Decision::binding)
             };
-            let partition =
-                binding.and_then(|(_, state)| self.partition_key(route, &budget.key, &state.limit));
             match (answer, binding) {
                 (Ok(mut response), Some(binding)) => {
-                    headers::insert(
-                        response.headers_mut(),
-                        self.headers,
-                        route,
-                        binding,
-                        partition.as_ref(),
-                    );
+                    self.insert_headers(response.headers_mut(), route, &budget.key, binding);
                     Ok(response.map_into_left_body())
                 }
                 (Ok(response), None) => Ok(response.map_into_left_body()),
@@ -226,13 +231,7 @@ impl Limiter {
                 // further out that downcasts it (a wrapper type would hide it).
                 (Err(mut error), Some(binding)) => {
                     let mut limit_headers = HeaderMap::new();
-                    headers::insert(
-                        &mut limit_headers,
-                        self.headers,
-                        route,
-                        binding,
-                        partition.as_ref(),
-                    );
+                    self.insert_headers(&mut limit_headers, route, &budget.key, binding);
                     error.add_response_mapper(move |mut response| {
                         for (name, value) in &limit_headers {
                             response.headers_mut().insert(name.clone(), value.clone());
@@ -577,14 +576,7 @@ impl Limiter {
                         if let Some(binding) =
                             decision.binding().filter(|_| !self.shadowed(&route.policy))
                         {
-                            let partition = self.partition_key(route, key, &binding.1.limit);
-                            headers::insert(
-                                response.headers_mut(),
-                                self.headers,
-                                route,
-                                binding,
-                                partition.as_ref(),
-                            );
+                            self.insert_headers(response.headers_mut(), route, key, binding);
                         }
                     }
                     Decided::Refuse(response)
