@@ -15,8 +15,8 @@
 //! ```
 
 use crate::{
-    check_limit, identity::parse_identity, key::Key, limit::MAX_STACKED, messages, parse_block,
-    parse_window, Algorithm, Count, FailMode, LimitProblem, ParsedPart, RouteHeaders,
+    check_cost, check_limit, identity::parse_identity, key::Key, limit::MAX_STACKED, messages,
+    parse_block, parse_window, Algorithm, Count, FailMode, LimitProblem, ParsedPart, RouteHeaders,
 };
 
 /// One declaration as written: each key's value, when it was written.
@@ -38,6 +38,8 @@ pub struct Declaration {
     pub count: Option<Count>,
     /// `block`, in milliseconds.
     pub block: Option<u64>,
+    /// `cost`: the units each request counts.
+    pub cost: Option<u32>,
     /// `shadow`
     pub shadow: Option<bool>,
     /// `headers`
@@ -246,6 +248,18 @@ fn set(declaration: &mut Declaration, key: Key, value: Value) -> Result<(), Vec<
                 Value::Word(_) => return Err(one(messages::limit_not_literal().to_owned())),
             });
         }
+        Key::Cost => {
+            declaration.cost = Some(match value {
+                Value::Number(digits) => match digits.parse::<u32>() {
+                    Ok(0) => {
+                        return Err(one(crate::CostProblem::Zero.message(0, 0)));
+                    }
+                    Ok(n) => n,
+                    Err(_) => return Err(one(messages::cost_not_positive(&digits))),
+                },
+                other => return Err(one(messages::cost_not_positive(&other.written()))),
+            });
+        }
         Key::Window => {
             let text = string(key, value)?;
             declaration.window = Some(parse_window(&text).map_err(one)?);
@@ -313,6 +327,11 @@ fn check_one(declaration: &Declaration, written: &[Key], misspelled: &[Key]) -> 
                 }
             }
             (None, _) => {}
+        }
+    }
+    if let (Some(cost), Some(max)) = (declaration.cost, declaration.limit) {
+        if let Err(problem) = check_cost(cost, max) {
+            errors.push(problem.message(cost, max));
         }
     }
     if declaration.shadow == Some(true) {
@@ -451,6 +470,8 @@ mod tests {
         let hidden = parse_stack(r#"limit = 5, window = "5m", headers = "none""#).unwrap();
         assert_eq!(hidden[0].headers, Some(RouteHeaders::Hidden));
         assert_eq!(stack[0].headers, None);
+        let weighed = parse_stack(r#"limit = 1000, window = "1h", cost = 10"#).unwrap();
+        assert_eq!((weighed[0].cost, stack[0].cost), (Some(10), None));
     }
 
     #[test]
@@ -519,6 +540,18 @@ mod tests {
         .contains("differs from `enforce = true`"));
         assert!(errors(r#"limit = 1, window = "1m", enfroce = true"#)[0]
             .ends_with("did you mean `enforce`?"));
+        assert_eq!(
+            errors(r#"limit = 5, window = "1m", cost = 6"#),
+            [crate::CostProblem::OverLimit.message(6, 5)]
+        );
+        assert!(errors(r#"limit = 5, window = "1m", cost = 0"#)[0].starts_with("`cost = 0`"));
+        for bad in ["-1", "1.5", "\"2\"", "many"] {
+            let text = format!(r#"limit = 5, window = "1m", cost = {bad}"#);
+            assert!(
+                errors(&text)[0].contains("`cost` must be a positive whole number"),
+                "{bad}"
+            );
+        }
         assert!(!errors("").is_empty());
     }
 }

@@ -19,6 +19,8 @@ pub enum Key {
     Count,
     /// `block = "15m"`: how long a client stays refused once the limit refuses it.
     Block,
+    /// `cost = 10`: the units each request counts.
+    Cost,
     /// `shadow = true`: log and count, never refuse.
     Shadow,
     /// `headers = "none"`: whether responses tell clients the limits.
@@ -34,7 +36,7 @@ pub enum Key {
 
 impl Key {
     /// Every key, in the order messages list them.
-    pub const ALL: [Key; 12] = [
+    pub const ALL: [Key; 13] = [
         Key::Limit,
         Key::Window,
         Key::Identity,
@@ -42,6 +44,7 @@ impl Key {
         Key::Fail,
         Key::Count,
         Key::Block,
+        Key::Cost,
         Key::Shadow,
         Key::Headers,
         Key::Enforce,
@@ -50,7 +53,7 @@ impl Key {
     ];
 
     /// Every key's name, in the order messages list them.
-    pub const NAMES: [&'static str; 12] = [
+    pub const NAMES: [&'static str; 13] = [
         "limit",
         "window",
         "identity",
@@ -58,6 +61,7 @@ impl Key {
         "fail",
         "count",
         "block",
+        "cost",
         "shadow",
         "headers",
         "enforce",
@@ -75,6 +79,7 @@ impl Key {
             Key::Fail => "fail",
             Key::Count => "count",
             Key::Block => "block",
+            Key::Cost => "cost",
             Key::Shadow => "shadow",
             Key::Headers => "headers",
             Key::Enforce => "enforce",
@@ -112,6 +117,7 @@ impl Key {
             Key::Fail => "`fail = \"closed\"`",
             Key::Count => "`count = \"failures\"`",
             Key::Block => "`block = \"15m\"`",
+            Key::Cost => "`cost = 10`",
             Key::Shadow => "`shadow = true`",
             Key::Headers => "`headers = \"none\"`",
             Key::Enforce => "`enforce = true`",
@@ -136,6 +142,7 @@ mod tests {
         assert_eq!(Key::closest("header"), Some(Key::Headers));
         assert_eq!(Key::closest("enforced"), Some(Key::Enforce));
         assert_eq!(Key::closest("enfroce"), Some(Key::Enforce));
+        assert_eq!(Key::closest("cots"), Some(Key::Cost));
         assert_eq!(Key::closest("zzzzzz"), None);
         assert!(Key::unknown_message("limt").ends_with("did you mean `limit`?"));
     }

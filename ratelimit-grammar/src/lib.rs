@@ -34,7 +34,8 @@ pub use fail_mode::{FailMode, SAFE_METHODS};
 pub use identity::{is_header_name, parse_identity, ParsedPart, IDENTITY_PARTS};
 pub use key::Key;
 pub use limit::{
-    check_limit, check_window, parse_block, parse_window, LimitProblem, WindowProblem,
-    MAX_EXACT_SLIDING_PRODUCT, MAX_SLIDING_LOG_LIMIT, MAX_STACKED, MAX_WINDOW_MILLIS,
+    check_cost, check_limit, check_window, parse_block, parse_window, CostProblem, LimitProblem,
+    WindowProblem, MAX_EXACT_SLIDING_PRODUCT, MAX_SLIDING_LOG_LIMIT, MAX_STACKED,
+    MAX_WINDOW_MILLIS,
 };
 pub use route_headers::RouteHeaders;

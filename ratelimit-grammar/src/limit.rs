@@ -145,6 +145,51 @@ fn window_parse_error(text: &str, error: humantime::DurationError) -> String {
     }
 }
 
+/// Why a request's cost cannot be counted by its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CostProblem {
+    /// A request that counts nothing.
+    Zero,
+    /// A cost larger than the limit: a request that could never pass.
+    OverLimit,
+}
+
+/// Whether a request of `cost` units can be counted by a limit of `max` units.
+///
+/// # Errors
+///
+/// The [`CostProblem`] that stands in the way.
+pub const fn check_cost(cost: u32, max: u32) -> Result<(), CostProblem> {
+    if cost == 0 {
+        Err(CostProblem::Zero)
+    } else if cost > max {
+        Err(CostProblem::OverLimit)
+    } else {
+        Ok(())
+    }
+}
+
+impl CostProblem {
+    /// What is wrong, in one line (for `const` panics of the runtime's constructors).
+    pub const fn summary(self) -> &'static str {
+        match self {
+            CostProblem::Zero => "a cost must be at least one unit",
+            CostProblem::OverLimit => {
+                "a cost must not be larger than its limit: such a request could never pass"
+            }
+        }
+    }
+
+    /// The attribute's message for `cost = <cost>` under `limit = <max>`.
+    pub fn message(self, cost: u32, max: u32) -> String {
+        match self {
+            CostProblem::Zero => "`cost = 0` counts nothing; a request costs at least 1 unit (for a route that needs no limit, write `exempt = \"<reason>\"`)".to_owned(),
+            CostProblem::OverLimit => format!("`cost = {cost}` is larger than `limit = {max}`: a request of {cost} units could never pass a budget of {max}; raise the limit or lower the cost"),
+        }
+    }
+}
+
 /// Why a limit of some requests per window cannot be counted by its algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -277,6 +322,9 @@ mod tests {
             check_limit(0, 1, Algorithm::FixedWindow),
             Err(LimitProblem::Zero)
         );
+        assert_eq!(check_cost(10, 10), Ok(()));
+        assert_eq!(check_cost(11, 10), Err(CostProblem::OverLimit));
+        assert_eq!(check_cost(0, 10), Err(CostProblem::Zero));
     }
 
     #[test]

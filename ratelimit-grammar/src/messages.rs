@@ -13,6 +13,11 @@ pub fn limit_not_literal() -> &'static str {
     "`limit` must be a positive whole number of requests written as an integer literal, e.g. `limit = 10`"
 }
 
+/// `cost = x` where no positive integer is written.
+pub fn cost_not_positive(found: &str) -> String {
+    format!("`cost` must be a positive whole number of units, written as an integer literal (e.g. `cost = 10`), found `{found}`")
+}
+
 /// `limit = 0`.
 pub fn limit_zero() -> &'static str {
     "`limit = 0` allows no request at all; a limit must be at least 1 (for a route that needs no limit, write `exempt = \"<reason>\"`)"

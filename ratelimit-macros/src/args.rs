@@ -70,6 +70,8 @@ pub(crate) struct Args {
     pub(crate) count: Slot<Count>,
     /// How long a client stays refused once this limit refuses it.
     pub(crate) block: Slot<Window>,
+    /// The units each request counts.
+    pub(crate) cost: Slot<u32>,
     pub(crate) shadow: Slot<bool>,
     /// Whether the route's answers carry the rate-limit headers.
     pub(crate) headers: Slot<RouteHeaders>,
@@ -95,6 +97,7 @@ impl Args {
             fail: Slot::Absent,
             count: Slot::Absent,
             block: Slot::Absent,
+            cost: Slot::Absent,
             shadow: Slot::Absent,
             headers: Slot::Absent,
             enforce: Slot::Absent,
@@ -187,6 +190,7 @@ impl Args {
             KeyName::Block => {
                 self.block = parse_duration(&value, key, ratelimit_grammar::parse_block, cx);
             }
+            KeyName::Cost => self.cost = parse_cost(&value, cx),
             KeyName::Count => self.count = parse_text(&value, key, Count::parse, cx),
             KeyName::Identity => self.identity = parse_identity(&value, cx),
             KeyName::Algorithm => {
@@ -210,6 +214,7 @@ impl Args {
             KeyName::Fail => self.fail = Slot::Invalid,
             KeyName::Count => self.count = Slot::Invalid,
             KeyName::Block => self.block = Slot::Invalid,
+            KeyName::Cost => self.cost = Slot::Invalid,
             KeyName::Shadow => self.shadow = Slot::Invalid,
             KeyName::Headers => self.headers = Slot::Invalid,
             KeyName::Enforce => self.enforce = Slot::Invalid,
@@ -269,6 +274,30 @@ fn lit_str<'a>(value: &'a Expr, key: KeyName, cx: &mut Ctxt) -> Option<&'a LitSt
             None
         }
     }
+}
+
+/// `cost = 10`: a positive integer literal of units (its bound, the limit, is checked with
+/// the limit).
+fn parse_cost(value: &Expr, cx: &mut Ctxt) -> Slot<u32> {
+    if let Expr::Lit(ExprLit {
+        lit: Lit::Int(int), ..
+    }) = value
+    {
+        if int.suffix().is_empty() {
+            match int.base10_parse::<u32>() {
+                Ok(0) => cx.error(
+                    int.span(),
+                    ratelimit_grammar::CostProblem::Zero.message(0, 0),
+                ),
+                Ok(n) => return Slot::Valid(n, int.span()),
+                Err(_) => cx.error(int.span(), messages::cost_not_positive(&int.to_string())),
+            }
+            return Slot::Invalid;
+        }
+    }
+    let written = value.to_token_stream().to_string().replace(' ', "");
+    cx.error_spanned(value, messages::cost_not_positive(&written));
+    Slot::Invalid
 }
 
 fn parse_limit(value: &Expr, cx: &mut Ctxt) -> Slot<u32> {

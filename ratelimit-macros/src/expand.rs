@@ -255,6 +255,10 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
                 if let Some(block) = l.block_millis {
                     limit = quote!(#limit.blocking(#p::Window::from_millis(#block)));
                 }
+                if l.cost != 1 {
+                    let cost = l.cost;
+                    limit = quote!(#limit.costing(#cost));
+                }
                 if l.identity.is_some() {
                     let own = identity_tokens(&l.identity);
                     limit = quote!(#limit.identified_by(#own));

@@ -1,7 +1,7 @@
 //! Validate stage: checks one handler's stack of `#[rate_limit]` attributes against each
 //! other and against its route, and builds the declaration to expand.
 
-use ratelimit_grammar::{check_limit, messages, Key, LimitProblem, MAX_STACKED};
+use ratelimit_grammar::{check_cost, check_limit, messages, Key, LimitProblem, MAX_STACKED};
 
 use crate::{
     args::{Algorithm, Args, Count, FailMode, IdentityPart, RouteHeaders, Slot},
@@ -17,6 +17,8 @@ pub(crate) struct LimitModel {
     pub(crate) block_millis: Option<u64>,
     /// The limit's own identity, when it is not the route's.
     pub(crate) identity: Option<Vec<IdentityPart>>,
+    /// The units each request counts.
+    pub(crate) cost: u32,
 }
 
 pub(crate) enum PolicyModel {
@@ -140,6 +142,20 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
                 }
                 Slot::Absent => None,
             };
+            let cost = match &args.cost {
+                Slot::Valid(cost, span) => {
+                    if let Err(problem) = check_cost(*cost, max) {
+                        cx.error(*span, problem.message(*cost, max));
+                        ok = false;
+                    }
+                    *cost
+                }
+                Slot::Invalid => {
+                    ok = false;
+                    1
+                }
+                Slot::Absent => 1,
+            };
             limits.push((
                 LimitModel {
                     max,
@@ -148,6 +164,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
                     count,
                     block_millis,
                     identity: None,
+                    cost,
                 },
                 args,
             ));

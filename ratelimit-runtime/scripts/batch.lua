@@ -35,6 +35,9 @@ if n == nil or n < 1 or n > 100000 or n % 1 ~= 0 then
   return redis.error_reply('ERR rate-limit batch script: n must be a whole number from 1 to 100000')
 end
 --@include parts/clock.lua
+-- Every request of a batch counts one unit: a limit with a cost is checked one request per
+-- call (the peek parts below read `cost`).
+local cost = 1
 
 -- Phase 1: what each limit holds, and how many of the `n` it lets pass.
 local k, held = n, {}

@@ -7,14 +7,16 @@
 -- ARGV[1]  the time in ms, or '' for Redis TIME (parts/clock.lua)
 -- ARGV[2]  the time of the check that counted the units (its reply's last figure), or ''
 --          for units counted at any time
--- ARGV[4i-1], ARGV[4i], ARGV[4i+1], ARGV[4i+2]
---          limit i: algorithm code (fw, sw, sl, gc), max, window ms, and the units, or for
---          a sliding log with a counted time the member the check logged
+-- ARGV[5i-2] .. ARGV[5i+2]
+--          limit i: algorithm code (fw, sw, sl, gc), max, window ms, the units, and for a
+--          sliding log with a counted time the member the check logged (else '')
 --
 -- With a counted time a unit goes back where that check put it: the window counter of its
 -- window (none once that window counts no more), the log's member (none once it left the
--- window; one logged at the same time when a give-back without a receipt took it), or one
--- emission interval off GCRA's arrival time. Without, from what counts now:
+-- window; a check of cost c logged `member` and `member:2` to `member:c`, so units u give
+-- back the first u of them, each missing one replaced by one logged at the same time, as
+-- when a give-back without a receipt took it), or one emission interval per unit off GCRA's
+-- arrival time. Without, from what counts now:
 -- this window's counter, then the previous one's (sliding window); the newest members of
 -- the log; the arrival time. Never below nothing: a budget already whole stays whole, and
 -- a key is never created. Returns the units given back over all limits.
@@ -25,9 +27,9 @@ if ARGV[2] == 'reset' then
   end
   return redis.call('DEL', unpack(KEYS))
 end
-local n = (#ARGV - 2) / 4
+local n = (#ARGV - 2) / 5
 if n < 1 or n % 1 ~= 0 or #KEYS ~= n then
-  return redis.error_reply('ERR rate-limit script: expected one key and 4 arguments per limit')
+  return redis.error_reply('ERR rate-limit script: expected one key and 5 arguments per limit')
 end
 --@include parts/clock.lua
 local counted_at = nil
@@ -39,26 +41,21 @@ if ARGV[2] ~= '' then
 end
 -- Every limit's arguments are checked before anything is written.
 for i = 1, n do
-  local code, max, window = ARGV[4 * i - 1], tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1])
+  local code, max, window = ARGV[5 * i - 2], tonumber(ARGV[5 * i - 1]), tonumber(ARGV[5 * i])
   --@include parts/bounds.lua
   if code ~= 'fw' and code ~= 'sw' and code ~= 'sl' and code ~= 'gc' then
     return redis.error_reply('ERR rate-limit script: unknown algorithm `' .. tostring(code) .. '`')
   end
-  if not (code == 'sl' and counted_at) then
-    local units = tonumber(ARGV[4 * i + 2])
-    if units == nil or units < 1 or units > 4294967295 or units % 1 ~= 0 then
-      return redis.error_reply('ERR rate-limit script: units must be a whole number from 1 to 4294967295')
-    end
+  local units = tonumber(ARGV[5 * i + 1])
+  if units == nil or units < 1 or units > 4294967295 or units % 1 ~= 0 then
+    return redis.error_reply('ERR rate-limit script: units must be a whole number from 1 to 4294967295')
   end
 end
 local given = 0
 for i = 1, n do
-  local key, code = KEYS[i], ARGV[4 * i - 1]
-  local max, window = tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1])
-  local units = 1
-  if not (code == 'sl' and counted_at) then
-    units = tonumber(ARGV[4 * i + 2])
-  end
+  local key, code = KEYS[i], ARGV[5 * i - 2]
+  local max, window = tonumber(ARGV[5 * i - 1]), tonumber(ARGV[5 * i])
+  local units = tonumber(ARGV[5 * i + 1])
   if code == 'fw' or code == 'sw' then
     local at = counted_at or now
     local start = at - at % window
@@ -87,17 +84,19 @@ for i = 1, n do
     -- What left the window counts no more and goes back as nothing.
     redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - window))
     if counted_at then
-      local took = redis.call('ZREM', key, ARGV[4 * i + 2])
-      if took == 0 then
-        -- A give-back without a receipt took this member (the newest of its time): one
-        -- logged at the same time stands in, as a unit of a window's counter would.
-        local at = string.format('%d', counted_at)
-        local same = redis.call('ZRANGEBYSCORE', key, at, at, 'LIMIT', 0, 1)
-        if same[1] then
-          took = redis.call('ZREM', key, same[1])
+      local member, at = ARGV[5 * i + 2], string.format('%d', counted_at)
+      for j = 1, math.min(units, max) do
+        local took = redis.call('ZREM', key, j == 1 and member or member .. ':' .. j)
+        if took == 0 then
+          -- A give-back without a receipt took this member (the newest of its time): one
+          -- logged at the same time stands in, as a unit of a window's counter would.
+          local same = redis.call('ZRANGEBYSCORE', key, at, at, 'LIMIT', 0, 1)
+          if same[1] then
+            took = redis.call('ZREM', key, same[1])
+          end
         end
+        given = given + took
       end
-      given = given + took
     else
       local count = redis.call('ZCARD', key)
       local take = math.min(count, units)

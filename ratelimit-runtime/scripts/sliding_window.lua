@@ -6,9 +6,10 @@
 --
 --   estimate = prev * (w - e) / w + cur
 --
--- A request is allowed when estimate + 1 <= max, checked exactly in integers as
+-- A request of `cost` units (1 unless given) is allowed when estimate + cost <= max, checked
+-- exactly in integers as
 --
---   prev * (w - e) <= (max - cur - 1) * w
+--   prev * (w - e) <= (max - cur - cost) * w
 --
 -- (exact while max * w < 2^53, e.g. a million requests per 31 days).
 -- retry_after is the first millisecond at which that holds again if nothing else arrives:
@@ -18,15 +19,19 @@
 -- this window's count, the end of this window for the previous one's.
 --
 -- KEYS[1] the limit's key; ARGV: the time (see parts/clock.lua), max, window in ms.
--- KEYS[2], with the block in ms as the last argument: the limit's lockout key (`block`).
+-- KEYS[2], with the block in ms as the next argument: the limit's lockout key (`block`).
+-- Then the request's cost in units (`Limit::costing`), when it is not 1.
 -- Returns `allowed (0/1) remaining retry_after_ms reset_after_ms now_ms` (parts/reply.lua).
 
-if not ((#KEYS == 1 and #ARGV == 3) or (#KEYS == 2 and #ARGV == 4)) then
-  return redis.error_reply('ERR rate-limit script: expected one key and 3 arguments, or two and 4')
+local extra = #ARGV - #KEYS - 2
+if #KEYS < 1 or #KEYS > 2 or (extra ~= 0 and extra ~= 1) then
+  return redis.error_reply('ERR rate-limit script: expected one key and 3 arguments, or two and 4, then the cost or nothing')
 end
 local key, max, window = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local bkey, block = KEYS[2], tonumber(ARGV[4])
+local bkey = KEYS[2]
+local block = bkey and tonumber(ARGV[4])
 --@include parts/bounds.lua
+--@include parts/cost_arg.lua
 --@include parts/block_bounds.lua
 --@include parts/clock.lua
 --@include parts/block_peek.lua

@@ -5,16 +5,16 @@ do
   local start = now - now % window
   local field = string.format('%d', start)
   local left = window - (now - start)
-  local count = redis.call('HINCRBY', key, field, '1')
-  if count == 1 then
+  local count = redis.call('HINCRBY', key, field, cost)
+  if count == cost then
     local ms, oldest = left, start
     --@include parts/new_window.lua
   end
   if count <= max then
     allowed, remaining, retry_after, reset_after = 1, max - count, 0, left
   else
-    -- count > max >= 1, so the field existed before and the key keeps its TTL.
-    redis.call('HINCRBY', key, field, '-1')
+    -- count > max >= cost, so the field existed before and the key keeps its TTL.
+    redis.call('HINCRBY', key, field, -cost)
     allowed, remaining, retry_after, reset_after = 0, 0, left, left
   end
 end

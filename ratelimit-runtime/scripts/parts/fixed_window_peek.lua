@@ -4,8 +4,8 @@ do
   local field = string.format('%d', start)
   local count = (redis.call('HGET', key, field) or 0) + 0
   local left = window - (now - start)
-  if count < max then
-    allowed, remaining, retry_after, reset_after = 1, max - count - 1, 0, left
+  if count + cost <= max then
+    allowed, remaining, retry_after, reset_after = 1, max - count - cost, 0, left
   else
     allowed, remaining, retry_after, reset_after = 0, 0, left, left
   end

@@ -2,7 +2,7 @@
 -- sliding_window.lua), read, not written.
 do
   --@include parts/sliding_window_read.lua
-  local room = max - cur - 1
+  local room = max - cur - cost
   ttl, value = 2 * window - e, field
   if room >= 0 and prev * (window - e) <= room * window then
     allowed, retry_after, reset_after = 1, 0, 2 * window - e
@@ -13,8 +13,8 @@ do
       -- prev > 0 here, or the request would have been allowed.
       retry_after = (window - e) - math.floor(room * window / prev)
     else
-      -- cur >= max >= 1: wait for the next window, then for this count to decay.
-      retry_after = (window - e) + window - math.floor((max - 1) * window / cur)
+      -- cur > max - cost >= 0: wait for the next window, then for this count to decay.
+      retry_after = (window - e) + window - math.floor((max - cost) * window / cur)
     end
     if cur > 0 then
       reset_after = 2 * window - e

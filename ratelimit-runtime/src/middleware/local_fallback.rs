@@ -75,6 +75,9 @@ impl LocalFallback {
             if let Some(block) = limit.block() {
                 share = share.blocking(block);
             }
+            // A request weighs what it weighs in the limit, at most a whole share: a share
+            // smaller than the cost would refuse the request on every instance.
+            share = share.costing(limit.cost().min(share.max()));
             match shares.iter_mut().find(|s| {
                 s.algorithm() == algorithm
                     && s.window() == window

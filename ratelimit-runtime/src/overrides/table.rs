@@ -429,7 +429,8 @@ fn build_policy(stack: &[Declaration], declared: Option<RoutePolicy>, route: &st
     let differ = written.iter().any(|w| *w != written[0]);
     let limits = stack
         .iter()
-        .map(|d| {
+        .enumerate()
+        .map(|(i, d)| {
             let mut limit = Limit::new(
                 d.limit.unwrap_or(1),
                 Window::from_millis(d.window.unwrap_or(1)),
@@ -442,6 +443,15 @@ fn build_policy(stack: &[Declaration], declared: Option<RoutePolicy>, route: &st
             if let Some(block) = d.block {
                 limit = limit.blocking(Window::from_millis(block));
             }
+            // A cost not written is the declared limit's at the same place in the stack (an
+            // override that lowers an export's limit keeps its weight), at most the whole
+            // budget: the strict side.
+            let cost = d.cost.unwrap_or_else(|| {
+                declared
+                    .and_then(|p| p.limits().get(i).map(Limit::cost))
+                    .unwrap_or(1)
+            });
+            limit = limit.costing(cost.min(limit.max()));
             match &d.identity {
                 Some(own) if differ && Some(own) != first_parts.as_ref() => {
                     limit.identified_by(identity_of(own))
@@ -524,6 +534,9 @@ pub fn declaration_text(policy: &Policy) -> String {
             }
             if let Some(block) = limit.block() {
                 keys.push(format!("block = \"{}\"", window(block)));
+            }
+            if limit.cost() != 1 {
+                keys.push(format!("cost = {}", limit.cost()));
             }
             if i == 0 {
                 keys.push(format!("fail = \"{}\"", limited.fail()));

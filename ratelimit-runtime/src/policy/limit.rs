@@ -99,6 +99,7 @@ pub struct Limit {
     count: Count,
     block: Option<Window>,
     identity: Option<Identity>,
+    cost: NonZeroU32,
 }
 
 impl Limit {
@@ -125,7 +126,42 @@ impl Limit {
             count: Count::Requests,
             block: None,
             identity: None,
+            cost: NonZeroU32::MIN,
         }
+    }
+
+    /// This limit counting `cost` units for each request instead of one: an export that
+    /// weighs ten reads spends ten units of a `limit = 1000` budget, so a hundred exports
+    /// spend it. A request passes only when its whole cost fits (a fixed window: `count +
+    /// cost <= max`; a sliding window: the weighted estimate `+ cost <= max`; a sliding log
+    /// logs `cost` entries; GCRA moves its arrival time on by `cost` emission intervals),
+    /// and a refused request spends nothing. `remaining` and the rate-limit headers count
+    /// units. The default is 1.
+    ///
+    /// ```
+    /// use ratelimit_runtime::policy::{Algorithm, Limit, Window};
+    ///
+    /// // `#[rate_limit(limit = 1000, window = "1h", cost = 10)]`
+    /// const EXPORT: Limit =
+    ///     Limit::new(1000, Window::from_secs(3600), Algorithm::SlidingWindow).costing(10);
+    /// assert_eq!(EXPORT.cost(), 10);
+    /// assert_eq!(EXPORT.to_string(), "1000 per 1h (sliding_window), cost 10");
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `cost` is zero or larger than the limit's `max` (a request that could never
+    /// pass; in a `const`, a compile error).
+    #[must_use]
+    pub const fn costing(mut self, cost: u32) -> Self {
+        if let Err(problem) = ratelimit_grammar::check_cost(cost, self.max.get()) {
+            panic!("{}", problem.summary());
+        }
+        let Some(cost) = NonZeroU32::new(cost) else {
+            panic!("a cost must be at least one unit");
+        };
+        self.cost = cost;
+        self
     }
 
     /// This limit counting clients by `identity` rather than by its route's identity: one
@@ -203,6 +239,11 @@ impl Limit {
         self.identity
     }
 
+    /// The units each request counts ([`costing`](Self::costing); 1 unless set).
+    pub const fn cost(&self) -> u32 {
+        self.cost.get()
+    }
+
     /// A GCRA limit's emission interval in microseconds (see [`gcra_interval_micros`]).
     pub(crate) const fn gcra_interval_micros(&self) -> u64 {
         gcra_interval_micros(self.max.get() as u64, self.window.as_millis())
@@ -232,6 +273,9 @@ impl fmt::Display for Limit {
         }
         if let Some(identity) = self.identity {
             write!(f, ", by {identity}")?;
+        }
+        if self.cost.get() != 1 {
+            write!(f, ", cost {}", self.cost)?;
         }
         Ok(())
     }

@@ -22,9 +22,11 @@ pub enum Adjustment<'a> {
     /// the previous one), else nothing goes back; a sliding log gets back one request logged at
     /// the receipt's time (the check's own member, or one of the same time when a give-back
     /// without a receipt took it) while that time is in the window; GCRA, one emission
-    /// interval.
+    /// interval. With a receipt, `units` counts checks like the receipt's: a limit with a
+    /// [cost](crate::policy::Limit::costing) gets back `units` × its cost, what each such
+    /// check counted.
     GiveBack {
-        /// How many units each limit gets back.
+        /// How many units each limit gets back (with a receipt, how many checks' worth).
         units: u32,
         /// Where the check that counted them did.
         receipt: Option<&'a Receipt>,

@@ -141,10 +141,9 @@ impl Coalescer {
     /// Whether `request` may share a call with concurrent checks of its key.
     pub(crate) fn shares(request: &CheckRequest<'_>) -> bool {
         !request.limits.is_empty()
-            && request
-                .limits
-                .iter()
-                .all(|limit| limit.block().is_none() && limit.count() == Count::Requests)
+            && request.limits.iter().all(|limit| {
+                limit.block().is_none() && limit.count() == Count::Requests && limit.cost() == 1
+            })
             && !request.key.spans_identities(request.limits)
     }
 

@@ -330,7 +330,7 @@ impl<'a> ScriptCall<'a> {
     fn command(&self, name: &str, script: &str) -> redis::Cmd {
         // Sized up front: a check's command is built on every request, and growing its two
         // vectors argument by argument cost more allocations than the rest of the call.
-        let args = 5 + self.keys.len() + 4 * self.limits.len();
+        let args = 6 + self.keys.len() + 5 * self.limits.len();
         let data = name.len()
             + script.len()
             + self.member.len()
@@ -362,6 +362,9 @@ impl<'a> ScriptCall<'a> {
                 if let Some(block) = limit.block() {
                     cmd.arg(block.as_millis());
                 }
+                if limit.cost() != 1 {
+                    cmd.arg(limit.cost());
+                }
             }
             (Action::Check | Action::Peek, limits) => {
                 cmd.arg(&self.member);
@@ -369,7 +372,8 @@ impl<'a> ScriptCall<'a> {
                     cmd.arg(algorithm_code(limit.algorithm()))
                         .arg(limit.max())
                         .arg(limit.window().as_millis())
-                        .arg(limit.block().map_or(0, |block| block.as_millis()));
+                        .arg(limit.block().map_or(0, |block| block.as_millis()))
+                        .arg(limit.cost());
                 }
             }
             (Action::Reset, _) => {
@@ -383,17 +387,29 @@ impl<'a> ScriptCall<'a> {
                 for limit in limits {
                     cmd.arg(algorithm_code(limit.algorithm()))
                         .arg(limit.max())
-                        .arg(limit.window().as_millis());
+                        .arg(limit.window().as_millis())
+                        .arg(give_back_units(units, receipt.is_some(), limit));
                     match receipt {
                         Some(_) if limit.algorithm() == Algorithm::SlidingLog => {
                             cmd.arg(&self.member)
                         }
-                        _ => cmd.arg(units),
+                        _ => cmd.arg(""),
                     };
                 }
             }
         }
         cmd
+    }
+}
+
+/// The units a give-back of `units` returns to `limit`: with a receipt, `units` counts checks,
+/// each of which counted the limit's cost; without one, units as given.
+pub(crate) fn give_back_units(units: u32, with_receipt: bool, limit: &Limit) -> u64 {
+    if with_receipt {
+        // Never past what the scripts take (a give-back never exceeds a whole budget anyway).
+        (u64::from(units) * u64::from(limit.cost())).min(u64::from(u32::MAX))
+    } else {
+        u64::from(units)
     }
 }
 
@@ -743,7 +759,7 @@ mod tests {
         assert_eq!(args[5], "1700000040000");
         assert_eq!(
             &args[7..],
-            ["sl", "5", "60000", "0", "fw", "100", "3600000", "0"]
+            ["sl", "5", "60000", "0", "1", "fw", "100", "3600000", "0", "1"]
         );
         let other = ScriptCall::new(&CheckRequest {
             now_millis: None,
@@ -768,6 +784,11 @@ mod tests {
             ];
             assert_eq!(args[4..7], ["1700000040000", &bounds[0], &bounds[1]]);
             assert_eq!(args.len(), if member { 8 } else { 7 }, "{args:?}");
+            // A cost other than 1 goes after the others.
+            let weighed = [limit.costing(3)];
+            let args = words(&ScriptCall::new(&request(&key, &weighed)).evalsha());
+            assert_eq!(args.len(), if member { 9 } else { 8 }, "{args:?}");
+            assert_eq!(args.last().map(String::as_str), Some("3"));
         }
     }
 

@@ -42,11 +42,21 @@ pub(super) fn give_back(
             return 0;
         };
         return match counted_at {
-            // The receipt's member: one entry logged at that time.
-            Some(at) => log.iter().position(|t| *t == at).map_or(0, |i| {
-                let _ = log_remove(table, key, now, i);
-                1
-            }),
+            // The receipt's members: `units` entries logged at that time (a check of cost c
+            // logged c), as many as are left.
+            Some(at) => {
+                let logged = log.iter().filter(|t| **t == at).count() as u64;
+                let take = units.min(logged);
+                for _ in 0..take {
+                    if let Some(i) = table
+                        .pruned_log(key, now, now.checked_sub(window))
+                        .and_then(|log| log.iter().position(|t| *t == at))
+                    {
+                        let _ = log_remove(table, key, now, i);
+                    }
+                }
+                take
+            }
             None => {
                 let take = units.min(log.len() as u64);
                 if let Some(StoredValue::Log(log)) = table.live_mut(key, now).map(|e| &mut e.value)

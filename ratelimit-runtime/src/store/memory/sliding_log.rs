@@ -6,22 +6,29 @@ use super::{
     table::{Table, Write},
 };
 
-pub(super) fn peek(table: &mut Table, stem: &str, max: u64, window: u64, now: u64) -> Peek {
+pub(super) fn peek(
+    table: &mut Table,
+    stem: &str,
+    (max, cost): (u64, u64),
+    window: u64,
+    now: u64,
+) -> Peek {
     let write = Write::Append {
         key: stem.to_owned(),
         ttl: window,
+        count: cost,
     };
     // Entries at or before `now - w` have left; before `w` has passed since 0, none has.
     let Some(log) = table.pruned_log(stem, now, now.checked_sub(window)) else {
-        return Peek::allowed(max, max - 1, window, write);
+        return Peek::allowed(max, max - cost, window, write);
     };
     let count = log.len() as u64;
-    if count < max {
+    if count + cost <= max {
         // Saturating, as in the fixed window: a wrong bound is a request too many, which the
         // conformance suite counts, not a debug-only overflow.
-        return Peek::allowed(max, max.saturating_sub(count + 1), window, write);
+        return Peek::allowed(max, max.saturating_sub(count + cost), window, write);
     }
-    let oldest_to_leave = log[(count - max) as usize];
+    let oldest_to_leave = log[(count + cost - max - 1) as usize];
     let newest = log.back().copied().unwrap_or(now);
     Peek::rejected(oldest_to_leave + window - now, newest + window - now)
 }
@@ -35,7 +42,7 @@ mod tests {
         let mut table = Table::new(10);
         let mut allowed = Vec::new();
         for now in [0, 0, 0, 999, 1_000] {
-            let p = peek(&mut table, "k", 2, 1_000, now);
+            let p = peek(&mut table, "k", (2, 1), 1_000, now);
             allowed.push(p.allowed);
             if let Some(write) = p.write.filter(|_| p.allowed) {
                 table.apply(vec![(write, Default::default())], now);
@@ -48,13 +55,13 @@ mod tests {
     fn an_entry_leaves_the_window_exactly_w_later() {
         let mut table = Table::new(10);
         for now in [1_000, 1_400] {
-            let p = peek(&mut table, "k", 2, 1_000, now);
+            let p = peek(&mut table, "k", (2, 1), 1_000, now);
             table.apply(vec![(p.write.unwrap(), Default::default())], now);
         }
-        let p = peek(&mut table, "k", 2, 1_000, 1_999);
+        let p = peek(&mut table, "k", (2, 1), 1_000, 1_999);
         assert_eq!((p.allowed, p.retry_after, p.reset_after), (false, 1, 401));
         assert!(
-            peek(&mut table, "k", 2, 1_000, 2_000).allowed,
+            peek(&mut table, "k", (2, 1), 1_000, 2_000).allowed,
             "(now - w, now] excludes 1000"
         );
     }

@@ -256,7 +256,7 @@ impl MemoryStore {
                         &mut table,
                         &key,
                         bounds,
-                        u64::from(units),
+                        crate::store::script::give_back_units(units, receipt.is_some(), limit),
                         counted_at,
                         now,
                     );
@@ -335,7 +335,8 @@ fn peek_all(
             continue;
         }
         let stem = key.limit_key(limit);
-        let (max, window) = (u64::from(limit.max()), limit.window().as_millis());
+        let max = (u64::from(limit.max()), u64::from(limit.cost()));
+        let window = limit.window().as_millis();
         let peek = match limit.algorithm() {
             Algorithm::FixedWindow => fixed_window::peek(table, &stem, max, window, now),
             Algorithm::SlidingWindow => sliding_window::peek(table, &stem, max, window, now),

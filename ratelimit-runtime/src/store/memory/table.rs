@@ -70,16 +70,17 @@ pub struct StoredEntry {
 /// One write of a commit phase, applied only when every limit allowed the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Write {
-    /// `HINCRBY key window 1`; for a new window (`new_window.lua`), the key lives at
+    /// `HINCRBY key window by`; for a new window (`new_window.lua`), the key lives at
     /// least `ttl` more and windows that started before `oldest` go.
     Increment {
         key: String,
         window: u64,
         ttl: u64,
         oldest: u64,
+        by: u64,
     },
-    /// `ZADD key now member`, `PEXPIRE key ttl`.
-    Append { key: String, ttl: u64 },
+    /// `ZADD key now member` (`count` members), `PEXPIRE key ttl`.
+    Append { key: String, ttl: u64, count: u64 },
     /// `SET key tat PX ttl`.
     SetTat { key: String, tat: u64, ttl: u64 },
     /// `SET key ends PX ttl`: a lockout ending at `ends`.
@@ -212,18 +213,19 @@ impl Table {
                 window,
                 ttl,
                 oldest,
+                by,
             } => match self.live_mut(&key, now) {
                 Some(StoredEntry {
                     value: StoredValue::Windows(windows),
                     expires_at,
                 }) => {
                     match windows.iter_mut().find(|(start, _)| *start == window) {
-                        Some((_, n)) => *n += 1,
+                        Some((_, n)) => *n += by,
                         None => {
                             // As `new_window.lua`: never shortened, and a newer window (one
                             // counted before the clock stepped back) stays.
                             let at = windows.partition_point(|(start, _)| *start < window);
-                            windows.insert(at, (window, 1));
+                            windows.insert(at, (window, by));
                             windows.retain(|(start, _)| *start >= oldest);
                             *expires_at = (*expires_at).max(now + ttl);
                         }
@@ -232,18 +234,20 @@ impl Table {
                 }
                 _ => self.insert(
                     key,
-                    StoredValue::Windows(vec![(window, 1)]),
+                    StoredValue::Windows(vec![(window, by)]),
                     now + ttl,
                     rank,
                 ),
             },
-            Write::Append { key, ttl } => match self.live_mut(&key, now) {
+            Write::Append { key, ttl, count } => match self.live_mut(&key, now) {
                 Some(StoredEntry {
                     value: StoredValue::Log(log),
                     expires_at,
                 }) => {
                     let at = log.partition_point(|&t| t <= now);
-                    log.insert(at, now);
+                    for _ in 0..count {
+                        log.insert(at, now);
+                    }
                     // Never shortened: an entry logged at a later time (before a clock
                     // stepped back) still counts until that time + the window.
                     *expires_at = (*expires_at).max(now + ttl);
@@ -251,7 +255,7 @@ impl Table {
                 }
                 _ => self.insert(
                     key,
-                    StoredValue::Log(VecDeque::from([now])),
+                    StoredValue::Log(std::iter::repeat_n(now, count as usize).collect()),
                     now + ttl,
                     rank,
                 ),
@@ -399,6 +403,7 @@ mod tests {
             window,
             ttl,
             oldest: window,
+            by: 1,
         };
         (write, Rank { requests, share })
     }
@@ -431,6 +436,7 @@ mod tests {
                 window: start,
                 ttl: 10_000,
                 oldest,
+                by: 1,
             };
             vec![(write, Rank::default())]
         };
@@ -553,10 +559,12 @@ mod tests {
                     window: now / 50 * 50,
                     ttl: 100 + now % 7,
                     oldest: now / 50 * 50,
+                    by: 1,
                 },
                 1 => Write::Append {
                     key: format!("log{}", now % 5),
                     ttl: 30 + now % 13,
+                    count: 1,
                 },
                 _ => Write::SetTat {
                     key,
@@ -643,12 +651,14 @@ mod tests {
                         window: now / 100 * 100,
                         ttl,
                         oldest: (now / 100 * 100).saturating_sub(100),
+                        by: 1,
                     },
                     1 => {
                         table.pruned_log(&key, now, now.checked_sub(ttl));
                         Write::Append {
                             key: key.clone(),
                             ttl,
+                            count: 1,
                         }
                     }
                     _ => Write::SetTat {

@@ -1,0 +1,232 @@
+//! A cost per request (`Limit::costing`, `#[rate_limit(cost = N)]`), on every store:
+//! `RedisStore` on a harness-started server and on Valkey, `RedisClusterStore` on a
+//! harness-started 3-master cluster, and `MemoryStore`. Each algorithm counts a request of
+//! cost `c` as `c` units, exactly, under concurrency too; a refused request spends nothing;
+//! a give-back with the check's receipt returns the whole cost. Time is injected.
+
+mod support;
+
+use ratelimit_runtime::{
+    key::RouteKey,
+    store::{AdjustRequest, Adjustment, CheckRequest},
+    Algorithm, IdentityPart, Limit, Window,
+};
+use support::{limit_states, Backend, T0, W};
+
+macro_rules! on_every_store {
+    ($($case:ident),* $(,)?) => {
+        mod standalone {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let backend = super::Backend::standalone().await;
+                    super::$case(&backend).await;
+                    backend.finish().await;
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let backend = super::Backend::cluster().await;
+                    super::$case(&backend).await;
+                    backend.finish().await;
+                }
+            )*
+        }
+        mod valkey {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let backend = super::Backend::valkey().await;
+                    super::$case(&backend).await;
+                    backend.finish().await;
+                }
+            )*
+        }
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let backend = super::Backend::memory();
+                    super::$case(&backend).await;
+                    backend.finish().await;
+                }
+            )*
+        }
+    };
+}
+
+on_every_store!(
+    each_algorithm_counts_a_request_as_its_cost,
+    a_thousand_concurrent_requests_of_cost_7_under_700_pass_exactly_100,
+    a_stack_refused_by_a_costly_limit_charges_no_other,
+    a_give_back_with_the_receipt_returns_the_whole_cost,
+);
+
+fn client(route: &str, ip: &str) -> RouteKey {
+    RouteKey::new("rl", "GET", route, &[(IdentityPart::Ip, ip)])
+}
+
+fn limit(max: u32, algorithm: Algorithm) -> Limit {
+    Limit::new(max, Window::from_millis(W), algorithm)
+}
+
+/// `limit = 10, cost = 3` at one instant: three requests pass (7, 4, 1 units left), the
+/// fourth does not fit and is told when it will, exactly per algorithm; a request of cost 1
+/// still takes the last unit of the same budget.
+async fn each_algorithm_counts_a_request_as_its_cost(backend: &Backend) {
+    let now = T0 + 1_000;
+    // The refused fourth request's wait (ms):
+    // - fixed window: the window's end, 59 s away;
+    // - sliding window: next window, then the 9 units must weigh at most 10 - 3, so
+    //   9 * (W - e) <= 7 * W from e = 13,334 ms: 59,000 + 13,334;
+    // - sliding log: 2 of the 9 entries must leave; the oldest three were logged now;
+    // - GCRA: 10 per minute is 6 s per unit; the backlog of 54 s plus 18 s is 12 s past the
+    //   minute of tolerance.
+    for (algorithm, refused_wait) in [
+        (Algorithm::FixedWindow, 59_000),
+        (Algorithm::SlidingWindow, 72_334),
+        (Algorithm::SlidingLog, W),
+        (Algorithm::Gcra, 12_000),
+    ] {
+        let weighed = [limit(10, algorithm).costing(3)];
+        let key = client("/export", &format!("203.0.113.{}", algorithm.index()));
+        for left in [7, 4, 1] {
+            let state = limit_states(&backend.check(&key, &weighed, now).await)[0];
+            assert_eq!((state.0, state.1), (true, left), "{algorithm}");
+        }
+        let refused = limit_states(&backend.check(&key, &weighed, now).await)[0];
+        assert_eq!(
+            (refused.0, refused.1, refused.2),
+            (false, 0, refused_wait),
+            "{algorithm}"
+        );
+        assert_eq!(
+            backend.counted(&key, &weighed[0], now).await,
+            9,
+            "{algorithm}"
+        );
+        // The key is the limit's (algorithm and window), not its cost: a request of cost 1
+        // spends the last unit of the same budget.
+        let single = [limit(10, algorithm)];
+        let last = limit_states(&backend.check(&key, &single, now).await)[0];
+        assert_eq!((last.0, last.1), (true, 0), "{algorithm}");
+        assert_eq!(
+            backend.counted(&key, &single[0], now).await,
+            10,
+            "{algorithm}"
+        );
+    }
+}
+
+/// The bound: 1,000 requests of cost 7 at once under a limit of 700: exactly 100
+/// pass, and exactly 700 units are counted.
+async fn a_thousand_concurrent_requests_of_cost_7_under_700_pass_exactly_100(backend: &Backend) {
+    let now = T0 + 30_000;
+    for algorithm in Algorithm::ALL {
+        let limits = [limit(700, algorithm).costing(7)];
+        let key = client(
+            "/reports/export",
+            &format!("198.51.100.{}", algorithm.index()),
+        );
+        let store = backend.store();
+        let tasks: Vec<_> = (0..1_000)
+            .map(|_| {
+                let (store, key) = (store.clone(), key.clone());
+                tokio::spawn(async move {
+                    let request = CheckRequest {
+                        key: &key,
+                        limits: &limits,
+                        now_millis: Some(now),
+                    };
+                    store.check(request).await.expect("store answers").allowed
+                })
+            })
+            .collect();
+        let mut allowed = 0;
+        for task in tasks {
+            allowed += usize::from(task.await.expect("task"));
+        }
+        assert_eq!(allowed, 100, "{algorithm}");
+        assert_eq!(
+            backend.counted(&key, &limits[0], now).await,
+            700,
+            "{algorithm}"
+        );
+    }
+}
+
+/// A stack is all-or-nothing with costs too: the request the costly limit refuses is not
+/// counted by the other.
+async fn a_stack_refused_by_a_costly_limit_charges_no_other(backend: &Backend) {
+    let now = T0 + 5_000;
+    let limits = [
+        limit(10, Algorithm::FixedWindow).costing(4),
+        limit(100, Algorithm::Gcra),
+    ];
+    let key = client("/stacked", "192.0.2.1");
+    for _ in 0..2 {
+        assert!(backend.check(&key, &limits, now).await.allowed);
+    }
+    let refused = backend.check(&key, &limits, now).await;
+    assert!(!refused.allowed);
+    let states = limit_states(&refused);
+    assert_eq!((states[0].0, states[0].1), (false, 0));
+    assert!(states[1].0, "the GCRA limit had room");
+    assert_eq!(backend.counted(&key, &limits[0], now).await, 8);
+    assert_eq!(backend.counted(&key, &limits[1], now).await, 2);
+}
+
+/// A give-back with a check's receipt (a success on a `count = "failures"` route, a check a
+/// Cluster split undoes) returns what that check counted: its cost, in every algorithm.
+/// Without a receipt, units are units.
+async fn a_give_back_with_the_receipt_returns_the_whole_cost(backend: &Backend) {
+    let now = T0 + 7_000;
+    let store = backend.store();
+    for algorithm in Algorithm::ALL {
+        let limits = [limit(10, algorithm).costing(4)];
+        let key = client("/give-back", &format!("192.0.2.{}", 10 + algorithm.index()));
+        let first = backend.check(&key, &limits, now).await;
+        let second = backend.check(&key, &limits, now).await;
+        assert!(first.allowed && second.allowed, "{algorithm}");
+        assert_eq!(
+            backend.counted(&key, &limits[0], now).await,
+            8,
+            "{algorithm}"
+        );
+        let receipt = second
+            .receipt
+            .as_ref()
+            .expect("an allowed check has a receipt");
+        let change = Adjustment::GiveBack {
+            units: 1,
+            receipt: Some(receipt),
+        };
+        let given = store
+            .adjust(AdjustRequest::new(&key, &limits, Some(now), change))
+            .await
+            .expect("store answers");
+        assert_eq!(given, 4, "{algorithm}");
+        assert_eq!(
+            backend.counted(&key, &limits[0], now).await,
+            4,
+            "{algorithm}"
+        );
+        let change = Adjustment::GiveBack {
+            units: 1,
+            receipt: None,
+        };
+        let given = store
+            .adjust(AdjustRequest::new(&key, &limits, Some(now), change))
+            .await
+            .expect("store answers");
+        assert_eq!(given, 1, "{algorithm}");
+        assert_eq!(
+            backend.counted(&key, &limits[0], now).await,
+            3,
+            "{algorithm}"
+        );
+    }
+}
