@@ -1,0 +1,12 @@
+use actix_web::{post, App, HttpResponse, Responder};
+use ratelimit_runtime::rate_limit;
+
+#[rate_limit(limit = 5, window = "1m", cots = 2)]
+#[post("/reports/export")]
+async fn export() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+fn main() {
+    let _ = App::new().service(export);
+}
