@@ -6,12 +6,22 @@
 
 mod support;
 
-use ratelimit_runtime::{
-    key::RouteKey,
-    store::{AdjustRequest, Adjustment, CheckRequest},
-    Algorithm, IdentityPart, Limit, Window,
+use std::time::Duration;
+
+use actix_web::{
+    post,
+    test::{self, TestRequest},
+    App, HttpResponse, Responder,
 };
-use support::{limit_states, Backend, T0, W};
+use ratelimit_runtime::{
+    clock::ManualClock,
+    coverage,
+    key::RouteKey,
+    rate_limit,
+    store::{AdjustRequest, Adjustment, CheckRequest, MemoryStore, RedisStore},
+    Algorithm, IdentityPart, Limit, RateLimiter, Window,
+};
+use support::{limit_states, Backend, RedisServer, T0, W};
 
 macro_rules! on_every_store {
     ($($case:ident),* $(,)?) => {
@@ -229,4 +239,135 @@ async fn a_give_back_with_the_receipt_returns_the_whole_cost(backend: &Backend) 
             "{algorithm}"
         );
     }
+}
+
+#[rate_limit(
+    limit = 30,
+    window = "1m",
+    identity = "ip",
+    algorithm = "fixed_window",
+    cost = 10
+)]
+#[post("/reports/export")]
+async fn export() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(
+    limit = 10,
+    window = "1m",
+    identity = "ip",
+    count = "failures",
+    cost = 5
+)]
+#[post("/sign-in")]
+async fn sign_in(password: String) -> HttpResponse {
+    if password == "right" {
+        HttpResponse::Ok().finish()
+    } else {
+        HttpResponse::Unauthorized().finish()
+    }
+}
+
+fn app(limiter: RateLimiter) -> App<impl coverage::AppFactory> {
+    App::new().service(export).service(sign_in).wrap(limiter)
+}
+
+fn from(ip: &str) -> TestRequest {
+    TestRequest::post().peer_addr(format!("{ip}:40000").parse().unwrap())
+}
+
+fn header(
+    res: &actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>,
+    name: &str,
+) -> String {
+    res.headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+/// `cost = 10` under `limit = 30`: three exports, their headers counting units, then a 429;
+/// a `count = "failures"` route gives a success's whole cost back. The same over Redis and
+/// the memory store.
+async fn a_costly_route_answers_in_units(limiter: RateLimiter) {
+    let app = test::init_service(app(limiter)).await;
+    for left in [20, 10, 0] {
+        let res = test::call_service(
+            &app,
+            from("203.0.113.9").uri("/reports/export").to_request(),
+        )
+        .await;
+        assert_eq!(res.status(), 200);
+        assert_eq!(header(&res, "x-ratelimit-limit"), "30");
+        assert_eq!(header(&res, "x-ratelimit-remaining"), left.to_string());
+        assert_eq!(header(&res, "ratelimit-policy"), "\"export\";q=30;w=60");
+    }
+    let res = test::call_service(
+        &app,
+        from("203.0.113.9").uri("/reports/export").to_request(),
+    )
+    .await;
+    assert_eq!(res.status(), 429);
+    assert_eq!(header(&res, "x-ratelimit-remaining"), "0");
+
+    // Failures only, 5 units each out of 10: successes give their 5 back, so any number
+    // pass; two failures spend the budget.
+    for _ in 0..4 {
+        let req = from("203.0.113.9")
+            .uri("/sign-in")
+            .set_payload("right")
+            .to_request();
+        assert_eq!(test::call_service(&app, req).await.status(), 200);
+    }
+    for _ in 0..2 {
+        let req = from("203.0.113.9")
+            .uri("/sign-in")
+            .set_payload("wrong")
+            .to_request();
+        assert_eq!(test::call_service(&app, req).await.status(), 401);
+    }
+    let req = from("203.0.113.9")
+        .uri("/sign-in")
+        .set_payload("right")
+        .to_request();
+    assert_eq!(test::call_service(&app, req).await.status(), 429);
+}
+
+#[actix_web::test]
+async fn a_costly_route_answers_in_units_over_redis() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(server.url())
+        .timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .expect("store");
+    let clock = ManualClock::at(T0 + 1_000);
+    a_costly_route_answers_in_units(RateLimiter::new(store).clock(clock)).await;
+}
+
+#[actix_web::test]
+async fn a_costly_route_answers_in_units_in_memory() {
+    let clock = ManualClock::at(T0 + 1_000);
+    a_costly_route_answers_in_units(RateLimiter::new(MemoryStore::new()).clock(clock)).await;
+}
+
+#[actix_web::test]
+async fn the_route_table_shows_each_limits_cost() {
+    let table = coverage::route_table(app(RateLimiter::new(MemoryStore::new()))).await;
+    let text = table.to_string();
+    assert!(text.contains("30/1m fixed_window cost 10"), "{text}");
+    assert!(
+        text.contains("10/1m sliding_window failures cost 5"),
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&table.to_json()).unwrap();
+    let costs: Vec<u64> = json["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|route| route["limits"][0]["cost"].as_u64())
+        .collect();
+    assert_eq!(costs.len(), 2, "{json}");
+    assert!(costs.contains(&10) && costs.contains(&5), "{json}");
 }

@@ -413,7 +413,8 @@ fn collect(
     }
 }
 
-/// Limits as the table shows them: `10/5m sliding_log failures block 15m by username + ...`.
+/// Limits as the table shows them: `10/5m sliding_log failures block 15m cost 2 by username +
+/// ...`.
 fn limits_cell(p: &RoutePolicy) -> String {
     p.limits()
         .iter()
@@ -424,6 +425,9 @@ fn limits_cell(p: &RoutePolicy) -> String {
             }
             if let Some(block) = l.block() {
                 cell.push_str(&format!(" block {block}"));
+            }
+            if l.cost() != 1 {
+                cell.push_str(&format!(" cost {}", l.cost()));
             }
             if let Some(identity) = l.identity() {
                 cell.push_str(&format!(" by {identity}"));
@@ -543,6 +547,7 @@ fn row_json(row: &RouteRow) -> serde_json::Value {
                         "algorithm": l.algorithm().as_str(),
                         "count": l.count().as_str(),
                         "block_ms": l.block().map(|b| b.as_millis()),
+                        "cost": l.cost(),
                         "identity": p.identity_of(l).to_string(),
                     })
                 })
