@@ -12,7 +12,7 @@
 //! | [`sign_in`] | counting failures only, lockouts, clearing a budget from code |
 //! | [`overrides`] | changing limits while the App runs: overrides by route and tier, allow and deny lists, the `ratelimit-admin` command |
 //! | [`failure_modes`] | timeouts, `fail = "open"` and `"closed"`, recovery, what a failure costs in counts |
-//! | [`headers`] | the rate-limit headers, `Retry-After`, the 429 and 503 bodies, CORS |
+//! | [`headers`] | the rate-limit headers, `Retry-After`, the 429, 403 and 503 bodies, your own rejection body, CORS |
 //! | [`tls`] | TLS, passwords and the ACL a limiter's Redis user needs |
 //! | [`deployments`] | Redis Cluster, the key layout, connections per worker, Redis versions |
 //! | [`observability`] | log events and metrics |

@@ -64,7 +64,7 @@
 //!   - [`guide::overrides`]: changing limits at run time; allow and deny lists; the admin
 //!     command.
 //!   - [`guide::failure_modes`]: timeouts, fail open or closed, recovery.
-//!   - [`guide::headers`]: rate-limit headers, the 429 and the 503.
+//!   - [`guide::headers`]: rate-limit headers, the 429 and the 503, your own rejection.
 //!   - [`guide::tls`]: TLS, passwords and the Redis ACL user.
 //!   - [`guide::deployments`]: Redis Cluster, keys, connections per worker.
 //!   - [`guide::observability`]: log events, spans, metrics, a dashboard and alert rules.
@@ -89,7 +89,7 @@ pub mod __private;
 
 pub use middleware::{
     describe_metrics, AttemptOutcome, Budget, BudgetError, HeaderFamilies, IetfDraft, RateLimiter,
-    Unlimited,
+    Rejection, RejectionReason, Unlimited,
 };
 pub use policy::{
     Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RouteHeaders, RoutePolicy,

@@ -1,7 +1,7 @@
 //! The answers the limiter gives instead of the handler's: 429 and 503, as
 //! `application/problem+json` (RFC 9457).
 
-use std::fmt;
+use std::{cell::RefCell, fmt};
 
 use actix_web::{
     body::{BoxBody, MessageBody},
@@ -15,7 +15,7 @@ use actix_web::{
 
 use super::{
     headers::{self, HeaderFamilies},
-    route_info::{Rejection, RejectionFigures, RouteInfo},
+    route_info::{CachedRejection, RejectionFigures, RouteInfo},
 };
 use crate::{identity::Unreadable, key::PartitionKey, store::LimitState};
 
@@ -73,7 +73,7 @@ pub(crate) fn too_many_requests(
     if let Some(binding) = binding {
         headers::insert(response.headers_mut(), families, route, binding, partition);
     }
-    *last = Some(Rejection {
+    *last = Some(CachedRejection {
         figures,
         headers: response
             .headers()
@@ -93,14 +93,20 @@ fn violated_policies(route: &RouteInfo, violated: u8) -> String {
     }
     // Policy names are quoted structured-field strings of printable ASCII without `"` or
     // `\`: as they stand, JSON strings too.
-    let names: Vec<&str> = route
+    let names: Vec<&str> = violated_names(route, violated).collect();
+    format!(r#","violated-policies":[{}]"#, names.join(","))
+}
+
+/// The quoted names `RateLimit-Policy` gives the limits whose bit is set in `violated`;
+/// none on a route that hides its limits.
+pub(crate) fn violated_names(route: &RouteInfo, violated: u8) -> impl Iterator<Item = &str> {
+    let shown = !route.policy.hides_headers();
+    route
         .policy_names
         .iter()
         .enumerate()
-        .filter(|(i, _)| *i < 8 && violated & (1 << i) != 0)
+        .filter(move |(i, _)| shown && *i < 8 && violated & (1 << i) != 0)
         .map(|(_, name)| name.as_str())
-        .collect();
-    format!(r#","violated-policies":[{}]"#, names.join(","))
 }
 
 /// The bits of `violated_policies` for the limits at `indices`.
@@ -352,19 +358,29 @@ mod tests {
 }
 
 /// A refusal that came back as an error (middleware in front of a declared route refused
-/// the request) from a client over the limit: it answers with the route's 429 every time it
-/// is asked (actix's `InternalError` gives its response up once, then answers 500), and
-/// keeps the original error as its cause for logs.
+/// the request) from a client over the limit or on the deny list: it answers with the
+/// route's 429 (or 403, or the app's own answer in their place) every time it is asked
+/// (actix's `InternalError` gives its response up once, then answers 500), and keeps the
+/// original error as its cause for logs.
 #[derive(Debug)]
 pub(crate) struct RefusedOverLimit {
     cause: Error,
     status: StatusCode,
     headers: HeaderMap,
-    body: Bytes,
+    body: RefusalBody,
+}
+
+/// The body of a [`RefusedOverLimit`]: bytes, answered every time; or a stream (an app's
+/// own answer may be one), which can be sent once only: asked again, the answer keeps its
+/// status and headers with an empty body.
+#[derive(Debug)]
+enum RefusalBody {
+    Bytes(Bytes),
+    Stream(RefCell<Option<BoxBody>>),
 }
 
 impl RefusedOverLimit {
-    /// `cause` answered with `answer` (the limiter's 429) instead.
+    /// `cause` answered with `answer` (the limiter's) instead.
     pub(crate) fn new(cause: Error, answer: HttpResponse) -> Self {
         let status = answer.status();
         let mut headers = answer.headers().clone();
@@ -372,10 +388,10 @@ impl RefusedOverLimit {
         // layer adds its headers to an error as a response mapper); asked once, here, since
         // some errors give their answer once only.
         keep_outer_headers(&mut headers, cause.error_response().headers());
-        let body = answer
-            .into_body()
-            .try_into_bytes()
-            .unwrap_or_else(|_| Bytes::new());
+        let body = match answer.into_body().try_into_bytes() {
+            Ok(bytes) => RefusalBody::Bytes(bytes),
+            Err(stream) => RefusalBody::Stream(RefCell::new(Some(stream))),
+        };
         RefusedOverLimit {
             cause,
             status,
@@ -389,7 +405,7 @@ impl fmt::Display for RefusedOverLimit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} (over the rate limit: answered {})",
+            "{} (refused by the rate limiter: answered {})",
             self.cause, self.status
         )
     }
@@ -401,8 +417,16 @@ impl ResponseError for RefusedOverLimit {
     }
 
     fn error_response(&self) -> HttpResponse<BoxBody> {
-        let mut response = HttpResponse::with_body(self.status, self.body.clone());
+        let mut response = match &self.body {
+            RefusalBody::Bytes(bytes) => {
+                HttpResponse::with_body(self.status, bytes.clone()).map_into_boxed_body()
+            }
+            RefusalBody::Stream(stream) => {
+                let body = stream.borrow_mut().take();
+                HttpResponse::with_body(self.status, body.unwrap_or_else(|| BoxBody::new(())))
+            }
+        };
         *response.headers_mut() = self.headers.clone();
-        response.map_into_boxed_body()
+        response
     }
 }

@@ -156,7 +156,7 @@ impl Limiter {
                 .decide(&mut req, route, submitted, handle, Counting::Live)
                 .await
             {
-                Decided::Refuse(response) => {
+                Decided::OverLimit(response) | Decided::Refuse(response) => {
                     return Ok(req.into_response(response).map_into_right_body())
                 }
                 Decided::Proceed {
@@ -389,8 +389,9 @@ impl Limiter {
     /// Counts a request that the middleware in front of its route refused, with an answer or
     /// an error, by the client address resolved before and the username `handle` read from
     /// its body (else as unreadable; `IdentitySources::refused`): a part the client or an
-    /// auth layer supplies (API key, user id, header) may be what was refused. The 429 to
-    /// send instead when the client is over the limit; `None` to send the refusal on.
+    /// auth layer supplies (API key, user id, header) may be what was refused. The 429 (or
+    /// the app's answer in its place) to send instead when the client is over the limit;
+    /// `None` to send the refusal on.
     async fn charge_refusal(
         &self,
         client: Option<IpAddr>,
@@ -412,9 +413,7 @@ impl Limiter {
             .decide_for(&identities, route, handle, Counting::Refused)
             .await
         {
-            Decided::Refuse(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
-                Some(response)
-            }
+            Decided::OverLimit(response) => Some(response),
             Decided::Refuse(_) | Decided::Proceed { .. } => None,
         }
     }
@@ -557,7 +556,7 @@ impl Limiter {
                 .decide_for(&identities, route, handle, Counting::Unreadable)
                 .await
             {
-                Decided::Refuse(response) => Decided::Refuse(response),
+                refused @ (Decided::OverLimit(_) | Decided::Refuse(_)) => refused,
                 other => {
                     tracing::debug!(
                         target: "ratelimit",
@@ -680,11 +679,10 @@ impl Limiter {
         let state = shielded_state(&policy, blocked, now);
         let binding = state.as_ref().map(|state| (blocked.limit_index, state));
         let partition = binding.and_then(|(_, state)| self.partition_key(route, key, &state.limit));
-        Decided::Refuse(answer::too_many_requests(
+        Decided::OverLimit(self.over_limit(
             route,
             retry_ms,
             binding,
-            self.headers,
             partition.as_ref(),
             answer::violated_bits([blocked.limit_index]),
         ))
@@ -827,10 +825,7 @@ impl Limiter {
                             Outcome::FailedClosed,
                             &failure,
                         );
-                        Decided::Refuse(answer::limiter_unavailable(
-                            route,
-                            self.unavailable_retry_secs,
-                        ))
+                        Decided::Refuse(self.store_unavailable(route))
                     };
                 }
             };
@@ -879,11 +874,10 @@ impl Limiter {
                     .enumerate()
                     .filter(|(_, state)| !state.allowed)
                     .map(|(index, _)| index);
-                return Decided::Refuse(answer::too_many_requests(
+                return Decided::OverLimit(self.over_limit(
                     route,
                     retry_ms,
                     binding,
-                    self.headers,
                     partition.as_ref(),
                     answer::violated_bits(violated),
                 ));
@@ -961,7 +955,11 @@ impl Counting {
 
 /// What the limiter decided about one request.
 enum Decided {
-    /// The limiter's own answer instead of the handler's: 429, or 503 (fails closed).
+    /// The client is over the limit (or locked out): the 429, or the app's answer in its
+    /// place (`RateLimiter::reject_with`), whatever its status.
+    OverLimit(HttpResponse),
+    /// The limiter's own answer for another reason: the 503 of a route that fails closed
+    /// (or the app's answer in its place), or the 400 (413) of an unreadable username.
     Refuse(HttpResponse),
     /// On to the handler.
     Proceed {

@@ -53,6 +53,9 @@ pub(crate) struct Limiter {
     pub(crate) overrides: Option<Arc<crate::overrides::Shared>>,
     /// The App's shadow switch ([`RateLimiter::shadow`](super::RateLimiter::shadow)).
     pub(crate) shadow: bool,
+    /// The app's answer to refusals, in place of the defaults
+    /// ([`RateLimiter::reject_with`](super::RateLimiter::reject_with)).
+    pub(crate) reject_with: Option<super::rejection::RejectWith>,
 }
 
 /// What the request path leaves, with the request's handle, for the handler's

@@ -7,7 +7,6 @@ use std::{net::IpAddr, rc::Rc};
 use actix_web::{dev::ServiceRequest, HttpMessage as _, HttpResponse};
 
 use super::{
-    answer,
     attempt::Unlimited,
     limiter::{Limiter, LimiterHandle},
     route_info::RouteInfo,
@@ -79,7 +78,7 @@ impl Limiter {
             {
                 record_listed(route, "deny", kind);
                 tracing::debug!(target: "ratelimit", route = %route.label, kind, "refused: on the deny list");
-                return Resolved::Deny(answer::denied(route));
+                return Resolved::Deny(self.denied(route));
             }
         }
         let resolved = if route.is_default_policy() {
@@ -126,7 +125,7 @@ impl Limiter {
             .is_some()
         {
             record_listed(route, "deny", "ip");
-            return Resolved::Deny(answer::denied(route));
+            return Resolved::Deny(self.denied(route));
         }
         let resolved = if route.is_default_policy() {
             Resolved::AsIs

@@ -12,8 +12,11 @@ use std::{
 };
 
 use super::{
-    declared_routes::DeclaredRoutes, flood_shield::FloodShield, limiter::Limiter,
+    declared_routes::DeclaredRoutes,
+    flood_shield::FloodShield,
+    limiter::Limiter,
     local_fallback::LocalFallback,
+    rejection::{RejectWith, Rejection},
 };
 use crate::{
     clock::Clock,
@@ -78,6 +81,8 @@ pub struct RateLimiter {
     pub(super) overrides: Option<crate::overrides::Overrides>,
     /// The shadow switch, declarations in code and their problems (`rollout.rs`).
     pub(super) rollout: super::rollout_state::Rollout,
+    /// The app's answer to refusals, when it gives one.
+    reject_with: Option<RejectWith>,
 }
 
 impl fmt::Debug for RateLimiter {
@@ -92,6 +97,7 @@ impl fmt::Debug for RateLimiter {
             .field("responses", &self.responses)
             .field("failure", &self.failure)
             .field("undeclared", &self.undeclared)
+            .field("reject_with", &self.reject_with.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -122,6 +128,7 @@ impl RateLimiter {
             fallback: Arc::default(),
             overrides: None,
             rollout: super::rollout_state::Rollout::default(),
+            reject_with: None,
         }
     }
 
@@ -167,6 +174,96 @@ impl RateLimiter {
     /// [`identity`](Self::identity).
     pub fn undeclared(self, undeclared: Undeclared) -> Self {
         self.group(Group::Undeclared, |s| s.undeclared = undeclared)
+    }
+
+    /// Answers refusals with the app's own response instead of the limiter's
+    /// `application/problem+json` (`guide::headers`): `respond` is called with the
+    /// [`Rejection`] on every refusal, whatever its [`reason`](Rejection::reason) (over a
+    /// limit, locked out, on the deny list, the store down on a route that fails closed),
+    /// so one function answers them all, matching on the reason; a reason it does not
+    /// answer itself can fall back to [`Rejection::default_response`].
+    ///
+    /// The limiter adds its headers to the app's response: `Retry-After` and the rate-limit
+    /// headers of the binding limit, as [`Responses::headers`](crate::settings::Responses::headers)
+    /// and the route's `headers = ".."` say (they replace any of the same name the app set:
+    /// they are the limiter's figures), and `Cache-Control: no-store` unless the response
+    /// has a `Cache-Control` of its own. The status and body are the app's, whatever they
+    /// are: a status that is no error (an API that answers every error with `200`) is the
+    /// app's choice, and is sent. A route in shadow refuses nothing, so it never calls
+    /// `respond`. A request that middleware in front of the route refused with an error,
+    /// from a client over the limit, is answered with `respond`'s response too. The 400 (or
+    /// 413) of a route that refuses unreadable usernames is no rate-limit refusal: it keeps
+    /// its own answer.
+    ///
+    /// `respond` runs on the request path, once per refusal, the flood of one client
+    /// included: keep it cheap and free of blocking calls. It must not panic; if it does,
+    /// the limiter answers with the default answer and logs an error (target `ratelimit`),
+    /// unless the app is built with `panic = "abort"`, which ends the process.
+    /// Given once: a second call would replace the first function without a word, so it is
+    /// refused ([`check_settings`](Self::check_settings)).
+    ///
+    /// ```
+    /// use actix_web::{get, http::StatusCode, test, App, HttpResponse};
+    /// use ratelimit_runtime::{
+    ///     clock::ManualClock, rate_limit, store::MemoryStore, RateLimiter, RejectionReason,
+    /// };
+    ///
+    /// #[rate_limit(limit = 1, window = "1m", identity = "ip", algorithm = "sliding_log")]
+    /// #[get("/search")]
+    /// async fn search() -> HttpResponse {
+    ///     HttpResponse::Ok().finish()
+    /// }
+    ///
+    /// # actix_web::rt::System::new().block_on(async {
+    /// let limiter = RateLimiter::new(MemoryStore::new())
+    ///     .clock(ManualClock::at(1_700_000_000_000))
+    ///     .reject_with(|rejection| match rejection.reason() {
+    ///         RejectionReason::Limit | RejectionReason::Lockout => {
+    ///             HttpResponse::TooManyRequests().json(serde_json::json!({
+    ///                 "error": { "code": "SLOW_DOWN", "route": rejection.route() },
+    ///                 "retry_in": rejection.retry_after().map(|wait| wait.as_secs()),
+    ///             }))
+    ///         }
+    ///         // Denied, store down, and any reason added later: the limiter's own answer.
+    ///         _ => rejection.default_response(),
+    ///     });
+    /// limiter.check_settings().unwrap();
+    /// let app = test::init_service(App::new().service(search).wrap(limiter)).await;
+    /// let request = || {
+    ///     test::TestRequest::get()
+    ///         .uri("/search")
+    ///         .peer_addr("203.0.113.7:4000".parse().unwrap())
+    ///         .to_request()
+    /// };
+    /// assert_eq!(test::call_service(&app, request()).await.status(), StatusCode::OK);
+    ///
+    /// let refused = test::call_service(&app, request()).await;
+    /// assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    /// // The limiter's headers, on the app's body.
+    /// assert_eq!(refused.headers().get("retry-after").unwrap(), "60");
+    /// assert_eq!(refused.headers().get("x-ratelimit-remaining").unwrap(), "0");
+    /// assert_eq!(refused.headers().get("cache-control").unwrap(), "no-store");
+    /// assert_eq!(refused.headers().get("content-type").unwrap(), "application/json");
+    /// let body: serde_json::Value = test::read_body_json(refused).await;
+    /// assert_eq!(body["error"]["code"], "SLOW_DOWN");
+    /// assert_eq!(body["error"]["route"], "GET /search");
+    /// assert_eq!(body["retry_in"], 60);
+    /// # });
+    /// ```
+    pub fn reject_with<F>(mut self, respond: F) -> Self
+    where
+        F: Fn(&Rejection) -> actix_web::HttpResponse + Send + Sync + 'static,
+    {
+        if self.reject_with.is_some() {
+            let setting = "`RateLimiter::reject_with(..)`";
+            self.problems.record(
+                format!("{setting} given twice"),
+                Err(format!(
+                    "{setting}: given twice: the later function replaces the earlier; give one function, matching on `Rejection::reason`"
+                )),
+            );
+        }
+        self.with(|s| s.reject_with = Some(Arc::new(respond)))
     }
 
     /// Gives `group` its value; a group given before is a refused setting: its values would
@@ -486,6 +583,7 @@ impl RateLimiter {
             declared: OnceCell::new(),
             overrides: self.overrides.as_ref().map(|o| Arc::clone(&o.shared)),
             shadow: self.rollout.shadow,
+            reject_with: self.reject_with.clone(),
         })
     }
 }

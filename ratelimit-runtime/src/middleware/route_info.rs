@@ -47,8 +47,9 @@ pub(crate) struct RouteInfo {
     pub(crate) policy_names: Vec<String>,
     /// `X-RateLimit-Limit` of each limit.
     pub(crate) limit_headers: Vec<HeaderValue>,
-    /// The last 429 answered, to answer again while its figures hold.
-    pub(crate) rejection: RefCell<Option<Rejection>>,
+    /// The last default 429 built, to answer again while its figures hold (an app's own
+    /// answer, `RateLimiter::reject_with`, is asked for every time, from this one's parts).
+    pub(crate) rejection: RefCell<Option<CachedRejection>>,
     /// Whether this is the App-level default policy rather than a declaration: its keys
     /// then carry [`DEFAULT_POLICY_SEGMENT`].
     default_policy: bool,
@@ -87,7 +88,7 @@ pub(crate) struct RejectionFigures {
 /// formatted headers) costs more than copying it. The headers are kept as a list and
 /// inserted one by one, since a response's header map comes from actix's pool and a cloned
 /// map would replace it with a new allocation.
-pub(crate) struct Rejection {
+pub(crate) struct CachedRejection {
     pub(crate) figures: RejectionFigures,
     pub(crate) headers: Vec<(HeaderName, HeaderValue)>,
     pub(crate) body: Bytes,
