@@ -371,3 +371,130 @@ async fn the_route_table_shows_each_limits_cost() {
     assert_eq!(costs.len(), 2, "{json}");
     assert!(costs.contains(&10) && costs.contains(&5), "{json}");
 }
+
+#[rate_limit(limit = 100, window = "1h", identity = "ip", algorithm = "gcra")]
+#[post("/batch")]
+async fn batch() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+/// `?items=N` weighs N units; no query, one.
+fn items(req: &actix_web::dev::ServiceRequest) -> u32 {
+    req.query_string()
+        .strip_prefix("items=")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+}
+
+fn weighed_app(limiter: RateLimiter) -> App<impl coverage::AppFactory> {
+    App::new().service(batch).service(sign_in).wrap(
+        limiter
+            .cost_of("POST /batch", items)
+            .cost_of("POST /sign-in", items),
+    )
+}
+
+/// A cost read off each request: 60 then 30 units of 100; a request of 20 is refused, and
+/// one of 10 that fits right after it passes (refusals of a weighed route are not
+/// remembered); 0 counts 1; one larger than the limit counts the whole budget.
+async fn each_request_weighs_what_its_function_says(limiter: RateLimiter) {
+    let app = test::init_service(weighed_app(limiter)).await;
+    let send = |uri: &'static str| {
+        let req = from("198.51.100.20").uri(uri).to_request();
+        test::call_service(&app, req)
+    };
+    let res = send("/batch?items=60").await;
+    assert_eq!(
+        (res.status().as_u16(), header(&res, "x-ratelimit-remaining")),
+        (200, "40".into())
+    );
+    let res = send("/batch?items=30").await;
+    assert_eq!(header(&res, "x-ratelimit-remaining"), "10");
+    assert_eq!(send("/batch?items=20").await.status(), 429);
+    let res = send("/batch?items=10").await;
+    assert_eq!(
+        (res.status().as_u16(), header(&res, "x-ratelimit-remaining")),
+        (200, "0".into())
+    );
+
+    let other = |uri: &'static str| {
+        let req = from("198.51.100.21").uri(uri).to_request();
+        test::call_service(&app, req)
+    };
+    let res = other("/batch?items=0").await;
+    assert_eq!(header(&res, "x-ratelimit-remaining"), "99");
+    assert_eq!(
+        other("/batch?items=5000").await.status(),
+        429,
+        "99 units are not the whole budget"
+    );
+    let third = |uri: &'static str| {
+        let req = from("198.51.100.22").uri(uri).to_request();
+        test::call_service(&app, req)
+    };
+    let res = third("/batch?items=5000").await;
+    assert_eq!(
+        (res.status().as_u16(), header(&res, "x-ratelimit-remaining")),
+        (200, "0".into())
+    );
+    assert_eq!(third("/batch").await.status(), 429);
+
+    // Failures only, 10 units of 10: a success gives its weighed cost back.
+    for _ in 0..3 {
+        let req = from("198.51.100.20")
+            .uri("/sign-in?items=10")
+            .set_payload("right");
+        assert_eq!(
+            test::call_service(&app, req.to_request()).await.status(),
+            200
+        );
+    }
+    let req = from("198.51.100.20")
+        .uri("/sign-in?items=10")
+        .set_payload("wrong");
+    assert_eq!(
+        test::call_service(&app, req.to_request()).await.status(),
+        401
+    );
+    let req = from("198.51.100.20")
+        .uri("/sign-in?items=1")
+        .set_payload("right");
+    assert_eq!(
+        test::call_service(&app, req.to_request()).await.status(),
+        429
+    );
+}
+
+#[actix_web::test]
+async fn each_request_weighs_what_its_function_says_over_redis() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(server.url())
+        .timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .expect("store");
+    let clock = ManualClock::at(T0 + 1_000);
+    each_request_weighs_what_its_function_says(RateLimiter::new(store).clock(clock)).await;
+}
+
+#[actix_web::test]
+async fn each_request_weighs_what_its_function_says_in_memory() {
+    let clock = ManualClock::at(T0 + 1_000);
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(clock);
+    each_request_weighs_what_its_function_says(limiter).await;
+}
+
+#[actix_web::test]
+async fn a_cost_function_for_an_undeclared_route_fails_the_coverage_check() {
+    let limiter = RateLimiter::new(MemoryStore::new()).cost_of("POST /bach", items);
+    let app = App::new().service(batch).wrap(limiter);
+    let error = coverage::require_coverage(app).await.expect_err("refused");
+    let text = error.to_string();
+    assert!(
+        text.contains(
+            "`RateLimiter::cost_of(\"POST /bach\", ..)`: the App declares no route `POST /bach`"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("did you mean `POST /batch`?"), "{text}");
+}

@@ -74,7 +74,8 @@ pub(crate) fn checking_ends(tree: Option<&IntrospectionTree>) -> Checked {
             checked.problems.extend(rollout.problems());
             continue;
         };
-        let (routes, problems) = DeclaredRoutes::from_tree_with(tree, &rollout.declared);
+        let (routes, mut problems) = DeclaredRoutes::from_tree_with(tree, &rollout.declared);
+        problems.extend(super::cost::unknown_routes(&routes, &rollout.costs));
         rollout.found(&problems);
         checked.problems.extend(rollout.problems());
         for (pattern, declaration) in routes.in_code() {

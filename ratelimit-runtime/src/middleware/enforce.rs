@@ -152,8 +152,9 @@ impl Limiter {
                 }
             };
             let submitted = handle.take_username();
+            let cost = self.request_cost(&req, route);
             let (decision, key, local) = match self
-                .decide(&mut req, route, submitted, handle, Counting::Live)
+                .decide(&mut req, route, submitted, handle, Counting::Live, cost)
                 .await
             {
                 Decided::OverLimit(response) | Decided::Refuse(response) => {
@@ -169,6 +170,7 @@ impl Limiter {
                 limiter: Rc::clone(handle.limiter()),
                 key,
                 limits: route.policy.limits(),
+                cost,
                 decision,
                 adjusted: std::cell::Cell::new(false),
                 outcome: std::cell::Cell::new(None),
@@ -195,9 +197,13 @@ impl Limiter {
                 .filter(|d| d.allowed && !local && !adjusted && counts_failures)
             {
                 let succeeded = self.succeeded(&answer, budget.outcome.get());
+                // What the check counted: the weighed cost, when the app weighs the route.
+                let weighed = budget
+                    .cost
+                    .map(|cost| super::cost::costed(budget.limits, cost));
                 gave_back = Box::pin(self.settle(
                     &budget.key,
-                    budget.limits,
+                    weighed.as_deref().unwrap_or(budget.limits),
                     decision.receipt.as_ref(),
                     succeeded,
                     &route.label,
@@ -362,6 +368,7 @@ impl Limiter {
                 Some(submitted),
                 handle,
                 Counting::Served,
+                None,
             )
             .await;
         // A success: limits that count failures only give the unit back at once.
@@ -410,7 +417,7 @@ impl Limiter {
             })
             .collect();
         match self
-            .decide_for(&identities, route, handle, Counting::Refused)
+            .decide_for(&identities, route, handle, Counting::Refused, None)
             .await
         {
             Decided::OverLimit(response) => Some(response),
@@ -440,6 +447,7 @@ impl Limiter {
         route: &'a RouteInfo,
         handle: &'a LimiterHandle,
         span: &'a tracing::Span,
+        cost: Option<u32>,
     ) -> impl Future<Output = Result<Decision, StoreError>> + 'a {
         async move {
             let started = Instant::now();
@@ -447,6 +455,8 @@ impl Limiter {
                 Some(unblocked) if self.shadowed(&route.policy) => unblocked,
                 _ => route.policy.limits(),
             };
+            let weighed = cost.map(|cost| super::cost::costed(limits, cost));
+            let limits = weighed.as_deref().unwrap_or(limits);
             let request = CheckRequest {
                 key,
                 limits,
@@ -497,6 +507,7 @@ impl Limiter {
         submitted: Option<Submitted>,
         handle: &'a LimiterHandle,
         counting: Counting,
+        cost: Option<u32>,
     ) -> impl Future<Output = Decided> + 'a {
         async move {
             let reader = self.sources.username_reader(&route.label);
@@ -546,14 +557,16 @@ impl Limiter {
                 (refuses && blank).then_some(Unreadable::Empty)
             });
             let Some(why) = refused else {
-                return self.decide_for(&identities, route, handle, counting).await;
+                return self
+                    .decide_for(&identities, route, handle, counting, cost)
+                    .await;
             };
             // Counted as any refused request is (the route's budget for unreadable requests of
             // this address, and its limits that count no username): a 429 once that is spent,
             // a 503 when the store failed and the route fails closed (as for every request
             // there), else the 400 (413) saying why, so that refused requests are never free.
             match self
-                .decide_for(&identities, route, handle, Counting::Unreadable)
+                .decide_for(&identities, route, handle, Counting::Unreadable, cost)
                 .await
             {
                 refused @ (Decided::OverLimit(_) | Decided::Refuse(_)) => refused,
@@ -702,6 +715,7 @@ impl Limiter {
         route: &'a RouteInfo,
         handle: &'a LimiterHandle,
         counting: Counting,
+        cost: Option<u32>,
     ) -> impl Future<Output = Decided> + 'a {
         async move {
             let span = self.decision_span(route, counting);
@@ -743,7 +757,7 @@ impl Limiter {
             let checked = match earlier {
                 Some(earlier) => Err(earlier),
                 None => {
-                    let checked = self.check(&key, route, handle, &span).await;
+                    let checked = self.check(&key, route, handle, &span, cost).await;
                     if let Err(error) = &checked {
                         handle.record_store_error(error);
                     }
@@ -779,11 +793,12 @@ impl Limiter {
                     );
                     telemetry::decided_by(&span, "local");
                     decided_locally = true;
+                    let weighed = cost.map(|cost| super::cost::costed(policy.limits(), cost));
                     Box::pin(self.fallback.decide(
                         &route.label,
                         &route.metrics.policy,
                         &key,
-                        policy.limits(),
+                        weighed.as_deref().unwrap_or(policy.limits()),
                         self.clock.now_millis(),
                         &error,
                     ))
@@ -852,7 +867,10 @@ impl Limiter {
                     Counting::Live | Counting::Refused | Counting::Unreadable => Outcome::Rejected,
                 };
                 telemetry::decision(&route.metrics, &span, &client, outcome, retry_ms, applied);
-                if let Some((index, binding)) = decision.binding().filter(|_| !decided_locally) {
+                // A refusal is remembered only where every request weighs the same: under a
+                // cost function a lighter request may fit where this one did not.
+                let remembered = !decided_locally && cost.is_none();
+                if let Some((index, binding)) = decision.binding().filter(|_| remembered) {
                     // Under the base of the limit that refused: a refusal by a per-username limit
                     // holds for that name from any address, and never for the address's others.
                     self.shield.block(

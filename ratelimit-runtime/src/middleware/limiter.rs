@@ -56,6 +56,10 @@ pub(crate) struct Limiter {
     /// The app's answer to refusals, in place of the defaults
     /// ([`RateLimiter::reject_with`](super::RateLimiter::reject_with)).
     pub(crate) reject_with: Option<super::rejection::RejectWith>,
+    /// The app's cost functions by route label
+    /// ([`RateLimiter::cost_of`](super::RateLimiter::cost_of)).
+    pub(crate) costs:
+        std::collections::HashMap<String, super::cost::CostFn, foldhash::fast::RandomState>,
 }
 
 /// What the request path leaves, with the request's handle, for the handler's
@@ -64,6 +68,8 @@ pub(crate) struct BudgetState {
     pub(crate) limiter: Rc<Limiter>,
     pub(crate) key: RouteKey,
     pub(crate) limits: &'static [Limit],
+    /// What the app's cost function weighed the request at, when the route has one.
+    pub(crate) cost: Option<u32>,
     /// The store's decision; `None` when the store failed and the route let the request
     /// through.
     pub(crate) decision: Option<Decision>,

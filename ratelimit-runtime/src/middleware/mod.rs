@@ -6,6 +6,7 @@ mod answer;
 mod attempt;
 mod budget;
 mod budget_admin;
+mod cost;
 pub(crate) mod declared_routes;
 mod deprecated_settings;
 mod enforce;

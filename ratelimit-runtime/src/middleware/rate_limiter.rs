@@ -584,6 +584,7 @@ impl RateLimiter {
             overrides: self.overrides.as_ref().map(|o| Arc::clone(&o.shared)),
             shadow: self.rollout.shadow,
             reject_with: self.reject_with.clone(),
+            costs: self.rollout.costs.iter().cloned().collect(),
         })
     }
 }

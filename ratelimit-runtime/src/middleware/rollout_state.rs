@@ -27,6 +27,8 @@ pub(crate) struct Rollout {
     pub(crate) shadow: bool,
     /// The routes declared in code, each once.
     pub(crate) declared: Vec<&'static RouteDeclaration>,
+    /// The app's cost functions, by route label (`RateLimiter::cost_of`).
+    pub(crate) costs: Vec<(String, super::cost::CostFn)>,
     /// Bad settings, each naming the setting: the coverage check fails on them and the
     /// middleware refuses to start.
     pub(crate) problems: Vec<String>,

@@ -251,6 +251,13 @@ where
                             "{problem}; the route gets the default policy meanwhile (run `coverage::require_coverage` with the limiter inside the App to refuse to start instead)"
                         );
                     }
+                    let costs = &self.config.rollout.costs;
+                    for problem in super::cost::unknown_routes(&declared, costs) {
+                        tracing::error!(
+                            target: "ratelimit",
+                            "{problem} (run `coverage::require_coverage` with the limiter inside the App to refuse to start instead)"
+                        );
+                    }
                     declared
                 })
                 .unwrap_or_default();

@@ -202,6 +202,17 @@ impl Limit {
         self
     }
 
+    /// This limit counting `cost` units per request, a cost already checked to be from 1 to
+    /// its `max` (a request's own cost, [`RateLimiter::cost_of`](crate::RateLimiter::cost_of)).
+    pub(crate) const fn with_cost(mut self, cost: u32) -> Self {
+        if let Some(cost) = NonZeroU32::new(cost) {
+            if cost.get() <= self.max.get() {
+                self.cost = cost;
+            }
+        }
+        self
+    }
+
     /// This limit without its lockout: what a route in shadow counts with, so that its
     /// would-be refusals lock nobody out when it starts to enforce.
     pub(crate) const fn without_block(mut self) -> Self {
