@@ -19,7 +19,7 @@ use ratelimit_runtime::{
     key::RouteKey,
     rate_limit,
     store::{AdjustRequest, Adjustment, CheckRequest, MemoryStore, RedisStore},
-    Algorithm, IdentityPart, Limit, RateLimiter, Window,
+    Algorithm, Budget, IdentityPart, Limit, RateLimiter, Window,
 };
 use support::{limit_states, Backend, RedisServer, T0, W};
 
@@ -73,6 +73,7 @@ on_every_store!(
     a_thousand_concurrent_requests_of_cost_7_under_700_pass_exactly_100,
     a_stack_refused_by_a_costly_limit_charges_no_other,
     a_give_back_with_the_receipt_returns_the_whole_cost,
+    a_charge_after_the_fact_is_never_refused_and_goes_one_budget_below_at_most,
 );
 
 fn client(route: &str, ip: &str) -> RouteKey {
@@ -241,6 +242,43 @@ async fn a_give_back_with_the_receipt_returns_the_whole_cost(backend: &Backend) 
     }
 }
 
+/// `Budget::charge`'s store call: units counted now, never refused, up to twice the limit
+/// (one whole budget of debt), after which a check is refused, in every algorithm.
+async fn a_charge_after_the_fact_is_never_refused_and_goes_one_budget_below_at_most(
+    backend: &Backend,
+) {
+    let now = T0 + 9_000;
+    let store = backend.store();
+    for algorithm in Algorithm::ALL {
+        let limits = [limit(10, algorithm)];
+        let key = client("/rows", &format!("192.0.2.{}", 40 + algorithm.index()));
+        assert!(
+            backend.check(&key, &limits, now).await.allowed,
+            "{algorithm}"
+        );
+        let charge = |units| {
+            let change = Adjustment::Charge { units };
+            store.adjust(AdjustRequest::new(&key, &limits, Some(now), change))
+        };
+        assert_eq!(charge(14).await.expect("store answers"), 14, "{algorithm}");
+        assert_eq!(
+            backend.counted(&key, &limits[0], now).await,
+            15,
+            "{algorithm}"
+        );
+        assert_eq!(charge(10).await.expect("store answers"), 5, "{algorithm}");
+        assert_eq!(
+            backend.counted(&key, &limits[0], now).await,
+            20,
+            "{algorithm}"
+        );
+        assert!(
+            !backend.check(&key, &limits, now).await.allowed,
+            "{algorithm}"
+        );
+    }
+}
+
 #[rate_limit(
     limit = 30,
     window = "1m",
@@ -384,6 +422,61 @@ fn items(req: &actix_web::dev::ServiceRequest) -> u32 {
         .strip_prefix("items=")
         .and_then(|n| n.parse().ok())
         .unwrap_or(1)
+}
+
+/// `?rows=N` returns N rows; the check counts one, the handler charges the rest.
+#[rate_limit(
+    limit = 100,
+    window = "1m",
+    identity = "ip",
+    algorithm = "fixed_window"
+)]
+#[post("/rows")]
+async fn rows(req: actix_web::HttpRequest, budget: Budget) -> HttpResponse {
+    let rows: u32 = req
+        .query_string()
+        .strip_prefix("rows=")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    let charged = budget.charge(rows - 1).await.expect("store answers");
+    HttpResponse::Ok().body(charged.to_string())
+}
+
+#[actix_web::test]
+async fn a_handler_charges_what_the_request_turned_out_to_cost() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(server.url())
+        .timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .expect("store");
+    let limiter = RateLimiter::new(store).clock(ManualClock::at(T0 + 1_000));
+    let app = test::init_service(App::new().service(rows).wrap(limiter)).await;
+    let send = |uri: &'static str| {
+        let req = from("198.51.100.30").uri(uri).to_request();
+        test::call_service(&app, req)
+    };
+    let res = send("/rows?rows=60").await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(test::read_body(res).await, "59");
+    let res = send("/rows?rows=40").await;
+    assert_eq!(res.status(), 200);
+    // 100 of 100 spent: the next is refused until the window ends.
+    let res = send("/rows?rows=1").await;
+    assert_eq!(res.status(), 429);
+    assert_eq!(header(&res, "retry-after"), "59");
+    // A charge past the budget still counts, up to one whole budget of debt.
+    let other = |uri: &'static str| {
+        let req = from("198.51.100.31").uri(uri).to_request();
+        test::call_service(&app, req)
+    };
+    let res = other("/rows?rows=500").await;
+    assert_eq!(
+        test::read_body(res).await,
+        "199",
+        "the count stops at twice the limit"
+    );
+    assert_eq!(other("/rows?rows=1").await.status(), 429);
 }
 
 fn weighed_app(limiter: RateLimiter) -> App<impl coverage::AppFactory> {

@@ -1,7 +1,8 @@
 -- give_back.lua: gives units of budget back to one client on one route, in one call: a
 -- request that counted its failures only and succeeded (`count = "failures"`), or an app's
 -- `give_back(n)`; or resets the budget (ARGV[2] = 'reset': every key given is deleted, the
--- limits' keys and their lockout keys; returns how many existed).
+-- limits' keys and their lockout keys; returns how many existed); or charges units after
+-- the fact (ARGV[2] = 'charge', an app's `charge(n)`; returns the units counted).
 --
 -- KEYS[i]  the key of limit i (`RouteKey::limit_key`); every key shares one hash tag.
 -- ARGV[1]  the time in ms, or '' for Redis TIME (parts/clock.lua)
@@ -32,8 +33,10 @@ if n < 1 or n % 1 ~= 0 or #KEYS ~= n then
   return redis.error_reply('ERR rate-limit script: expected one key and 5 arguments per limit')
 end
 --@include parts/clock.lua
+-- ARGV[2] = 'charge': units counted after the fact (`Budget::charge`), never refused.
+local charging = ARGV[2] == 'charge'
 local counted_at = nil
-if ARGV[2] ~= '' then
+if ARGV[2] ~= '' and not charging then
   counted_at = tonumber(ARGV[2])
   if counted_at == nil or counted_at < 0 or counted_at % 1 ~= 0 then
     return redis.error_reply('ERR rate-limit script: ARGV[2] must be empty or a time in ms')
@@ -50,6 +53,56 @@ for i = 1, n do
   if units == nil or units < 1 or units > 4294967295 or units % 1 ~= 0 then
     return redis.error_reply('ERR rate-limit script: units must be a whole number from 1 to 4294967295')
   end
+end
+if charging then
+  -- Each limit counts the units now, as a check that passed would, except that none is
+  -- refused: a budget may go below nothing, at most one whole budget below (counts up to
+  -- 2 x max; GCRA's arrival time up to two windows ahead), and the next requests wait until
+  -- it is back. The member (a sliding log's) is unique to this charge.
+  local charged = 0
+  for i = 1, n do
+    local key, code = KEYS[i], ARGV[5 * i - 2]
+    local max, window = tonumber(ARGV[5 * i - 1]), tonumber(ARGV[5 * i])
+    local units, member = tonumber(ARGV[5 * i + 1]), ARGV[5 * i + 2]
+    local take = 0
+    if code == 'fw' or code == 'sw' then
+      local start = now - now % window
+      local field = string.format('%d', start)
+      local count = (redis.call('HGET', key, field) or 0) + 0
+      take = math.max(0, math.min(units, 2 * max - count))
+      if take > 0 and redis.call('HINCRBY', key, field, take) == take then
+        local ms, oldest = window - (now - start), start
+        if code == 'sw' then
+          ms, oldest = 2 * window - (now - start), start - window
+        end
+        --@include parts/new_window.lua
+      end
+    elseif code == 'sl' then
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - window))
+      take = math.max(0, math.min(units, 2 * max - redis.call('ZCARD', key)))
+      if take > 0 then
+        local score, args = string.format('%d', now), {}
+        for j = 1, take do
+          args[2 * j - 1], args[2 * j] = score, member .. ':' .. j
+        end
+        redis.call('ZADD', key, unpack(args))
+        local ms = window
+        --@include parts/extend.lua
+      end
+    else
+      --@include parts/gcra_tat.lua
+      local room = math.floor((now_us + 2 * tolerance - tat) / interval)
+      take = math.max(0, math.min(units, room))
+      if take > 0 then
+        local new_tat = tat + take * interval
+        local ms = math.ceil((new_tat - now_us) / 1000)
+        --@include parts/ttl.lua
+        redis.call('SET', key, string.format('%d', new_tat), 'PX', string.format('%d', ms))
+      end
+    end
+    charged = charged + take
+  end
+  return charged
 end
 local given = 0
 for i = 1, n do

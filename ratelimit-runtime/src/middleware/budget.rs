@@ -197,6 +197,43 @@ impl Budget {
         };
         state.limiter.adjust(&state.key, state.limits, change).await
     }
+
+    /// Counts `units` more in every limit of this route for this client, after the fact:
+    /// what the request turned out to cost once the handler knew (rows returned, bytes
+    /// sent), in one more store call. Never refused, since the work is done: the budget may
+    /// go below nothing, at most one whole budget below (a limit's count up to twice its
+    /// limit), and the next requests are refused until it is back, as the limit's own rule
+    /// says. The units counted, over all limits. On a request no limit counts
+    /// ([`unlimited`](Self::unlimited)), none: `Ok(0)`. Give the units the check did not
+    /// count already: a route that charges by result declares the least a request costs
+    /// (`cost`, or 1) and charges the rest.
+    ///
+    /// ```
+    /// use actix_web::{get, HttpResponse};
+    /// use ratelimit_runtime::{rate_limit, Budget};
+    ///
+    /// /// 1,000 rows an hour per client: the check counts the first row, the handler the rest.
+    /// #[rate_limit(limit = 1000, window = "1h", identity = "ip")]
+    /// #[get("/rows")]
+    /// async fn rows(budget: Budget) -> HttpResponse {
+    ///     let rows: Vec<u32> = (0..250).collect();
+    ///     let _ = budget.charge(rows.len() as u32 - 1).await;
+    ///     HttpResponse::Ok().json(rows)
+    /// }
+    /// # let _ = actix_web::App::new().service(rows);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The store's, when it failed or did not answer within the timeout: the units are then
+    /// not counted.
+    pub async fn charge(&self, units: u32) -> Result<u64, StoreError> {
+        let Some(state) = self.state() else {
+            return Ok(0);
+        };
+        let change = Adjustment::Charge { units };
+        state.limiter.adjust(&state.key, state.limits, change).await
+    }
 }
 
 /// `request` put to `store`, bounded as a check is: by the limiter's `timeout` when set,

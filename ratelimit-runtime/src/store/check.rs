@@ -33,6 +33,14 @@ pub enum Adjustment<'a> {
     },
     /// The budget whole again: every limit's count and lockout gone.
     Reset,
+    /// `units` counted now in every limit of the request, after the fact and never refused
+    /// (what a request turned out to cost once its handler ran): a budget may go below
+    /// nothing, at most one whole budget below (a limit's count up to twice its `max`, GCRA's
+    /// arrival time up to two windows ahead), and the next requests wait until it is back.
+    Charge {
+        /// How many units each limit counts.
+        units: u32,
+    },
 }
 
 /// A change to one client's budget on one route: what [`Store::adjust`] is asked.

@@ -175,6 +175,10 @@ enum Action<'a> {
     },
     /// Delete every key given (the limits' keys and their lockout keys).
     Reset,
+    /// Count `units` in every limit, never refused.
+    Charge {
+        units: u32,
+    },
     /// What a check would answer, counting nothing.
     Peek,
     /// `units` concurrent checks of one client's limits (`scripts/batch.lua`).
@@ -286,6 +290,24 @@ impl<'a> ScriptCall<'a> {
         }
     }
 
+    /// Encodes a charge of `units` to `limits` of `key`, counted after the fact.
+    /// `limits` must not be empty.
+    pub(crate) fn charge(
+        key: &RouteKey,
+        limits: &'a [Limit],
+        now_millis: Option<u64>,
+        units: u32,
+    ) -> Self {
+        ScriptCall {
+            keys: limits.iter().map(|limit| key.limit_key(limit)).collect(),
+            now_millis,
+            member: unique_member(),
+            limits,
+            script: *GIVE_BACK,
+            action: Action::Charge { units },
+        }
+    }
+
     /// Encodes a peek at `request`: what its check would answer now, counting nothing.
     /// `request.limits` must not be empty.
     pub(crate) fn peek(request: &CheckRequest<'a>) -> Self {
@@ -378,6 +400,16 @@ impl<'a> ScriptCall<'a> {
             }
             (Action::Reset, _) => {
                 cmd.arg("reset");
+            }
+            (Action::Charge { units }, limits) => {
+                cmd.arg("charge");
+                for limit in limits {
+                    cmd.arg(algorithm_code(limit.algorithm()))
+                        .arg(limit.max())
+                        .arg(limit.window().as_millis())
+                        .arg(units)
+                        .arg(&self.member);
+                }
             }
             (Action::GiveBack { units, receipt }, limits) => {
                 match receipt {

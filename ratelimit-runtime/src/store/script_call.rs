@@ -109,11 +109,15 @@ pub(crate) async fn adjust<C: ScriptConnection>(
             receipt,
         ),
         Adjustment::Reset => ScriptCall::reset(request.key, request.limits, request.now_millis),
+        Adjustment::Charge { units: 0 } => return Ok(0),
+        Adjustment::Charge { units } => {
+            ScriptCall::charge(request.key, request.limits, request.now_millis, units)
+        }
     };
     let attempt = async {
         match request.change {
             Adjustment::Reset => run_once_more(&mut conn, &call).await,
-            Adjustment::GiveBack { .. } => conn.run(&call).await,
+            Adjustment::GiveBack { .. } | Adjustment::Charge { .. } => conn.run(&call).await,
         }
     };
     match timer::within(timeout, attempt).await {

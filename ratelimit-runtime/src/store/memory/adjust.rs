@@ -1,6 +1,7 @@
 //! Lockouts and give-backs, as `scripts/parts/block_*.lua` and `scripts/give_back.lua`.
 
 use super::table::{Rank, StoredValue, Table, Write};
+use crate::policy::{gcra_interval_micros, Algorithm};
 
 /// How long the lockout at `key` still holds at `now`, in ms (0: none).
 pub(super) fn blocked_for(table: &Table, key: &str, now: u64) -> u64 {
@@ -113,6 +114,79 @@ pub(super) fn give_back(
         }
         _ => 0,
     }
+}
+
+/// Counts `units` now at `key`, a limit of `max` per `window` ms counted by `algorithm`,
+/// never refused, as `scripts/give_back.lua` charges: at most one whole budget below nothing
+/// (a count up to `2 × max`, GCRA's arrival time up to two windows ahead). The units
+/// counted, and how many live entries were evicted to make room.
+pub(super) fn charge(
+    table: &mut Table,
+    key: &str,
+    (algorithm, max, window): (Algorithm, u64, u64),
+    units: u64,
+    now: u64,
+) -> (u64, usize) {
+    let (write, take, spent) = match algorithm {
+        Algorithm::FixedWindow | Algorithm::SlidingWindow => {
+            let start = now - now % window;
+            let count = table.get(key, now).map_or(0, |value| value.window(start));
+            let take = units.min((2 * max).saturating_sub(count));
+            let (ttl, oldest) = if algorithm == Algorithm::SlidingWindow {
+                (2 * window - (now - start), start.saturating_sub(window))
+            } else {
+                (window - (now - start), start)
+            };
+            let write = Write::Increment {
+                key: key.to_owned(),
+                window: start,
+                ttl,
+                oldest,
+                by: take,
+            };
+            (write, take, count + take)
+        }
+        Algorithm::SlidingLog => {
+            let count = table
+                .pruned_log(key, now, now.checked_sub(window))
+                .map_or(0, |log| log.len() as u64);
+            let take = units.min((2 * max).saturating_sub(count));
+            let write = Write::Append {
+                key: key.to_owned(),
+                ttl: window,
+                count: take,
+            };
+            (write, take, count + take)
+        }
+        _ => {
+            let interval = gcra_interval_micros(max, window);
+            let tolerance = interval * max;
+            let now_us = now * 1000;
+            let tat = match table.get(key, now) {
+                Some(StoredValue::Tat(tat)) => (*tat).max(now_us),
+                _ => now_us,
+            };
+            let room = (now_us + 2 * tolerance).saturating_sub(tat) / interval;
+            let take = units.min(room);
+            let new_tat = tat + take * interval;
+            let write = Write::SetTat {
+                key: key.to_owned(),
+                tat: new_tat,
+                ttl: (new_tat - now_us).div_ceil(1000).max(1),
+            };
+            (write, take, (new_tat - now_us).div_ceil(interval))
+        }
+    };
+    if take == 0 {
+        return (0, 0);
+    }
+    // Ranked as a check that spent as much: a budget in debt is evicted last.
+    let rank = Rank {
+        requests: u32::try_from(spent).unwrap_or(u32::MAX),
+        share: (spent * 1_000 / max.max(1)).min(1_000) as u16,
+    };
+    let evicted = table.apply(vec![(write, rank)], now);
+    (take, evicted)
 }
 
 /// Removes the `index`-th entry of the log at `key`.

@@ -261,6 +261,19 @@ impl MemoryStore {
                         now,
                     );
                 }
+                Adjustment::Charge { units } => {
+                    let bounds = (
+                        limit.algorithm(),
+                        u64::from(limit.max()),
+                        limit.window().as_millis(),
+                    );
+                    let (charged, evicted) =
+                        adjust::charge(&mut table, &key, bounds, u64::from(units), now);
+                    changed += charged;
+                    if evicted > 0 {
+                        self.note_evictions(evicted as u64);
+                    }
+                }
                 Adjustment::Reset => {
                     let mut keys = vec![key];
                     keys.extend(limit.block().map(|_| block_key(route_key, limit)));
