@@ -591,3 +591,38 @@ async fn a_cost_function_for_an_undeclared_route_fails_the_coverage_check() {
     );
     assert!(text.contains("did you mean `POST /batch`?"), "{text}");
 }
+
+/// Priced per item by the declaration itself.
+#[rate_limit(limit = 50, window = "1h", identity = "ip", cost_from = "items")]
+#[post("/items")]
+async fn priced_items() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[actix_web::test]
+async fn a_declared_cost_function_weighs_each_request_and_cost_of_wins_over_it() {
+    let clock = ManualClock::at(T0 + 1_000);
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(clock);
+    let app = test::init_service(App::new().service(priced_items).wrap(limiter)).await;
+    let req = from("198.51.100.40").uri("/items?items=45").to_request();
+    let res = test::call_service(&app, req).await;
+    assert_eq!(header(&res, "x-ratelimit-remaining"), "5");
+    let req = from("198.51.100.40").uri("/items?items=6").to_request();
+    assert_eq!(test::call_service(&app, req).await.status(), 429);
+
+    let limiter = RateLimiter::new(MemoryStore::new()).cost_of("POST /items", |_| 10);
+    let app = test::init_service(App::new().service(priced_items).wrap(limiter)).await;
+    let req = from("198.51.100.40").uri("/items?items=45").to_request();
+    let res = test::call_service(&app, req).await;
+    assert_eq!(header(&res, "x-ratelimit-remaining"), "40");
+
+    let table = coverage::route_table(App::new().service(priced_items)).await;
+    assert!(
+        table
+            .to_string()
+            .contains("50/1h sliding_window cost from items"),
+        "{table}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&table.to_json()).unwrap();
+    assert_eq!(json["routes"][0]["cost_from"], "items", "{json}");
+}

@@ -21,6 +21,8 @@ pub enum Key {
     Block,
     /// `cost = 10`: the units each request counts.
     Cost,
+    /// `cost_from = "path::to::fn"`: a function that weighs each request of the route.
+    CostFrom,
     /// `shadow = true`: log and count, never refuse.
     Shadow,
     /// `headers = "none"`: whether responses tell clients the limits.
@@ -36,7 +38,7 @@ pub enum Key {
 
 impl Key {
     /// Every key, in the order messages list them.
-    pub const ALL: [Key; 13] = [
+    pub const ALL: [Key; 14] = [
         Key::Limit,
         Key::Window,
         Key::Identity,
@@ -45,6 +47,7 @@ impl Key {
         Key::Count,
         Key::Block,
         Key::Cost,
+        Key::CostFrom,
         Key::Shadow,
         Key::Headers,
         Key::Enforce,
@@ -53,7 +56,7 @@ impl Key {
     ];
 
     /// Every key's name, in the order messages list them.
-    pub const NAMES: [&'static str; 13] = [
+    pub const NAMES: [&'static str; 14] = [
         "limit",
         "window",
         "identity",
@@ -62,6 +65,7 @@ impl Key {
         "count",
         "block",
         "cost",
+        "cost_from",
         "shadow",
         "headers",
         "enforce",
@@ -80,6 +84,7 @@ impl Key {
             Key::Count => "count",
             Key::Block => "block",
             Key::Cost => "cost",
+            Key::CostFrom => "cost_from",
             Key::Shadow => "shadow",
             Key::Headers => "headers",
             Key::Enforce => "enforce",
@@ -118,6 +123,7 @@ impl Key {
             Key::Count => "`count = \"failures\"`",
             Key::Block => "`block = \"15m\"`",
             Key::Cost => "`cost = 10`",
+            Key::CostFrom => "`cost_from = \"crate::reports::rows_asked\"`",
             Key::Shadow => "`shadow = true`",
             Key::Headers => "`headers = \"none\"`",
             Key::Enforce => "`enforce = true`",

@@ -72,6 +72,8 @@ pub(crate) struct Args {
     pub(crate) block: Slot<Window>,
     /// The units each request counts.
     pub(crate) cost: Slot<u32>,
+    /// The function that weighs each request of the route.
+    pub(crate) cost_from: Slot<syn::Path>,
     pub(crate) shadow: Slot<bool>,
     /// Whether the route's answers carry the rate-limit headers.
     pub(crate) headers: Slot<RouteHeaders>,
@@ -98,6 +100,7 @@ impl Args {
             count: Slot::Absent,
             block: Slot::Absent,
             cost: Slot::Absent,
+            cost_from: Slot::Absent,
             shadow: Slot::Absent,
             headers: Slot::Absent,
             enforce: Slot::Absent,
@@ -191,6 +194,7 @@ impl Args {
                 self.block = parse_duration(&value, key, ratelimit_grammar::parse_block, cx);
             }
             KeyName::Cost => self.cost = parse_cost(&value, cx),
+            KeyName::CostFrom => self.cost_from = parse_cost_from(&value, cx),
             KeyName::Count => self.count = parse_text(&value, key, Count::parse, cx),
             KeyName::Identity => self.identity = parse_identity(&value, cx),
             KeyName::Algorithm => {
@@ -215,6 +219,7 @@ impl Args {
             KeyName::Count => self.count = Slot::Invalid,
             KeyName::Block => self.block = Slot::Invalid,
             KeyName::Cost => self.cost = Slot::Invalid,
+            KeyName::CostFrom => self.cost_from = Slot::Invalid,
             KeyName::Shadow => self.shadow = Slot::Invalid,
             KeyName::Headers => self.headers = Slot::Invalid,
             KeyName::Enforce => self.enforce = Slot::Invalid,
@@ -457,6 +462,28 @@ fn parse_exempt(value: &Expr, cx: &mut Ctxt) -> Slot<String> {
         return Slot::Invalid;
     }
     Slot::Valid(reason, lit.span())
+}
+
+/// `cost_from = "path::to::fn"`: the path of the function, with the string's span, so that
+/// the compiler's errors (no such function, another signature) point at it.
+fn parse_cost_from(value: &Expr, cx: &mut Ctxt) -> Slot<syn::Path> {
+    let Some(lit) = lit_str(value, KeyName::CostFrom, cx) else {
+        return Slot::Invalid;
+    };
+    match lit.parse::<syn::Path>() {
+        Ok(path) => Slot::Valid(path, lit.span()),
+        Err(_) => {
+            cx.error(
+                lit.span(),
+                format!(
+                    "`cost_from = {}` is not a path; name a function `fn(&ServiceRequest) -> u32`, e.g. {}",
+                    lit.to_token_stream(),
+                    KeyName::CostFrom.example()
+                ),
+            );
+            Slot::Invalid
+        }
+    }
 }
 
 fn parse_crate(value: &Expr, cx: &mut Ctxt) -> Slot<syn::Path> {

@@ -122,6 +122,7 @@ fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Re
     };
     let policy = valid::validate(&stack, &methods, &mut cx);
     let rt = runtime_path(&stack, &mut cx);
+    let cost_from = cost_from_path(&stack, &mut cx);
     cx.check()?;
     let (route, policy) = match (found, policy) {
         (Found::Route(route), Some(policy)) => (route, policy),
@@ -177,10 +178,42 @@ fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Re
                 #policy,
                 ::core::concat!(::core::module_path!(), "::", #marker_fn_text),
                 ::core::concat!(::core::file!(), ":", ::core::line!()),
-            );
+            )#cost_from;
 
         #rt::__private::inventory::submit! { #declaration }
     })
+}
+
+/// `.__cost_from(path, "path")` when the stack names a function that weighs each request
+/// (`cost_from`, written once, or alike on several), else nothing. The function is a
+/// `fn(&ServiceRequest) -> u32` argument, so the compiler checks its path and signature at the
+/// string's span.
+fn cost_from_path(stack: &[Args], cx: &mut Ctxt) -> TokenStream {
+    let mut said: Option<&syn::Path> = None;
+    for args in stack {
+        let Some((path, span)) = args.cost_from.valid() else {
+            continue;
+        };
+        match said {
+            None => said = Some(path),
+            Some(first) if quote!(#first).to_string() != quote!(#path).to_string() => cx.error(
+                span,
+                format!(
+                    "`cost_from` differs between the stacked `#[rate_limit]`s (`{}` and `{}`): one function weighs the route's requests; write it once",
+                    quote!(#first).to_string().replace(' ', ""),
+                    quote!(#path).to_string().replace(' ', "")
+                ),
+            ),
+            Some(_) => {}
+        }
+    }
+    match said {
+        Some(path) => {
+            let text = quote!(#path).to_string().replace(' ', "");
+            quote!(.__cost_from(#path, #text))
+        }
+        None => TokenStream::new(),
+    }
 }
 
 /// The path the expansion names the runtime by: `crate = ".."` where the stack says it, else

@@ -2,7 +2,13 @@
 
 use std::fmt;
 
+use actix_web::dev::ServiceRequest;
+
 use crate::policy::{FailMode, Policy};
+
+/// A function that weighs one request of a route (`cost_from = "path::to::fn"`): the units
+/// every limit of the route counts for it.
+pub type CostFrom = fn(&ServiceRequest) -> u32;
 
 /// One handler's declaration, registered by the `#[rate_limit]` attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +31,8 @@ pub struct RouteDeclaration {
     /// Declared in code ([`RateLimiter::declare`](crate::RateLimiter::declare)) rather than
     /// by the attribute: the App-level middleware enforces it, as no guard is there.
     pub(crate) in_code: bool,
+    /// The function that weighs each request (`cost_from`), with its path as written.
+    pub(crate) cost_from: Option<(CostFrom, &'static str)>,
 }
 
 impl RouteDeclaration {
@@ -50,6 +58,24 @@ impl RouteDeclaration {
             marker,
             location,
             in_code: false,
+            cost_from: None,
+        }
+    }
+
+    /// This declaration with `cost_from = "<name>"`: `weigh` weighs each of its requests.
+    /// Not public API (the attribute writes it).
+    #[doc(hidden)]
+    pub const fn __cost_from(mut self, weigh: CostFrom, name: &'static str) -> Self {
+        self.cost_from = Some((weigh, name));
+        self
+    }
+
+    /// The function that weighs each request of this route (`cost_from`), by its path as
+    /// written, when the declaration names one.
+    pub const fn cost_from(&self) -> Option<&'static str> {
+        match self.cost_from {
+            Some((_, name)) => Some(name),
+            None => None,
         }
     }
 
@@ -70,6 +96,7 @@ impl RouteDeclaration {
             marker: "",
             location,
             in_code: true,
+            cost_from: None,
         }
     }
 

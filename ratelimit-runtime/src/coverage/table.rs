@@ -462,7 +462,10 @@ fn row_cells(row: &RouteRow) -> [String; 8] {
             ),
             Policy::Limited(p) => (
                 d.handler(),
-                limits_cell(&p),
+                match d.cost_from() {
+                    Some(weigh) => format!("{} cost from {weigh}", limits_cell(&p)),
+                    None => limits_cell(&p),
+                },
                 p.identity().to_string(),
                 p.fail().to_string(),
                 if p.shadow() {
@@ -520,6 +523,7 @@ fn row_json(row: &RouteRow) -> serde_json::Value {
     value["covered"] = serde_json::json!(true);
     value["handler"] = serde_json::json!(d.handler());
     value["source"] = serde_json::json!(row.source().map(Source::as_str));
+    value["cost_from"] = serde_json::json!(d.cost_from());
     if !row.tier_overrides.is_empty() {
         value["tiers"] = row
             .tier_overrides

@@ -109,12 +109,17 @@ pub(crate) fn costed(limits: &[Limit], cost: u32) -> Vec<Limit> {
 impl Limiter {
     /// What the app's function weighs `req` at on `route`, when it weighs the route's
     /// requests.
+    /// The limiter's [`RateLimiter::cost_of`] wins over the declaration's `cost_from`.
     pub(crate) fn request_cost(&self, req: &ServiceRequest, route: &RouteInfo) -> Option<u32> {
-        if self.costs.is_empty() || route.is_default_policy() {
+        if route.is_default_policy() {
             return None;
         }
-        let cost = self.costs.get(route.label.as_str())?;
-        Some(cost(req).max(1))
+        if !self.costs.is_empty() {
+            if let Some(cost) = self.costs.get(route.label.as_str()) {
+                return Some(cost(req).max(1));
+            }
+        }
+        route.cost_from.map(|weigh| weigh(req).max(1))
     }
 }
 

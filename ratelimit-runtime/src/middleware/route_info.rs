@@ -64,6 +64,8 @@ pub(crate) struct RouteInfo {
     /// The key prefix and the key stem of this route under it (`rl:{GET:/orders/:id`),
     /// built on first use.
     key_stem: RefCell<Option<(String, String)>>,
+    /// The declaration's function that weighs each request (`cost_from`).
+    pub(crate) cost_from: Option<crate::registry::CostFrom>,
 }
 
 /// A route under an override: for which tier (`None`: every tier), the generation of the
@@ -202,6 +204,7 @@ impl RouteInfo {
             tier: None,
             overrides: RefCell::default(),
             key_stem: RefCell::default(),
+            cost_from: None,
         }
     }
 
@@ -236,6 +239,7 @@ impl RouteInfo {
             );
         }
         route.discriminator = discriminator;
+        route.cost_from = declaration.cost_from.map(|(weigh, _)| weigh);
         route
     }
 
@@ -259,6 +263,7 @@ impl RouteInfo {
         );
         route.default_policy = self.default_policy;
         route.discriminator = self.discriminator.clone();
+        route.cost_from = self.cost_from;
         route.tier = tier.map(str::to_owned);
         // An override may make the route fail `local`: its switches exist from here on.
         route.metrics.register_at_zero();
