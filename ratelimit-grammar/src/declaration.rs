@@ -289,6 +289,11 @@ fn set(declaration: &mut Declaration, key: Key, value: Value) -> Result<(), Vec<
                 "`crate` says where the attribute's expansion finds the runtime; a declaration read at run time has no expansion, so leave it out".to_owned(),
             ))
         }
+        Key::Budget => {
+            return Err(one(
+                "`budget` names a constant `budget!` declares in the program, which a declaration read at run time cannot reach; a shared budget is declared in code".to_owned(),
+            ))
+        }
         Key::CostFrom => {
             return Err(one(
                 "`cost_from` names a function of the program, which a declaration read at run time cannot reach; write a `cost`, or weigh the route's requests with `RateLimiter::cost_of`".to_owned(),

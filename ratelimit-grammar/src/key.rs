@@ -23,6 +23,8 @@ pub enum Key {
     Cost,
     /// `cost_from = "path::to::fn"`: a function that weighs each request of the route.
     CostFrom,
+    /// `budget = API`: a budget shared by routes, declared with `budget!`.
+    Budget,
     /// `shadow = true`: log and count, never refuse.
     Shadow,
     /// `headers = "none"`: whether responses tell clients the limits.
@@ -38,7 +40,7 @@ pub enum Key {
 
 impl Key {
     /// Every key, in the order messages list them.
-    pub const ALL: [Key; 14] = [
+    pub const ALL: [Key; 15] = [
         Key::Limit,
         Key::Window,
         Key::Identity,
@@ -48,6 +50,7 @@ impl Key {
         Key::Block,
         Key::Cost,
         Key::CostFrom,
+        Key::Budget,
         Key::Shadow,
         Key::Headers,
         Key::Enforce,
@@ -56,7 +59,7 @@ impl Key {
     ];
 
     /// Every key's name, in the order messages list them.
-    pub const NAMES: [&'static str; 14] = [
+    pub const NAMES: [&'static str; 15] = [
         "limit",
         "window",
         "identity",
@@ -66,6 +69,7 @@ impl Key {
         "block",
         "cost",
         "cost_from",
+        "budget",
         "shadow",
         "headers",
         "enforce",
@@ -85,6 +89,7 @@ impl Key {
             Key::Block => "block",
             Key::Cost => "cost",
             Key::CostFrom => "cost_from",
+            Key::Budget => "budget",
             Key::Shadow => "shadow",
             Key::Headers => "headers",
             Key::Enforce => "enforce",
@@ -124,6 +129,7 @@ impl Key {
             Key::Block => "`block = \"15m\"`",
             Key::Cost => "`cost = 10`",
             Key::CostFrom => "`cost_from = \"crate::reports::rows_asked\"`",
+            Key::Budget => "`budget = API`",
             Key::Shadow => "`shadow = true`",
             Key::Headers => "`headers = \"none\"`",
             Key::Enforce => "`enforce = true`",

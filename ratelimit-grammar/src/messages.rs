@@ -18,6 +18,14 @@ pub fn cost_not_positive(found: &str) -> String {
     format!("`cost` must be a positive whole number of units, written as an integer literal (e.g. `cost = 10`), found `{found}`")
 }
 
+/// A key a route naming a shared budget cannot write beside `budget`.
+pub fn budget_stands_alone(key: crate::Key) -> String {
+    format!(
+        "`{}` of a shared budget is in its `budget!` declaration; a route names the budget with `budget = NAME` alone (with `cost` if a request weighs more), and writes its own limits in `#[rate_limit]`s of their own",
+        key.name()
+    )
+}
+
 /// `limit = 0`.
 pub fn limit_zero() -> &'static str {
     "`limit = 0` allows no request at all; a limit must be at least 1 (for a route that needs no limit, write `exempt = \"<reason>\"`)"

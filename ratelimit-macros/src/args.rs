@@ -5,7 +5,10 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
-use syn::{parse::Parser, punctuated::Punctuated, Expr, ExprLit, Lit, LitStr, Meta, Token, UnOp};
+use syn::{
+    parse::Parser, punctuated::Punctuated, spanned::Spanned, Expr, ExprLit, Lit, LitStr, Meta,
+    Token, UnOp,
+};
 
 use ratelimit_grammar::{messages, suggest, Key as KeyName};
 pub(crate) use ratelimit_grammar::{
@@ -74,6 +77,8 @@ pub(crate) struct Args {
     pub(crate) cost: Slot<u32>,
     /// The function that weighs each request of the route.
     pub(crate) cost_from: Slot<syn::Path>,
+    /// The shared budget this attribute names (a `budget!` constant).
+    pub(crate) budget: Slot<syn::Path>,
     pub(crate) shadow: Slot<bool>,
     /// Whether the route's answers carry the rate-limit headers.
     pub(crate) headers: Slot<RouteHeaders>,
@@ -101,6 +106,7 @@ impl Args {
             block: Slot::Absent,
             cost: Slot::Absent,
             cost_from: Slot::Absent,
+            budget: Slot::Absent,
             shadow: Slot::Absent,
             headers: Slot::Absent,
             enforce: Slot::Absent,
@@ -195,6 +201,7 @@ impl Args {
             }
             KeyName::Cost => self.cost = parse_cost(&value, cx),
             KeyName::CostFrom => self.cost_from = parse_cost_from(&value, cx),
+            KeyName::Budget => self.budget = parse_budget(&value, cx),
             KeyName::Count => self.count = parse_text(&value, key, Count::parse, cx),
             KeyName::Identity => self.identity = parse_identity(&value, cx),
             KeyName::Algorithm => {
@@ -220,6 +227,7 @@ impl Args {
             KeyName::Block => self.block = Slot::Invalid,
             KeyName::Cost => self.cost = Slot::Invalid,
             KeyName::CostFrom => self.cost_from = Slot::Invalid,
+            KeyName::Budget => self.budget = Slot::Invalid,
             KeyName::Shadow => self.shadow = Slot::Invalid,
             KeyName::Headers => self.headers = Slot::Invalid,
             KeyName::Enforce => self.enforce = Slot::Invalid,
@@ -479,6 +487,36 @@ fn parse_cost_from(value: &Expr, cx: &mut Ctxt) -> Slot<syn::Path> {
                     "`cost_from = {}` is not a path; name a function `fn(&ServiceRequest) -> u32`, e.g. {}",
                     lit.to_token_stream(),
                     KeyName::CostFrom.example()
+                ),
+            );
+            Slot::Invalid
+        }
+    }
+}
+
+/// `budget = API`: the path of a `budget!` constant, unquoted, so that the compiler finds it
+/// (and suggests the closest name when it does not).
+fn parse_budget(value: &Expr, cx: &mut Ctxt) -> Slot<syn::Path> {
+    match value {
+        Expr::Path(path) if path.qself.is_none() => Slot::Valid(path.path.clone(), path.span()),
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(lit), ..
+        }) => {
+            cx.error(
+                lit.span(),
+                format!(
+                    "`budget` takes the budget's constant, not a string: write `budget = {}`",
+                    lit.value()
+                ),
+            );
+            Slot::Invalid
+        }
+        other => {
+            cx.error_spanned(
+                other,
+                format!(
+                    "`budget` takes the name of a constant `budget!` declares, e.g. {}",
+                    KeyName::Budget.example()
                 ),
             );
             Slot::Invalid

@@ -220,7 +220,7 @@ fn cost_from_path(stack: &[Args], cx: &mut Ctxt) -> TokenStream {
 /// the name the compiled crate's `Cargo.toml` gives the `ratelimit-runtime` dependency (a
 /// renamed one too), else `::ratelimit_runtime`. A crate that reaches the runtime only
 /// through another crate's re-export has no such dependency: it says `crate = ".."`.
-fn runtime_path(stack: &[Args], cx: &mut Ctxt) -> TokenStream {
+pub(crate) fn runtime_path(stack: &[Args], cx: &mut Ctxt) -> TokenStream {
     let mut said: Option<&syn::Path> = None;
     for args in stack {
         let Some((path, span)) = args.runtime.valid() else {
@@ -263,20 +263,20 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
             headers,
             enforce,
         } => {
-            let identity_tokens = |identity: &Option<Vec<IdentityPart>>| match identity {
-                None => quote!(#p::Identity::UserIdElseIp),
-                Some(parts) => {
-                    let parts = parts.iter().map(|part| match part {
-                        IdentityPart::Ip => quote!(#p::IdentityPart::Ip),
-                        IdentityPart::Username => quote!(#p::IdentityPart::Username),
-                        IdentityPart::UserId => quote!(#p::IdentityPart::UserId),
-                        IdentityPart::ApiKey => quote!(#p::IdentityPart::ApiKey),
-                        IdentityPart::Header(name) => quote!(#p::IdentityPart::Header(#name)),
-                    });
-                    quote!(#p::Identity::Parts(&[#(#parts),*]))
-                }
-            };
+            let identity_tokens =
+                |identity: &Option<Vec<IdentityPart>>| identity_tokens(identity, &p);
             let limits = limits.iter().map(|l| {
+                if let Some(budget) = &l.budget {
+                    // The budget's limit, weighed by this route's cost: a const expression, so
+                    // a name that is no `budget!` constant, or a cost over the budget's limit,
+                    // fails to compile.
+                    let mut limit = quote!(#p::SharedBudget::limit(&#budget));
+                    if l.cost != 1 {
+                        let cost = l.cost;
+                        limit = quote!(#limit.costing(#cost));
+                    }
+                    return limit;
+                }
                 let max = l.max;
                 let window = l.window_millis;
                 let algorithm = variant(l.algorithm.as_str());
@@ -316,7 +316,27 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
 
 /// The runtime's variant for a grammar name: `sliding_window` → `SlidingWindow` (the runtime
 /// re-exports the grammar's enums, whose variants are the names in camel case).
-fn variant(name: &str) -> syn::Ident {
+/// An identity as the runtime's constant: `None` is the default (user id, else address).
+pub(crate) fn identity_tokens(
+    identity: &Option<Vec<IdentityPart>>,
+    p: &TokenStream,
+) -> TokenStream {
+    match identity {
+        None => quote!(#p::Identity::UserIdElseIp),
+        Some(parts) => {
+            let parts = parts.iter().map(|part| match part {
+                IdentityPart::Ip => quote!(#p::IdentityPart::Ip),
+                IdentityPart::Username => quote!(#p::IdentityPart::Username),
+                IdentityPart::UserId => quote!(#p::IdentityPart::UserId),
+                IdentityPart::ApiKey => quote!(#p::IdentityPart::ApiKey),
+                IdentityPart::Header(name) => quote!(#p::IdentityPart::Header(#name)),
+            });
+            quote!(#p::Identity::Parts(&[#(#parts),*]))
+        }
+    }
+}
+
+pub(crate) fn variant(name: &str) -> syn::Ident {
     let camel: String = name
         .split('_')
         .map(|word| {

@@ -9,6 +9,7 @@
 // its route attribute and one registration.
 
 mod args;
+mod budget;
 mod ctxt;
 mod expand;
 mod route;
@@ -20,4 +21,10 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::rate_limit(args.into(), item.into()).into()
+}
+
+/// Declares a budget shared by routes; see the `ratelimit_runtime` crate documentation.
+#[proc_macro]
+pub fn budget(input: TokenStream) -> TokenStream {
+    budget::budget(input.into()).into()
 }

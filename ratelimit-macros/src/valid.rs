@@ -19,6 +19,9 @@ pub(crate) struct LimitModel {
     pub(crate) identity: Option<Vec<IdentityPart>>,
     /// The units each request counts.
     pub(crate) cost: u32,
+    /// The shared budget this limit is (its constant's path): its limit, window, algorithm
+    /// and identity are the budget's.
+    pub(crate) budget: Option<syn::Path>,
 }
 
 pub(crate) enum PolicyModel {
@@ -68,6 +71,10 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
 
     let mut limits: Vec<(LimitModel, &Args)> = Vec::new();
     for args in stack {
+        if !args.budget.is_absent() {
+            ok &= budget_limit(args, &mut limits, cx);
+            continue;
+        }
         if let Some(message) = messages::missing_limit_or_window(
             !args.limit.is_absent(),
             !args.window.is_absent(),
@@ -165,6 +172,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
                     block_millis,
                     identity: None,
                     cost,
+                    budget: None,
                 },
                 args,
             ));
@@ -174,8 +182,10 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     }
 
     // One identity written (on any of the stacked limits) is the route's; different ones make
-    // each limit count its own, and then every limit names its own.
-    let written: Vec<&Vec<IdentityPart>> = stack
+    // each limit count its own, and then every limit names its own. A shared budget counts by
+    // its own, declared with it.
+    let own: Vec<&Args> = stack.iter().filter(|a| a.budget.is_absent()).collect();
+    let written: Vec<&Vec<IdentityPart>> = own
         .iter()
         .filter_map(|a| a.identity.valid().map(|(v, _)| v))
         .collect();
@@ -184,12 +194,12 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         ok = false;
     }
     let identity = if differ {
-        for args in stack.iter().filter(|a| a.identity.is_absent()) {
+        for args in own.iter().filter(|a| a.identity.is_absent()) {
             args.error(cx, messages::missing_identity_in_mixed_stack());
             ok = false;
         }
         // The first limit's is the route's; the others that differ carry their own.
-        let first = stack
+        let first = own
             .first()
             .and_then(|a| a.identity.valid())
             .map(|(v, _)| v.clone());
@@ -247,6 +257,63 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         headers,
         enforce,
     })
+}
+
+/// The limit of an attribute that names a shared budget (`budget = API`, and `cost` if a
+/// request weighs more): the budget's, so no key of a limit may go beside it. Whether it
+/// was right.
+fn budget_limit<'a>(
+    args: &'a Args,
+    limits: &mut Vec<(LimitModel, &'a Args)>,
+    cx: &mut Ctxt,
+) -> bool {
+    let mut ok = true;
+    for key in args.keys.iter().filter(|k| {
+        matches!(
+            k.name,
+            Key::Limit | Key::Window | Key::Algorithm | Key::Identity | Key::Count | Key::Block
+        )
+    }) {
+        cx.error(key.span, messages::budget_stands_alone(key.name));
+        ok = false;
+    }
+    let Slot::Valid(path, span) = &args.budget else {
+        return false;
+    };
+    let written = quote::quote!(#path).to_string().replace(' ', "");
+    if limits.iter().any(|(l, _)| {
+        l.budget
+            .as_ref()
+            .is_some_and(|p| quote::quote!(#p).to_string().replace(' ', "") == written)
+    }) {
+        cx.error(
+            *span,
+            format!("the route names the shared budget `{written}` twice; name it once"),
+        );
+        ok = false;
+    }
+    let cost = match &args.cost {
+        Slot::Valid(cost, _) => *cost,
+        Slot::Invalid => {
+            ok = false;
+            1
+        }
+        Slot::Absent => 1,
+    };
+    limits.push((
+        LimitModel {
+            max: 0,
+            window_millis: 0,
+            algorithm: Algorithm::SlidingWindow,
+            count: Count::Requests,
+            block_millis: None,
+            identity: None,
+            cost,
+            budget: Some(path.clone()),
+        },
+        args,
+    ));
+    ok
 }
 
 /// A key every stacked limit shares: it may be written on any of them, and where it is

@@ -39,6 +39,8 @@ pub struct RouteKey {
     /// The bases of the route's other identities, for limits that count by their own
     /// ([`Limit::identity`]); empty on a route with one identity.
     others: Vec<(Identity, String)>,
+    /// The bases of the shared budgets among the route's limits ([`Limit::budget`]), by name.
+    budgets: Vec<(&'static str, String)>,
 }
 
 impl RouteKey {
@@ -148,6 +150,7 @@ impl RouteKey {
         RouteKey {
             base,
             others: Vec::new(),
+            budgets: Vec::new(),
         }
     }
 
@@ -160,8 +163,41 @@ impl RouteKey {
         self
     }
 
-    /// The base of `limit`'s keys: its identity's when it counts by its own, else this one.
+    /// The key of the shared budget `name` for a client identified by `identity`
+    /// (`rl:{budget:API|api_key:…}`): the same key on every route that names the budget.
+    pub fn for_budget(prefix: &str, name: &str, identity: &[(IdentityPart, &str)]) -> Self {
+        Self::from_stem(
+            &Self::budget_stem(prefix, name),
+            None,
+            identity.iter().copied(),
+        )
+    }
+
+    /// The stem of shared budget `name`'s keys under `prefix`: `rl:{budget:API`.
+    pub(crate) fn budget_stem(prefix: &str, name: &str) -> String {
+        let mut stem = String::with_capacity(prefix.len() + name.len() + 10);
+        stem.push_str(prefix);
+        stem.push_str(":{budget:");
+        push_plain_or_hashed(&mut stem, name);
+        stem
+    }
+
+    /// This key with `budget`'s base for the limit that is the shared budget `name`
+    /// ([`Limit::budget`]).
+    #[must_use]
+    pub fn with_budget(mut self, name: &'static str, budget: RouteKey) -> Self {
+        self.budgets.push((name, budget.base));
+        self
+    }
+
+    /// The base of `limit`'s keys: its shared budget's when it is one, its identity's when
+    /// it counts by its own, else this one.
     pub(crate) fn base_of(&self, limit: &Limit) -> &str {
+        if let Some(name) = limit.budget() {
+            if let Some((_, base)) = self.budgets.iter().find(|(n, _)| *n == name) {
+                return base;
+            }
+        }
         limit
             .identity()
             .and_then(|identity| self.others.iter().find(|(i, _)| *i == identity))
@@ -181,6 +217,7 @@ impl RouteKey {
                     RouteKey {
                         base: base.to_owned(),
                         others: Vec::new(),
+                        budgets: Vec::new(),
                     },
                     vec![*limit],
                 )),
@@ -191,13 +228,16 @@ impl RouteKey {
 
     /// Whether `limits` keep their keys under more than one base.
     pub(crate) fn spans_identities(&self, limits: &[Limit]) -> bool {
-        !self.others.is_empty() && limits.iter().any(|l| self.base_of(l) != self.base)
+        (!self.others.is_empty() || !self.budgets.is_empty())
+            && limits.iter().any(|l| self.base_of(l) != self.base)
     }
 
     /// Every base of this key: its own, then its other identities' (the flood shield
     /// remembers a refusal under the base of the limit that refused).
     pub(crate) fn bases(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(self.base.as_str()).chain(self.others.iter().map(|(_, b)| b.as_str()))
+        std::iter::once(self.base.as_str())
+            .chain(self.others.iter().map(|(_, b)| b.as_str()))
+            .chain(self.budgets.iter().map(|(_, b)| b.as_str()))
     }
 
     /// The hash-tagged base of the route's identity: what every key of a limit on that

@@ -93,8 +93,14 @@ pub use middleware::{
 };
 pub use policy::{
     Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RouteHeaders, RoutePolicy,
-    Window,
+    SharedBudget, Window,
 };
+/// Declares a budget shared by routes: `budget!(pub API = limit = 10000, window = "1d",
+/// identity = "api_key")` makes a constant `API` ([`SharedBudget`]) that handlers name with
+/// `#[rate_limit(budget = API)]`. It takes `limit`, `window`, `identity` (default: user id,
+/// else address), `algorithm` and `crate`, with the attribute's rules and messages
+/// (`guide::budgets`).
+pub use ratelimit_macros::budget;
 /// Declares a handler's rate limit, written directly above its actix-web route attribute:
 /// the attribute reference.
 #[doc(inline)]

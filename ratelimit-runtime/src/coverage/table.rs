@@ -420,6 +420,9 @@ fn limits_cell(p: &RoutePolicy) -> String {
         .iter()
         .map(|l| {
             let mut cell = format!("{}/{} {}", l.max(), l.window(), l.algorithm());
+            if let Some(budget) = l.budget() {
+                cell = format!("budget {budget} {cell}");
+            }
             if l.count() == Count::Failures {
                 cell.push_str(" failures");
             }
@@ -552,6 +555,7 @@ fn row_json(row: &RouteRow) -> serde_json::Value {
                         "count": l.count().as_str(),
                         "block_ms": l.block().map(|b| b.as_millis()),
                         "cost": l.cost(),
+                        "budget": l.budget(),
                         "identity": p.identity_of(l).to_string(),
                     })
                 })

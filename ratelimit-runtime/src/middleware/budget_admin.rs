@@ -310,7 +310,17 @@ impl RateLimiter {
         limits: &[Limit],
         change: Adjustment<'_>,
     ) -> Result<u64, BudgetError> {
-        let request = AdjustRequest::new(key, limits, self.clock.now_millis(), change);
+        // A route's shared budgets are every route's: changing one client's budget on a route
+        // leaves them alone.
+        let limits: Vec<Limit> = limits
+            .iter()
+            .filter(|limit| limit.budget().is_none())
+            .copied()
+            .collect();
+        if limits.is_empty() {
+            return Ok(0);
+        }
+        let request = AdjustRequest::new(key, &limits, self.clock.now_millis(), change);
         let changed = adjust_within(&*self.store, self.timeout, request).await;
         if let Some(shield) = self.shield.get() {
             shield.forget(key.as_str());

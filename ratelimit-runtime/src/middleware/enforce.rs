@@ -729,6 +729,19 @@ impl Limiter {
                     route.key(&self.prefix, self.secret.as_ref(), client),
                 );
             }
+            // A shared budget counts in its own key for the client, the same on every route.
+            for limit in policy.limits() {
+                let Some(name) = limit.budget() else {
+                    continue;
+                };
+                let counted_by = policy.identity_of(limit);
+                if let Some((_, client)) = identities.iter().find(|(i, _)| *i == counted_by) {
+                    let stem = RouteKey::budget_stem(&self.prefix, name);
+                    let budget =
+                        RouteKey::from_stem(&stem, self.secret.as_ref(), client.value_parts());
+                    key = key.with_budget(name, budget);
+                }
+            }
             let client = Client { identity };
 
             let now = self.local_now();
@@ -869,8 +882,12 @@ impl Limiter {
                 telemetry::decision(&route.metrics, &span, &client, outcome, retry_ms, applied);
                 // A refusal is remembered only where every request weighs the same: under a
                 // cost function a lighter request may fit where this one did not.
+                // Nor a shared budget's, which other routes count too (each its own stack).
                 let remembered = !decided_locally && cost.is_none();
-                if let Some((index, binding)) = decision.binding().filter(|_| remembered) {
+                if let Some((index, binding)) = decision
+                    .binding()
+                    .filter(|(_, state)| remembered && state.limit.budget().is_none())
+                {
                     // Under the base of the limit that refused: a refusal by a per-username limit
                     // holds for that name from any address, and never for the address's others.
                     self.shield.block(

@@ -78,10 +78,14 @@ impl LocalFallback {
             // A request weighs what it weighs in the limit, at most a whole share: a share
             // smaller than the cost would refuse the request on every instance.
             share = share.costing(limit.cost().min(share.max()));
+            if let Some(budget) = limit.budget() {
+                share = share.in_budget(budget);
+            }
             match shares.iter_mut().find(|s| {
                 s.algorithm() == algorithm
                     && s.window() == window
                     && s.identity() == limit.identity()
+                    && s.budget() == limit.budget()
             }) {
                 Some(same_key) if same_key.max() > max => *same_key = share,
                 Some(_) => {}

@@ -346,6 +346,8 @@ impl RateLimiter {
         // (which holds the others too once the check ran: each is listed once).
         let rollout = self.rollout.problems();
         let store = self.store.refused_settings();
+        // The program's shared budgets: two of one name would count in one key.
+        let budgets = crate::policy::duplicate_names();
         let overrides = self.overrides.iter().flat_map(|o| o.problems());
         let mut problems: Vec<String> = Vec::new();
         let settings = self
@@ -357,6 +359,7 @@ impl RateLimiter {
             .chain(self.problems.lines())
             .chain(store.iter().map(String::as_str))
             .chain(overrides)
+            .chain(budgets.iter().map(String::as_str))
             .chain(rollout.iter().map(String::as_str));
         for problem in settings {
             if !problems.iter().any(|p| p == problem) {

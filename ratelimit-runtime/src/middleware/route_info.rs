@@ -173,8 +173,14 @@ impl RouteInfo {
         let label_json = quoted[1..quoted.len() - 1].to_owned();
         let limits = policy.limits();
         let stacked = limits.len() > 1;
-        let policy_names: Vec<String> = (0..limits.len())
-            .map(|i| format!("\"{}\"", policy_name(name, i, stacked)))
+        // A shared budget goes by its own name on every route that names it.
+        let policy_names: Vec<String> = limits
+            .iter()
+            .enumerate()
+            .map(|(i, limit)| match limit.budget() {
+                Some(budget) => format!("\"{}\"", policy_name(budget, 0, false)),
+                None => format!("\"{}\"", policy_name(name, i, stacked)),
+            })
             .collect();
         let policy_header = limits
             .iter()

@@ -100,6 +100,7 @@ pub struct Limit {
     block: Option<Window>,
     identity: Option<Identity>,
     cost: NonZeroU32,
+    budget: Option<&'static str>,
 }
 
 impl Limit {
@@ -127,6 +128,7 @@ impl Limit {
             block: None,
             identity: None,
             cost: NonZeroU32::MIN,
+            budget: None,
         }
     }
 
@@ -255,6 +257,19 @@ impl Limit {
         self.cost.get()
     }
 
+    /// The shared budget this limit is, by name, when it is one
+    /// ([`SharedBudget`](crate::SharedBudget)): counted in one key per client across every
+    /// route that names it, rather than in the route's own.
+    pub const fn budget(&self) -> Option<&'static str> {
+        self.budget
+    }
+
+    /// This limit as the shared budget `name` (its identity set).
+    pub(crate) const fn in_budget(mut self, name: &'static str) -> Self {
+        self.budget = Some(name);
+        self
+    }
+
     /// A GCRA limit's emission interval in microseconds (see [`gcra_interval_micros`]).
     pub(crate) const fn gcra_interval_micros(&self) -> u64 {
         gcra_interval_micros(self.max.get() as u64, self.window.as_millis())
@@ -287,6 +302,9 @@ impl fmt::Display for Limit {
         }
         if self.cost.get() != 1 {
             write!(f, ", cost {}", self.cost)?;
+        }
+        if let Some(budget) = self.budget {
+            write!(f, ", budget {budget}")?;
         }
         Ok(())
     }

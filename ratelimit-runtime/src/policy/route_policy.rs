@@ -63,6 +63,28 @@ pub struct RoutePolicy {
 
 /// Why `limits` cannot be stacked on one route, if they cannot: none, more than 8, or two
 /// sharing an algorithm and a window (they would count in one Redis key).
+/// Whether two limits count under the same shared budget (or both under the route's keys).
+const fn same_budget(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            let (a, b) = (a.as_bytes(), b.as_bytes());
+            if a.len() != b.len() {
+                return false;
+            }
+            let mut i = 0;
+            while i < a.len() {
+                if a[i] != b[i] {
+                    return false;
+                }
+                i += 1;
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
 pub(crate) const fn limits_problem(limits: &[Limit]) -> Option<&'static str> {
     if limits.is_empty() {
         return Some("a limited route needs at least one limit");
@@ -74,8 +96,11 @@ pub(crate) const fn limits_problem(limits: &[Limit]) -> Option<&'static str> {
     while i < limits.len() {
         let mut j = i + 1;
         while j < limits.len() {
+            // Keys are named by algorithm and window under the route (or the shared budget):
+            // two limits of one route sharing both would count in one key.
             if limits[i].algorithm() as u8 == limits[j].algorithm() as u8
                 && limits[i].window().as_millis() == limits[j].window().as_millis()
+                && same_budget(limits[i].budget(), limits[j].budget())
             {
                 return Some("two stacked limits use the same algorithm and window");
             }
