@@ -17,7 +17,13 @@ fn two_budgets_of_one_name_refuse_to_start() {
         .check_settings()
         .expect_err("two budgets named API");
     let text = error.to_string();
-    assert!(text.contains("two shared budgets are named `API`"), "{text}");
-    assert!(text.contains("shared_budget_names::elsewhere::API"), "{text}");
+    assert!(
+        text.contains("two shared budgets are named `API`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shared_budget_names::elsewhere::API"),
+        "{text}"
+    );
     assert!(text.contains("shared_budget_names::API"), "{text}");
 }

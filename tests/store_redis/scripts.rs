@@ -148,11 +148,12 @@ fn the_scripts_refuse_malformed_arguments() {
         check_script(&[Limit::new(5, Window::from_millis(W), Algorithm::SlidingLog)]).source();
     let ok = eval(log, &["1", "k:sl", &t0, "5", &w, "m1"]).unwrap();
     assert_eq!(ok, reply("1 4 0 60000"));
-    // The general script: four integers per limit, in the order of the keys.
+    // The general script (five arguments per limit: code, max, window, block, cost): four
+    // integers per limit, in the order of the keys.
     let stacked = eval(
         general,
         &[
-            "2", "k2:sl", "k2:sw", &t0, "m1", "sl", "5", &w, "0", "sw", "100", &w, "0",
+            "2", "k2:sl", "k2:sw", &t0, "m1", "sl", "5", &w, "0", "1", "sw", "100", &w, "0", "1",
         ],
     )
     .unwrap();
@@ -160,7 +161,7 @@ fn the_scripts_refuse_malformed_arguments() {
     // Two units asked back from the GCRA key counted once above: one comes back, then none.
     let give_back = give_back_script().source();
     for given in [1, 0] {
-        let reply = eval(give_back, &["1", "k:gc", &t0, "", "gc", "5", &w, "2"]).unwrap();
+        let reply = eval(give_back, &["1", "k:gc", &t0, "", "gc", "5", &w, "2", ""]).unwrap();
         assert_eq!(reply, redis::Value::Int(given));
     }
     let sliding = check_script(&[Limit::new(
@@ -205,7 +206,7 @@ fn the_scripts_refuse_malformed_arguments() {
         ),
         (
             general,
-            vec!["1", "k", "", "", "sw", "4294967295", "2097153", "0"],
+            vec!["1", "k", "", "", "sw", "4294967295", "2097153", "0", "1"],
             exact,
         ),
         (
@@ -215,24 +216,24 @@ fn the_scripts_refuse_malformed_arguments() {
         ),
         (
             general,
-            vec!["1", "k", "", "", "tb", "5", "1000", "0"],
+            vec!["1", "k", "", "", "tb", "5", "1000", "0", "1"],
             "unknown algorithm `tb`",
         ),
         (
             general,
             vec!["1", "k", "", "", "sw", "5"],
-            "expected 2 + 4 arguments per limit",
+            "expected 2 + 5 arguments per limit",
         ),
         (
             general,
             vec![
-                "2", "a", "b", "", "", "sw", "5", "1000", "0", "gc", "-1", "1000", "0",
+                "2", "a", "b", "", "", "sw", "5", "1000", "0", "1", "gc", "-1", "1000", "0", "1",
             ],
             bounds,
         ),
         (
             general,
-            vec!["1", "k", "1.5", "", "fw", "5", "1000", "0"],
+            vec!["1", "k", "1.5", "", "fw", "5", "1000", "0", "1"],
             "ARGV[1] must be empty or a whole number",
         ),
         // A lockout: its key and a block within the window's bounds.
@@ -243,23 +244,34 @@ fn the_scripts_refuse_malformed_arguments() {
         ),
         (
             general,
-            vec!["1", "k", "", "", "fw", "5", "1000", "1000"],
+            vec!["1", "k", "", "", "fw", "5", "1000", "1000", "1"],
             "expected one lockout key per limit with a block",
+        ),
+        // A cost: from 1 to the limit, alone as the last argument, in a stack per limit.
+        (
+            single,
+            vec!["1", "k:gc", "", "5", "1000", "6"],
+            "cost must be a whole number from 1 to max",
+        ),
+        (
+            general,
+            vec!["1", "k", "", "", "fw", "5", "1000", "0", "0"],
+            "cost must be a whole number from 1 to max",
         ),
         (
             give_back,
-            vec!["1", "k", "", "", "fw", "5", "1000", "0"],
+            vec!["1", "k", "", "", "fw", "5", "1000", "0", ""],
             "units must be a whole number",
         ),
         (
             give_back,
-            vec!["1", "k", "", "later", "fw", "5", "1000", "1"],
+            vec!["1", "k", "", "later", "fw", "5", "1000", "1", ""],
             "ARGV[2] must be empty or a time",
         ),
         (
             give_back,
             vec!["1", "k", "", "", "fw", "5", "1000"],
-            "expected one key and 4 arguments per limit",
+            "expected one key and 5 arguments per limit",
         ),
         (
             give_back,
@@ -280,7 +292,7 @@ fn the_scripts_refuse_malformed_arguments() {
         .query(&mut other)
         .unwrap();
     let args = [
-        "2", "gb:fw", "gb:gc", &t0, "", "fw", "5", &w, "1", "gc", "5", &w, "0",
+        "2", "gb:fw", "gb:gc", &t0, "", "fw", "5", &w, "1", "", "gc", "5", &w, "0", "",
     ];
     let err = redis::cmd("EVAL")
         .arg(give_back)
