@@ -28,6 +28,9 @@ pub enum Key {
     /// `enforce = true`: refuse while the App is in shadow (`false`: only log while it
     /// enforces).
     Enforce,
+    /// `tier = "pro"`: the limits of requests of that tier; attributes without it are the
+    /// route's default.
+    Tier,
     /// `exempt = "<reason>"`: no limit, and why.
     Exempt,
     /// `crate = "path"`: how the expansion reaches the runtime.
@@ -36,7 +39,7 @@ pub enum Key {
 
 impl Key {
     /// Every key, in the order messages list them.
-    pub const ALL: [Key; 13] = [
+    pub const ALL: [Key; 14] = [
         Key::Limit,
         Key::Window,
         Key::Identity,
@@ -48,12 +51,13 @@ impl Key {
         Key::Shadow,
         Key::Headers,
         Key::Enforce,
+        Key::Tier,
         Key::Exempt,
         Key::Crate,
     ];
 
     /// Every key's name, in the order messages list them.
-    pub const NAMES: [&'static str; 13] = [
+    pub const NAMES: [&'static str; 14] = [
         "limit",
         "window",
         "identity",
@@ -65,6 +69,7 @@ impl Key {
         "shadow",
         "headers",
         "enforce",
+        "tier",
         "exempt",
         "crate",
     ];
@@ -83,6 +88,7 @@ impl Key {
             Key::Shadow => "shadow",
             Key::Headers => "headers",
             Key::Enforce => "enforce",
+            Key::Tier => "tier",
             Key::Exempt => "exempt",
             Key::Crate => "crate",
         }
@@ -121,6 +127,7 @@ impl Key {
             Key::Shadow => "`shadow = true`",
             Key::Headers => "`headers = \"none\"`",
             Key::Enforce => "`enforce = true`",
+            Key::Tier => "`tier = \"pro\"`",
             Key::Crate => "`crate = \"my_facade::ratelimit\"`",
             Key::Exempt => "`exempt = \"load balancer health check\"`",
         }
@@ -143,6 +150,7 @@ mod tests {
         assert_eq!(Key::closest("enforced"), Some(Key::Enforce));
         assert_eq!(Key::closest("enfroce"), Some(Key::Enforce));
         assert_eq!(Key::closest("cots"), Some(Key::Cost));
+        assert_eq!(Key::closest("teir"), Some(Key::Tier));
         assert_eq!(Key::closest("zzzzzz"), None);
         assert!(Key::unknown_message("limt").ends_with("did you mean `limit`?"));
     }

@@ -93,7 +93,7 @@ pub use middleware::{
 };
 pub use policy::{
     Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RouteHeaders, RoutePolicy,
-    Window,
+    TierPolicy, Window,
 };
 /// Declares a handler's rate limit, written directly above its actix-web route attribute:
 /// the attribute reference.

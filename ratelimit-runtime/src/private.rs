@@ -16,7 +16,7 @@ pub use crate::{
     middleware::{RouteEntry, RouteGuard},
     policy::{
         Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RouteHeaders,
-        RoutePolicy, Window,
+        RoutePolicy, TierPolicy, Window,
     },
     registry::RouteDeclaration,
 };

@@ -8,6 +8,7 @@
 mod identity;
 mod limit;
 mod route_policy;
+mod tier_policy;
 
 pub use identity::{Identity, IdentityPart};
 pub(crate) use limit::gcra_interval_micros;
@@ -18,3 +19,4 @@ pub(crate) use ratelimit_grammar::is_header_name;
 pub use ratelimit_grammar::{Algorithm, Count, FailMode, RouteHeaders, MAX_STACKED};
 pub(crate) use route_policy::limits_problem;
 pub use route_policy::{Policy, RoutePolicy};
+pub use tier_policy::TierPolicy;
