@@ -223,7 +223,7 @@ async fn invalid_overrides_are_refused_whole_with_the_attributes_messages() {
     assert_eq!(overrides.in_force()[0].1.source, Source::Redis);
 
     for (field, value, message) in [
-        ("GET /search", r#"limt = 5, window = "1m""#, "unknown key `limt`; expected one of `limit`, `window`, `identity`, `algorithm`, `fail`, `count`, `block`, `shadow`, `headers`, `enforce`, `exempt`, `crate`; did you mean `limit`?"),
+        ("GET /search", r#"limt = 5, window = "1m""#, "unknown key `limt`; expected one of `limit`, `window`, `identity`, `algorithm`, `fail`, `count`, `block`, `cost`, `shadow`, `headers`, `enforce`, `tier`, `exempt`, `crate`; did you mean `limit`?"),
         ("GET /serch", r#"limit = 5, window = "1m""#, "`GET /serch` names no declared route of this App; did you mean `GET /search`?"),
         ("GET /search", r#"limit = 5, window = "40d""#, "31 days"),
         ("GET /health", r#"limit = 5, window = "1m""#, "`GET /health` is declared exempt"),
@@ -387,7 +387,8 @@ async fn tier_limits_are_exact_under_concurrency_and_keyed_apart() {
         &path,
         "[routes]\n'GET /reports tier \"pro\"' = 'limit = 7, window = \"1m\"'\n\"GET /reports\" = 'limit = 3, window = \"1m\"'\n",
     );
-    let overrides = Overrides::new().file(&path);
+    // No route declares limits for `pro`: the tier is listed for overrides to name.
+    let overrides = Overrides::new().file(&path).tiers(["pro"]);
     let limiter = RateLimiter::new(store(&redis).await).overrides(overrides.clone());
     let app = app(limiter.clone()).await;
     // 50 concurrent requests of one pro user: exactly 7 pass.
@@ -449,7 +450,8 @@ async fn a_tier_counting_another_identity_is_reset_by_it() {
         &path,
         "[routes]\n'GET /reports tier \"pro\"' = 'limit = 2, window = \"1m\", identity = \"ip\"'\n",
     );
-    let limiter = RateLimiter::new(store(&redis).await).overrides(Overrides::new().file(&path));
+    let overrides = Overrides::new().file(&path).tiers(["pro"]);
+    let limiter = RateLimiter::new(store(&redis).await).overrides(overrides);
     let app = app(limiter.clone()).await;
     let pro_ann = || {
         get("/reports", "198.51.100.1")

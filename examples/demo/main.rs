@@ -167,7 +167,11 @@ async fn deployment() -> Result<Deployment, String> {
 
 /// Overrides from `RATELIMIT_OVERRIDES_FILE` and, with Redis, from the fleet's hash.
 fn overrides(deployment: &Deployment) -> Option<Overrides> {
-    let overrides = Overrides::new().file_from_env("RATELIMIT_OVERRIDES_FILE");
+    // The auth layer puts users named `pro-…` on the `pro` tier (auth.rs); no route declares
+    // limits for it, so it is listed for overrides to name (`--tier pro`).
+    let overrides = Overrides::new()
+        .file_from_env("RATELIMIT_OVERRIDES_FILE")
+        .tiers(["pro"]);
     match deployment {
         Deployment::Url(url) => Some(overrides.redis(url)),
         Deployment::Cluster(nodes) => Some(overrides.redis_cluster(nodes.clone())),

@@ -1,13 +1,17 @@
 //! The Redis side of the command: the overrides hash, the routes the services publish, and
 //! a client's budget.
 
-use std::{collections::BTreeMap, path::Path};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::Path,
+};
 
 use ratelimit_runtime::{
     key::KeySecret,
     overrides::{
-        policy_from_text, version_key, ListEntry, ListKind, RouteSelector, RuleSet, WidestRanges,
-        MAX_ENTRIES, ROUTES_FRESH_FOR, ROUTES_SEEN_SUFFIX, ROUTES_SUFFIX,
+        policy_from_text, unknown_tier, version_key, ListEntry, ListKind, RouteSelector, RuleSet,
+        WidestRanges, MAX_ENTRIES, ROUTES_FRESH_FOR, ROUTES_SEEN_SUFFIX, ROUTES_SUFFIX,
+        TIERS_FIELD,
     },
     settings::Keys,
     store::LimitState,
@@ -35,9 +39,22 @@ pub(crate) enum Target {
     },
 }
 
-/// The routes running services declare, with their policies, and the routes of services no
-/// longer running, with how many seconds ago they were last published.
-pub(crate) type Published = (BTreeMap<String, String>, BTreeMap<String, u64>);
+/// What the services publish: the routes running services declare, with their policies,
+/// and the routes of services no longer running, with how many seconds ago they were last
+/// published; the tiers routes give limits of their own, and the tiers the services take.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Published {
+    /// Each route (`POST /login`) with its declared policy.
+    pub(crate) routes: BTreeMap<String, String>,
+    /// Each route or tier published before but not lately, with how many seconds ago.
+    pub(crate) gone: BTreeMap<String, u64>,
+    /// Each tier a route gives limits of its own, by selector (`GET /search tier "pro"`),
+    /// with those limits.
+    pub(crate) tiers: BTreeMap<String, String>,
+    /// The tiers an override may name; `None` from services of a version that publishes
+    /// none (they take any tier).
+    pub(crate) known_tiers: Option<BTreeSet<String>>,
+}
 
 /// How long one command or check may take.
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -161,7 +178,7 @@ impl Admin {
     /// The routes running services declare, with their declared policies: see
     /// [`Admin::published`].
     pub(crate) async fn routes(&self) -> Result<BTreeMap<String, String>, String> {
-        Ok(self.published().await?.0)
+        Ok(self.published().await?.routes)
     }
 
     /// The routes running services declare, and those published before but not within
@@ -205,12 +222,18 @@ impl Admin {
     }
 
     /// The route overrides of `set` that name a route the services do not declare, or
-    /// declare exempt (none while no service has published its routes).
+    /// declare exempt, or a tier they do not know (none while no service has published its
+    /// routes).
     async fn route_problems(&self, set: &RuleSet) -> Result<Vec<String>, String> {
-        let routes = self.routes().await?;
+        let published = self.published().await?;
+        let routes = &published.routes;
         if routes.is_empty() {
             return Ok(Vec::new());
         }
+        let tiers = set.routes.keys().filter_map(|selector| {
+            let known = published.known_tiers.as_ref()?;
+            unknown_tier(&selector.to_string(), selector.tier.as_deref()?, known)
+        });
         let opened = set
             .routes_opened()
             .filter(|route| !routes.contains_key(*route))
@@ -225,6 +248,7 @@ impl Admin {
                 )),
                 Some(_) => None,
             })
+            .chain(tiers)
             .chain(opened)
             .collect())
     }
@@ -262,7 +286,7 @@ impl Admin {
         value: &str,
         replaced: &[String],
     ) -> Result<Option<String>, String> {
-        let (routes, gone) = self.published().await?;
+        let Published { routes, gone, .. } = self.published().await?;
         if routes.is_empty() && gone.is_empty() {
             return Err(format!(
                 "not written: no service has published its routes to `{}`, so no service reads `{}` on this Redis: give the command the services' Redis (its database included) and overrides key (RATELIMIT_OVERRIDES_KEY, `Overrides::redis_key`), or start a service first",
@@ -343,7 +367,12 @@ impl Admin {
     ) -> Result<(), String> {
         RuleSet::from_fields([(selector.to_string().as_str(), declarations)])
             .map_err(|e| e.join("\n"))?;
-        let (routes, gone) = self.published().await?;
+        let Published {
+            routes,
+            gone,
+            known_tiers,
+            ..
+        } = self.published().await?;
         if let Some(ago) = gone.get(&selector.route) {
             return Err(format!(
                 "`{}` was last published {} minutes ago, by services that no longer run (running ones publish their routes every minute): no running service declares it, and they would refuse the whole hash over it",
@@ -380,30 +409,45 @@ impl Admin {
                     .join(", ")
             ));
         }
+        let unknown = selector
+            .tier
+            .as_deref()
+            .zip(known_tiers.as_ref())
+            .and_then(|(tier, known)| unknown_tier(&selector.to_string(), tier, known));
+        if let Some(problem) = unknown {
+            return Err(format!(
+                "{problem} (the services would refuse the whole hash)"
+            ));
+        }
         Ok(())
     }
 
-    /// The policy in force on `selector`'s route for its tier, and whether the tier has an
-    /// override of its own (then it counts in keys of its own): the tier's override, else
-    /// the route's, each from the hash, else from the services' overrides `file` (the hash
-    /// wins over the file selector by selector, as in the services), else the declared
-    /// policy the services published.
+    /// The policy in force on `selector`'s route for its tier, and whether the tier has
+    /// limits of its own (then it counts in keys of its own): the tier's override, else the
+    /// tier's declared limits, else the route's override, each override from the hash, else
+    /// from the services' overrides `file` (the hash wins over the file selector by
+    /// selector, as in the services), else the declared policy the services published.
     pub(crate) async fn policy(
         &self,
         selector: &RouteSelector,
         fields: &BTreeMap<String, String>,
         file: &RuleSet,
     ) -> Result<(Policy, bool), String> {
-        let routes = self.routes().await?;
-        let declared = routes.get(&selector.route).ok_or_else(|| {
+        let published = self.published().await?;
+        let declared = published.routes.get(&selector.route).ok_or_else(|| {
             format!(
                 "`{}` is not among the routes the services published to `{}`",
                 selector.route,
                 self.routes_key()
             )
         })?;
-        let declared =
-            policy_from_text(&selector.route, declared, None).map_err(|e| e.join("\n"))?;
+        let read = |text: &str| policy_from_text(&selector.route, text, None);
+        let declared = read(declared).map_err(|e| e.join("\n"))?;
+        // The tier's own declared limits, which its override keeps what it does not write of.
+        let declared_tier = match published.tiers.get(&selector.to_string()) {
+            Some(text) if selector.tier.is_some() => Some(read(text).map_err(|e| e.join("\n"))?),
+            _ => None,
+        };
         let route = RouteSelector {
             route: selector.route.clone(),
             tier: None,
@@ -414,9 +458,18 @@ impl Admin {
                 .or_else(|| file.routes.get(selector).map(|(text, _)| text))
         };
         let own = selector.tier.as_ref().and_then(|_| written(selector));
-        match own.or_else(|| written(&route)) {
+        if let Some(text) = own {
+            let kept = declared_tier.as_ref().unwrap_or(&declared);
+            return policy_from_text(&selector.route, text, Some(kept))
+                .map(|policy| (policy, true))
+                .map_err(|e| e.join("\n"));
+        }
+        if let Some(tier) = declared_tier {
+            return Ok((tier, true));
+        }
+        match written(&route) {
             Some(text) => policy_from_text(&selector.route, text, Some(&declared))
-                .map(|policy| (policy, own.is_some()))
+                .map(|policy| (policy, false))
                 .map_err(|e| e.join("\n")),
             None => Ok((declared, false)),
         }
@@ -460,7 +513,7 @@ impl Admin {
         let Policy::Limited(policy) = policy else {
             return Err(format!("`{}` is exempt: it has no budget", selector.route));
         };
-        // A tier with no override of its own counts in the route's keys, as the services
+        // A tier with no limits of its own counts in the route's keys, as the services
         // count it.
         let tier = selector.tier.as_deref().filter(|_| own);
         let store: std::sync::Arc<dyn Store> = match &self.budgets {
@@ -530,8 +583,8 @@ impl Admin {
     }
 }
 
-/// `routes` (route, declared policy) split by `seen` (route, Unix seconds) at `now`: see
-/// [`Admin::published`].
+/// The published fields (route or tier, declared policy) split by `seen` (field, Unix
+/// seconds) at `now`, and the routes apart from the tiers: see [`Admin::published`].
 fn split_published(
     mut routes: BTreeMap<String, String>,
     seen: &BTreeMap<String, String>,
@@ -543,17 +596,28 @@ fn split_published(
         Some(now.saturating_sub(at))
     };
     let fresh = |ago: u64| ago <= ROUTES_FRESH_FOR.as_secs();
-    if !routes.keys().any(|route| ago(route).is_some_and(fresh)) {
-        return (routes, gone);
+    if routes.keys().any(|route| ago(route).is_some_and(fresh)) {
+        routes.retain(|route, _| match ago(route) {
+            Some(ago) if !fresh(ago) => {
+                gone.insert(route.clone(), ago);
+                false
+            }
+            _ => true,
+        });
     }
-    routes.retain(|route, _| match ago(route) {
-        Some(ago) if !fresh(ago) => {
-            gone.insert(route.clone(), ago);
-            false
-        }
-        _ => true,
+    gone.remove(TIERS_FIELD);
+    let known_tiers = routes
+        .remove(TIERS_FIELD)
+        .map(|names| names.split_whitespace().map(str::to_owned).collect());
+    let (tiers, routes) = routes.into_iter().partition(|(field, _)| {
+        RouteSelector::parse(field).is_ok_and(|selector| selector.tier.is_some())
     });
-    (routes, gone)
+    Published {
+        routes,
+        gone,
+        tiers,
+        known_tiers,
+    }
 }
 
 /// A connection to the one server `client` names.
@@ -667,7 +731,11 @@ mod tests {
         let routes = map(&[("GET /a", "x"), ("GET /b", "x"), ("GET /legacy", "x")]);
         // /a fresh, /b an hour old, /legacy published by a version that writes no time.
         let seen = map(&[("GET /a", "999990"), ("GET /b", "996400")]);
-        let (declared, gone) = split_published(routes.clone(), &seen, now);
+        let Published {
+            routes: declared,
+            gone,
+            ..
+        } = split_published(routes.clone(), &seen, now);
         assert_eq!(
             declared.keys().collect::<Vec<_>>(),
             ["GET /a", "GET /legacy"]
@@ -679,13 +747,45 @@ mod tests {
         // Nothing fresh: services of an older version run again (a rollback), and every
         // route is taken as declared.
         let stale = map(&[("GET /a", "900000"), ("GET /b", "900000")]);
-        let (declared, gone) = split_published(routes.clone(), &stale, now);
+        let Published {
+            routes: declared,
+            gone,
+            known_tiers,
+            ..
+        } = split_published(routes.clone(), &stale, now);
         assert_eq!(declared, routes);
         assert!(gone.is_empty());
+        assert_eq!(known_tiers, None, "services that publish no tiers take any");
         // No times at all.
         assert_eq!(
-            split_published(routes.clone(), &BTreeMap::new(), now).0,
+            split_published(routes.clone(), &BTreeMap::new(), now).routes,
             routes
+        );
+    }
+
+    #[test]
+    fn declared_tiers_and_the_tiers_the_services_take_are_told_apart_from_routes() {
+        let fields = map(&[
+            ("GET /search", r#"limit = 100, window = "1m""#),
+            (
+                r#"GET /search tier "pro""#,
+                r#"limit = 1000, window = "1m""#,
+            ),
+            (TIERS_FIELD, "pro team"),
+        ]);
+        let published = split_published(fields, &BTreeMap::new(), 1_000_000);
+        assert_eq!(published.routes.keys().collect::<Vec<_>>(), ["GET /search"]);
+        assert_eq!(
+            published.tiers.keys().collect::<Vec<_>>(),
+            [r#"GET /search tier "pro""#]
+        );
+        let known = published.known_tiers.expect("published");
+        assert_eq!(known.iter().collect::<Vec<_>>(), ["pro", "team"]);
+        let problem = unknown_tier(r#"GET /search tier "por""#, "por", &known).unwrap();
+        assert!(problem.contains("did you mean `pro`?"), "{problem}");
+        assert_eq!(
+            unknown_tier(r#"GET /search tier "team""#, "team", &known),
+            None
         );
     }
 }

@@ -111,8 +111,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Lists the routes the services declare (as they publish them) and the overrides in
-    /// the hash.
+    /// Lists the routes the services declare (as they publish them), with the limits each
+    /// declares for tiers, and the overrides in the hash.
     Routes,
     /// Lists, sets or clears a route's override.
     #[command(subcommand)]
@@ -227,7 +227,8 @@ struct ClientArgs {
     /// A header the route counts by: `name=value`.
     #[arg(long)]
     header: Vec<String>,
-    /// The tier whose override's budget to clear.
+    /// The client's tier, when it has limits of its own on the route (declared, or an
+    /// override's): its budget counts in the tier's keys.
     #[arg(long)]
     tier: Option<String>,
     /// The services' key prefix (`Keys::prefix`).
@@ -379,7 +380,8 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
     let file = cli.overrides_file;
     match cli.command {
         Command::Routes => {
-            let (routes, gone) = admin.published().await?;
+            let published = admin.published().await?;
+            let (routes, gone) = (&published.routes, &published.gone);
             let overrides = admin.fields().await?;
             let file = admin.overrides_file(file.as_deref()).await?;
             if routes.is_empty() {
@@ -388,8 +390,19 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
                     admin.routes_key()
                 );
             }
-            for (route, declared) in &routes {
+            for (route, declared) in routes {
                 println!("{route}\n  declared: {declared}");
+                for (field, value) in &published.tiers {
+                    if let Ok(RouteSelector {
+                        route: of,
+                        tier: Some(tier),
+                    }) = RouteSelector::parse(field)
+                    {
+                        if &of == route {
+                            println!("  tier {tier} (declared): {value}");
+                        }
+                    }
+                }
                 for (field, value) in &overrides {
                     if let Ok(s) = RouteSelector::parse(field) {
                         if &s.route == route {
@@ -409,7 +422,7 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
                     }
                 }
             }
-            for (route, ago) in &gone {
+            for (route, ago) in gone {
                 println!(
                     "{route}\n  gone: last published {} minutes ago, by services no longer running",
                     ago / 60
@@ -433,8 +446,14 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
         }) => {
             let selector = selector(&route, tier.as_deref())?;
             admin.check(&selector, &declarations).await?;
-            let routes = admin.routes().await?;
-            if let Some(declared) = routes.get(&selector.route) {
+            let published = admin.published().await?;
+            // A tier's override replaces the tier's declared limits when it has some, else
+            // the route's.
+            let declared = published
+                .tiers
+                .get(&selector.to_string())
+                .or_else(|| published.routes.get(&selector.route));
+            if let Some(declared) = declared {
                 let (dropped, stops_counting_names) =
                     stack_change(&selector.route, declared, &declarations)?;
                 if !dropped.is_empty() {
@@ -564,7 +583,7 @@ fn warn_keys_unseen(args: &ClientArgs) {
         "not set"
     };
     eprintln!(
-        "note: every budget of this client is whole here (key prefix `{}`, RATELIMIT_KEY_SECRET {secret}); if the services refuse it all the same, give the command their key prefix (RATELIMIT_KEY_PREFIX, their `Keys::prefix`) and key secret (RATELIMIT_KEY_SECRET), the address or name as they count it, the client's tier (`--tier`) when it has an override of its own, and their overrides file (`--overrides-file`, RATELIMIT_OVERRIDES_FILE) when it overrides the route",
+        "note: every budget of this client is whole here (key prefix `{}`, RATELIMIT_KEY_SECRET {secret}); if the services refuse it all the same, give the command their key prefix (RATELIMIT_KEY_PREFIX, their `Keys::prefix`) and key secret (RATELIMIT_KEY_SECRET), the address or name as they count it, the client's tier (`--tier`) when it has limits of its own on the route, and their overrides file (`--overrides-file`, RATELIMIT_OVERRIDES_FILE) when it overrides the route",
         args.prefix
     );
 }

@@ -46,6 +46,8 @@ pub struct Declaration {
     pub headers: Option<RouteHeaders>,
     /// `enforce`
     pub enforce: Option<bool>,
+    /// `tier`: the tier whose limits this declaration is (none: the route's default).
+    pub tier: Option<String>,
     /// `exempt`: the reason.
     pub exempt: Option<String>,
 }
@@ -277,6 +279,11 @@ fn set(declaration: &mut Declaration, key: Key, value: Value) -> Result<(), Vec<
         }
         Key::Shadow => declaration.shadow = Some(boolean(key, value)?),
         Key::Enforce => declaration.enforce = Some(boolean(key, value)?),
+        Key::Tier => {
+            let name = string(key, value)?;
+            crate::check_tier(&name).map_err(one)?;
+            declaration.tier = Some(name);
+        }
         Key::Exempt => {
             let reason = string(key, value)?;
             if reason.trim().is_empty() {
@@ -360,7 +367,9 @@ fn check_one(declaration: &Declaration, written: &[Key], misspelled: &[Key]) -> 
 
 /// Parses stacked declarations separated by `;` and checks them against each other as the
 /// attribute checks a handler's stack: at most [`MAX_STACKED`], no two with one algorithm
-/// and window, one `fail` and one `shadow`, and either one identity or one on each.
+/// and window, one `fail` and one `shadow`, and either one identity or one on each. The text
+/// is one stack, for every request it applies to: `tier` is refused (an override names its
+/// tier in its selector).
 ///
 /// # Errors
 ///
@@ -382,6 +391,11 @@ pub fn parse_stack(text: &str) -> Result<Vec<Declaration>, Vec<String>> {
     }
     if !errors.is_empty() {
         return Err(errors);
+    }
+    // One stack is read here: an override's tier is in its selector, and a route declared in
+    // code has no tier stacks.
+    if stack.iter().any(|d| d.tier.is_some()) {
+        return Err(vec![messages::tier_in_text().to_owned()]);
     }
     errors.extend(check_stack(&stack));
     if errors.is_empty() {
@@ -482,6 +496,33 @@ mod tests {
         assert_eq!(stack[0].headers, None);
         let weighed = parse_stack(r#"limit = 1000, window = "1h", cost = 10"#).unwrap();
         assert_eq!((weighed[0].cost, stack[0].cost), (Some(10), None));
+        let tiered = parse_declaration(r#"tier = "pro", limit = 1000, window = "1m""#).unwrap();
+        assert_eq!(
+            (tiered.tier.as_deref(), stack[0].tier.as_deref()),
+            (Some("pro"), None)
+        );
+    }
+
+    #[test]
+    fn a_tier_is_named_as_the_runtime_names_it_and_never_in_a_stack_read_at_run_time() {
+        assert_eq!(
+            parse_declaration(r#"tier = "Pro", limit = 1, window = "1m""#).unwrap_err(),
+            [crate::check_tier("Pro").unwrap_err()]
+        );
+        assert_eq!(
+            parse_declaration(r#"tier = pro, limit = 1, window = "1m""#).unwrap_err(),
+            [messages::takes_string(Key::Tier)]
+        );
+        assert_eq!(
+            errors(r#"tier = "pro", limit = 1, window = "1m""#),
+            [messages::tier_in_text()]
+        );
+        assert_eq!(
+            errors(r#"exempt = "x", tier = "pro""#),
+            [messages::exempt_stands_alone(Key::Tier)]
+        );
+        assert!(errors(r#"limit = 1, window = "1m", teir = "pro""#)[0]
+            .ends_with("did you mean `tier`?"));
     }
 
     #[test]

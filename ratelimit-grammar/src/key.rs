@@ -32,6 +32,9 @@ pub enum Key {
     /// `enforce = true`: refuse while the App is in shadow (`false`: only log while it
     /// enforces).
     Enforce,
+    /// `tier = "pro"`: the limits of requests of that tier; attributes without it are the
+    /// route's default.
+    Tier,
     /// `exempt = "<reason>"`: no limit, and why.
     Exempt,
     /// `crate = "path"`: how the expansion reaches the runtime.
@@ -40,7 +43,7 @@ pub enum Key {
 
 impl Key {
     /// Every key, in the order messages list them.
-    pub const ALL: [Key; 15] = [
+    pub const ALL: [Key; 16] = [
         Key::Limit,
         Key::Window,
         Key::Identity,
@@ -54,12 +57,13 @@ impl Key {
         Key::Shadow,
         Key::Headers,
         Key::Enforce,
+        Key::Tier,
         Key::Exempt,
         Key::Crate,
     ];
 
     /// Every key's name, in the order messages list them.
-    pub const NAMES: [&'static str; 15] = [
+    pub const NAMES: [&'static str; 16] = [
         "limit",
         "window",
         "identity",
@@ -73,6 +77,7 @@ impl Key {
         "shadow",
         "headers",
         "enforce",
+        "tier",
         "exempt",
         "crate",
     ];
@@ -93,6 +98,7 @@ impl Key {
             Key::Shadow => "shadow",
             Key::Headers => "headers",
             Key::Enforce => "enforce",
+            Key::Tier => "tier",
             Key::Exempt => "exempt",
             Key::Crate => "crate",
         }
@@ -133,6 +139,7 @@ impl Key {
             Key::Shadow => "`shadow = true`",
             Key::Headers => "`headers = \"none\"`",
             Key::Enforce => "`enforce = true`",
+            Key::Tier => "`tier = \"pro\"`",
             Key::Crate => "`crate = \"my_facade::ratelimit\"`",
             Key::Exempt => "`exempt = \"load balancer health check\"`",
         }
@@ -155,6 +162,7 @@ mod tests {
         assert_eq!(Key::closest("enforced"), Some(Key::Enforce));
         assert_eq!(Key::closest("enfroce"), Some(Key::Enforce));
         assert_eq!(Key::closest("cots"), Some(Key::Cost));
+        assert_eq!(Key::closest("teir"), Some(Key::Tier));
         assert_eq!(Key::closest("zzzzzz"), None);
         assert!(Key::unknown_message("limt").ends_with("did you mean `limit`?"));
     }

@@ -1,8 +1,9 @@
 //! The `#[rate_limit]` policy grammar, stated once: the attribute's keys, windows, limits and
 //! their bounds, algorithms, what a limit counts, identity parts, fail modes, whether answers
-//! carry the rate-limit headers, and the safe methods. The attribute (ratelimit-macros) parses
-//! with it and adds spans and suggestions; the runtime's constructors check with it; a reader
-//! of policies at run time gets the same rules and the same messages.
+//! carry the rate-limit headers, tier names, and the safe methods. The attribute
+//! (ratelimit-macros) parses with it and adds spans and suggestions; the runtime's
+//! constructors check with it; a reader of policies at run time gets the same rules and the
+//! same messages.
 //!
 //! Users depend on `ratelimit-runtime`, which re-exports what they name.
 //!
@@ -26,6 +27,7 @@ mod limit;
 pub mod messages;
 mod route_headers;
 pub mod suggest;
+mod tier;
 
 pub use algorithm::Algorithm;
 pub use count::Count;
@@ -39,3 +41,4 @@ pub use limit::{
     MAX_WINDOW_MILLIS,
 };
 pub use route_headers::RouteHeaders;
+pub use tier::{check_tier, is_tier_name, MAX_TIER_LEN};

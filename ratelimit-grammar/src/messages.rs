@@ -112,6 +112,7 @@ pub fn exempt_stands_alone(key: Key) -> String {
     let why = match key {
         Key::Block => " (`block` locks a client out once a limit refuses it, and an exempt route has no limit)",
         Key::Count => " (`count` says which requests use a limit's budget, and an exempt route has no limit)",
+        Key::Tier => " (`tier` gives a tier limits of its own, and an exempt route has no limit for any request)",
         _ => "",
     };
     format!("`exempt` stands alone: an exempt route has no `{name}`{why}; remove `{name}` or remove `exempt`")
@@ -166,15 +167,39 @@ pub fn missing_identity_in_mixed_stack() -> &'static str {
     "missing `identity`: the limits stacked here count different identities, so each names its own (`identity = \"ip\"` on one, `identity = \"username\"` on another)"
 }
 
-/// A key stacked limits share, written with two values (`written`, then `earlier`).
-pub fn shared_key_differs(key: Key, written: &str, earlier: &str) -> String {
-    let name = key.name();
-    let why = match key {
+/// Why stacked limits (and a route's tiers) share one value of `key` (`fail`, `shadow`,
+/// `headers`, `enforce`).
+fn shared_because(key: Key) -> &'static str {
+    match key {
         Key::Fail => "a route either admits or refuses requests while Redis is unreachable",
         Key::Headers => "a route's answers either tell its limits or hide them all",
         _ => "a route's limits are enforced or only logged together",
-    };
+    }
+}
+
+/// A key stacked limits share, written with two values (`written`, then `earlier`).
+pub fn shared_key_differs(key: Key, written: &str, earlier: &str) -> String {
+    let name = key.name();
+    let why = shared_because(key);
     format!("`{name} = {written}` differs from `{name} = {earlier}` on an earlier `#[rate_limit]`; stacked limits share one `{name}` ({why}), so write `{name}` once")
+}
+
+/// A key the whole route shares (`fail`, `shadow`, `headers`, `enforce`) written on the
+/// `#[rate_limit]` of tier `tier`.
+pub fn route_wide_on_tier(key: Key, tier: &str) -> String {
+    let name = key.name();
+    let why = shared_because(key);
+    format!("`{name}` is the route's, not tier `{tier}`'s: write it on the route's default `#[rate_limit]` (the one without `tier`), and every tier's limits follow it ({why})")
+}
+
+/// `tier = ".."` on a route with no `#[rate_limit]` without `tier`.
+pub fn tier_without_default() -> &'static str {
+    "a route with `tier` limits needs its default limits too: a `#[rate_limit]` without `tier` counts the requests of no tier and of every tier the route gives no limits of its own, e.g. `#[rate_limit(limit = 100, window = \"1m\")]` beside `#[rate_limit(tier = \"pro\", limit = 1000, window = \"1m\")]`"
+}
+
+/// `tier` inside declarations read at run time (an override, `RateLimiter::declare`).
+pub fn tier_in_text() -> &'static str {
+    "`tier` is not written inside declarations read at run time: an override names its tier in its selector (`'GET /api/search tier \"pro\"' = 'limit = 200, window = \"1s\"'`, `--tier pro`), and a route declared in code has one stack for every request; a route's own tier limits are declared with `#[rate_limit(tier = \"pro\", ..)]`"
 }
 
 /// `block` with `shadow = true`.

@@ -85,6 +85,8 @@ pub(crate) struct Args {
     /// Whether the route refuses whatever the App's shadow switch says (`true`), or only
     /// logs (`false`); absent, it follows the switch.
     pub(crate) enforce: Slot<bool>,
+    /// The tier whose limits this attribute declares (absent: the route's default).
+    pub(crate) tier: Slot<String>,
     pub(crate) exempt: Slot<String>,
     /// The path the expansion reaches the runtime by (`crate = "my_facade::ratelimit"`), for
     /// a crate that renames the dependency or reaches it through another crate.
@@ -110,6 +112,7 @@ impl Args {
             shadow: Slot::Absent,
             headers: Slot::Absent,
             enforce: Slot::Absent,
+            tier: Slot::Absent,
             exempt: Slot::Absent,
             runtime: Slot::Absent,
         };
@@ -211,6 +214,7 @@ impl Args {
             KeyName::Headers => self.headers = parse_text(&value, key, RouteHeaders::parse, cx),
             KeyName::Shadow => self.shadow = parse_bool(&value, key, cx),
             KeyName::Enforce => self.enforce = parse_bool(&value, key, cx),
+            KeyName::Tier => self.tier = parse_text(&value, key, parse_tier, cx),
             KeyName::Exempt => self.exempt = parse_exempt(&value, cx),
             KeyName::Crate => self.runtime = parse_crate(&value, cx),
         }
@@ -231,6 +235,7 @@ impl Args {
             KeyName::Shadow => self.shadow = Slot::Invalid,
             KeyName::Headers => self.headers = Slot::Invalid,
             KeyName::Enforce => self.enforce = Slot::Invalid,
+            KeyName::Tier => self.tier = Slot::Invalid,
             KeyName::Crate => self.runtime = Slot::Invalid,
             KeyName::Exempt => self.exempt = Slot::Invalid,
         }
@@ -419,8 +424,8 @@ fn parse_identity(value: &Expr, cx: &mut Ctxt) -> Slot<Vec<IdentityPart>> {
     }
 }
 
-/// A string value the grammar parses (`algorithm`, `fail`, `count`, `headers`), its message on the
-/// literal.
+/// A string value the grammar parses (`algorithm`, `fail`, `count`, `headers`, `tier`), its
+/// message on the literal.
 fn parse_text<T>(
     value: &Expr,
     key: KeyName,
@@ -437,6 +442,11 @@ fn parse_text<T>(
             Slot::Invalid
         }
     }
+}
+
+/// `tier = "pro"`: a name the runtime's `Tier` takes, checked by the grammar.
+fn parse_tier(name: &str) -> Result<String, String> {
+    ratelimit_grammar::check_tier(name).map(|()| name.to_owned())
 }
 
 fn parse_bool(value: &Expr, key: KeyName, cx: &mut Ctxt) -> Slot<bool> {

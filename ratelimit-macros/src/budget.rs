@@ -73,7 +73,7 @@ fn expand(input: TokenStream) -> syn::Result<TokenStream> {
     let p = quote!(#rt::__private);
     let window = window.millis;
     let algorithm = variant(algorithm.as_str());
-    let identity = identity_tokens(&args.identity.valid().map(|(v, _)| v.clone()), &p);
+    let identity = identity_tokens(args.identity.valid().map(|(v, _)| v), &p);
     Ok(quote! {
         #vis const #name: #p::SharedBudget = #p::SharedBudget::__declare(
             ::core::stringify!(#name),

@@ -9,7 +9,7 @@ use crate::{
     args::{Args, Count, IdentityPart, RouteHeaders, Site},
     ctxt::Ctxt,
     route::{self, Found},
-    valid::{self, PolicyModel},
+    valid::{self, LimitModel, PolicyModel},
 };
 
 pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -256,49 +256,15 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
     match policy {
         PolicyModel::Exempt(reason) => quote!(#p::Policy::exempt(#reason)),
         PolicyModel::Limited {
-            limits,
-            identity,
+            default,
+            tiers,
             fail,
             shadow,
             headers,
             enforce,
         } => {
-            let identity_tokens =
-                |identity: &Option<Vec<IdentityPart>>| identity_tokens(identity, &p);
-            let limits = limits.iter().map(|l| {
-                if let Some(budget) = &l.budget {
-                    // The budget's limit, weighed by this route's cost: a const expression, so
-                    // a name that is no `budget!` constant, or a cost over the budget's limit,
-                    // fails to compile.
-                    let mut limit = quote!(#p::SharedBudget::limit(&#budget));
-                    if l.cost != 1 {
-                        let cost = l.cost;
-                        limit = quote!(#limit.costing(#cost));
-                    }
-                    return limit;
-                }
-                let max = l.max;
-                let window = l.window_millis;
-                let algorithm = variant(l.algorithm.as_str());
-                let mut limit = quote!(#p::Limit::new(#max, #p::Window::from_millis(#window), #p::Algorithm::#algorithm));
-                if l.count != Count::Requests {
-                    let count = variant(l.count.as_str());
-                    limit = quote!(#limit.counting(#p::Count::#count));
-                }
-                if let Some(block) = l.block_millis {
-                    limit = quote!(#limit.blocking(#p::Window::from_millis(#block)));
-                }
-                if l.cost != 1 {
-                    let cost = l.cost;
-                    limit = quote!(#limit.costing(#cost));
-                }
-                if l.identity.is_some() {
-                    let own = identity_tokens(&l.identity);
-                    limit = quote!(#limit.identified_by(#own));
-                }
-                limit
-            });
-            let identity = identity_tokens(identity);
+            let limits = limits_tokens(&default.limits, &p);
+            let identity = identity_tokens(default.identity.as_ref(), &p);
             let fail = variant(fail.as_str());
             let fail = quote!(#p::FailMode::#fail);
             let mut policy =
@@ -309,16 +275,22 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
             if let Some(enforce) = enforce {
                 policy = quote!(#policy.enforcing(#enforce));
             }
+            if !tiers.is_empty() {
+                let tiers = tiers.iter().map(|(name, tier)| {
+                    let limits = limits_tokens(&tier.limits, &p);
+                    let identity = identity_tokens(tier.identity.as_ref(), &p);
+                    quote!(#p::TierPolicy::new(#name, &[#(#limits),*], #identity))
+                });
+                policy = quote!(#policy.with_tiers(&[#(#tiers),*]));
+            }
             quote!(#p::Policy::Limited(#policy))
         }
     }
 }
 
-/// The runtime's variant for a grammar name: `sliding_window` → `SlidingWindow` (the runtime
-/// re-exports the grammar's enums, whose variants are the names in camel case).
-/// An identity as the runtime's constant: `None` is the default (user id, else address).
+/// The runtime's identity for `identity` (`None`: user id, else ip).
 pub(crate) fn identity_tokens(
-    identity: &Option<Vec<IdentityPart>>,
+    identity: Option<&Vec<IdentityPart>>,
     p: &TokenStream,
 ) -> TokenStream {
     match identity {
@@ -336,6 +308,48 @@ pub(crate) fn identity_tokens(
     }
 }
 
+/// The runtime's limits of one stack.
+fn limits_tokens(limits: &[LimitModel], p: &TokenStream) -> Vec<TokenStream> {
+    limits
+        .iter()
+        .map(|l| {
+            if let Some(budget) = &l.budget {
+                // The budget's limit, weighed by this route's cost: a const expression, so a
+                // name that is no `budget!` constant, or a cost over the budget's limit, fails
+                // to compile.
+                let mut limit = quote!(#p::SharedBudget::limit(&#budget));
+                if l.cost != 1 {
+                    let cost = l.cost;
+                    limit = quote!(#limit.costing(#cost));
+                }
+                return limit;
+            }
+            let max = l.max;
+            let window = l.window_millis;
+            let algorithm = variant(l.algorithm.as_str());
+            let mut limit = quote!(#p::Limit::new(#max, #p::Window::from_millis(#window), #p::Algorithm::#algorithm));
+            if l.count != Count::Requests {
+                let count = variant(l.count.as_str());
+                limit = quote!(#limit.counting(#p::Count::#count));
+            }
+            if let Some(block) = l.block_millis {
+                limit = quote!(#limit.blocking(#p::Window::from_millis(#block)));
+            }
+            if l.cost != 1 {
+                let cost = l.cost;
+                limit = quote!(#limit.costing(#cost));
+            }
+            if let Some(own) = &l.identity {
+                let own = identity_tokens(Some(own), p);
+                limit = quote!(#limit.identified_by(#own));
+            }
+            limit
+        })
+        .collect()
+}
+
+/// The runtime's variant for a grammar name: `sliding_window` → `SlidingWindow` (the runtime
+/// re-exports the grammar's enums, whose variants are the names in camel case).
 pub(crate) fn variant(name: &str) -> syn::Ident {
     let camel: String = name
         .split('_')

@@ -24,12 +24,20 @@ pub(crate) struct LimitModel {
     pub(crate) budget: Option<syn::Path>,
 }
 
+/// One stack of limits: the route's default, or one tier's.
+pub(crate) struct StackModel {
+    pub(crate) limits: Vec<LimitModel>,
+    /// `None`: the default identity (user id, else ip).
+    pub(crate) identity: Option<Vec<IdentityPart>>,
+}
+
 pub(crate) enum PolicyModel {
     Exempt(String),
     Limited {
-        limits: Vec<LimitModel>,
-        /// `None`: the default identity (user id, else ip).
-        identity: Option<Vec<IdentityPart>>,
+        /// The limits of requests of no tier, or of a tier without limits of its own.
+        default: StackModel,
+        /// Each tier's limits, in the order the tiers are first written.
+        tiers: Vec<(String, StackModel)>,
         fail: FailMode,
         shadow: bool,
         /// Whether the route's answers carry the rate-limit headers.
@@ -38,6 +46,9 @@ pub(crate) enum PolicyModel {
         enforce: Option<bool>,
     },
 }
+
+/// The keys the whole route shares: written once, on its default stack.
+const ROUTE_WIDE: [Key; 4] = [Key::Fail, Key::Shadow, Key::Headers, Key::Enforce];
 
 /// Checks the stack; errors go to `cx`. Returns `None` when anything was wrong.
 pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Option<PolicyModel> {
@@ -64,15 +75,123 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         };
     }
 
+    // Attributes without `tier` are the route's default stack; those naming one tier are
+    // that tier's. A `tier` written wrong (misspelled, or an invalid name) still meant one:
+    // such an attribute is checked alone, and counts in no stack.
+    let mut default: Vec<&Args> = Vec::new();
+    let mut tiers: Vec<(String, Vec<&Args>)> = Vec::new();
+    let mut unnamed: Vec<&Args> = Vec::new();
+    for args in stack {
+        match &args.tier {
+            Slot::Absent => default.push(args),
+            Slot::Invalid => unnamed.push(args),
+            Slot::Valid(name, _) => match tiers.iter_mut().find(|(n, _)| n == name) {
+                Some((_, stacked)) => stacked.push(args),
+                None => tiers.push((name.clone(), vec![args])),
+            },
+        }
+    }
+    let tiered = || stack.iter().filter(|a| !a.tier.is_absent());
+    // Reported on `tier` as written: a misspelled `tier` is reported as such, and no more.
+    if default.is_empty() {
+        if let Some(key) = stack.iter().find_map(|a| a.key(Key::Tier)) {
+            cx.error(key.span, messages::tier_without_default());
+        }
+        ok = false;
+    }
+    for args in tiered() {
+        let tier = match &args.tier {
+            Slot::Valid(name, _) => name.clone(),
+            _ => args
+                .key(Key::Tier)
+                .map_or_else(String::new, |k| k.value.trim_matches('"').to_owned()),
+        };
+        for key in ROUTE_WIDE.iter().filter_map(|name| args.key(*name)) {
+            cx.error(key.span, messages::route_wide_on_tier(key.name, &tier));
+            ok = false;
+        }
+    }
+    if !unnamed.is_empty() {
+        ok = false;
+        for args in unnamed {
+            let _ = validate_stack(&[args], cx, &mut ok);
+        }
+    }
+
+    let default_stack = validate_stack(&default, cx, &mut ok);
+    let tier_stacks: Vec<(String, StackModel)> = tiers
+        .iter()
+        .map(|(name, stacked)| (name.clone(), validate_stack(stacked, cx, &mut ok)))
+        .collect();
+    let fail = shared(&default, |a| &a.fail, Key::Fail, cx, &mut ok).copied();
+    let shadow = shared(&default, |a| &a.shadow, Key::Shadow, cx, &mut ok).copied();
+    let headers = shared(&default, |a| &a.headers, Key::Headers, cx, &mut ok)
+        .copied()
+        .unwrap_or_default();
+    let enforce = shared(&default, |a| &a.enforce, Key::Enforce, cx, &mut ok).copied();
+
+    let shadow = shadow.unwrap_or(false);
+    if shadow {
+        // Every tier's limits are in shadow with the route: none locks a client out.
+        for (_, span) in stack.iter().filter_map(|a| a.block.valid()) {
+            cx.error(span, messages::block_with_shadow());
+            ok = false;
+        }
+    }
+    if shadow {
+        for (_, span) in default.iter().filter_map(|a| a.enforce.valid()) {
+            cx.error(span, messages::enforce_with_shadow());
+            ok = false;
+        }
+    }
+    if let (true, Some(fail @ (FailMode::Closed | FailMode::Local))) = (shadow, fail) {
+        if let Some((_, span)) = default.iter().find_map(|a| a.fail.valid()) {
+            cx.error(span, messages::fail_with_shadow(fail));
+        }
+        ok = false;
+    }
+    if !ok {
+        return None;
+    }
+    // A shadow limit never rejects, so it fails open whatever the methods.
+    let fail = match (fail, shadow) {
+        (Some(fail), _) => fail,
+        (None, true) => FailMode::Open,
+        (None, false) => FailMode::default_for_methods(methods.iter().map(String::as_str)),
+    };
+    // A tier that names no identity counts whom the route's default counts.
+    let tiers = tier_stacks
+        .into_iter()
+        .map(|(name, mut tier)| {
+            if tier.identity.is_none() {
+                tier.identity.clone_from(&default_stack.identity);
+            }
+            (name, tier)
+        })
+        .collect();
+    Some(PolicyModel::Limited {
+        default: default_stack,
+        tiers,
+        fail,
+        shadow,
+        headers,
+        enforce,
+    })
+}
+
+/// Checks one stack (the route's default, or one tier's) as a handler's stack: each limit,
+/// at most [`MAX_STACKED`], no two with one algorithm and window, and either one identity or
+/// one on each. Sets `ok` to `false` on any problem.
+fn validate_stack(stack: &[&Args], cx: &mut Ctxt, ok: &mut bool) -> StackModel {
     if stack.len() > MAX_STACKED {
         stack[MAX_STACKED].error(cx, messages::too_many_stacked());
-        ok = false;
+        *ok = false;
     }
 
     let mut limits: Vec<(LimitModel, &Args)> = Vec::new();
-    for args in stack {
+    for &args in stack {
         if !args.budget.is_absent() {
-            ok &= budget_limit(args, &mut limits, cx);
+            *ok &= budget_limit(args, &mut limits, cx);
             continue;
         }
         if let Some(message) = messages::missing_limit_or_window(
@@ -85,7 +204,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         let algorithm = match &args.algorithm {
             Slot::Valid(algorithm, _) => *algorithm,
             Slot::Invalid => {
-                ok = false;
+                *ok = false;
                 Algorithm::SlidingWindow
             }
             Slot::Absent => Algorithm::SlidingWindow,
@@ -95,7 +214,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
                 check_limit(max, 1, Algorithm::SlidingLog)
             {
                 cx.error(span, problem.message(max, 1, ""));
-                ok = false;
+                *ok = false;
             }
         }
         if let (Some((&max, limit_span)), Some((window, window_span))) =
@@ -110,7 +229,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
                         limit_span,
                         problem.message(max, window_millis, &window.text),
                     );
-                    ok = false;
+                    *ok = false;
                 }
             }
             if let Some((earlier, earlier_args)) = limits
@@ -131,12 +250,12 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
                         matches!(args.algorithm, Slot::Valid(..)),
                     ),
                 );
-                ok = false;
+                *ok = false;
             }
             let count = match &args.count {
                 Slot::Valid(count, _) => *count,
                 Slot::Invalid => {
-                    ok = false;
+                    *ok = false;
                     Count::Requests
                 }
                 Slot::Absent => Count::Requests,
@@ -144,7 +263,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
             let block_millis = match &args.block {
                 Slot::Valid(block, _) => Some(block.millis),
                 Slot::Invalid => {
-                    ok = false;
+                    *ok = false;
                     None
                 }
                 Slot::Absent => None,
@@ -153,12 +272,12 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
                 Slot::Valid(cost, span) => {
                     if let Err(problem) = check_cost(*cost, max) {
                         cx.error(*span, problem.message(*cost, max));
-                        ok = false;
+                        *ok = false;
                     }
                     *cost
                 }
                 Slot::Invalid => {
-                    ok = false;
+                    *ok = false;
                     1
                 }
                 Slot::Absent => 1,
@@ -177,28 +296,32 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
                 args,
             ));
         } else {
-            ok = false;
+            *ok = false;
         }
     }
 
-    // One identity written (on any of the stacked limits) is the route's; different ones make
+    // One identity written (on any of the stacked limits) is the stack's; different ones make
     // each limit count its own, and then every limit names its own. A shared budget counts by
     // its own, declared with it.
-    let own: Vec<&Args> = stack.iter().filter(|a| a.budget.is_absent()).collect();
+    let own: Vec<&Args> = stack
+        .iter()
+        .copied()
+        .filter(|a| a.budget.is_absent())
+        .collect();
     let written: Vec<&Vec<IdentityPart>> = own
         .iter()
         .filter_map(|a| a.identity.valid().map(|(v, _)| v))
         .collect();
     let differ = written.iter().any(|w| *w != written[0]);
     if stack.iter().any(|a| matches!(a.identity, Slot::Invalid)) {
-        ok = false;
+        *ok = false;
     }
     let identity = if differ {
         for args in own.iter().filter(|a| a.identity.is_absent()) {
             args.error(cx, messages::missing_identity_in_mixed_stack());
-            ok = false;
+            *ok = false;
         }
-        // The first limit's is the route's; the others that differ carry their own.
+        // The first limit's is the stack's; the others that differ carry their own.
         let first = own
             .first()
             .and_then(|a| a.identity.valid())
@@ -214,49 +337,10 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     } else {
         written.first().map(|w| (*w).clone())
     };
-    let fail = shared(stack, |a| &a.fail, Key::Fail, cx, &mut ok).copied();
-    let shadow = shared(stack, |a| &a.shadow, Key::Shadow, cx, &mut ok).copied();
-    let headers = shared(stack, |a| &a.headers, Key::Headers, cx, &mut ok)
-        .copied()
-        .unwrap_or_default();
-    let enforce = shared(stack, |a| &a.enforce, Key::Enforce, cx, &mut ok).copied();
-
-    let shadow = shadow.unwrap_or(false);
-    if shadow {
-        for (_, span) in stack.iter().filter_map(|a| a.block.valid()) {
-            cx.error(span, messages::block_with_shadow());
-            ok = false;
-        }
-    }
-    if shadow {
-        for (_, span) in stack.iter().filter_map(|a| a.enforce.valid()) {
-            cx.error(span, messages::enforce_with_shadow());
-            ok = false;
-        }
-    }
-    if let (true, Some(fail @ (FailMode::Closed | FailMode::Local))) = (shadow, fail) {
-        if let Some((_, span)) = stack.iter().find_map(|a| a.fail.valid()) {
-            cx.error(span, messages::fail_with_shadow(fail));
-        }
-        ok = false;
-    }
-    if !ok {
-        return None;
-    }
-    // A shadow limit never rejects, so it fails open whatever the methods.
-    let fail = match (fail, shadow) {
-        (Some(fail), _) => fail,
-        (None, true) => FailMode::Open,
-        (None, false) => FailMode::default_for_methods(methods.iter().map(String::as_str)),
-    };
-    Some(PolicyModel::Limited {
+    StackModel {
         limits: limits.into_iter().map(|(l, _)| l).collect(),
         identity,
-        fail,
-        shadow,
-        headers,
-        enforce,
-    })
+    }
 }
 
 /// The limit of an attribute that names a shared budget (`budget = API`, and `cost` if a
@@ -319,14 +403,14 @@ fn budget_limit<'a>(
 /// A key every stacked limit shares: it may be written on any of them, and where it is
 /// written more than once, the values must agree.
 fn shared<'a, T: PartialEq + 'a>(
-    stack: &'a [Args],
+    stack: &[&'a Args],
     slot: impl Fn(&'a Args) -> &'a Slot<T>,
     key: Key,
     cx: &mut Ctxt,
     ok: &mut bool,
 ) -> Option<&'a T> {
     let mut first: Option<(&'a T, &'a Args)> = None;
-    for args in stack {
+    for &args in stack {
         match slot(args) {
             Slot::Valid(value, span) => match first {
                 Some((existing, earlier)) if existing != value => {

@@ -93,7 +93,7 @@ pub use middleware::{
 };
 pub use policy::{
     Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RouteHeaders, RoutePolicy,
-    SharedBudget, Window,
+    SharedBudget, TierPolicy, Window,
 };
 /// Declares a budget shared by routes: `budget!(pub API = limit = 10000, window = "1d",
 /// identity = "api_key")` makes a constant `API` ([`SharedBudget`]) that handlers name with

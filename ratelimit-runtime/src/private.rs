@@ -16,7 +16,7 @@ pub use crate::{
     middleware::{RouteEntry, RouteGuard},
     policy::{
         Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RouteHeaders,
-        RoutePolicy, SharedBudget, Window,
+        RoutePolicy, SharedBudget, TierPolicy, Window,
     },
     registry::RouteDeclaration,
 };

@@ -58,7 +58,9 @@ pub async fn assert_covered<T: AppFactory>(app: App<T>) -> RouteTable {
 }
 
 /// The coverage check: enumerates `app`'s routes and matches them to declarations. The
-/// route table when every route is covered, with the notes and warnings it holds logged;
+/// route table when every route is covered, with the notes and warnings it holds logged
+/// (among them, a tier one route names while other routes name a close one, `por` beside
+/// `pro`: [`RouteTable::warnings`]);
 /// otherwise the error listing every uncovered route, for `main` to print and exit on, and
 /// for a test to fail on (`.unwrap()` prints the list).
 ///
@@ -118,6 +120,9 @@ pub async fn require_coverage<T: AppFactory>(app: App<T>) -> Result<RouteTable, 
         tracing::info!(target: "ratelimit", "{note}");
     }
     for warning in table.first_undeclared.iter().chain(&table.shadowed) {
+        tracing::warn!(target: "ratelimit", "{warning}");
+    }
+    for warning in table.tier_warnings() {
         tracing::warn!(target: "ratelimit", "{warning}");
     }
     Ok(table)

@@ -43,7 +43,8 @@ pub struct RouteRow {
     pub unlinked_marker: Option<String>,
     /// The override in force for every tier, when one is ([`RouteTable::with_overrides`]).
     pub overridden: Option<Overridden>,
-    /// The overrides in force for one tier each.
+    /// The overrides in force for one tier each (the text and JSON forms also list the
+    /// tiers the declaration gives limits of its own).
     pub tier_overrides: Vec<(String, Overridden)>,
 }
 
@@ -73,6 +74,46 @@ impl RouteRow {
                 }
             }),
         }
+    }
+
+    /// Each tier with limits of its own on the route, with its policy in force: the tier's
+    /// override, else its declared limits (declared tiers first, in declaration order).
+    fn tiers_in_force(&self) -> Vec<TierInForce<'_>> {
+        let declared = self.declaration().and_then(|d| {
+            let source = if d.declared_in_code() {
+                Source::Code
+            } else {
+                Source::Declared
+            };
+            Some((d.policy.limited()?, source))
+        });
+        let mut tiers: Vec<TierInForce<'_>> = Vec::new();
+        if let Some((policy, source)) = declared {
+            for tier in policy.tiers() {
+                let overridden = self.tier_overrides.iter().find(|(t, _)| t == tier.name());
+                tiers.push(match overridden {
+                    Some((name, o)) => TierInForce::overridden(name, o),
+                    None => TierInForce {
+                        name: tier.name(),
+                        policy: Policy::Limited(policy.tier(tier.name()).unwrap_or(*policy)),
+                        source,
+                        text: None,
+                    },
+                });
+            }
+        }
+        let mut others: Vec<&(String, Overridden)> = self
+            .tier_overrides
+            .iter()
+            .filter(|(name, _)| !tiers.iter().any(|t| t.name == name))
+            .collect();
+        others.sort_by(|a, b| a.0.cmp(&b.0));
+        tiers.extend(
+            others
+                .into_iter()
+                .map(|(name, o)| TierInForce::overridden(name, o)),
+        );
+        tiers
     }
 
     /// The declaration, when covered.
@@ -118,6 +159,26 @@ impl RouteRow {
                 self.pattern,
                 self.in_code_hint()
             ),
+        }
+    }
+}
+
+/// One tier's policy in force on a route, as the table shows it.
+struct TierInForce<'a> {
+    name: &'a str,
+    policy: Policy,
+    source: Source,
+    /// The override as written; `None` for declared limits.
+    text: Option<&'a str>,
+}
+
+impl<'a> TierInForce<'a> {
+    fn overridden(name: &'a str, overridden: &'a Overridden) -> Self {
+        TierInForce {
+            name,
+            policy: overridden.policy,
+            source: overridden.source,
+            text: Some(&overridden.text),
         }
     }
 }
@@ -205,7 +266,7 @@ impl RouteTable {
             .iter()
             .filter_map(|row| Some((row.label(), row.declaration()?)))
             .collect();
-        overrides.shared.set_routes(catalog);
+        overrides.set_routes(catalog);
         let in_force = overrides.in_force();
         for row in &mut self.routes {
             let label = row.label();
@@ -227,13 +288,56 @@ impl RouteTable {
     }
 
     /// One warning per declaration that no route mounts, per declared path whose first
-    /// registered resource carries no declaration, and per declaration another one at the
-    /// same method and path shadows.
+    /// registered resource carries no declaration, per declaration another one at the
+    /// same method and path shadows, and per tier that looks misspelled (see
+    /// [`require_coverage`](super::require_coverage)).
     pub fn warnings(&self) -> Vec<String> {
         self.unmounted_notes()
             .chain(self.first_undeclared.iter().cloned())
             .chain(self.shadowed.iter().cloned())
+            .chain(self.tier_warnings())
             .collect()
+    }
+
+    /// One line per tier that only one route names while a close name is named by other
+    /// routes (`por` beside `pro`): a tier written wrong in one attribute gives no request
+    /// those limits, as no request carries it. Which tiers requests carry is the app's to
+    /// know, so the check warns and does not refuse.
+    pub(crate) fn tier_warnings(&self) -> Vec<String> {
+        // Each tier with the routes naming it, each route once (a route of two methods is
+        // one declaration).
+        let mut named: std::collections::BTreeMap<&str, Vec<&'static RouteDeclaration>> =
+            std::collections::BTreeMap::new();
+        for declaration in self.routes.iter().filter_map(RouteRow::declaration) {
+            for tier in declaration.policy.limited().map_or(&[][..], |p| p.tiers()) {
+                let routes = named.entry(tier.name()).or_default();
+                if !routes.iter().any(|d| std::ptr::eq(*d, declaration)) {
+                    routes.push(declaration);
+                }
+            }
+        }
+        let mut warnings = Vec::new();
+        for (tier, routes) in &named {
+            let [declaration] = routes.as_slice() else {
+                continue;
+            };
+            let others: Vec<&str> = named.keys().copied().filter(|t| t != tier).collect();
+            let Some(near) = ratelimit_grammar::suggest::closest(tier, &others) else {
+                continue;
+            };
+            let near_routes = named[near].len();
+            // Two tiers named once each, close to each other: one warning for the pair.
+            if near_routes == 1 && near < *tier {
+                continue;
+            }
+            warnings.push(format!(
+                "tier `{tier}` is named by `{}` ({}) alone, and `{near}` by {near_routes} other route{}: did you mean `{near}`? Requests of tier `{near}` get the route's default limits there",
+                declaration.handler(),
+                declaration.location,
+                if near_routes == 1 { "" } else { "s" },
+            ));
+        }
+        warnings
     }
 
     /// One line per declaration that no route of this App mounts (a handlers crate shared by
@@ -480,15 +584,20 @@ fn row_cells(row: &RouteRow) -> [String; 8] {
         },
     };
     let mut note = note;
-    for (tier, overridden) in &row.tier_overrides {
-        let cell = match &overridden.policy {
+    let route_identity = row.policy().and_then(|p| Some(p.limited()?.identity()));
+    for tier in row.tiers_in_force() {
+        let cell = match &tier.policy {
+            Policy::Limited(p) if Some(p.identity()) != route_identity => {
+                format!("{} by {}", limits_cell(p), p.identity())
+            }
             Policy::Limited(p) => limits_cell(p),
             Policy::Exempt { .. } => "exempt".to_owned(),
         };
         let separator = if note.is_empty() { "" } else { "; " };
         note.push_str(&format!(
-            "{separator}tier {tier}: {cell} ({})",
-            overridden.source.as_str()
+            "{separator}tier {}: {cell} ({})",
+            tier.name,
+            tier.source.as_str()
         ));
     }
     let note = if row.shared_path && row.declaration().is_some() {
@@ -527,20 +636,32 @@ fn row_json(row: &RouteRow) -> serde_json::Value {
     value["handler"] = serde_json::json!(d.handler());
     value["source"] = serde_json::json!(row.source().map(Source::as_str));
     value["cost_from"] = serde_json::json!(d.cost_from());
-    if !row.tier_overrides.is_empty() {
-        value["tiers"] = row
-            .tier_overrides
+    let tiers = row.tiers_in_force();
+    if !tiers.is_empty() {
+        value["tiers"] = tiers
             .iter()
-            .map(|(tier, o)| {
-                (
-                    tier.clone(),
-                    serde_json::json!({"policy": o.text, "source": o.source.as_str()}),
-                )
+            .map(|tier| {
+                let text = tier.text.map_or_else(
+                    || crate::overrides::declaration_text(&tier.policy),
+                    str::to_owned,
+                );
+                let mut entry = serde_json::json!({
+                    "policy": text,
+                    "source": tier.source.as_str(),
+                });
+                policy_json(&tier.policy, &mut entry);
+                (tier.name.to_owned(), entry)
             })
             .collect::<serde_json::Map<_, _>>()
             .into();
     }
-    match &row.policy().unwrap_or(d.policy) {
+    policy_json(&row.policy().unwrap_or(d.policy), &mut value);
+    value
+}
+
+/// A policy's exemption, or its limits, identity, fail mode and shadow flag, into `value`.
+fn policy_json(policy: &Policy, value: &mut serde_json::Value) {
+    match policy {
         Policy::Exempt { reason } => value["exempt"] = serde_json::json!(reason),
         Policy::Limited(p) => {
             value["limits"] = p
@@ -565,7 +686,6 @@ fn row_json(row: &RouteRow) -> serde_json::Value {
             value["shadow"] = serde_json::json!(p.shadow());
         }
     }
-    value
 }
 
 /// The App has routes without a declaration (or no routes could be read at all).

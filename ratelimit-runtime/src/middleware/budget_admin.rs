@@ -122,9 +122,10 @@ impl RateLimiter {
     /// as the route table labels it): the count and lockout of every limit of the route that
     /// counts by that identity (on a route whose limits count different identities, only
     /// those of the identity given), under the policy in force, in one store call; and in
-    /// the keys of each tier with an override of its own on the route that counts by that
-    /// identity ([`overrides`](crate::guide::overrides)), one call each, since the caller
-    /// need not know the client's tier. ([`give_back`](Self::give_back) and
+    /// the keys of each tier with limits of its own on the route (declared with
+    /// `#[rate_limit(tier = ..)]`, or an override's, [`overrides`](crate::guide::overrides))
+    /// that counts by that identity, one call each, since the caller need not know the
+    /// client's tier. ([`give_back`](Self::give_back) and
     /// [`state`](Self::state) take the route's keys only: a request's own
     /// [`Budget`](crate::Budget) gives back in its tier's.)
     /// `identity` gives each part the route counts, in order, with its plain value (a
@@ -155,7 +156,7 @@ impl RateLimiter {
     /// # Errors
     ///
     /// [`BudgetError`]: no such declared route, an identity that neither the route's limits
-    /// nor a tier's own override of it count by, or the store's error.
+    /// nor a tier's own limits on it count by, or the store's error.
     pub async fn reset(
         &self,
         route: &str,
@@ -229,8 +230,8 @@ impl RateLimiter {
     /// [`reset`](Self::reset) names them), counting nothing: each limit as the client's next
     /// request would find it (`allowed` whether it would pass, `remaining` what would be
     /// left after it, `retry_after` while refused or locked out, `reset_after` until the
-    /// budget is whole), under the policy in force for requests of no tier with an override
-    /// of its own.
+    /// budget is whole), under the policy in force for requests of no tier with limits of
+    /// its own (the route's default, or its override).
     ///
     /// # Errors
     ///
@@ -339,9 +340,9 @@ impl RateLimiter {
     }
 
     /// [`budget_key`](Self::budget_key); with `tiers`, also the key and limits of `identity`
-    /// under each tier's own override of the route (a tier's override counts in keys of its
-    /// own), of every one of these whose limits count that identity (an error only when
-    /// none does).
+    /// under each tier's own limits on the route (its override, else its declared limits: a
+    /// tier's limits count in keys of their own), of every one of these whose limits count
+    /// that identity (an error only when none does).
     fn budget_keys(
         &self,
         route: &str,
@@ -384,16 +385,28 @@ impl RateLimiter {
         let overridden_info = overridden.map(|policy| declared_info.overridden(policy, None));
         let info = overridden_info.as_ref().unwrap_or(&declared_info);
         let base = self.keyed(route, info, policy, identity);
-        let Some(overrides) = self.overrides.as_ref().filter(|_| tiers) else {
+        if !tiers {
             return base.map(|key| vec![key]);
-        };
+        }
         let (mut keys, unfit) = match base {
             Ok(key) => (vec![key], None),
             Err(error) => (Vec::new(), Some(error)),
         };
-        let table = overrides.shared.table.load();
-        for (tier, own) in table.tiers_of(route.trim()) {
-            let Some(policy) = own.policy.limited().copied() else {
+        // Each tier with limits of its own (declared, or an override's) counts in its keys.
+        let table = self.overrides.as_ref().map(|o| o.shared.table.load());
+        let mut names: Vec<&str> = declared_policy.tiers().iter().map(|t| t.name()).collect();
+        for (tier, _) in table.iter().flat_map(|table| table.tiers_of(route.trim())) {
+            if !names.contains(&tier) {
+                names.push(tier);
+            }
+        }
+        for tier in names {
+            let own = table
+                .as_ref()
+                .and_then(|table| table.route(route.trim(), Some(tier)))
+                .filter(|(_, tiered)| *tiered)
+                .map(|(own, _)| own.policy.limited().copied());
+            let Some(policy) = own.unwrap_or_else(|| declared_policy.tier(tier)) else {
                 continue;
             };
             let info = declared_info.overridden(policy, Some(tier));

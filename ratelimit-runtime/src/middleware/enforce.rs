@@ -294,7 +294,7 @@ impl Limiter {
         handle: &LimiterHandle,
     ) -> Result<ServiceResponse<EitherBody<B>>, Error> {
         let tier = match &answer {
-            Ok(response) if self.overrides.is_some() => {
+            Ok(response) if self.overrides.is_some() || !route.policy.tiers().is_empty() => {
                 response.request().extensions().get::<Tier>().cloned()
             }
             _ => None,

@@ -1,6 +1,6 @@
-//! The overrides in force on one request: the deny list first, then the route's policy (its
-//! tier's, when it has one), then the allow list by the policy in force, all decided before
-//! any store call.
+//! The policy in force on one request: the deny list first, then the route's policy (its
+//! tier's, when the request has a tier the route or an override gives limits of its own),
+//! then the allow list by the policy in force, all decided before any store call.
 
 use std::{net::IpAddr, rc::Rc};
 
@@ -59,7 +59,11 @@ impl Limiter {
         handle: &LimiterHandle,
     ) -> Resolved {
         let Some(shared) = &self.overrides else {
-            return Resolved::AsIs;
+            if route.policy.tiers().is_empty() {
+                return Resolved::AsIs;
+            }
+            let extensions = req.extensions();
+            return Self::resolve_route(None, route, extensions.get::<Tier>());
         };
         let table = shared.table.load();
         let listed = table.has_lists().then(|| {
@@ -85,7 +89,7 @@ impl Limiter {
             Resolved::AsIs
         } else {
             let extensions = req.extensions();
-            Self::resolve_route(&table, route, extensions.get::<Tier>())
+            Self::resolve_route(Some(&table), route, extensions.get::<Tier>())
         };
         if let Some((client, api_key, user_id)) = &listed {
             let in_force = match &resolved {
@@ -116,7 +120,7 @@ impl Limiter {
         tier: Option<&Tier>,
     ) -> Resolved {
         let Some(shared) = &self.overrides else {
-            return Resolved::AsIs;
+            return Self::resolve_route(None, route, tier);
         };
         let table = shared.table.load();
         if table
@@ -130,7 +134,7 @@ impl Limiter {
         let resolved = if route.is_default_policy() {
             Resolved::AsIs
         } else {
-            Self::resolve_route(&table, route, tier)
+            Self::resolve_route(Some(&table), route, tier)
         };
         let in_force = match &resolved {
             Resolved::Route(built) => &**built,
@@ -163,28 +167,37 @@ impl Limiter {
         Some((api_key_fingerprint(&key, self.secret.as_ref()), key))
     }
 
-    /// The route's override for `tier`, else for every tier; its per-worker route is built
-    /// once per change of the overrides, and kept on `route`.
-    fn resolve_route(table: &Table, route: &RouteInfo, tier: Option<&Tier>) -> Resolved {
-        let Some((overridden, tiered)) = table.route(&route.label, tier.map(Tier::as_str)) else {
-            return Resolved::AsIs;
+    /// The policy in force on `route` for a request of `tier`: the tier's override, else the
+    /// tier's declared limits, else the route's override (for every request of no tier, or
+    /// of a tier the route gives no limits of its own), else the declaration. A tier's
+    /// policy counts in keys of its own. The per-worker route is built once per change of
+    /// the overrides, and kept on `route`.
+    fn resolve_route(table: Option<&Table>, route: &RouteInfo, tier: Option<&Tier>) -> Resolved {
+        let tier = tier.map(Tier::as_str);
+        let declared = tier.and_then(|name| Some((name, route.policy.tier(name)?)));
+        let overridden = table.and_then(|table| table.route(&route.label, tier));
+        let (policy, tier) = match (overridden, declared) {
+            (Some((own, true)), _) => (own.policy, tier),
+            (_, Some((name, policy))) => (Policy::Limited(policy), Some(name)),
+            (Some((all, false)), None) => (all.policy, None),
+            (None, None) => return Resolved::AsIs,
         };
-        let policy = match overridden.policy {
+        let policy = match policy {
             Policy::Exempt { .. } => return Resolved::Pass(Unlimited::Exempt),
             Policy::Limited(policy) => policy,
         };
-        let tier = tier.filter(|_| tiered).map(Tier::as_str);
+        let generation = table.map_or(0, |table| table.generation);
         let mut cache = route.overrides.borrow_mut();
         let cached = cache.iter_mut().find(|(t, _, _)| t.as_deref() == tier);
-        if let Some((_, generation, built)) = &cached {
-            if *generation == table.generation {
+        if let Some((_, built_from, built)) = &cached {
+            if *built_from == generation {
                 return Resolved::Route(Rc::clone(built));
             }
         }
         let built = Rc::new(route.overridden(policy, tier));
         match cached {
-            Some(entry) => *entry = (tier.map(str::to_owned), table.generation, Rc::clone(&built)),
-            None => cache.push((tier.map(str::to_owned), table.generation, Rc::clone(&built))),
+            Some(entry) => *entry = (tier.map(str::to_owned), generation, Rc::clone(&built)),
+            None => cache.push((tier.map(str::to_owned), generation, Rc::clone(&built))),
         }
         Resolved::Route(built)
     }

@@ -94,7 +94,7 @@ where
         // the error comes back. The request itself is not kept: middleware below may need it
         // unshared (`ServiceRequest::headers_mut` panics on a shared request).
         let client = handle.resolve_client(&req);
-        let reads_body = policy.reads_username();
+        let reads_body = policy.any_reads_username();
         let service = Rc::clone(&self.service);
         let mut req = req;
         Box::pin(async move {

@@ -114,7 +114,7 @@ fn unmatched_username_readers(sources: &IdentitySources, declared: &DeclaredRout
             declared.declaration(&method, pattern)
         });
         let counts_usernames =
-            matches!(found.map(|d| d.policy), Some(Policy::Limited(p)) if p.reads_username());
+            matches!(found.map(|d| d.policy), Some(Policy::Limited(p)) if p.any_reads_username());
         if !counts_usernames {
             tracing::error!(
                 target: "ratelimit",
@@ -264,7 +264,7 @@ where
             unmatched_username_readers(&self.limiter.sources, &declared);
             register_series(&declared);
             if let Some(overrides) = &self.config.overrides {
-                overrides.shared.set_routes(declared.catalog());
+                overrides.set_routes(declared.catalog());
             }
             // For `RateLimiter::reset` and `give_back`, which name routes as this App does.
             self.config
@@ -333,7 +333,7 @@ where
             // which must count the same whether or not the route's guard sees the request.
             let client = handle.resolve_client(&req);
             let reads_username_policy = match declaration.policy {
-                Policy::Limited(p) if p.reads_username() => Some(p),
+                Policy::Limited(p) if p.any_reads_username() => Some(p),
                 _ => None,
             };
             // A request the declared route's guard never saw counts after the fact: against

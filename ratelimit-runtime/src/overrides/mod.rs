@@ -52,7 +52,7 @@ pub use rules::{
     ListKind, RouteSelector, RuleSet, WidestRanges, FINGERPRINT_PREFIX, MAX_FIELD_LEN,
     MAX_TIER_LEN, MAX_VALUE_LEN,
 };
-pub use table::{declaration_text, policy_from_text, Overridden, Source};
+pub use table::{declaration_text, policy_from_text, unknown_tier, Overridden, Source};
 pub(crate) use table::{Catalog, RouteAt, Table};
 
 /// The default Redis hash of overrides.
@@ -100,6 +100,12 @@ pub const ROUTES_SUFFIX: &str = ":routes";
 /// route as declared only when it was published within [`ROUTES_FRESH_FOR`].
 pub const ROUTES_SEEN_SUFFIX: &str = ":routes:seen";
 
+/// The field of the published routes' hash ([`ROUTES_SUFFIX`]) that lists, separated by
+/// spaces, every tier the services take in an override's selector: the tiers their
+/// declarations give limits of their own, and those [`Overrides::tiers`] lists. Each tier a
+/// route declares limits for is published beside the route, as `METHOD /pattern tier "name"`.
+pub const TIERS_FIELD: &str = "tiers";
+
 /// How long a published route counts as declared by a running service: ten times the
 /// minute at which every service publishes its routes again, so that a service busy or cut
 /// off for a while is not taken for gone, and a route a deploy removed is known gone within
@@ -107,7 +113,8 @@ pub const ROUTES_SEEN_SUFFIX: &str = ":routes:seen";
 pub const ROUTES_FRESH_FOR: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// The tier of a request, put into its extensions by the app's auth layer
-/// (`req.extensions_mut().insert(Tier::new("pro"))`): overrides written for that tier
+/// (`req.extensions_mut().insert(Tier::new("pro"))`): a route's limits for that tier
+/// (`#[rate_limit(tier = "pro", ..)]`) and overrides written for it
 /// (`GET /api/search tier "pro"`) apply to it, in keys of their own.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Tier(String);
@@ -149,6 +156,8 @@ pub struct Overrides {
     pub(crate) refresh: Duration,
     pub(crate) widest: WidestRanges,
     pub(crate) plain_api_keys: bool,
+    /// Tiers overrides may name beside those the declarations name.
+    pub(crate) tiers: std::collections::BTreeSet<String>,
     pub(crate) shared: Arc<Shared>,
     /// Values refused, for `RateLimiter::check_settings`.
     problems: crate::settings::Problems,
@@ -171,6 +180,7 @@ impl std::fmt::Debug for Overrides {
             .field("refresh", &self.refresh)
             .field("widest", &self.widest)
             .field("plain_api_keys", &self.plain_api_keys)
+            .field("tiers", &self.tiers)
             .finish_non_exhaustive()
     }
 }
@@ -191,6 +201,7 @@ impl Overrides {
             refresh: Duration::from_millis(500),
             widest: WidestRanges::default(),
             plain_api_keys: false,
+            tiers: std::collections::BTreeSet::new(),
             shared: Arc::default(),
             problems: crate::settings::Problems::default(),
         }
@@ -303,6 +314,56 @@ impl Overrides {
     pub fn plain_api_keys(mut self, take: bool) -> Self {
         self.plain_api_keys = take;
         self
+    }
+
+    /// The tiers requests may carry that no declaration gives limits of its own, for
+    /// overrides to name (`'GET /api/search tier "team"'`). An override may name a tier a
+    /// declaration names (`#[rate_limit(tier = "pro", ..)]`) or this list does; any other is
+    /// refused with its source, naming the nearest known tier (`tier "por"`: did you mean
+    /// `pro`?). Given again, the list replaces the earlier one. A name that cannot be a tier
+    /// (1 to 32 of lower-case letters, digits, `_` and `-`) is refused
+    /// ([`RateLimiter::check_settings`](crate::RateLimiter::check_settings)), and the list
+    /// stays as it was.
+    ///
+    /// ```
+    /// use ratelimit_runtime::overrides::Overrides;
+    ///
+    /// // The auth layer puts `Tier::new("team")` in some requests; no route declares limits
+    /// // for it, and operators may still give it an override during an incident.
+    /// let overrides = Overrides::new().file("ratelimit.toml").tiers(["team"]);
+    /// # let _ = overrides;
+    /// ```
+    pub fn tiers<I>(mut self, names: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let setting = "`Overrides::tiers(..)`";
+        let mut tiers = std::collections::BTreeSet::new();
+        let mut refused = Vec::new();
+        for name in names {
+            let name = name.as_ref();
+            match check_tier(name) {
+                Ok(()) => {
+                    tiers.insert(name.to_owned());
+                }
+                Err(problem) => refused.push(problem),
+            }
+        }
+        if refused.is_empty() {
+            self.tiers = tiers;
+            self.problems.record(setting, Ok(()));
+        } else {
+            let line = format!("{setting}: {}", refused.join("; "));
+            self.problems.record(setting, Err(line));
+        }
+        self
+    }
+
+    /// Gives the App's declared routes to the overrides in force, with the tiers this
+    /// configuration lists: rules are checked against both from now on.
+    pub(crate) fn set_routes(&self, catalog: Catalog) {
+        self.shared.set_routes(catalog, &self.tiers);
     }
 
     /// The values refused, one line each.

@@ -2,16 +2,16 @@
 //! keeps between reads.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     sync::{Arc, Weak},
     time::{Duration, Instant},
 };
 
 use super::{
     rules::{ListKind, RouteSelector},
-    table::{check_routes, declaration_text, Catalog, Source, Table},
+    table::{check_routes, declaration_text, known_tiers, Catalog, Source, Table},
     version_key, Overrides, RedisSource, RuleSet, Shared, MAX_ENTRIES, ROUTES_SEEN_SUFFIX,
-    ROUTES_SUFFIX,
+    ROUTES_SUFFIX, TIERS_FIELD,
 };
 use crate::{
     middleware::telemetry::{OVERRIDES_APPLIED, OVERRIDES_REFUSED},
@@ -65,6 +65,9 @@ pub(crate) struct SourceState {
 pub(crate) struct State {
     /// The App's declared routes, once a worker has read them.
     catalog: Option<Arc<Catalog>>,
+    /// The tiers overrides may name: those the declared routes give limits of their own, and
+    /// those `Overrides::tiers` lists.
+    tiers: BTreeSet<String>,
     file: SourceState,
     redis: SourceState,
     generation: u64,
@@ -73,20 +76,23 @@ pub(crate) struct State {
 }
 
 impl Shared {
-    /// Sets the App's declared routes (on the first request): rules are checked against
-    /// them from now on, and rules in force naming none of them are dropped.
-    pub(crate) fn set_routes(&self, catalog: Catalog) {
+    /// Sets the App's declared routes (on the first request) and the tiers `listed` beside
+    /// those they declare: rules are checked against them from now on, and rules in force
+    /// naming none of them are dropped.
+    pub(crate) fn set_routes(&self, catalog: Catalog, listed: &BTreeSet<String>) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.catalog.as_deref() == Some(&catalog) {
             return;
         }
+        let tiers = known_tiers(&catalog, listed);
         let catalog = Arc::new(catalog);
         state.catalog = Some(Arc::clone(&catalog));
+        state.tiers = tiers.clone();
         state.published = false;
         for source in [Source::File, Source::Redis] {
             let slot = state.source_mut(source);
             if let Some(set) = &slot.accepted {
-                let problems = check_routes(set, &catalog);
+                let problems = check_routes(set, &catalog, &tiers);
                 if !problems.is_empty() {
                     refused(
                         source,
@@ -147,7 +153,7 @@ impl Shared {
         // Checked against the App's routes now, or only once they are known.
         let routes_checked = state.catalog.is_some();
         if let Some(catalog) = state.catalog.as_deref() {
-            problems.extend(check_routes(&set, catalog));
+            problems.extend(check_routes(&set, catalog, &state.tiers));
         }
         let checked = if problems.is_empty() {
             Ok(set)
@@ -766,12 +772,7 @@ async fn read_redis(
     let routes = {
         let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
         match (&state.catalog, state.published) {
-            (Some(catalog), false) => Some(
-                catalog
-                    .iter()
-                    .map(|(route, d)| (route.clone(), declaration_text(&d.policy)))
-                    .collect::<Vec<_>>(),
-            ),
+            (Some(catalog), false) => Some(published_routes(catalog, &state.tiers)),
             _ => None,
         }
     };
@@ -786,6 +787,32 @@ async fn read_redis(
                 .published = true;
         }
     }
+}
+
+/// The fields the services publish for the admin command: each declared route with its
+/// declared policy, each tier a route gives limits of its own (`GET /search tier "pro"`)
+/// with those limits, and [`TIERS_FIELD`] with every tier overrides may name.
+fn published_routes(catalog: &Catalog, tiers: &BTreeSet<String>) -> Vec<(String, String)> {
+    let mut routes = Vec::new();
+    for (route, declaration) in catalog {
+        routes.push((route.clone(), declaration_text(&declaration.policy)));
+        let Some(policy) = declaration.policy.limited() else {
+            continue;
+        };
+        for tier in policy.tiers() {
+            let selector = RouteSelector {
+                route: route.clone(),
+                tier: Some(tier.name().to_owned()),
+            };
+            let limits = policy.tier(tier.name()).map(crate::policy::Policy::Limited);
+            if let Some(limits) = limits {
+                routes.push((selector.to_string(), declaration_text(&limits)));
+            }
+        }
+    }
+    let names: Vec<&str> = tiers.iter().map(String::as_str).collect();
+    routes.push((TIERS_FIELD.to_owned(), names.join(" ")));
+    routes
 }
 
 #[cfg(test)]

@@ -13,8 +13,7 @@ use ratelimit_grammar::{parse_stack, Declaration};
 
 use crate::key::KeySecret;
 
-/// The longest tier name: tiers are plan names (`pro`, `enterprise`), kept in keys.
-pub const MAX_TIER_LEN: usize = 32;
+pub use ratelimit_grammar::{check_tier, MAX_TIER_LEN};
 
 /// What an override applies to: a route as the route table names it (`POST /login`),
 /// optionally for one tier only (`GET /api/search tier "pro"`).
@@ -81,26 +80,6 @@ impl fmt::Display for RouteSelector {
             Some(tier) => write!(f, "{} tier \"{tier}\"", self.route),
             None => f.write_str(&self.route),
         }
-    }
-}
-
-/// Whether `name` can be a tier: 1 to 32 of lower-case letters, digits, `_` and `-` (a tier
-/// is part of keys and metric labels).
-///
-/// # Errors
-///
-/// What is wrong with it.
-pub fn check_tier(name: &str) -> Result<(), String> {
-    let valid = (1..=MAX_TIER_LEN).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
-    if valid {
-        Ok(())
-    } else {
-        Err(format!(
-            "tier `{name}` must be 1 to {MAX_TIER_LEN} of lower-case letters, digits, `_` and `-`"
-        ))
     }
 }
 

@@ -279,11 +279,13 @@ impl Table {
                 let Some(declaration) = catalog.get(&selector.route) else {
                     continue;
                 };
-                let policy = to_policy(
-                    stack,
-                    declaration.policy.limited().copied(),
-                    &selector.route,
-                );
+                // A tier's override keeps what its declared limits keep (their identity, the
+                // cost at each place), else the route's default's.
+                let declared = match &selector.tier {
+                    Some(tier) => declaration.policy.for_tier(tier),
+                    None => declaration.policy.limited().copied(),
+                };
+                let policy = to_policy(stack, declared, &selector.route);
                 let overridden = Overridden {
                     policy,
                     source: *source,
@@ -308,8 +310,45 @@ impl Table {
     }
 }
 
-/// The problems of `set` against the App's routes: every route it names must be declared.
-pub(crate) fn check_routes(set: &RuleSet, catalog: &Catalog) -> Vec<String> {
+/// The tiers overrides may name: every tier a declaration of the App gives limits of its
+/// own (`#[rate_limit(tier = "pro", ..)]`), and those listed with `Overrides::tiers`.
+pub(crate) fn known_tiers(catalog: &Catalog, listed: &BTreeSet<String>) -> BTreeSet<String> {
+    let declared = catalog
+        .values()
+        .filter_map(|d| d.policy.limited())
+        .flat_map(|p| p.tiers().iter().map(|t| t.name().to_owned()));
+    listed.iter().cloned().chain(declared).collect()
+}
+
+/// The problem of an override for `tier` (written as `selector`) when the App knows no such
+/// tier (`known`): a likely misspelling of a known one, or a tier no request carries.
+// Hidden from the docs: ratelimit-admin's plumbing (it refuses what the services would, in
+// their words); nothing a user builds on.
+#[doc(hidden)]
+pub fn unknown_tier(selector: &str, tier: &str, known: &BTreeSet<String>) -> Option<String> {
+    if known.contains(tier) {
+        return None;
+    }
+    if known.is_empty() {
+        return Some(format!(
+            "`{selector}` names tier `{tier}`, and this App knows no tier: give the tier limits of its own with `#[rate_limit(tier = \"{tier}\", ..)]`, or list the tiers its requests carry with `Overrides::tiers([\"{tier}\"])`"
+        ));
+    }
+    let names: Vec<&str> = known.iter().map(String::as_str).collect();
+    Some(format!(
+        "`{selector}` names tier `{tier}`, which no declaration of this App and no `Overrides::tiers` names{}; its tiers are {}",
+        ratelimit_grammar::suggest::did_you_mean(tier, &names),
+        ratelimit_grammar::suggest::list(&names)
+    ))
+}
+
+/// The problems of `set` against the App's routes and tiers (`tiers`, [`known_tiers`]):
+/// every route it names must be declared, every tier known.
+pub(crate) fn check_routes(
+    set: &RuleSet,
+    catalog: &Catalog,
+    tiers: &BTreeSet<String>,
+) -> Vec<String> {
     let exempt = set.routes.keys().filter_map(|selector| {
         let declaration = catalog.get(&selector.route)?;
         let Policy::Exempt { reason } = declaration.policy else {
@@ -343,7 +382,15 @@ pub(crate) fn check_routes(set: &RuleSet, catalog: &Catalog) -> Vec<String> {
                 entry.redacted()
             )
         });
-    unknown.chain(exempt).chain(opened).collect()
+    let unknown_tiers = set.routes.keys().filter_map(|selector| {
+        let tier = selector.tier.as_deref()?;
+        unknown_tier(&selector.to_string(), tier, tiers)
+    });
+    unknown
+        .chain(exempt)
+        .chain(unknown_tiers)
+        .chain(opened)
+        .collect()
 }
 
 /// Policies built from overrides, kept for the process's life: a policy's limits are

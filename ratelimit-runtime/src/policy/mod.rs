@@ -9,6 +9,7 @@ mod identity;
 mod limit;
 mod route_policy;
 mod shared_budget;
+mod tier_policy;
 
 pub use identity::{Identity, IdentityPart};
 pub(crate) use limit::gcra_interval_micros;
@@ -21,3 +22,4 @@ pub(crate) use route_policy::limits_problem;
 pub use route_policy::{Policy, RoutePolicy};
 pub(crate) use shared_budget::duplicate_names;
 pub use shared_budget::{shared_budgets, SharedBudget};
+pub use tier_policy::TierPolicy;

@@ -1,6 +1,6 @@
 use std::fmt;
 
-use super::{FailMode, Identity, Limit, RouteHeaders, MAX_STACKED};
+use super::{FailMode, Identity, Limit, RouteHeaders, TierPolicy, MAX_STACKED};
 
 /// What a route declared: limits, or an exemption with its reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,10 +42,19 @@ impl Policy {
             Policy::Exempt { .. } => None,
         }
     }
+
+    /// The policy a request of tier `tier` is limited by: the tier's own limits when the
+    /// route gives it some ([`RoutePolicy::tier`]), else the route's default; `None` for an
+    /// exempt route.
+    pub fn for_tier(&self, tier: &str) -> Option<RoutePolicy> {
+        let policy = self.limited()?;
+        Some(policy.tier(tier).unwrap_or(*policy))
+    }
 }
 
 /// Stacked limits sharing one fail mode and shadow flag, and by default one identity (a
-/// limit may count by its own, [`Limit::identified_by`]).
+/// limit may count by its own, [`Limit::identified_by`]); a route may give tiers of its
+/// requests limits of their own ([`with_tiers`](Self::with_tiers)).
 ///
 /// Limits on one identity keep their keys in one Redis Cluster slot, decided in one call; a
 /// limit on another identity has its keys in another slot (see `guide::deployments`).
@@ -59,6 +68,9 @@ pub struct RoutePolicy {
     /// Whether the route refuses (`true`) or only logs (`false`) whatever the App's shadow
     /// switch says; `None` follows the switch.
     enforce: Option<bool>,
+    /// The limits of the tiers with limits of their own; the limits above are the default,
+    /// for every other request.
+    tiers: &'static [TierPolicy],
 }
 
 /// Why `limits` cannot be stacked on one route, if they cannot: none, more than 8, or two
@@ -141,7 +153,75 @@ impl RoutePolicy {
             shadow,
             headers: RouteHeaders::All,
             enforce: None,
+            tiers: &[],
         }
+    }
+
+    /// The policy with `tiers`, the limits of the requests whose
+    /// [`Tier`](crate::overrides::Tier) names one of them (`#[rate_limit(tier = "pro", ..)]`),
+    /// counted in keys of their own; this policy's own limits are the default, for requests
+    /// of no tier or of another. Each tier counts by its own limits and identity, and follows
+    /// the route's fail mode, shadow flag, headers and `enforce`.
+    ///
+    /// ```
+    /// use ratelimit_runtime::{policy::TierPolicy, Algorithm, FailMode, Identity, Limit, RoutePolicy, Window};
+    ///
+    /// const FREE: &[Limit] = &[Limit::new(100, Window::from_secs(60), Algorithm::SlidingWindow)];
+    /// const PRO: &[Limit] = &[Limit::new(1000, Window::from_secs(60), Algorithm::SlidingWindow)];
+    /// const TIERS: &[TierPolicy] = &[TierPolicy::new("pro", PRO, Identity::UserIdElseIp)];
+    /// const POLICY: RoutePolicy =
+    ///     RoutePolicy::new(FREE, Identity::UserIdElseIp, FailMode::Open, false).with_tiers(TIERS);
+    /// assert_eq!(POLICY.tier("pro").unwrap().limits()[0].max(), 1000);
+    /// assert!(POLICY.tier("team").is_none());
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When two of `tiers` share a name, or one of them has tiers of its own.
+    #[must_use]
+    pub const fn with_tiers(self, tiers: &'static [TierPolicy]) -> Self {
+        let mut i = 0;
+        while i < tiers.len() {
+            let mut j = i + 1;
+            while j < tiers.len() {
+                assert!(
+                    !same_name(tiers[i].name(), tiers[j].name()),
+                    "two tiers of one route share a name"
+                );
+                j += 1;
+            }
+            i += 1;
+        }
+        RoutePolicy { tiers, ..self }
+    }
+
+    /// The tiers with limits of their own, in declaration order (none for most routes).
+    pub const fn tiers(&self) -> &'static [TierPolicy] {
+        self.tiers
+    }
+
+    /// The policy of the requests of tier `name`, when the route gives the tier limits of
+    /// its own: the tier's limits and identity, with the route's fail mode, shadow flag,
+    /// headers and `enforce`.
+    pub fn tier(&self, name: &str) -> Option<RoutePolicy> {
+        let tier = self.tiers.iter().find(|t| t.name() == name)?;
+        Some(RoutePolicy {
+            limits: tier.limits(),
+            identity: tier.identity(),
+            tiers: &[],
+            ..*self
+        })
+    }
+
+    /// Whether a limit of the route, or of one of its tiers, counts the username a request's
+    /// body submits: the body is read before the tier is known.
+    pub(crate) fn any_reads_username(&self) -> bool {
+        self.reads_username()
+            || self
+                .tiers
+                .iter()
+                .filter_map(|t| self.tier(t.name()))
+                .any(|p| p.reads_username())
     }
 
     /// The policy with `enforce` set, as `enforce = true` or `false` on the attribute:
@@ -247,6 +327,22 @@ impl RoutePolicy {
     }
 }
 
+/// Whether two tier names are the same (`==` on `str` is not `const`).
+const fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 impl fmt::Display for RoutePolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, limit) in self.limits.iter().enumerate() {
@@ -264,6 +360,9 @@ impl fmt::Display for RoutePolicy {
         }
         if let Some(enforce) = self.enforce {
             write!(f, ", enforce = {enforce}")?;
+        }
+        for tier in self.tiers {
+            write!(f, "; {tier}")?;
         }
         Ok(())
     }
@@ -288,6 +387,59 @@ mod tests {
             plain.enforcing(true).to_string(),
             "5 per 1m (gcra) by user_id, else ip, fail closed, enforce = true"
         );
+    }
+
+    #[test]
+    fn a_tier_counts_by_its_own_limits_and_follows_the_routes_switches() {
+        const FREE: &[Limit] = &[Limit::new(10, Window::from_secs(60), Algorithm::Gcra)];
+        const PRO: &[Limit] = &[
+            Limit::new(100, Window::from_secs(60), Algorithm::Gcra),
+            Limit::new(1000, Window::from_secs(3600), Algorithm::Gcra),
+        ];
+        const TIERS: &[TierPolicy] = &[TierPolicy::new(
+            "pro",
+            PRO,
+            Identity::Parts(&[crate::policy::IdentityPart::ApiKey]),
+        )];
+        let route = RoutePolicy::new(FREE, Identity::UserIdElseIp, FailMode::Closed, false)
+            .with_headers(RouteHeaders::Hidden)
+            .enforcing(true)
+            .with_tiers(TIERS);
+        let pro = route.tier("pro").expect("declared");
+        assert_eq!(pro.limits(), PRO);
+        assert_eq!(pro.identity().to_string(), "api_key");
+        assert_eq!(
+            (pro.fail(), pro.headers(), pro.enforce()),
+            (FailMode::Closed, RouteHeaders::Hidden, Some(true))
+        );
+        assert!(pro.tiers().is_empty());
+        assert_eq!(route.tier("team"), None);
+        let policy = Policy::Limited(route);
+        assert_eq!(policy.for_tier("pro"), Some(pro));
+        assert_eq!(policy.for_tier("team"), Some(route));
+        assert_eq!(Policy::exempt("health").for_tier("pro"), None);
+        assert!(route
+            .to_string()
+            .ends_with("; tier pro: 100 per 1m (gcra) + 1000 per 1h (gcra) by api_key"));
+    }
+
+    #[test]
+    #[should_panic(expected = "share a name")]
+    fn two_tiers_of_one_name_cannot_be_declared() {
+        const ONE: &[Limit] = &[Limit::new(10, Window::from_secs(60), Algorithm::Gcra)];
+        static TIERS: [TierPolicy; 2] = [
+            TierPolicy::new("pro", ONE, Identity::UserIdElseIp),
+            TierPolicy::new("pro", ONE, Identity::UserIdElseIp),
+        ];
+        let _ =
+            RoutePolicy::new(ONE, Identity::UserIdElseIp, FailMode::Open, false).with_tiers(&TIERS);
+    }
+
+    #[test]
+    #[should_panic(expected = "lower-case")]
+    fn a_tier_is_named_as_requests_name_it() {
+        const ONE: &[Limit] = &[Limit::new(10, Window::from_secs(60), Algorithm::Gcra)];
+        let _ = TierPolicy::new("Pro", ONE, Identity::UserIdElseIp);
     }
 
     #[test]

@@ -1,0 +1,16 @@
+use actix_web::{get, App, HttpResponse, Responder};
+use ratelimit_runtime::rate_limit;
+
+// The default and a tier may share a window (they count in keys of their own); two limits
+// of one tier may not.
+#[rate_limit(limit = 100, window = "1m")]
+#[rate_limit(tier = "pro", limit = 1000, window = "1m")]
+#[rate_limit(tier = "pro", limit = 500, window = "1m")]
+#[get("/search")]
+async fn search() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+fn main() {
+    let _ = App::new().service(search);
+}
