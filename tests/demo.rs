@@ -193,7 +193,7 @@ async fn every_route_of_the_demo_follows_its_policy() {
     assert_eq!(status, 200);
     assert_eq!(
         headers.get("ratelimit-policy").unwrap(),
-        "\"search\";q=300;w=60"
+        "\"search.0\";q=300;w=60, \"API\";q=1000;w=3600"
     );
     assert_eq!(
         demo.allowed_before_429("GET", "/api/search?q=x", &[key], None, 400)
@@ -373,8 +373,8 @@ fn routes_prints_the_route_table_and_exits_zero() {
         "POST    /login           demo::routes::login",
         "10/5m sliding_log failures block 15m",
         "5/15m sliding_log",
-        "300/1m sliding_window",
-        "60/1h fixed_window",
+        "300/1m sliding_window + budget API 1000/1h sliding_window by api_key",
+        "600/1h fixed_window cost 10 + budget API 1000/1h sliding_window cost 10 by api_key",
         "30/1m sliding_window",
         "120/1m sliding_window + 20/1s gcra",
         "exempt: load balancer health check",

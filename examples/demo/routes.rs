@@ -2,7 +2,7 @@
 
 use actix_web::{get, post, web, HttpMessage, HttpRequest, HttpResponse, Responder};
 use metrics_exporter_prometheus::PrometheusHandle;
-use ratelimit_runtime::{identity::UserId, rate_limit, IdentityPart, RateLimiter};
+use ratelimit_runtime::{budget, identity::UserId, rate_limit, IdentityPart, RateLimiter};
 use serde::Deserialize;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -124,19 +124,26 @@ pub struct SearchQuery {
     q: String,
 }
 
+// One quota per API key across the API: every search spends a unit of it, every export ten.
+budget!(API = limit = 1000, window = "1h", identity = "api_key");
+
 #[rate_limit(limit = 300, window = "1m", identity = "api_key", fail = "open")]
+#[rate_limit(budget = API)]
 #[get("/api/search")]
 async fn search(query: web::Query<SearchQuery>) -> impl Responder {
     HttpResponse::Ok().json(serde_json::json!({ "query": query.q, "results": [] }))
 }
 
+/// An export weighs ten searches: 60 an hour, and ten units of the key's API quota each.
 #[rate_limit(
-    limit = 60,
+    limit = 600,
     window = "1h",
     identity = "api_key",
     algorithm = "fixed_window",
-    fail = "closed"
+    fail = "closed",
+    cost = 10
 )]
+#[rate_limit(budget = API, cost = 10)]
 #[post("/reports/export")]
 async fn export_report() -> impl Responder {
     HttpResponse::Accepted().json(serde_json::json!({ "status": "export queued" }))
