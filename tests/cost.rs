@@ -23,51 +23,6 @@ use ratelimit_runtime::{
 };
 use support::{limit_states, Backend, RedisServer, T0, W};
 
-macro_rules! on_every_store {
-    ($($case:ident),* $(,)?) => {
-        mod standalone {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let backend = super::Backend::standalone().await;
-                    super::$case(&backend).await;
-                    backend.finish().await;
-                }
-            )*
-        }
-        mod cluster {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let backend = super::Backend::cluster().await;
-                    super::$case(&backend).await;
-                    backend.finish().await;
-                }
-            )*
-        }
-        mod valkey {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let backend = super::Backend::valkey().await;
-                    super::$case(&backend).await;
-                    backend.finish().await;
-                }
-            )*
-        }
-        mod memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let backend = super::Backend::memory();
-                    super::$case(&backend).await;
-                    backend.finish().await;
-                }
-            )*
-        }
-    };
-}
-
 on_every_store!(
     each_algorithm_counts_a_request_as_its_cost,
     a_thousand_concurrent_requests_of_cost_7_under_700_pass_exactly_100,

@@ -147,51 +147,6 @@ async fn the_route_table_shows_which_routes_share_a_budget() {
     assert_eq!(sharing, 2, "{json}");
 }
 
-macro_rules! on_every_store {
-    ($($case:ident),* $(,)?) => {
-        mod standalone {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let backend = super::Backend::standalone().await;
-                    super::$case(&backend).await;
-                    backend.finish().await;
-                }
-            )*
-        }
-        mod cluster {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let backend = super::Backend::cluster().await;
-                    super::$case(&backend).await;
-                    backend.finish().await;
-                }
-            )*
-        }
-        mod valkey {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let backend = super::Backend::valkey().await;
-                    super::$case(&backend).await;
-                    backend.finish().await;
-                }
-            )*
-        }
-        mod memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let backend = super::Backend::memory();
-                    super::$case(&backend).await;
-                    backend.finish().await;
-                }
-            )*
-        }
-    };
-}
-
 on_every_store!(a_route_limit_and_a_shared_budget_in_other_slots_are_all_or_nothing);
 
 /// The store's view: one key per route for the route's own limit, one for the budget

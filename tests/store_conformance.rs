@@ -2,8 +2,8 @@
 //! the same on a harness-started Valkey server (the binary `tests/run` installs),
 //! `RedisClusterStore` on a harness-started 3-master cluster, and `MemoryStore`.
 //!
-//! Every case is an `async fn(&Backend)`; the `conformance!` macro generates one test per
-//! (case, backend). Time is injected (a `ManualClock`); no test sleeps for a window.
+//! Every case is an `async fn(&Backend)`; `on_every_store!` (tests/support) generates one
+//! test per (case, backend). Time is injected (a `ManualClock`); no test sleeps for a window.
 
 mod support;
 
@@ -18,52 +18,7 @@ use ratelimit_runtime::{
 };
 use support::{limit_states, Backend, T0, W};
 
-macro_rules! conformance {
-    ($($case:ident),* $(,)?) => {
-        mod standalone {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let backend = super::Backend::standalone().await;
-                    super::$case(&backend).await;
-                    backend.finish().await;
-                }
-            )*
-        }
-        mod cluster {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let backend = super::Backend::cluster().await;
-                    super::$case(&backend).await;
-                    backend.finish().await;
-                }
-            )*
-        }
-        mod valkey {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let backend = super::Backend::valkey().await;
-                    super::$case(&backend).await;
-                    backend.finish().await;
-                }
-            )*
-        }
-        mod memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let backend = super::Backend::memory();
-                    super::$case(&backend).await;
-                    backend.finish().await;
-                }
-            )*
-        }
-    };
-}
-
-conformance!(
+on_every_store!(
     fixed_window_allows_a_full_quota_again_one_ms_after_rollover,
     sliding_window_still_limits_one_ms_after_rollover,
     sliding_window_weighs_the_previous_window_at_the_midpoint,

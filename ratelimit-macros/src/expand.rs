@@ -189,25 +189,8 @@ fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Re
 /// `fn(&ServiceRequest) -> u32` argument, so the compiler checks its path and signature at the
 /// string's span.
 fn cost_from_path(stack: &[Args], cx: &mut Ctxt) -> TokenStream {
-    let mut said: Option<&syn::Path> = None;
-    for args in stack {
-        let Some((path, span)) = args.cost_from.valid() else {
-            continue;
-        };
-        match said {
-            None => said = Some(path),
-            Some(first) if quote!(#first).to_string() != quote!(#path).to_string() => cx.error(
-                span,
-                format!(
-                    "`cost_from` differs between the stacked `#[rate_limit]`s (`{}` and `{}`): one function weighs the route's requests; write it once",
-                    quote!(#first).to_string().replace(' ', ""),
-                    quote!(#path).to_string().replace(' ', "")
-                ),
-            ),
-            Some(_) => {}
-        }
-    }
-    match said {
+    let why = ": one function weighs the route's requests; write it once";
+    match one_path(stack, |a| &a.cost_from, "cost_from", why, cx) {
         Some(path) => {
             let text = quote!(#path).to_string().replace(' ', "");
             quote!(.__cost_from(#path, #text))
@@ -216,14 +199,18 @@ fn cost_from_path(stack: &[Args], cx: &mut Ctxt) -> TokenStream {
     }
 }
 
-/// The path the expansion names the runtime by: `crate = ".."` where the stack says it, else
-/// the name the compiled crate's `Cargo.toml` gives the `ratelimit-runtime` dependency (a
-/// renamed one too), else `::ratelimit_runtime`. A crate that reaches the runtime only
-/// through another crate's re-export has no such dependency: it says `crate = ".."`.
-pub(crate) fn runtime_path(stack: &[Args], cx: &mut Ctxt) -> TokenStream {
+/// The path the stacked `#[rate_limit]`s write for `key` (in `slot`), once or alike on
+/// several; an error at each that differs from the first (`why` closes the message).
+fn one_path<'a>(
+    stack: &'a [Args],
+    slot: impl Fn(&'a Args) -> &'a crate::args::Slot<syn::Path>,
+    key: &str,
+    why: &str,
+    cx: &mut Ctxt,
+) -> Option<&'a syn::Path> {
     let mut said: Option<&syn::Path> = None;
     for args in stack {
-        let Some((path, span)) = args.runtime.valid() else {
+        let Some((path, span)) = slot(args).valid() else {
             continue;
         };
         match said {
@@ -231,7 +218,7 @@ pub(crate) fn runtime_path(stack: &[Args], cx: &mut Ctxt) -> TokenStream {
             Some(first) if quote!(#first).to_string() != quote!(#path).to_string() => cx.error(
                 span,
                 format!(
-                    "`crate` differs between the stacked `#[rate_limit]`s (`{}` and `{}`); write it once",
+                    "`{key}` differs between the stacked `#[rate_limit]`s (`{}` and `{}`){why}",
                     quote!(#first).to_string().replace(' ', ""),
                     quote!(#path).to_string().replace(' ', "")
                 ),
@@ -239,6 +226,15 @@ pub(crate) fn runtime_path(stack: &[Args], cx: &mut Ctxt) -> TokenStream {
             Some(_) => {}
         }
     }
+    said
+}
+
+/// The path the expansion names the runtime by: `crate = ".."` where the stack says it, else
+/// the name the compiled crate's `Cargo.toml` gives the `ratelimit-runtime` dependency (a
+/// renamed one too), else `::ratelimit_runtime`. A crate that reaches the runtime only
+/// through another crate's re-export has no such dependency: it says `crate = ".."`.
+pub(crate) fn runtime_path(stack: &[Args], cx: &mut Ctxt) -> TokenStream {
+    let said = one_path(stack, |a| &a.runtime, "crate", "; write it once", cx);
     if let Some(path) = said {
         return quote!(#path);
     }

@@ -37,7 +37,7 @@ end
 --@include parts/clock.lua
 -- Every request of a batch counts one unit: a limit with a cost is checked one request per
 -- call (the peek parts below read `cost`).
-local cost = 1
+local cost, cost_arg = 1, '1'
 
 -- Phase 1: what each limit holds, and how many of the `n` it lets pass.
 local k, held = n, {}

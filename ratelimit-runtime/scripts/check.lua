@@ -83,7 +83,8 @@ if all_allowed then
   for i = 1, n do
     local k = 6 * i
     local key, code, window, ttl, value = KEYS[i], ARGV[5 * i - 2], state[k - 5], state[k - 4], state[k - 3]
-    local cost = tonumber(ARGV[5 * i + 2])
+    local cost_arg = ARGV[5 * i + 2]
+    local cost = tonumber(cost_arg)
     if code == 'fw' then
       --@include parts/fixed_window_commit.lua
     elseif code == 'sw' then

@@ -29,6 +29,56 @@ pub use ratelimit_fields::{quota_policies, service_limits, QuotaPolicy, ServiceL
 pub use sentinel::{LoneSentinel, SentinelSetup, MASTER_NAME};
 pub use server::{dir_prefix, ping, RedisServer};
 
+/// One test per case and store: modules `standalone` (`RedisStore` on a harness-started
+/// server), `cluster` (`RedisClusterStore` on a harness-started 3-master cluster), `valkey`
+/// and `memory`, each with a test per case, an `async fn(&Backend)` of the calling file
+/// (which imports `Backend`).
+#[macro_export]
+macro_rules! on_every_store {
+    ($($case:ident),* $(,)?) => {
+        mod standalone {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let backend = super::Backend::standalone().await;
+                    super::$case(&backend).await;
+                    backend.finish().await;
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let backend = super::Backend::cluster().await;
+                    super::$case(&backend).await;
+                    backend.finish().await;
+                }
+            )*
+        }
+        mod valkey {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let backend = super::Backend::valkey().await;
+                    super::$case(&backend).await;
+                    backend.finish().await;
+                }
+            )*
+        }
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let backend = super::Backend::memory();
+                    super::$case(&backend).await;
+                    backend.finish().await;
+                }
+            )*
+        }
+    };
+}
+
 /// Calls `attempt` every 50 ms until it succeeds or `within` has passed: its value and how
 /// long that took, or the errors seen (each once, in order).
 pub async fn until_ok<T, E, F>(

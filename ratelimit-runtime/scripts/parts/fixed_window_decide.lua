@@ -5,7 +5,7 @@ do
   local start = now - now % window
   local field = string.format('%d', start)
   local left = window - (now - start)
-  local count = redis.call('HINCRBY', key, field, cost)
+  local count = redis.call('HINCRBY', key, field, cost_arg)
   if count == cost then
     local ms, oldest = left, start
     --@include parts/new_window.lua

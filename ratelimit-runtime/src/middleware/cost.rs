@@ -4,13 +4,8 @@ use std::sync::Arc;
 
 use actix_web::dev::ServiceRequest;
 
-use super::{
-    declared_routes::DeclaredRoutes, limiter::Limiter, route_info::RouteInfo, RateLimiter,
-};
+use super::{limiter::Limiter, route_info::RouteInfo, RateLimiter};
 use crate::policy::{Limit, MAX_STACKED};
-
-/// The app's function that weighs a request of one route.
-pub(crate) type CostFn = Arc<dyn Fn(&ServiceRequest) -> u32 + Send + Sync>;
 
 impl RateLimiter {
     /// Weighs each request of `route` (`METHOD /full/pattern`, as the route table names it)
@@ -76,25 +71,6 @@ impl RateLimiter {
         self.rollout.costs.push((route.to_owned(), Arc::new(cost)));
         self
     }
-}
-
-/// A problem for each route `costs` names that `routes` does not declare.
-pub(crate) fn unknown_routes(routes: &DeclaredRoutes, costs: &[(String, CostFn)]) -> Vec<String> {
-    if costs.is_empty() {
-        return Vec::new();
-    }
-    let catalog = routes.catalog();
-    let labels: Vec<&str> = catalog.keys().map(String::as_str).collect();
-    costs
-        .iter()
-        .filter(|(label, _)| !catalog.contains_key(label))
-        .map(|(label, _)| {
-            format!(
-                "`RateLimiter::cost_of({label:?}, ..)`: the App declares no route `{label}`; name a declared route as the route table shows it{}",
-                ratelimit_grammar::suggest::did_you_mean_any_case(label, &labels)
-            )
-        })
-        .collect()
 }
 
 /// `limits`, each counting `cost` units (at most its whole budget, at least one).

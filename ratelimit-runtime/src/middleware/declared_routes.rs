@@ -75,7 +75,7 @@ pub(crate) fn checking_ends(tree: Option<&IntrospectionTree>) -> Checked {
             continue;
         };
         let (routes, mut problems) = DeclaredRoutes::from_tree_with(tree, &rollout.declared);
-        problems.extend(super::cost::unknown_routes(&routes, &rollout.costs));
+        problems.extend(unknown_cost_routes(&routes, &rollout.costs));
         rollout.found(&problems);
         checked.problems.extend(rollout.problems());
         for (pattern, declaration) in routes.in_code() {
@@ -515,6 +515,28 @@ fn collect_resources<'a>(node: &'a IntrospectionNode, found: &mut Vec<&'a Intros
     for child in &node.children {
         collect_resources(child, found);
     }
+}
+
+/// A problem for each route `costs` names that `routes` does not declare.
+pub(crate) fn unknown_cost_routes(
+    routes: &DeclaredRoutes,
+    costs: &[(String, super::rollout_state::CostFn)],
+) -> Vec<String> {
+    if costs.is_empty() {
+        return Vec::new();
+    }
+    let catalog = routes.catalog();
+    let labels: Vec<&str> = catalog.keys().map(String::as_str).collect();
+    costs
+        .iter()
+        .filter(|(label, _)| !catalog.contains_key(label))
+        .map(|(label, _)| {
+            format!(
+                "`RateLimiter::cost_of({label:?}, ..)`: the App declares no route `{label}`; name a declared route as the route table shows it{}",
+                ratelimit_grammar::suggest::did_you_mean_any_case(label, &labels)
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -58,8 +58,11 @@ pub(crate) struct Limiter {
     pub(crate) reject_with: Option<super::rejection::RejectWith>,
     /// The app's cost functions by route label
     /// ([`RateLimiter::cost_of`](super::RateLimiter::cost_of)).
-    pub(crate) costs:
-        std::collections::HashMap<String, super::cost::CostFn, foldhash::fast::RandomState>,
+    pub(crate) costs: std::collections::HashMap<
+        String,
+        super::rollout_state::CostFn,
+        foldhash::fast::RandomState,
+    >,
 }
 
 /// What the request path leaves, with the request's handle, for the handler's

@@ -17,6 +17,7 @@ mod limiter;
 mod local_fallback;
 mod overridden;
 mod rate_limiter;
+mod refusals;
 mod rejection;
 mod rollout;
 mod rollout_state;

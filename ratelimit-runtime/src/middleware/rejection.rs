@@ -19,8 +19,8 @@ use actix_web::{
     HttpResponse,
 };
 
-use super::{answer, headers, limiter::Limiter, route_info::RouteInfo};
-use crate::{key::PartitionKey, store::LimitState};
+use super::{answer, route_info::RouteInfo};
+use crate::store::LimitState;
 
 /// The app's function of [`RateLimiter::reject_with`](super::RateLimiter::reject_with).
 pub(crate) type RejectWith = Arc<dyn Fn(&Rejection) -> HttpResponse + Send + Sync>;
@@ -182,7 +182,7 @@ impl Rejection {
     }
 
     /// A refusal for `reason` on `route`, whose default answer is `default`.
-    fn new(
+    pub(crate) fn new(
         reason: RejectionReason,
         route: &RouteInfo,
         default: HttpResponse,
@@ -229,7 +229,7 @@ impl Rejection {
 /// `Cache-Control` of its own. The app's status and body stand, whatever they are. A panic
 /// in the app's function answers with the default instead, and is logged: a refusal must
 /// never become a dropped connection.
-fn answer_with(respond: &RejectWith, rejection: &Rejection) -> HttpResponse {
+pub(crate) fn answer_with(respond: &RejectWith, rejection: &Rejection) -> HttpResponse {
     let Ok(mut response) = catch_unwind(AssertUnwindSafe(|| respond(rejection))) else {
         tracing::error!(
             target: "ratelimit",
@@ -249,70 +249,6 @@ fn answer_with(respond: &RejectWith, rejection: &Rejection) -> HttpResponse {
         own.insert(name.clone(), value.clone());
     }
     response
-}
-
-/// The answers to refusals: the limiter's defaults, or the app's function's in their place.
-impl Limiter {
-    /// The answer to a request over the limit: retry after `retry_ms`, `binding` the
-    /// binding limit's index and state, `partition` the client's `pk`, `violated` the bits
-    /// of the limits that refused. A lockout when the binding limit has a `block`.
-    pub(crate) fn over_limit(
-        &self,
-        route: &RouteInfo,
-        retry_ms: u64,
-        binding: Option<(usize, &LimitState)>,
-        partition: Option<&PartitionKey>,
-        violated: u8,
-    ) -> HttpResponse {
-        let default =
-            answer::too_many_requests(route, retry_ms, binding, self.headers, partition, violated);
-        let Some(respond) = &self.reject_with else {
-            return default;
-        };
-        let locks_out = binding.is_some_and(|(index, _)| {
-            route
-                .policy
-                .limits()
-                .get(index)
-                .is_some_and(|limit| limit.block().is_some())
-        });
-        let reason = if locks_out {
-            RejectionReason::Lockout
-        } else {
-            RejectionReason::Limit
-        };
-        let retry = headers::ceil_secs(retry_ms);
-        let rejection = Rejection::new(reason, route, default, Some(retry), binding, violated);
-        answer_with(respond, &rejection)
-    }
-
-    /// The answer of a route that fails closed while its store cannot decide.
-    pub(crate) fn store_unavailable(&self, route: &RouteInfo) -> HttpResponse {
-        let default = answer::limiter_unavailable(route, self.unavailable_retry_secs);
-        let Some(respond) = &self.reject_with else {
-            return default;
-        };
-        let every_limit = answer::violated_bits(0..route.policy_names.len());
-        let rejection = Rejection::new(
-            RejectionReason::StoreUnavailable,
-            route,
-            default,
-            Some(self.unavailable_retry_secs),
-            None,
-            every_limit,
-        );
-        answer_with(respond, &rejection)
-    }
-
-    /// The answer to a client on the deny list.
-    pub(crate) fn denied(&self, route: &RouteInfo) -> HttpResponse {
-        let default = answer::denied(route);
-        let Some(respond) = &self.reject_with else {
-            return default;
-        };
-        let rejection = Rejection::new(RejectionReason::Denied, route, default, None, None, 0);
-        answer_with(respond, &rejection)
-    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,10 @@ use actix_web::{
 
 use crate::registry::RouteDeclaration;
 
+/// The app's function that weighs a request of one route
+/// ([`RateLimiter::cost_of`](super::RateLimiter::cost_of)).
+pub(crate) type CostFn = Arc<dyn Fn(&ServiceRequest) -> u32 + Send + Sync>;
+
 /// How often, at most, the forwarding-header warning is logged.
 pub(crate) const FORWARDED_WARNING_EVERY_MILLIS: u64 = 60_000;
 
@@ -28,7 +32,7 @@ pub(crate) struct Rollout {
     /// The routes declared in code, each once.
     pub(crate) declared: Vec<&'static RouteDeclaration>,
     /// The app's cost functions, by route label (`RateLimiter::cost_of`).
-    pub(crate) costs: Vec<(String, super::cost::CostFn)>,
+    pub(crate) costs: Vec<(String, CostFn)>,
     /// Bad settings, each naming the setting: the coverage check fails on them and the
     /// middleware refuses to start.
     pub(crate) problems: Vec<String>,

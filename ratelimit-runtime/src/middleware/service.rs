@@ -252,7 +252,7 @@ where
                         );
                     }
                     let costs = &self.config.rollout.costs;
-                    for problem in super::cost::unknown_routes(&declared, costs) {
+                    for problem in super::declared_routes::unknown_cost_routes(&declared, costs) {
                         tracing::error!(
                             target: "ratelimit",
                             "{problem} (run `coverage::require_coverage` with the limiter inside the App to refuse to start instead)"
