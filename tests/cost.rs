@@ -6,8 +6,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use actix_web::{
     post,
     test::{self, TestRequest},
@@ -18,10 +16,10 @@ use ratelimit_runtime::{
     coverage,
     key::RouteKey,
     rate_limit,
-    store::{AdjustRequest, Adjustment, CheckRequest, MemoryStore, RedisStore},
+    store::{AdjustRequest, Adjustment, CheckRequest, MemoryStore},
     Algorithm, Budget, IdentityPart, Limit, RateLimiter, Window,
 };
-use support::{limit_states, Backend, RedisServer, T0, W};
+use support::{limit_states, limiter_on, Backend, RedisServer, T0, W};
 
 on_every_store!(
     each_algorithm_counts_a_request_as_its_cost,
@@ -330,13 +328,7 @@ async fn a_costly_route_answers_in_units(limiter: RateLimiter) {
 #[actix_web::test]
 async fn a_costly_route_answers_in_units_over_redis() {
     let server = RedisServer::start();
-    let store = RedisStore::builder(server.url())
-        .timeout(Duration::from_millis(500))
-        .build()
-        .await
-        .expect("store");
-    let clock = ManualClock::at(T0 + 1_000);
-    a_costly_route_answers_in_units(RateLimiter::new(store).clock(clock)).await;
+    a_costly_route_answers_in_units(limiter_on(&server, T0 + 1_000).await).await;
 }
 
 #[actix_web::test]
@@ -400,12 +392,7 @@ async fn rows(req: actix_web::HttpRequest, budget: Budget) -> HttpResponse {
 #[actix_web::test]
 async fn a_handler_charges_what_the_request_turned_out_to_cost() {
     let server = RedisServer::start();
-    let store = RedisStore::builder(server.url())
-        .timeout(Duration::from_millis(500))
-        .build()
-        .await
-        .expect("store");
-    let limiter = RateLimiter::new(store).clock(ManualClock::at(T0 + 1_000));
+    let limiter = limiter_on(&server, T0 + 1_000).await;
     let app = test::init_service(App::new().service(rows).wrap(limiter)).await;
     let send = |uri: &'static str| {
         let req = from("198.51.100.30").uri(uri).to_request();
@@ -516,13 +503,7 @@ async fn each_request_weighs_what_its_function_says(limiter: RateLimiter) {
 #[actix_web::test]
 async fn each_request_weighs_what_its_function_says_over_redis() {
     let server = RedisServer::start();
-    let store = RedisStore::builder(server.url())
-        .timeout(Duration::from_millis(500))
-        .build()
-        .await
-        .expect("store");
-    let clock = ManualClock::at(T0 + 1_000);
-    each_request_weighs_what_its_function_says(RateLimiter::new(store).clock(clock)).await;
+    each_request_weighs_what_its_function_says(limiter_on(&server, T0 + 1_000).await).await;
 }
 
 #[actix_web::test]

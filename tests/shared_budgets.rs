@@ -5,23 +5,16 @@
 
 mod support;
 
-use std::time::Duration;
-
 use actix_web::{
     get, post,
     test::{self, TestRequest},
     App, HttpResponse, Responder,
 };
 use ratelimit_runtime::{
-    budget,
-    clock::ManualClock,
-    coverage,
-    key::RouteKey,
-    rate_limit,
-    store::{MemoryStore, RedisStore},
-    Algorithm, IdentityPart, Limit, RateLimiter, Window,
+    budget, clock::ManualClock, coverage, key::RouteKey, rate_limit, store::MemoryStore, Algorithm,
+    IdentityPart, Limit, RateLimiter, Window,
 };
-use support::{limit_states, Backend, RedisServer, T0, W};
+use support::{limit_states, limiter_on, Backend, RedisServer, T0, W};
 
 budget!(
     API = limit = 5,
@@ -107,13 +100,7 @@ async fn two_routes_spend_one_budget(limiter: RateLimiter) {
 #[actix_web::test]
 async fn two_routes_spend_one_budget_over_redis() {
     let server = RedisServer::start();
-    let store = RedisStore::builder(server.url())
-        .timeout(Duration::from_millis(500))
-        .build()
-        .await
-        .expect("store");
-    let clock = ManualClock::at(T0 + 1_000);
-    two_routes_spend_one_budget(RateLimiter::new(store).clock(clock)).await;
+    two_routes_spend_one_budget(limiter_on(&server, T0 + 1_000).await).await;
 }
 
 #[actix_web::test]

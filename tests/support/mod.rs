@@ -29,6 +29,16 @@ pub use ratelimit_fields::{quota_policies, service_limits, QuotaPolicy, ServiceL
 pub use sentinel::{LoneSentinel, SentinelSetup, MASTER_NAME};
 pub use server::{dir_prefix, ping, RedisServer};
 
+/// A limiter counting in `server` (a 500 ms store timeout), its clock injected at `now` ms.
+pub async fn limiter_on(server: &RedisServer, now: u64) -> ratelimit_runtime::RateLimiter {
+    let store = ratelimit_runtime::store::RedisStore::builder(server.url())
+        .timeout(std::time::Duration::from_millis(500))
+        .build()
+        .await
+        .expect("store");
+    ratelimit_runtime::RateLimiter::new(store).clock(ratelimit_runtime::clock::ManualClock::at(now))
+}
+
 /// One test per case and store: modules `standalone` (`RedisStore` on a harness-started
 /// server), `cluster` (`RedisClusterStore` on a harness-started 3-master cluster), `valkey`
 /// and `memory`, each with a test per case, an `async fn(&Backend)` of the calling file

@@ -73,30 +73,17 @@ pub struct RoutePolicy {
     tiers: &'static [TierPolicy],
 }
 
-/// Why `limits` cannot be stacked on one route, if they cannot: none, more than 8, or two
-/// sharing an algorithm and a window (they would count in one Redis key).
 /// Whether two limits count under the same shared budget (or both under the route's keys).
 const fn same_budget(a: Option<&str>, b: Option<&str>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(a), Some(b)) => {
-            let (a, b) = (a.as_bytes(), b.as_bytes());
-            if a.len() != b.len() {
-                return false;
-            }
-            let mut i = 0;
-            while i < a.len() {
-                if a[i] != b[i] {
-                    return false;
-                }
-                i += 1;
-            }
-            true
-        }
+        (Some(a), Some(b)) => same_name(a, b),
         _ => false,
     }
 }
 
+/// Why `limits` cannot be stacked on one route, if they cannot: none, more than 8, or two
+/// sharing an algorithm and a window (they would count in one Redis key).
 pub(crate) const fn limits_problem(limits: &[Limit]) -> Option<&'static str> {
     if limits.is_empty() {
         return Some("a limited route needs at least one limit");
@@ -327,7 +314,7 @@ impl RoutePolicy {
     }
 }
 
-/// Whether two tier names are the same (`==` on `str` is not `const`).
+/// Whether two names (tiers, shared budgets) are the same (`==` on `str` is not `const`).
 const fn same_name(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     if a.len() != b.len() {
