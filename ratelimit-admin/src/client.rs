@@ -9,9 +9,9 @@ use std::{
 use ratelimit_runtime::{
     key::KeySecret,
     overrides::{
-        policy_from_text, unknown_tier, version_key, ListEntry, ListKind, RouteSelector, RuleSet,
-        WidestRanges, MAX_ENTRIES, ROUTES_FRESH_FOR, ROUTES_SEEN_SUFFIX, ROUTES_SUFFIX,
-        TIERS_FIELD,
+        policy_with_budgets, shared_budget_from_text, unknown_budget, unknown_tier, version_key,
+        ListEntry, ListKind, RouteSelector, RuleSet, WidestRanges, BUDGET_WORD, MAX_ENTRIES,
+        ROUTES_FRESH_FOR, ROUTES_SEEN_SUFFIX, ROUTES_SUFFIX, TIERS_FIELD,
     },
     settings::Keys,
     store::LimitState,
@@ -54,6 +54,8 @@ pub(crate) struct Published {
     /// The tiers an override may name; `None` from services of a version that publishes
     /// none (they take any tier).
     pub(crate) known_tiers: Option<BTreeSet<String>>,
+    /// Each shared budget the services declare, by name (`API`), with its declared limit.
+    pub(crate) budgets: BTreeMap<String, String>,
 }
 
 /// How long one command or check may take.
@@ -238,6 +240,19 @@ impl Admin {
             .routes_opened()
             .filter(|route| !routes.contains_key(*route))
             .map(|route| format!("an allow entry opens `{route}`, which no service declares"));
+        let known: Vec<&str> = published.budgets.keys().map(String::as_str).collect();
+        let budgets = set
+            .budgets
+            .keys()
+            .map(|name| (format!("{BUDGET_WORD}{name}"), name.as_str()))
+            .chain(set.routes.iter().flat_map(|(selector, (_, stack))| {
+                stack
+                    .iter()
+                    .filter_map(|d| d.budget.as_deref())
+                    .map(move |name| (selector.to_string(), name))
+            }))
+            .filter_map(|(field, name)| unknown_budget(&field, name, &known))
+            .collect::<Vec<_>>();
         Ok(set
             .routes
             .keys()
@@ -249,8 +264,35 @@ impl Admin {
                 Some(_) => None,
             })
             .chain(tiers)
+            .chain(budgets)
             .chain(opened)
             .collect())
+    }
+
+    /// Each shared budget the services declare with its limit in force: its override in the
+    /// hash (`fields`), else in the services' overrides `file`, else its declaration.
+    pub(crate) fn budgets_in_force(
+        published: &Published,
+        fields: &BTreeMap<String, String>,
+        file: &RuleSet,
+    ) -> Result<BTreeMap<&'static str, Limit>, String> {
+        let mut budgets = BTreeMap::new();
+        for (name, declared) in &published.budgets {
+            let declared =
+                shared_budget_from_text(name, declared, None).map_err(|e| e.join("\n"))?;
+            let written = fields
+                .get(&format!("{BUDGET_WORD}{name}"))
+                .or_else(|| file.budgets.get(name).map(|(text, _)| text));
+            let limit = match written {
+                Some(text) => {
+                    shared_budget_from_text(name, text, Some(declared)).map_err(|e| e.join("\n"))?
+                }
+                None => declared,
+            };
+            let name = limit.budget().expect("a shared budget's limit names it");
+            budgets.insert(name, limit);
+        }
+        Ok(budgets)
     }
 
     /// The fields of the hash that name `entry` on `kind`'s list (written with or without
@@ -365,14 +407,26 @@ impl Admin {
         selector: &RouteSelector,
         declarations: &str,
     ) -> Result<(), String> {
-        RuleSet::from_fields([(selector.to_string().as_str(), declarations)])
+        let set = RuleSet::from_fields([(selector.to_string().as_str(), declarations)])
             .map_err(|e| e.join("\n"))?;
         let Published {
             routes,
             gone,
             known_tiers,
+            budgets,
             ..
         } = self.published().await?;
+        let known: Vec<&str> = budgets.keys().map(String::as_str).collect();
+        let unknown = set.routes.values().flat_map(|(_, stack)| {
+            stack
+                .iter()
+                .filter_map(|d| unknown_budget(&selector.to_string(), d.budget.as_deref()?, &known))
+        });
+        if let Some(problem) = unknown.into_iter().next() {
+            return Err(format!(
+                "{problem} (the services would refuse the whole hash)"
+            ));
+        }
         if let Some(ago) = gone.get(&selector.route) {
             return Err(format!(
                 "`{}` was last published {} minutes ago, by services that no longer run (running ones publish their routes every minute): no running service declares it, and they would refuse the whole hash over it",
@@ -441,7 +495,8 @@ impl Admin {
                 self.routes_key()
             )
         })?;
-        let read = |text: &str| policy_from_text(&selector.route, text, None);
+        let budgets = Self::budgets_in_force(&published, fields, file)?;
+        let read = |text: &str| policy_with_budgets(&selector.route, text, None, &budgets);
         let declared = read(declared).map_err(|e| e.join("\n"))?;
         // The tier's own declared limits, which its override keeps what it does not write of.
         let declared_tier = match published.tiers.get(&selector.to_string()) {
@@ -458,9 +513,12 @@ impl Admin {
                 .or_else(|| file.routes.get(selector).map(|(text, _)| text))
         };
         let own = selector.tier.as_ref().and_then(|_| written(selector));
+        let with = |text: &str, kept: &Policy| {
+            policy_with_budgets(&selector.route, text, Some(kept), &budgets)
+        };
         if let Some(text) = own {
             let kept = declared_tier.as_ref().unwrap_or(&declared);
-            return policy_from_text(&selector.route, text, Some(kept))
+            return with(text, kept)
                 .map(|policy| (policy, true))
                 .map_err(|e| e.join("\n"));
         }
@@ -468,7 +526,7 @@ impl Admin {
             return Ok((tier, true));
         }
         match written(&route) {
-            Some(text) => policy_from_text(&selector.route, text, Some(&declared))
+            Some(text) => with(text, &declared)
                 .map(|policy| (policy, false))
                 .map_err(|e| e.join("\n")),
             None => Ok((declared, false)),
@@ -516,40 +574,8 @@ impl Admin {
         // A tier with no limits of its own counts in the route's keys, as the services
         // count it.
         let tier = selector.tier.as_deref().filter(|_| own);
-        let store: std::sync::Arc<dyn Store> = match &self.budgets {
-            Budgets::Cluster(nodes) => std::sync::Arc::new(
-                RedisClusterStore::builder(nodes.clone())
-                    .timeout(TIMEOUT)
-                    .build()
-                    .await
-                    .map_err(|e| e.to_string())?,
-            ),
-            Budgets::Url(url) => std::sync::Arc::new(
-                RedisStore::builder(url.clone())
-                    .timeout(TIMEOUT)
-                    .build()
-                    .await
-                    .map_err(|e| e.to_string())?,
-            ),
-            Budgets::Sentinel(store) => std::sync::Arc::new(store.clone()),
-        };
-        let mut keys = Keys::new().prefix(&args.prefix);
-        if let Ok(secret) = std::env::var("RATELIMIT_KEY_SECRET") {
-            let secret =
-                KeySecret::new(secret.trim()).map_err(|e| format!("RATELIMIT_KEY_SECRET: {e}"))?;
-            keys = keys.secret(secret);
-        }
-        let limiter = RateLimiter::from_arc(store).keys(keys);
-        limiter.check_settings().map_err(|e| e.to_string())?;
-        let headers: Vec<(String, String)> = args
-            .header
-            .iter()
-            .map(|h| {
-                h.split_once('=')
-                    .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.to_owned()))
-                    .ok_or_else(|| format!("`--header {h}`: write `name=value`"))
-            })
-            .collect::<Result<_, _>>()?;
+        let limiter = self.limiter(&args.prefix).await?;
+        let headers = header_args(args)?;
         // Every identity the arguments give (an address and a name on a sign-in route: both
         // budgets, the name's lockout included).
         let mut found = None;
@@ -581,6 +607,49 @@ impl Admin {
             )
         })
     }
+
+    /// A limiter on the services' store, keyed as they key (`prefix`, and the key secret
+    /// from RATELIMIT_KEY_SECRET), to read and reset budgets with.
+    pub(crate) async fn limiter(&self, prefix: &str) -> Result<RateLimiter, String> {
+        let store: std::sync::Arc<dyn Store> = match &self.budgets {
+            Budgets::Cluster(nodes) => std::sync::Arc::new(
+                RedisClusterStore::builder(nodes.clone())
+                    .timeout(TIMEOUT)
+                    .build()
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
+            Budgets::Url(url) => std::sync::Arc::new(
+                RedisStore::builder(url.clone())
+                    .timeout(TIMEOUT)
+                    .build()
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
+            Budgets::Sentinel(store) => std::sync::Arc::new(store.clone()),
+        };
+        let mut keys = Keys::new().prefix(prefix);
+        if let Ok(secret) = std::env::var("RATELIMIT_KEY_SECRET") {
+            let secret =
+                KeySecret::new(secret.trim()).map_err(|e| format!("RATELIMIT_KEY_SECRET: {e}"))?;
+            keys = keys.secret(secret);
+        }
+        let limiter = RateLimiter::from_arc(store).keys(keys);
+        limiter.check_settings().map_err(|e| e.to_string())?;
+        Ok(limiter)
+    }
+}
+
+/// The `--header name=value` arguments, each name in lower case.
+pub(crate) fn header_args(args: &ClientArgs) -> Result<Vec<(String, String)>, String> {
+    args.header
+        .iter()
+        .map(|h| {
+            h.split_once('=')
+                .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.to_owned()))
+                .ok_or_else(|| format!("`--header {h}`: write `name=value`"))
+        })
+        .collect()
 }
 
 /// The published fields (route or tier, declared policy) split by `seen` (field, Unix
@@ -609,6 +678,14 @@ fn split_published(
     let known_tiers = routes
         .remove(TIERS_FIELD)
         .map(|names| names.split_whitespace().map(str::to_owned).collect());
+    gone.retain(|field, _| !field.starts_with(BUDGET_WORD));
+    let (budgets, routes): (BTreeMap<String, String>, _) = routes
+        .into_iter()
+        .partition(|(field, _)| field.starts_with(BUDGET_WORD));
+    let budgets = budgets
+        .into_iter()
+        .map(|(field, text)| (field[BUDGET_WORD.len()..].to_owned(), text))
+        .collect();
     let (tiers, routes) = routes.into_iter().partition(|(field, _)| {
         RouteSelector::parse(field).is_ok_and(|selector| selector.tier.is_some())
     });
@@ -617,6 +694,7 @@ fn split_published(
         gone,
         tiers,
         known_tiers,
+        budgets,
     }
 }
 
@@ -682,7 +760,7 @@ fn primary_client(
 
 /// The values `args` gives for `identity`'s parts, in its order; `None` when one is
 /// missing.
-fn identity_values<'a>(
+pub(crate) fn identity_values<'a>(
     identity: ratelimit_runtime::Identity,
     args: &'a ClientArgs,
     headers: &'a [(String, String)],

@@ -7,15 +7,22 @@
 //! ratelimit-admin override set "POST /login" 'limit = 5, window = "5m"'
 //! ratelimit-admin override set "GET /api/search" 'limit = 200, window = "1s"' --tier pro
 //! ratelimit-admin override clear "POST /login"
+//! ratelimit-admin override set "budget API" 'limit = 20000, window = "1d"'
+//! ratelimit-admin state "budget API" --api-key -
 //! ratelimit-admin deny add ip 203.0.113.0/24 --note "incident 42"
 //! ratelimit-admin allow add ip 198.51.100.7 --routes "POST /login" --note "pen test"
 //! ratelimit-admin allow add api_key - --note monitoring     # the key from stdin
 //! ratelimit-admin reset "POST /login" --ip 203.0.113.7 --username alice
 //! ```
 
+mod budgets;
 mod client;
 
-use std::{collections::BTreeSet, path::PathBuf, process::ExitCode};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::PathBuf,
+    process::ExitCode,
+};
 
 use clap::{
     parser::ValueSource, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand,
@@ -23,7 +30,7 @@ use clap::{
 use ratelimit_runtime::{
     key::KeySecret,
     overrides::{
-        api_key_fingerprint, is_fingerprint, list_field, policy_from_text, redacted_field,
+        api_key_fingerprint, is_fingerprint, list_field, policy_with_budgets, redacted_field,
         ListEntry, ListKind, RouteSelector, RuleSet, WidestRanges,
     },
     Policy,
@@ -112,7 +119,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Lists the routes the services declare (as they publish them), with the limits each
-    /// declares for tiers, and the overrides in the hash.
+    /// declares for tiers, their shared budgets and the routes naming each, and the
+    /// overrides in the hash.
     Routes,
     /// Lists, sets or clears a route's override.
     #[command(subcommand)]
@@ -146,9 +154,11 @@ enum Command {
 enum OverrideCommand {
     /// Lists the overrides in the hash.
     List,
-    /// Sets a route's override (in force on every instance within about a second).
+    /// Sets a route's override, or a shared budget's (in force on every instance within
+    /// about a second).
     Set {
-        /// The route, as the route table names it: `"POST /login"`.
+        /// The route, as the route table names it: `"POST /login"`; or a shared budget,
+        /// `"budget API"` (every route naming it counts under the override, at its cost).
         route: String,
         /// Declarations in the attribute's syntax: `'limit = 5, window = "5m"'`; stacked
         /// ones separated by `;`.
@@ -162,10 +172,10 @@ enum OverrideCommand {
         #[arg(long)]
         replace_stack: bool,
     },
-    /// Clears a route's override: its declared policy is in force again (once the hash is one
-    /// the services take).
+    /// Clears a route's or a shared budget's override: its declared policy is in force again
+    /// (once the hash is one the services take).
     Clear {
-        /// The route, as the route table names it: `"POST /login"`.
+        /// The route, as the route table names it: `"POST /login"`; or `"budget API"`.
         route: String,
         /// The tier's override rather than the route's.
         #[arg(long)]
@@ -210,7 +220,8 @@ struct EntryArgs {
 /// A client on a route, by the plain values of the parts the route counts.
 #[derive(Args)]
 struct ClientArgs {
-    /// The route, as the route table names it: `"POST /login"`.
+    /// The route, as the route table names it: `"POST /login"`; or a shared budget,
+    /// `"budget API"` (every route's budget: `reset` on a route leaves it alone).
     route: String,
     /// The client's address.
     #[arg(long, value_parser = an_address)]
@@ -422,6 +433,7 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
                     }
                 }
             }
+            budgets::print(&published, &overrides, &file);
             for (route, ago) in gone {
                 println!(
                     "{route}\n  gone: last published {} minutes ago, by services no longer running",
@@ -432,7 +444,7 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
         }
         Command::Override(OverrideCommand::List) => {
             for (field, value) in admin.fields().await? {
-                if RouteSelector::parse(&field).is_ok() {
+                if RouteSelector::parse(&field).is_ok() || budgets::named(&field).is_some() {
                     println!("{field} = '{value}'");
                 }
             }
@@ -444,6 +456,12 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
             tier,
             replace_stack,
         }) => {
+            if let Some(name) = budgets::named(&route) {
+                if tier.is_some() {
+                    return Err("a shared budget is every tier's: give no --tier".to_owned());
+                }
+                return budgets::set(&admin, name, &declarations).await;
+            }
             let selector = selector(&route, tier.as_deref())?;
             admin.check(&selector, &declarations).await?;
             let published = admin.published().await?;
@@ -454,8 +472,10 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
                 .get(&selector.to_string())
                 .or_else(|| published.routes.get(&selector.route));
             if let Some(declared) = declared {
+                let fields = admin.fields().await?;
+                let budgets = Admin::budgets_in_force(&published, &fields, &RuleSet::default())?;
                 let (dropped, stops_counting_names) =
-                    stack_change(&selector.route, declared, &declarations)?;
+                    stack_change(&selector.route, declared, &declarations, &budgets)?;
                 if !dropped.is_empty() {
                     let what = dropped.join("; ");
                     if !replace_stack {
@@ -478,8 +498,12 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
             Ok(())
         }
         Command::Override(OverrideCommand::Clear { route, tier }) => {
-            let selector = selector(&route, tier.as_deref())?;
-            if admin.remove(&selector.to_string()).await? {
+            let selector = match budgets::named(&route) {
+                Some(name) if tier.is_none() => format!("budget {name}"),
+                Some(_) => return Err("a shared budget is every tier's: give no --tier".to_owned()),
+                None => selector(&route, tier.as_deref())?.to_string(),
+            };
+            if admin.remove(&selector).await? {
                 // While the services refuse the hash, they keep what they last took, this
                 // override included.
                 let problems = admin.hash_problems().await?;
@@ -501,14 +525,37 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
             route,
             declarations,
         } => {
+            if let Some(name) = budgets::named(&route) {
+                budgets::check(&admin, name, &declarations).await?;
+                println!("`budget {name}` = '{declarations}': valid");
+                return Ok(());
+            }
             let selector = selector(&route, None)?;
             admin.check(&selector, &declarations).await?;
             println!("`{selector}` = '{declarations}': valid");
             Ok(())
         }
         Command::Reset(args) => {
-            let selector = selector(&args.route, args.tier.as_deref())?;
             let file = admin.overrides_file(file.as_deref()).await?;
+            if let Some(name) = budgets::named(&args.route) {
+                let held = !budgets::budget(&admin, name, &args, &file, false)
+                    .await?
+                    .iter()
+                    .all(|(limit, state)| whole(limit, state));
+                budgets::budget(&admin, name, &args, &file, true).await?;
+                if held {
+                    println!(
+                        "reset `budget {name}` for the client given, on every route naming it"
+                    );
+                } else {
+                    println!(
+                        "nothing to reset: `budget {name}` held no count for the client given"
+                    );
+                    warn_keys_unseen(&args);
+                }
+                return Ok(());
+            }
+            let selector = selector(&args.route, args.tier.as_deref())?;
             let held = !admin
                 .budget(&selector, &args, &file, false)
                 .await?
@@ -524,9 +571,14 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
             Ok(())
         }
         Command::State(args) => {
-            let selector = selector(&args.route, args.tier.as_deref())?;
             let file = admin.overrides_file(file.as_deref()).await?;
-            let states = admin.budget(&selector, &args, &file, false).await?;
+            let states = match budgets::named(&args.route) {
+                Some(name) => budgets::budget(&admin, name, &args, &file, false).await?,
+                None => {
+                    let selector = selector(&args.route, args.tier.as_deref())?;
+                    admin.budget(&selector, &args, &file, false).await?
+                }
+            };
             if states.iter().all(|(limit, state)| whole(limit, state)) {
                 warn_keys_unseen(&args);
             }
@@ -610,9 +662,17 @@ fn warn_refused(problems: &[String]) {
 /// limit to change would quietly lift the others, a sign-in route's lockout say), and
 /// whether it stops counting a username the declared policy counts (allow entries that name
 /// no route then open the route).
-fn stack_change(route: &str, declared: &str, text: &str) -> Result<(Vec<String>, bool), String> {
-    let declared = policy_from_text(route, declared, None).map_err(|e| e.join("\n"))?;
-    let written = policy_from_text(route, text, Some(&declared)).map_err(|e| e.join("\n"))?;
+fn stack_change(
+    route: &str,
+    declared: &str,
+    text: &str,
+    budgets: &BTreeMap<&'static str, ratelimit_runtime::Limit>,
+) -> Result<(Vec<String>, bool), String> {
+    let read = |text: &str, declared: Option<&Policy>| {
+        policy_with_budgets(route, text, declared, budgets).map_err(|e| e.join("\n"))
+    };
+    let declared = read(declared, None)?;
+    let written = read(text, Some(&declared))?;
     let counts = |policy: &Policy| policy.limited().is_some_and(|p| p.reads_username());
     let stops_counting_names = counts(&declared) && !counts(&written);
     let (Policy::Limited(declared), Policy::Limited(written)) = (declared, written) else {

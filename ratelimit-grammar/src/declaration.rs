@@ -50,6 +50,9 @@ pub struct Declaration {
     pub tier: Option<String>,
     /// `exempt`: the reason.
     pub exempt: Option<String>,
+    /// `budget`: the name of the shared budget this declaration stacks (`budget = API`),
+    /// with `cost` the only other key it takes.
+    pub budget: Option<String>,
 }
 
 /// A value as the lexer reads it.
@@ -297,9 +300,12 @@ fn set(declaration: &mut Declaration, key: Key, value: Value) -> Result<(), Vec<
             ))
         }
         Key::Budget => {
-            return Err(one(
-                "`budget` names a constant `budget!` declares in the program, which a declaration read at run time cannot reach; a shared budget is declared in code".to_owned(),
-            ))
+            let name = match value {
+                Value::Word(name) | Value::Str(name) => name,
+                Value::Number(_) => return Err(one(messages::budget_not_a_name(&value.written()))),
+            };
+            crate::check_budget_name(&name).map_err(one)?;
+            declaration.budget = Some(name);
         }
         Key::CostFrom => {
             return Err(one(
@@ -320,6 +326,19 @@ fn check_one(declaration: &Declaration, written: &[Key], misspelled: &[Key]) -> 
             .filter(|k| !matches!(k, Key::Exempt | Key::Crate))
         {
             errors.push(messages::exempt_stands_alone(*key));
+        }
+        return errors;
+    }
+    if declaration.budget.is_some() {
+        // The budget's limit is its declaration's; the route-wide keys (`fail`, `shadow`,
+        // `headers`, `enforce`) may go beside it, as in the attribute.
+        for key in written.iter().filter(|k| {
+            matches!(
+                k,
+                Key::Limit | Key::Window | Key::Algorithm | Key::Identity | Key::Count | Key::Block
+            )
+        }) {
+            errors.push(messages::budget_stands_alone(*key));
         }
         return errors;
     }
@@ -416,9 +435,17 @@ fn check_stack(stack: &[Declaration]) -> Vec<String> {
         errors.push(messages::too_many_stacked());
     }
     for (i, later) in stack.iter().enumerate() {
+        if let Some(name) = &later.budget {
+            if stack[..i].iter().any(|d| d.budget.as_ref() == Some(name)) {
+                errors.push(messages::budget_twice(name));
+            }
+            continue;
+        }
         let algorithm = later.algorithm.unwrap_or(Algorithm::SlidingWindow);
         let earlier = stack[..i].iter().find(|d| {
-            d.algorithm.unwrap_or(Algorithm::SlidingWindow) == algorithm && d.window == later.window
+            d.budget.is_none()
+                && d.algorithm.unwrap_or(Algorithm::SlidingWindow) == algorithm
+                && d.window == later.window
         });
         if let Some(earlier) = earlier {
             errors.push(messages::repeated_window(
@@ -440,7 +467,11 @@ fn check_stack(stack: &[Declaration]) -> Vec<String> {
     differ(stack, Key::Enforce, written, &mut errors);
     let identities: Vec<&Vec<ParsedPart>> =
         stack.iter().filter_map(|d| d.identity.as_ref()).collect();
-    if identities.iter().any(|i| *i != identities[0]) && stack.iter().any(|d| d.identity.is_none())
+    // A shared budget counts by its own identity, declared with it.
+    if identities.iter().any(|i| *i != identities[0])
+        && stack
+            .iter()
+            .any(|d| d.identity.is_none() && d.budget.is_none())
     {
         errors.push(messages::missing_identity_in_mixed_stack().to_owned());
     }
@@ -604,5 +635,31 @@ mod tests {
             );
         }
         assert!(!errors("").is_empty());
+    }
+
+    #[test]
+    fn a_shared_budget_is_named_with_a_cost_at_most() {
+        let stack =
+            parse_stack(r#"limit = 10, window = "1s", identity = "ip"; budget = API, cost = 5"#)
+                .unwrap();
+        assert_eq!(stack[1].budget.as_deref(), Some("API"));
+        assert_eq!(stack[1].cost, Some(5));
+        assert_eq!(
+            parse_stack(r#"budget = "API""#).unwrap()[0]
+                .budget
+                .as_deref(),
+            Some("API")
+        );
+        // Two budgets have no window to collide on; one budget twice is refused.
+        assert!(parse_stack("budget = API; budget = DAILY").is_ok());
+        assert!(errors("budget = API; budget = API")[0].contains("twice"));
+        assert!(errors(r#"budget = API, limit = 5"#)[0].contains("`limit` of a shared budget"));
+        assert!(errors("budget = 5")[0].contains("e.g. `budget = API`"));
+        assert!(errors(r#"budget = "A|B""#)[0].contains("cannot name a shared budget"));
+        // A budget beside limits that count different identities needs none of its own.
+        assert!(parse_stack(
+            r#"limit = 5, window = "1m", identity = "ip"; limit = 3, window = "1h", identity = "username"; budget = API"#
+        )
+        .is_ok());
     }
 }

@@ -18,6 +18,7 @@
 //! ```
 
 mod algorithm;
+mod budget;
 mod count;
 mod declaration;
 mod fail_mode;
@@ -30,6 +31,7 @@ pub mod suggest;
 mod tier;
 
 pub use algorithm::Algorithm;
+pub use budget::{check_budget_name, MAX_BUDGET_NAME_LEN};
 pub use count::Count;
 pub use declaration::{parse_declaration, parse_stack, Declaration};
 pub use fail_mode::{FailMode, SAFE_METHODS};

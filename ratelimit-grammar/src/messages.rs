@@ -26,6 +26,16 @@ pub fn budget_stands_alone(key: crate::Key) -> String {
     )
 }
 
+/// `budget = 5`: a number where a budget's name goes.
+pub fn budget_not_a_name(found: &str) -> String {
+    format!("`budget` names a shared budget by the constant `budget!` declares, e.g. `budget = API`; found `{found}`")
+}
+
+/// A stack that names one shared budget twice.
+pub fn budget_twice(name: &str) -> String {
+    format!("the route names the shared budget `{name}` twice; name it once")
+}
+
 /// `limit = 0`.
 pub fn limit_zero() -> &'static str {
     "`limit = 0` allows no request at all; a limit must be at least 1 (for a route that needs no limit, write `exempt = \"<reason>\"`)"

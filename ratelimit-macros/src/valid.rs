@@ -370,10 +370,7 @@ fn budget_limit<'a>(
             .as_ref()
             .is_some_and(|p| quote::quote!(#p).to_string().replace(' ', "") == written)
     }) {
-        cx.error(
-            *span,
-            format!("the route names the shared budget `{written}` twice; name it once"),
-        );
+        cx.error(*span, messages::budget_twice(&written));
         ok = false;
     }
     let cost = match &args.cost {

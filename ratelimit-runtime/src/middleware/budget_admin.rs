@@ -12,7 +12,7 @@ use super::{
 use crate::{
     identity::ClientIdentity,
     key::RouteKey,
-    policy::{Identity, IdentityPart, Limit, RoutePolicy},
+    policy::{Identity, IdentityPart, Limit, RoutePolicy, SharedBudget},
     registry::{self, RouteDeclaration},
     store::{AdjustRequest, Adjustment, CheckRequest, LimitState, StoreError},
 };
@@ -442,14 +442,104 @@ impl RateLimiter {
                     .collect::<Vec<_>>()
                     .join("` or `"),
             })?;
-        let key = info.key(&self.keys.prefix, self.keys.secret.as_ref(), &client);
+        let mut key = info.key(&self.keys.prefix, self.keys.secret.as_ref(), &client);
         let limits: Vec<Limit> = policy
             .limits()
             .iter()
             .filter(|limit| policy.identity_of(limit) == counted_by)
             .copied()
             .collect();
+        // A shared budget's state is read in its own key, as requests count it.
+        for name in limits.iter().filter_map(Limit::budget) {
+            key = key.with_budget(name, self.shared_key(name, &client));
+        }
         Ok((key, limits))
+    }
+
+    /// The key of shared budget `name` for `client`, as requests count it.
+    fn shared_key(&self, name: &str, client: &ClientIdentity) -> RouteKey {
+        let stem = RouteKey::budget_stem(&self.keys.prefix, name);
+        RouteKey::from_stem(&stem, self.keys.secret.as_ref(), client.value_parts())
+    }
+
+    /// The shared budget `budget`'s limit in force (its override's, else its declaration's),
+    /// the key of the client `identity` names under it, and that limit.
+    fn budget_in_force(
+        &self,
+        budget: &SharedBudget,
+        identity: &[(IdentityPart, &str)],
+    ) -> Result<(RouteKey, Limit), BudgetError> {
+        let overridden = self.overrides.as_ref().and_then(|o| {
+            let table = o.shared.table.load();
+            table.budgets.get(budget.name()).map(|b| b.limit)
+        });
+        let limit = overridden.unwrap_or(budget.limit());
+        let counted_by = limit.identity().unwrap_or(Identity::UserIdElseIp);
+        let client =
+            self.client_identity(counted_by, identity)
+                .ok_or_else(|| BudgetError::Identity {
+                    route: format!("budget {}", budget.name()),
+                    expected: expected_identity(counted_by),
+                })?;
+        Ok((self.shared_key(budget.name(), &client), limit))
+    }
+
+    /// The state of the client identified by `identity` under the shared budget `budget`
+    /// (its limit in force: an override's, else its declaration's), counting nothing, as
+    /// its next request on any route naming the budget would find it (at cost 1).
+    /// `identity` gives each part the budget counts by, as [`reset`](Self::reset) takes them.
+    ///
+    /// # Errors
+    ///
+    /// [`BudgetError::Identity`] when `identity` is not what the budget counts by; the
+    /// store's error.
+    pub async fn budget_state(
+        &self,
+        budget: &SharedBudget,
+        identity: &[(IdentityPart, &str)],
+    ) -> Result<Vec<LimitState>, BudgetError> {
+        let (key, limit) = self.budget_in_force(budget, identity)?;
+        self.peek_key(&key, &[limit]).await
+    }
+
+    /// Clears the shared budget `budget` of the client identified by `identity` (as
+    /// [`budget_state`](Self::budget_state) names it): every route naming the budget finds
+    /// it whole. This instance stops refusing the client at once, the others within a
+    /// second. ([`reset`](Self::reset) and [`give_back`](Self::give_back) by route leave
+    /// shared budgets alone: they are every route's.)
+    ///
+    /// ```
+    /// # actix_web::rt::System::new().block_on(async {
+    /// use ratelimit_runtime::{budget, store::MemoryStore, IdentityPart, RateLimiter};
+    ///
+    /// budget!(API = limit = 2, window = "1h", identity = "api_key");
+    ///
+    /// let limiter = RateLimiter::new(MemoryStore::new());
+    /// let key = [(IdentityPart::ApiKey, "k-1")];
+    /// limiter.reset_budget(&API, &key).await.unwrap();
+    /// let state = limiter.budget_state(&API, &key).await.unwrap();
+    /// assert!(state[0].allowed && state[0].remaining == 1, "whole: the next request leaves 1");
+    /// let wrong = limiter.budget_state(&API, &[(IdentityPart::Ip, "203.0.113.7")]).await;
+    /// assert!(wrong.unwrap_err().to_string().contains("api_key"));
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`budget_state`](Self::budget_state).
+    pub async fn reset_budget(
+        &self,
+        budget: &SharedBudget,
+        identity: &[(IdentityPart, &str)],
+    ) -> Result<(), BudgetError> {
+        let (key, limit) = self.budget_in_force(budget, identity)?;
+        let limits = [limit];
+        let request = AdjustRequest::new(&key, &limits, self.clock.now_millis(), Adjustment::Reset);
+        // No flood shield remembers a refusal by a shared budget: nothing to forget here.
+        adjust_within(&*self.store, self.timeout, request)
+            .await
+            .map(|_| ())
+            .map_err(BudgetError::Store)
     }
 
     /// `given` as the request path would extract it for a route counting `identity`: each

@@ -49,10 +49,13 @@ use crate::store::RedisSentinelStore;
 
 pub use rules::{
     api_key_fingerprint, check_tier, is_fingerprint, list_field, redacted_field, ListEntry,
-    ListKind, RouteSelector, RuleSet, WidestRanges, FINGERPRINT_PREFIX, MAX_FIELD_LEN,
+    ListKind, RouteSelector, RuleSet, WidestRanges, BUDGET_WORD, FINGERPRINT_PREFIX, MAX_FIELD_LEN,
     MAX_TIER_LEN, MAX_VALUE_LEN,
 };
-pub use table::{declaration_text, policy_from_text, unknown_tier, Overridden, Source};
+pub use table::{
+    declaration_text, policy_from_text, policy_with_budgets, shared_budget_from_text,
+    unknown_budget, unknown_tier, Overridden, Source,
+};
 pub(crate) use table::{Catalog, RouteAt, Table};
 
 /// The default Redis hash of overrides.
@@ -380,6 +383,14 @@ impl Overrides {
             .collect();
         routes.sort_by(|a, b| a.0.cmp(&b.0));
         routes
+    }
+
+    /// The limit an override gives the shared budget `name` (`budget API` in the hash,
+    /// `[budgets]` in the file), when one is in force: every route that names the budget
+    /// counts under it, at the route's cost.
+    pub fn budget_in_force(&self, name: &str) -> Option<crate::Limit> {
+        let table = self.shared.table.load();
+        table.budgets.get(name).map(|b| b.limit)
     }
 
     /// Why each source's last content was refused (every problem, in the attribute's

@@ -9,9 +9,12 @@ use std::{
 
 use super::{
     rules::{ListKind, RouteSelector},
-    table::{check_routes, declaration_text, known_tiers, Catalog, Source, Table},
-    version_key, Overrides, RedisSource, RuleSet, Shared, MAX_ENTRIES, ROUTES_SEEN_SUFFIX,
-    ROUTES_SUFFIX, TIERS_FIELD,
+    table::{
+        budget_text, check_budget_names, check_routes, declaration_text, declared_budgets,
+        known_tiers, Catalog, Source, Table,
+    },
+    version_key, Overrides, RedisSource, RuleSet, Shared, BUDGET_WORD, MAX_ENTRIES,
+    ROUTES_SEEN_SUFFIX, ROUTES_SUFFIX, TIERS_FIELD,
 };
 use crate::{
     middleware::telemetry::{OVERRIDES_APPLIED, OVERRIDES_REFUSED},
@@ -145,11 +148,12 @@ impl Shared {
         // Every problem is named at once: the routes of the rules that read are checked
         // even when others do not read.
         let (set, mut problems) = parse(&content);
-        let fields = set.routes.len() + set.lists.len();
+        let fields = set.len();
         if fields > MAX_ENTRIES {
             problems.push(too_many(fields));
         }
         problems.extend(set.list_problems(config.widest, config.plain_api_keys));
+        problems.extend(check_budget_names(&set));
         // Checked against the App's routes now, or only once they are known.
         let routes_checked = state.catalog.is_some();
         if let Some(catalog) = state.catalog.as_deref() {
@@ -791,7 +795,8 @@ async fn read_redis(
 
 /// The fields the services publish for the admin command: each declared route with its
 /// declared policy, each tier a route gives limits of its own (`GET /search tier "pro"`)
-/// with those limits, and [`TIERS_FIELD`] with every tier overrides may name.
+/// with those limits, each shared budget the program declares (`budget API`) with its
+/// limit, and [`TIERS_FIELD`] with every tier overrides may name.
 fn published_routes(catalog: &Catalog, tiers: &BTreeSet<String>) -> Vec<(String, String)> {
     let mut routes = Vec::new();
     for (route, declaration) in catalog {
@@ -809,6 +814,9 @@ fn published_routes(catalog: &Catalog, tiers: &BTreeSet<String>) -> Vec<(String,
                 routes.push((selector.to_string(), declaration_text(&limits)));
             }
         }
+    }
+    for (name, limit) in declared_budgets() {
+        routes.push((format!("{BUDGET_WORD}{name}"), budget_text(&limit)));
     }
     let names: Vec<&str> = tiers.iter().map(String::as_str).collect();
     routes.push((TIERS_FIELD.to_owned(), names.join(" ")));

@@ -338,6 +338,8 @@ fn unmapped(net: IpNet) -> IpNet {
 pub struct RuleSet {
     /// Declarations by route (and tier), with the text as written.
     pub routes: BTreeMap<RouteSelector, (String, Vec<Declaration>)>,
+    /// Shared budgets' overrides by name (`budget API`), with the text as written.
+    pub budgets: BTreeMap<String, (String, Declaration)>,
     /// Allow and deny entries, with the note written beside each.
     pub lists: BTreeMap<(ListKind, ListEntry), String>,
     /// The routes an allow entry written with `routes "…"` opens, by entry: such an entry
@@ -352,6 +354,9 @@ pub const MAX_FIELD_LEN: usize = 4096;
 
 /// The longest value a source may hold (declarations, or an entry's note), in bytes.
 pub const MAX_VALUE_LEN: usize = 65_536;
+
+/// The word a shared budget's override is written under: `budget API`.
+pub const BUDGET_WORD: &str = "budget ";
 
 /// The word that scopes an allow entry to routes: `allow ip 10.0.0.0/8 routes "POST /login"`.
 const ROUTES_WORD: &str = " routes ";
@@ -451,7 +456,12 @@ fn parse_routes(text: &str) -> Result<BTreeSet<String>, String> {
 impl RuleSet {
     /// Whether it holds nothing.
     pub fn is_empty(&self) -> bool {
-        self.routes.is_empty() && self.lists.is_empty()
+        self.routes.is_empty() && self.budgets.is_empty() && self.lists.is_empty()
+    }
+
+    /// How many fields it holds.
+    pub fn len(&self) -> usize {
+        self.routes.len() + self.budgets.len() + self.lists.len()
     }
 
     /// Every route the allow entries scoped with `routes "…"` name.
@@ -587,6 +597,14 @@ impl RuleSet {
                         fields.push((route.clone(), text));
                     }
                 }
+                "budgets" => {
+                    for (name, value) in table {
+                        match value.as_str() {
+                            Some(text) => fields.push((format!("{BUDGET_WORD}{name}"), text.to_owned())),
+                            None => errors.push(format!("`[budgets] {name}` takes a string in the attribute's syntax: `'limit = 20000, window = \"1d\"'`")),
+                        }
+                    }
+                }
                 kind @ ("allow" | "deny") => {
                     for (list, values) in table {
                         let entry_kind = match list.as_str() {
@@ -611,8 +629,8 @@ impl RuleSet {
                     }
                 }
                 other => errors.push(format!(
-                    "`[{other}]` is no section of the overrides file; expected `[routes]`, `[allow]` or `[deny]`{}",
-                    ratelimit_grammar::suggest::did_you_mean(other, &["routes", "allow", "deny"])
+                    "`[{other}]` is no section of the overrides file; expected `[routes]`, `[budgets]`, `[allow]` or `[deny]`{}",
+                    ratelimit_grammar::suggest::did_you_mean(other, &["routes", "budgets", "allow", "deny"])
                 )),
             }
         }
@@ -682,6 +700,9 @@ impl RuleSet {
                 return Ok(());
             }
         }
+        if let Some(name) = field.strip_prefix(BUDGET_WORD) {
+            return self.add_budget(raw, name.trim(), value);
+        }
         let selector = RouteSelector::parse(field).map_err(|e| vec![e])?;
         if self.routes.contains_key(&selector) {
             // Two fields written differently (spaces, a hand-written hash) for one route:
@@ -698,6 +719,52 @@ impl RuleSet {
         })?;
         self.routes
             .insert(selector, (value.trim().to_owned(), stack));
+        Ok(())
+    }
+
+    /// Adds the override of shared budget `name` (the field `raw`): one declaration of the
+    /// keys `budget!` takes.
+    fn add_budget(&mut self, raw: &str, name: &str, value: &str) -> Result<(), Vec<String>> {
+        ratelimit_grammar::check_budget_name(name).map_err(|e| vec![format!("{raw:?}: {e}")])?;
+        if self.budgets.contains_key(name) {
+            return Err(vec![format!(
+                "the field {raw:?} names `budget {name}`, which another field names too: keep one"
+            )]);
+        }
+        let shown = |p: String| format!("`budget {name}` = '{value}': {p}");
+        let stack = parse_stack(value).map_err(|e| e.into_iter().map(shown).collect::<Vec<_>>())?;
+        let [declaration] = stack.as_slice() else {
+            return Err(vec![shown(
+                "a shared budget is one limit: write one declaration (no `;`)".to_owned(),
+            )]);
+        };
+        let beside = [
+            ("cost", declaration.cost.is_some()),
+            ("count", declaration.count.is_some()),
+            ("block", declaration.block.is_some()),
+            ("fail", declaration.fail.is_some()),
+            ("shadow", declaration.shadow.is_some()),
+            ("headers", declaration.headers.is_some()),
+            ("enforce", declaration.enforce.is_some()),
+            ("budget", declaration.budget.is_some()),
+            ("exempt", declaration.exempt.is_some()),
+        ];
+        let problems: Vec<String> = beside
+            .iter()
+            .filter(|(_, written)| *written)
+            .map(|(key, _)| {
+                shown(format!(
+                    "`{key}` is no key of a shared budget: it takes `limit`, `window`, `algorithm` and `identity`, as `budget!` does (a route's cost is the route's, in its attribute)"
+                ))
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        self.budgets.insert(
+            name.to_owned(),
+            (value.trim().to_owned(), declaration.clone()),
+        );
         Ok(())
     }
 }

@@ -13,7 +13,9 @@ use ratelimit_grammar::{Declaration, FailMode, ParsedPart};
 
 use super::rules::{ListEntry, ListKind, RouteSelector, RuleSet};
 use crate::{
-    policy::{Identity, IdentityPart, Limit, Policy, RouteHeaders, RoutePolicy, Window},
+    policy::{
+        shared_budgets, Identity, IdentityPart, Limit, Policy, RouteHeaders, RoutePolicy, Window,
+    },
     registry::RouteDeclaration,
 };
 
@@ -44,6 +46,25 @@ impl Source {
 
 /// A route's declared routes by label (`POST /login`), as the App mounts them.
 pub(crate) type Catalog = BTreeMap<String, &'static RouteDeclaration>;
+
+/// Shared budgets' limits in force, by name: an override's, else the declaration's.
+pub(crate) type BudgetLimits = BTreeMap<&'static str, Limit>;
+
+/// Every shared budget linked into the program, by name, as declared.
+pub(crate) fn declared_budgets() -> BudgetLimits {
+    shared_budgets().map(|b| (b.name(), b.limit())).collect()
+}
+
+/// An override of a shared budget in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BudgetOverride {
+    /// The limit in force.
+    pub(crate) limit: Limit,
+    /// Where it comes from.
+    pub(crate) source: Source,
+    /// The declaration as written.
+    pub(crate) text: String,
+}
 
 /// An override in force on one route (and tier).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -218,6 +239,8 @@ pub(crate) struct Table {
     pub(crate) generation: u64,
     /// By route label (`POST /login`), looked up by `&str` on every request.
     routes: HashMap<String, RouteOverrides>,
+    /// Shared budgets' overrides, by name.
+    pub(crate) budgets: BTreeMap<&'static str, BudgetOverride>,
     pub(crate) allow: List,
     pub(crate) deny: List,
 }
@@ -268,24 +291,47 @@ impl Table {
     }
 
     /// Builds the table from each source's accepted rules (Redis over the file, route by
-    /// route; lists from both).
+    /// route and budget by budget; lists from both). A shared budget's override is in force
+    /// on every route that names it, beside the route's own limits or their override.
     pub(crate) fn build(generation: u64, sets: &[(Source, &RuleSet)], catalog: &Catalog) -> Table {
         let mut table = Table {
             generation,
             ..Table::default()
         };
+        let mut budgets = declared_budgets();
+        for (source, set) in sets {
+            for (name, (text, declaration)) in &set.budgets {
+                let Some((&name, &declared)) = budgets.get_key_value(name.as_str()) else {
+                    continue;
+                };
+                let limit = budget_limit(name, declaration, Some(declared));
+                budgets.insert(name, limit);
+                let text = text.clone();
+                let source = *source;
+                table.budgets.insert(
+                    name,
+                    BudgetOverride {
+                        limit,
+                        source,
+                        text,
+                    },
+                );
+            }
+        }
         for (source, set) in sets {
             for (selector, (text, stack)) in &set.routes {
                 let Some(declaration) = catalog.get(&selector.route) else {
                     continue;
                 };
                 // A tier's override keeps what its declared limits keep (their identity, the
-                // cost at each place), else the route's default's.
+                // cost at each place, the shared budgets), else the route's default's.
                 let declared = match &selector.tier {
                     Some(tier) => declaration.policy.for_tier(tier),
                     None => declaration.policy.limited().copied(),
                 };
-                let policy = to_policy(stack, declared, &selector.route);
+                let Ok(policy) = to_policy(stack, declared, &selector.route, &budgets) else {
+                    continue;
+                };
                 let overridden = Overridden {
                     policy,
                     source: *source,
@@ -306,8 +352,164 @@ impl Table {
                 }
             }
         }
+        if !table.budgets.is_empty() {
+            table.rebudget_declared(catalog, &budgets);
+        }
         table
     }
+
+    /// Puts the shared budgets' overrides in force on the declared stacks (the route's
+    /// default, and each tier's own) that name them and have no override of their own.
+    fn rebudget_declared(&mut self, catalog: &Catalog, budgets: &BudgetLimits) {
+        for (route, declaration) in catalog {
+            let Some(policy) = declaration.policy.limited() else {
+                continue;
+            };
+            let stacks = std::iter::once((None, *policy)).chain(
+                policy
+                    .tiers()
+                    .iter()
+                    .filter_map(|t| Some((Some(t.name()), policy.tier(t.name())?))),
+            );
+            for (tier, stack) in stacks {
+                let Some(name) = stack
+                    .limits()
+                    .iter()
+                    .filter_map(Limit::budget)
+                    .find(|name| self.budgets.contains_key(name))
+                else {
+                    continue;
+                };
+                let entry = self.routes.entry(route.clone()).or_default();
+                let slot = match tier {
+                    Some(tier) => entry.tiers.get(tier),
+                    None => entry.all.as_ref(),
+                };
+                if slot.is_some() {
+                    continue;
+                }
+                let budget = &self.budgets[name];
+                let overridden = Overridden {
+                    policy: Policy::Limited(rebudgeted(stack, budgets)),
+                    source: budget.source,
+                    text: format!("budget {name} = '{}'", budget.text),
+                };
+                match tier {
+                    Some(tier) => {
+                        entry.tiers.insert(tier.to_owned(), overridden);
+                    }
+                    None => entry.all = Some(overridden),
+                }
+            }
+        }
+    }
+}
+
+/// The limit shared budget `name` is under the override `declaration` (the keys `budget!`
+/// takes); its identity, when the override writes none, is the declared budget's.
+pub(crate) fn budget_limit(
+    name: &'static str,
+    declaration: &Declaration,
+    declared: Option<Limit>,
+) -> Limit {
+    let limit = Limit::new(
+        declaration.limit.unwrap_or(1),
+        Window::from_millis(declaration.window.unwrap_or(1)),
+        declaration
+            .algorithm
+            .unwrap_or(ratelimit_grammar::Algorithm::SlidingWindow),
+    );
+    let identity = match &declaration.identity {
+        Some(parts) => identity_of(parts),
+        None => declared
+            .and_then(|l| l.identity())
+            .unwrap_or(Identity::UserIdElseIp),
+    };
+    limit.identified_by(identity).in_budget(name)
+}
+
+/// The limit shared budget `name` is under the declaration `text` (as its override is
+/// written: the keys `budget!` takes), its identity, when `text` writes none, `declared`'s:
+/// for a tool that reads the budgets the services publish.
+///
+/// ```
+/// use ratelimit_runtime::overrides::shared_budget_from_text;
+///
+/// let limit = shared_budget_from_text("API", r#"limit = 500, window = "1d", identity = "api_key""#, None).unwrap();
+/// assert_eq!((limit.max(), limit.budget()), (500, Some("API")));
+/// assert!(shared_budget_from_text("API", r#"limit = 5, window = "1m", cost = 2"#, None).is_err());
+/// ```
+///
+/// # Errors
+///
+/// Every problem, in the attribute's words.
+// Hidden from the docs: ratelimit-admin's plumbing.
+#[doc(hidden)]
+pub fn shared_budget_from_text(
+    name: &str,
+    text: &str,
+    declared: Option<Limit>,
+) -> Result<Limit, Vec<String>> {
+    let field = format!("{}{name}", super::BUDGET_WORD);
+    let set = RuleSet::from_fields([(field.as_str(), text)])?;
+    let (_, declaration) = set
+        .budgets
+        .get(name)
+        .ok_or_else(|| vec![format!("`{field}` names no shared budget")])?;
+    let declared = declared.or_else(|| declared_budgets().get(name).copied());
+    Ok(budget_limit(interned_name(name), declaration, declared))
+}
+
+/// `name` as a `'static` str, made once per name.
+fn interned_name(name: &str) -> &'static str {
+    static NAMES: LazyLock<Mutex<BTreeSet<&'static str>>> = LazyLock::new(Mutex::default);
+    if let Some(declared) = shared_budgets().find(|b| b.name() == name) {
+        return declared.name();
+    }
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(found) = names.get(name) {
+        return found;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
+
+/// `stack` with each shared budget it names as `budgets` has it in force, each at the
+/// route's cost for it (at most the whole budget).
+fn rebudgeted(stack: RoutePolicy, budgets: &BudgetLimits) -> RoutePolicy {
+    let limits: Vec<Limit> = stack
+        .limits()
+        .iter()
+        .map(|limit| in_force(*limit, budgets))
+        .collect();
+    if limits == stack.limits() {
+        return stack;
+    }
+    stack.with_limits(interned_limits(limits))
+}
+
+/// `limit` as in force: a shared budget as `budgets` has it, at `limit`'s cost.
+fn in_force(limit: Limit, budgets: &BudgetLimits) -> Limit {
+    match limit.budget().and_then(|name| budgets.get(name)) {
+        Some(budget) => budget.costing(limit.cost().min(budget.max())),
+        None => limit,
+    }
+}
+
+/// Stacks of limits built at run time, kept for the process's life (a policy's limits are
+/// `'static`): each distinct one is made once.
+static INTERNED_LIMITS: LazyLock<Mutex<HashMap<Vec<Limit>, &'static [Limit]>>> =
+    LazyLock::new(Mutex::default);
+
+fn interned_limits(limits: Vec<Limit>) -> &'static [Limit] {
+    let mut interned = INTERNED_LIMITS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(found) = interned.get(&limits) {
+        return found;
+    }
+    let leaked = leak(limits.clone());
+    interned.insert(limits, leaked);
+    leaked
 }
 
 /// The tiers overrides may name: every tier a declaration of the App gives limits of its
@@ -393,29 +595,81 @@ pub(crate) fn check_routes(
         .collect()
 }
 
+/// The problems of `set` naming a shared budget the program does not declare: a budget's
+/// override, or a route's naming one (`budget = API`). Checked whether or not the App's
+/// routes are known yet.
+pub(crate) fn check_budget_names(set: &RuleSet) -> Vec<String> {
+    let budgets = declared_budgets();
+    let known: Vec<&str> = budgets.keys().copied().collect();
+    set.budgets
+        .keys()
+        .map(|name| (format!("budget {name}"), name.as_str()))
+        .chain(set.routes.iter().flat_map(|(selector, (_, stack))| {
+            stack
+                .iter()
+                .filter_map(|d| d.budget.as_deref())
+                .map(move |name| (selector.to_string(), name))
+        }))
+        .filter_map(|(field, name)| unknown_budget(&field, name, &known))
+        .collect()
+}
+
+/// The problem of `field` naming shared budget `name` when the program declares no budget of
+/// that name (`known`).
+// Hidden from the docs: ratelimit-admin's plumbing (it refuses what the services would, in
+// their words); nothing a user builds on.
+#[doc(hidden)]
+pub fn unknown_budget(field: &str, name: &str, known: &[&str]) -> Option<String> {
+    if known.contains(&name) {
+        return None;
+    }
+    if known.is_empty() {
+        return Some(format!(
+            "`{field}` names the shared budget `{name}`, and this App declares none: declare it with `budget!({name} = limit = .., window = \"..\")`"
+        ));
+    }
+    Some(format!(
+        "`{field}` names the shared budget `{name}`, which this App does not declare{}; its budgets are {}",
+        ratelimit_grammar::suggest::did_you_mean_any_case(name, known),
+        ratelimit_grammar::suggest::list(known)
+    ))
+}
+
 /// Policies built from overrides, kept for the process's life: a policy's limits are
 /// `'static` (as the attribute's are), so each distinct one is made once.
 static INTERNED: LazyLock<Mutex<HashMap<(String, String), Policy>>> = LazyLock::new(Mutex::default);
 
-/// The policy `stack` declares on the route `route`, declared as `declaration`: a key the
-/// override does not write keeps the attribute's default, except `identity`, `fail` and
-/// `headers`, which keep the declared route's (an override changes a budget, not who is
-/// counted, what an outage does or what clients are told, unless it says so).
+/// The policy `stack` declares on the route `route`, declared as `declaration`, with the
+/// shared budgets in force `budgets`: a key the override does not write keeps the
+/// attribute's default, except `identity`, `fail` and `headers`, which keep the declared
+/// route's (an override changes a budget, not who is counted, what an outage does or what
+/// clients are told, unless it says so). An override that names no shared budget keeps the
+/// route's: it changes the route's own limits.
+///
+/// # Errors
+///
+/// A shared budget `budgets` does not hold.
 pub(crate) fn to_policy(
     stack: &[Declaration],
     declared: Option<RoutePolicy>,
     route: &str,
-) -> Policy {
-    let text = format!("{stack:?} {declared:?}");
+    budgets: &BudgetLimits,
+) -> Result<Policy, Vec<String>> {
+    let text = format!("{stack:?} {declared:?} {budgets:?}");
     let mut interned = INTERNED.lock().unwrap_or_else(|e| e.into_inner());
-    *interned
-        .entry((route.to_owned(), text))
-        .or_insert_with(|| build_policy(stack, declared, route))
+    let key = (route.to_owned(), text);
+    if let Some(policy) = interned.get(&key) {
+        return Ok(*policy);
+    }
+    let policy = build_policy(stack, declared, route, budgets)?;
+    interned.insert(key, policy);
+    Ok(policy)
 }
 
 /// The policy `text` (declarations in the attribute's syntax) puts on `route`
 /// (`POST /login`) declared as `declared`, as a service applies an override: for a tool
-/// that reads policies rather than declaring them.
+/// that reads policies rather than declaring them. A shared budget it names
+/// (`budget = API`) is the one this program declares with `budget!`.
 ///
 /// ```
 /// use ratelimit_runtime::{overrides::policy_from_text, Policy};
@@ -429,15 +683,28 @@ pub(crate) fn to_policy(
 ///
 /// # Errors
 ///
-/// Every problem, in the attribute's words.
+/// Every problem, in the attribute's words; a shared budget the program does not declare.
 pub fn policy_from_text(
     route: &str,
     text: &str,
     declared: Option<&Policy>,
 ) -> Result<Policy, Vec<String>> {
+    policy_with_budgets(route, text, declared, &declared_budgets())
+}
+
+/// [`policy_from_text`] with the shared budgets `budgets` (by name, each its limit in force)
+/// rather than the program's: for a tool that reads the budgets the services publish.
+// Hidden from the docs: ratelimit-admin's plumbing.
+#[doc(hidden)]
+pub fn policy_with_budgets(
+    route: &str,
+    text: &str,
+    declared: Option<&Policy>,
+    budgets: &BTreeMap<&'static str, Limit>,
+) -> Result<Policy, Vec<String>> {
     let stack = ratelimit_grammar::parse_stack(text)?;
     let declared = declared.and_then(Policy::limited).copied();
-    Ok(to_policy(&stack, declared, route))
+    to_policy(&stack, declared, route, budgets)
 }
 
 fn leak<T>(items: Vec<T>) -> &'static [T] {
@@ -458,23 +725,36 @@ fn identity_of(parts: &[ParsedPart]) -> Identity {
     Identity::Parts(leak(parts))
 }
 
-fn build_policy(stack: &[Declaration], declared: Option<RoutePolicy>, route: &str) -> Policy {
+fn build_policy(
+    stack: &[Declaration],
+    declared: Option<RoutePolicy>,
+    route: &str,
+    budgets: &BudgetLimits,
+) -> Result<Policy, Vec<String>> {
     if let Some(reason) = stack.first().and_then(|d| d.exempt.as_ref()) {
-        return Policy::exempt(Box::leak(reason.clone().into_boxed_str()));
+        return Ok(Policy::exempt(Box::leak(reason.clone().into_boxed_str())));
     }
-    let written: Vec<&Vec<ParsedPart>> = stack.iter().filter_map(|d| d.identity.as_ref()).collect();
+    // The route's own limits; the shared budgets come after them.
+    let (named, own): (Vec<&Declaration>, Vec<&Declaration>) =
+        stack.iter().partition(|d| d.budget.is_some());
+    let written: Vec<&Vec<ParsedPart>> = own.iter().filter_map(|d| d.identity.as_ref()).collect();
     let identity = match written.first() {
         Some(first) => identity_of(
-            stack
-                .first()
+            own.first()
                 .and_then(|d| d.identity.as_ref())
                 .unwrap_or(first),
         ),
         None => declared.map_or(Identity::UserIdElseIp, |p| p.identity()),
     };
-    let first_parts = stack.first().and_then(|d| d.identity.clone());
+    let first_parts = own.first().and_then(|d| d.identity.clone());
     let differ = written.iter().any(|w| *w != written[0]);
-    let limits = stack
+    let declared_own: Vec<Limit> = declared
+        .iter()
+        .flat_map(|p| p.limits())
+        .filter(|l| l.budget().is_none())
+        .copied()
+        .collect();
+    let mut limits: Vec<Limit> = own
         .iter()
         .enumerate()
         .map(|(i, d)| {
@@ -493,11 +773,9 @@ fn build_policy(stack: &[Declaration], declared: Option<RoutePolicy>, route: &st
             // A cost not written is the declared limit's at the same place in the stack (an
             // override that lowers an export's limit keeps its weight), at most the whole
             // budget: the strict side.
-            let cost = d.cost.unwrap_or_else(|| {
-                declared
-                    .and_then(|p| p.limits().get(i).map(Limit::cost))
-                    .unwrap_or(1)
-            });
+            let cost = d
+                .cost
+                .unwrap_or_else(|| declared_own.get(i).map_or(1, Limit::cost));
             limit = limit.costing(cost.min(limit.max()));
             match &d.identity {
                 Some(own) if differ && Some(own) != first_parts.as_ref() => {
@@ -507,6 +785,34 @@ fn build_policy(stack: &[Declaration], declared: Option<RoutePolicy>, route: &st
             }
         })
         .collect();
+    let declared_budgets = declared
+        .iter()
+        .flat_map(|p| p.limits())
+        .filter(|l| l.budget().is_some());
+    if named.is_empty() {
+        limits.extend(declared_budgets.map(|limit| in_force(*limit, budgets)));
+    } else {
+        let mut unknown = Vec::new();
+        for d in named {
+            let name = d.budget.as_deref().unwrap_or_default();
+            let Some(budget) = budgets.get(name) else {
+                let known: Vec<&str> = budgets.keys().copied().collect();
+                unknown.extend(unknown_budget(route, name, &known));
+                continue;
+            };
+            // A cost not written is the one the declared route gives that budget.
+            let cost = d.cost.unwrap_or_else(|| {
+                declared_budgets
+                    .clone()
+                    .find(|l| l.budget() == Some(name))
+                    .map_or(1, Limit::cost)
+            });
+            limits.push(budget.costing(cost.min(budget.max())));
+        }
+        if !unknown.is_empty() {
+            return Err(unknown);
+        }
+    }
     let shadow = stack.iter().any(|d| d.shadow == Some(true));
     let method = route.split(' ').next().unwrap_or_default();
     let fail = match stack.iter().find_map(|d| d.fail) {
@@ -526,6 +832,9 @@ fn build_policy(stack: &[Declaration], declared: Option<RoutePolicy>, route: &st
         .find_map(|d| d.headers)
         .or_else(|| declared.map(|p| p.headers()))
         .unwrap_or_default();
+    if let Some(problem) = crate::policy::limits_problem(&limits) {
+        return Err(vec![problem.to_owned()]);
+    }
     let policy = RoutePolicy::new(leak(limits), identity, fail, shadow).with_headers(headers);
     // `enforce` as written, else the declaration's (as `identity` and `fail`): an override
     // that changes a limit does not change whether the route refuses. A shadow limit has none.
@@ -534,10 +843,10 @@ fn build_policy(stack: &[Declaration], declared: Option<RoutePolicy>, route: &st
         .find_map(|d| d.enforce)
         .or_else(|| declared.and_then(|p| p.enforce()))
         .filter(|_| !shadow);
-    Policy::Limited(match enforce {
+    Ok(Policy::Limited(match enforce {
         Some(enforce) => policy.enforcing(enforce),
         None => policy,
-    })
+    }))
 }
 
 /// A policy in the attribute's syntax (stacked declarations joined by `; `), as the admin
@@ -555,35 +864,48 @@ pub fn declaration_text(policy: &Policy) -> String {
             .to_string()
             .replace(' ', "")
     };
-    let mixed = limited.limits().iter().any(|l| l.identity().is_some());
+    let mixed = limited
+        .limits()
+        .iter()
+        .any(|l| l.identity().is_some() && l.budget().is_none());
+    let first_own = limited.limits().iter().position(|l| l.budget().is_none());
     limited
         .limits()
         .iter()
         .enumerate()
         .map(|(i, limit)| {
-            let mut keys = vec![
-                format!("limit = {}", limit.max()),
-                format!("window = \"{}\"", window(limit.window())),
-                format!("algorithm = \"{}\"", limit.algorithm().as_str()),
-            ];
-            // A stack whose limits count different identities names one on each.
-            let identity = match (i, limit.identity()) {
-                (_, Some(own)) => Some(own),
-                (0, None) => Some(limited.identity()),
-                _ if mixed => Some(limited.identity()),
-                _ => None,
-            };
-            if let Some(Identity::Parts(_)) = identity {
-                keys.push(format!("identity = \"{}\"", identity.expect("some")));
+            let mut keys = Vec::new();
+            if let Some(name) = limit.budget() {
+                keys.push(format!("budget = {name}"));
+                if limit.cost() != 1 {
+                    keys.push(format!("cost = {}", limit.cost()));
+                }
+            } else {
+                keys.push(format!("limit = {}", limit.max()));
+                keys.push(format!("window = \"{}\"", window(limit.window())));
+                keys.push(format!("algorithm = \"{}\"", limit.algorithm().as_str()));
             }
-            if limit.count() != ratelimit_grammar::Count::Requests {
-                keys.push(format!("count = \"{}\"", limit.count().as_str()));
-            }
-            if let Some(block) = limit.block() {
-                keys.push(format!("block = \"{}\"", window(block)));
-            }
-            if limit.cost() != 1 {
-                keys.push(format!("cost = {}", limit.cost()));
+            if limit.budget().is_none() {
+                // A stack whose limits count different identities names one on each; the
+                // route's identity goes on its first own limit.
+                let identity = match (Some(i) == first_own, limit.identity()) {
+                    (_, Some(own)) => Some(own),
+                    (true, None) => Some(limited.identity()),
+                    _ if mixed => Some(limited.identity()),
+                    _ => None,
+                };
+                if let Some(Identity::Parts(_)) = identity {
+                    keys.push(format!("identity = \"{}\"", identity.expect("some")));
+                }
+                if limit.count() != ratelimit_grammar::Count::Requests {
+                    keys.push(format!("count = \"{}\"", limit.count().as_str()));
+                }
+                if let Some(block) = limit.block() {
+                    keys.push(format!("block = \"{}\"", window(block)));
+                }
+                if limit.cost() != 1 {
+                    keys.push(format!("cost = {}", limit.cost()));
+                }
             }
             if i == 0 {
                 keys.push(format!("fail = \"{}\"", limited.fail()));
@@ -601,6 +923,24 @@ pub fn declaration_text(policy: &Policy) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// A shared budget's limit in the syntax its override is written in (the keys `budget!`
+/// takes), as the services publish it: `limit = 1000, window = "1h", algorithm = "…",
+/// identity = "api_key"`.
+pub(crate) fn budget_text(limit: &Limit) -> String {
+    let window = humantime::format_duration(limit.window().as_duration())
+        .to_string()
+        .replace(' ', "");
+    let mut text = format!(
+        "limit = {}, window = \"{window}\", algorithm = \"{}\"",
+        limit.max(),
+        limit.algorithm().as_str()
+    );
+    if let Some(identity @ Identity::Parts(_)) = limit.identity() {
+        text.push_str(&format!(", identity = \"{identity}\""));
+    }
+    text
 }
 
 #[cfg(test)]

@@ -265,6 +265,12 @@ impl RoutePolicy {
         matches!(self.headers, RouteHeaders::Hidden)
     }
 
+    /// This policy with `limits` in place of its own (shared budgets in force in place of
+    /// their declarations), everything else kept.
+    pub(crate) const fn with_limits(self, limits: &'static [Limit]) -> Self {
+        RoutePolicy { limits, ..self }
+    }
+
     /// The stacked limits, in declaration order.
     pub const fn limits(&self) -> &'static [Limit] {
         self.limits

@@ -1,0 +1,232 @@
+//! Shared budgets under overrides: `[budgets]` in the file and `budget NAME` in the hash change
+//! a budget on every route naming it (at each route's cost); a route's override changes its
+//! own limits and keeps its shared budgets unless it names budgets itself; a budget name no
+//! `budget!` declares is refused with a suggestion; one client's budget is read and reset
+//! by name. On Redis and the memory store.
+
+mod support;
+
+use std::{path::Path, sync::Arc, time::Duration};
+
+use actix_web::{
+    get, post,
+    test::{self, TestRequest},
+    App, HttpResponse, Responder,
+};
+use ratelimit_runtime::{
+    budget,
+    overrides::{Overrides, Source},
+    rate_limit,
+    store::{MemoryStore, RedisStore, Store},
+    IdentityPart, RateLimiter,
+};
+use support::RedisServer;
+
+budget!(
+    QUOTA = limit = 1000,
+    window = "1h",
+    identity = "header:X-Api-Key"
+);
+
+#[rate_limit(budget = QUOTA)]
+#[rate_limit(limit = 100, window = "1m", identity = "header:X-Api-Key")]
+#[get("/items")]
+async fn items() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+#[rate_limit(budget = QUOTA, cost = 3)]
+#[post("/bulk")]
+async fn bulk() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+const KEY: [(IdentityPart, &str); 1] = [(IdentityPart::Header("X-Api-Key"), "k-1")];
+
+fn request(request: TestRequest, key: &str) -> actix_http::Request {
+    request
+        .insert_header(("X-Api-Key", key))
+        .peer_addr("203.0.113.9:4000".parse().unwrap())
+        .to_request()
+}
+
+fn replace_file(path: &Path, text: &str) {
+    let staged = path.with_extension("staged");
+    std::fs::write(&staged, text).unwrap();
+    std::fs::rename(&staged, path).unwrap();
+}
+
+/// Waits (up to 3 s) until `holds` on the overrides in force.
+async fn until(overrides: &Overrides, what: &str, holds: impl Fn(&Overrides) -> bool) {
+    let started = std::time::Instant::now();
+    while !holds(overrides) {
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{what}: not within 3 s; refused: {:?}",
+            overrides.refused()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The file's budget override holds on both routes; a route override keeps the budget; the
+/// budget is read and reset by name; `state` by route reads the budget in its own key.
+async fn a_budget_override_holds_on_every_route_naming_it(store: Arc<dyn Store>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ratelimit.toml");
+    replace_file(
+        &path,
+        "[budgets]\nQUOTA = 'limit = 7, window = \"2h\"'\n[routes]\n\"GET /items\" = 'limit = 50, window = \"1m\"'\n",
+    );
+    let overrides = Overrides::new()
+        .file(&path)
+        .refresh(Duration::from_millis(50));
+    let limiter = RateLimiter::from_arc(store).overrides(overrides.clone());
+    assert!(overrides.refused().is_empty(), "{:?}", overrides.refused());
+    let in_force = overrides.budget_in_force("QUOTA").expect("overridden");
+    assert_eq!(
+        (in_force.max(), in_force.window().as_millis()),
+        (7, 7_200_000)
+    );
+    assert_eq!(overrides.budget_in_force("OTHER"), None);
+    let app = test::init_service(
+        App::new()
+            .service(items)
+            .service(bulk)
+            .wrap(limiter.clone()),
+    )
+    .await;
+    let get = |key: &'static str| {
+        test::call_service(&app, request(TestRequest::get().uri("/items"), key))
+    };
+    let post = |key: &'static str| {
+        test::call_service(&app, request(TestRequest::post().uri("/bulk"), key))
+    };
+
+    // 1 + 3 + 3 = 7 units of the overridden 7: the next unit of either route is refused.
+    let res = get("k-1").await;
+    assert_eq!(res.status(), 200);
+    let policy = res
+        .headers()
+        .get("ratelimit-policy")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(policy.contains("\"QUOTA\";q=7;w=7200"), "{policy}");
+    assert!(
+        policy.contains("q=50;w=60"),
+        "the route's override: {policy}"
+    );
+    assert_eq!(post("k-1").await.status(), 200);
+    assert_eq!(post("k-1").await.status(), 200);
+    let refused = get("k-1").await;
+    assert_eq!(
+        refused.status(),
+        429,
+        "the route's override kept the budget"
+    );
+    assert_eq!(post("k-1").await.status(), 429);
+    // Another key has its own budget.
+    assert_eq!(get("k-2").await.status(), 200);
+
+    // Read by name, and by route (the budget in its own key, beside the route's limit).
+    let state = limiter.budget_state(&QUOTA, &KEY).await.unwrap();
+    assert_eq!(state.len(), 1);
+    assert_eq!(state[0].limit.max(), 7);
+    assert!(!state[0].allowed, "{state:?}");
+    let by_route = limiter.state("GET /items", &KEY).await.unwrap();
+    let shared = by_route
+        .iter()
+        .find(|s| s.limit.budget() == Some("QUOTA"))
+        .unwrap();
+    assert!(!shared.allowed, "the budget read in its key: {by_route:?}");
+    let own = by_route
+        .iter()
+        .find(|s| s.limit.budget().is_none())
+        .unwrap();
+    assert!(
+        own.allowed && own.remaining == 48,
+        "one request of 50 counted: {own:?}"
+    );
+    // A reset by route leaves the budget alone; by name, it clears it on every route.
+    limiter.reset("GET /items", &KEY).await.unwrap();
+    assert_eq!(get("k-1").await.status(), 429);
+    limiter.reset_budget(&QUOTA, &KEY).await.unwrap();
+    assert_eq!(post("k-1").await.status(), 200);
+    let state = limiter.budget_state(&QUOTA, &KEY).await.unwrap();
+    assert_eq!(
+        state[0].remaining, 3,
+        "3 of 7 spent: 3 left after the next unit"
+    );
+    let wrong = limiter
+        .budget_state(&QUOTA, &[(IdentityPart::Ip, "203.0.113.9")])
+        .await
+        .unwrap_err();
+    assert!(wrong.to_string().contains("header:x-api-key"), "{wrong}");
+
+    // A route override naming the budget with a cost of its own; then the declared budget.
+    replace_file(
+        &path,
+        "[routes]\n\"POST /bulk\" = 'budget = QUOTA, cost = 400'\n",
+    );
+    until(&overrides, "the route's budget cost", |o| {
+        o.budget_in_force("QUOTA").is_none() && !o.in_force().is_empty()
+    })
+    .await;
+    let (selector, bulk_override) = &overrides.in_force()[0];
+    assert_eq!(selector.route, "POST /bulk");
+    assert_eq!(bulk_override.source, Source::File);
+    let limits = bulk_override.policy.limited().unwrap().limits();
+    assert_eq!(
+        (limits.len(), limits[0].max(), limits[0].cost()),
+        (1, 1000, 400)
+    );
+    for status in [200, 200, 429] {
+        assert_eq!(post("k-3").await.status(), status, "400 units of 1000 each");
+    }
+    assert_eq!(get("k-3").await.status(), 200, "200 left for /items");
+}
+
+#[actix_web::test]
+async fn a_budget_override_holds_on_every_route_on_redis() {
+    let redis = RedisServer::start();
+    let store = RedisStore::builder(redis.url()).build().await.unwrap();
+    a_budget_override_holds_on_every_route_naming_it(Arc::new(store)).await;
+}
+
+#[actix_web::test]
+async fn a_budget_override_holds_on_every_route_in_memory() {
+    a_budget_override_holds_on_every_route_naming_it(Arc::new(MemoryStore::new())).await;
+}
+
+#[actix_web::test]
+async fn a_budget_no_program_declares_is_refused_with_a_suggestion() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ratelimit.toml");
+    let refused = |text: &str| {
+        replace_file(&path, text);
+        let overrides = Overrides::new().file(&path);
+        let _limiter = RateLimiter::new(MemoryStore::new()).overrides(overrides.clone());
+        let problems: Vec<String> = overrides
+            .refused()
+            .into_iter()
+            .flat_map(|(_, p)| p)
+            .collect();
+        problems.join("\n")
+    };
+    let problems = refused("[budgets]\nQOUTA = 'limit = 5, window = \"1h\"'\n");
+    assert!(problems.contains("did you mean `QUOTA`?"), "{problems}");
+    let problems = refused("[budgets]\nQUOTA = 'limit = 5, window = \"1h\", cost = 2'\n");
+    assert!(
+        problems.contains("`cost` is no key of a shared budget"),
+        "{problems}"
+    );
+    let problems =
+        refused("[budgets]\nQUOTA = 'limit = 5, window = \"1h\"; limit = 9, window = \"1d\"'\n");
+    assert!(problems.contains("one limit"), "{problems}");
+    let problems = refused("[routes]\n\"POST /bulk\" = 'budget = QUOT'\n");
+    assert!(problems.contains("did you mean `QUOTA`?"), "{problems}");
+    let problems = refused("[budget]\n");
+    assert!(problems.contains("did you mean `budgets`?"), "{problems}");
+}
