@@ -2,7 +2,7 @@
 //! a budget on every route naming it (at each route's cost); a route's override changes its
 //! own limits and keeps its shared budgets unless it names budgets itself; a budget name no
 //! `budget!` declares is refused with a suggestion; one client's budget is read and reset
-//! by name. On Redis and the memory store.
+//! by name. On Redis, a real 3-master Cluster and the memory store.
 
 mod support;
 
@@ -20,7 +20,7 @@ use ratelimit_runtime::{
     store::{MemoryStore, RedisStore, Store},
     IdentityPart, RateLimiter,
 };
-use support::RedisServer;
+use support::{Backend, RedisServer};
 
 budget!(
     QUOTA = limit = 1000,
@@ -193,6 +193,14 @@ async fn a_budget_override_holds_on_every_route_on_redis() {
     let redis = RedisServer::start();
     let store = RedisStore::builder(redis.url()).build().await.unwrap();
     a_budget_override_holds_on_every_route_naming_it(Arc::new(store)).await;
+}
+
+/// The route's own key and the budget's live in different slots of a real 3-master Cluster.
+#[actix_web::test]
+async fn a_budget_override_holds_on_every_route_on_a_cluster() {
+    let backend = Backend::cluster().await;
+    a_budget_override_holds_on_every_route_naming_it(backend.store()).await;
+    backend.finish().await;
 }
 
 #[actix_web::test]

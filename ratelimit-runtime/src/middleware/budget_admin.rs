@@ -264,7 +264,30 @@ impl RateLimiter {
         self.peek_key(&key, &limits).await
     }
 
+    /// The state of `limits` under `key`, one store call per base of their keys (a Cluster
+    /// keeps a shared budget's keys in another slot than the route's), in `limits`' order.
     async fn peek_key(
+        &self,
+        key: &RouteKey,
+        limits: &[Limit],
+    ) -> Result<Vec<LimitState>, BudgetError> {
+        if !key.spans_identities(limits) {
+            return self.peek_one(key, limits).await;
+        }
+        let mut states = Vec::with_capacity(limits.len());
+        for (group_key, group) in key.groups(limits) {
+            states.extend(self.peek_one(&group_key, &group).await?);
+        }
+        let mut ordered = Vec::with_capacity(states.len());
+        for limit in limits {
+            if let Some(at) = states.iter().position(|s| s.limit == *limit) {
+                ordered.push(states.swap_remove(at));
+            }
+        }
+        Ok(ordered)
+    }
+
+    async fn peek_one(
         &self,
         key: &RouteKey,
         limits: &[Limit],
