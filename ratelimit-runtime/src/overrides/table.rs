@@ -985,6 +985,47 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_budget_reads_and_writes_by_name_and_stays_under_a_route_override() {
+        let api = shared_budget_from_text(
+            "API",
+            r#"limit = 1000, window = "1h", identity = "api_key""#,
+            None,
+        )
+        .unwrap();
+        let budgets: BudgetLimits = [("API", api)].into();
+        let read = |text: &str, declared: Option<&Policy>| {
+            policy_with_budgets("GET /x", text, declared, &budgets).unwrap()
+        };
+        let declared = read(
+            r#"limit = 5, window = "1m", identity = "ip"; budget = API, cost = 4"#,
+            None,
+        );
+        let text = declaration_text(&declared);
+        assert_eq!(
+            text,
+            r#"limit = 5, window = "1m", algorithm = "sliding_window", identity = "ip", fail = "open"; budget = API, cost = 4"#
+        );
+        assert_eq!(read(&text, None), declared, "it reads back as written");
+        // An override of the route's own limit keeps the budget at the declared cost.
+        let kept = read(r#"limit = 9, window = "1m""#, Some(&declared));
+        let limits = kept.limited().unwrap().limits();
+        assert_eq!(limits.len(), 2);
+        assert_eq!((limits[1].budget(), limits[1].cost()), (Some("API"), 4));
+        // One naming budgets has those (the declared cost unless it writes one).
+        let named = read(r#"limit = 9, window = "1m"; budget = API"#, Some(&declared));
+        assert_eq!(named.limited().unwrap().limits()[1].cost(), 4);
+        let alone = read(r#"budget = API, cost = 2000"#, Some(&declared));
+        let limits = alone.limited().unwrap().limits();
+        assert_eq!(
+            (limits.len(), limits[0].cost()),
+            (1, 1000),
+            "at most the whole budget"
+        );
+        let unknown = policy_with_budgets("GET /x", "budget = APX", None, &budgets).unwrap_err();
+        assert!(unknown[0].contains("did you mean `API`?"), "{unknown:?}");
+    }
+
+    #[test]
     fn lists_match_ranges_keys_and_ids_and_mapped_addresses_as_ipv4() {
         let mut list = List::default();
         for entry in [
