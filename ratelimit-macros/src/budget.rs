@@ -41,6 +41,11 @@ fn expand(input: TokenStream) -> syn::Result<TokenStream> {
     };
     let (vis, name, rest) = header.parse2(input)?;
     let mut cx = Ctxt::default();
+    // The name is part of the budget's keys and of overrides (`budget API`), which read
+    // plain names only.
+    if let Err(problem) = ratelimit_grammar::check_budget_name(&name.to_string()) {
+        cx.error(name.span(), problem);
+    }
     let args = Args::parse(rest, Site::CallSite, &mut cx);
     for key in args.keys.iter().filter(|k| !KEYS.contains(&k.name)) {
         cx.error(
