@@ -235,6 +235,9 @@ async fn a_budget_no_program_declares_is_refused_with_a_suggestion() {
     assert!(problems.contains("one limit"), "{problems}");
     let problems = refused("[routes]\n\"POST /bulk\" = 'budget = QUOT'\n");
     assert!(problems.contains("did you mean `QUOTA`?"), "{problems}");
+    let problems =
+        refused("[routes]\n\"POST /bulk\" = 'budget = QUOTA, shadow = true, fail = \"closed\"'\n");
+    assert!(problems.contains("shadow"), "{problems}");
     let problems = refused("[budget]\n");
     assert!(problems.contains("did you mean `budgets`?"), "{problems}");
 }

@@ -507,7 +507,9 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
                 // While the services refuse the hash, they keep what they last took, this
                 // override included.
                 let problems = admin.hash_problems().await?;
-                if problems.is_empty() {
+                if problems.is_empty() && budgets::named(&selector).is_some() {
+                    println!("cleared `{selector}`: its declaration is in force again, or the services' overrides file's override of it");
+                } else if problems.is_empty() {
                     println!("cleared `{selector}`: its declared policy is in force again");
                 } else {
                     println!("cleared `{selector}` from the hash");

@@ -329,6 +329,7 @@ fn check_one(declaration: &Declaration, written: &[Key], misspelled: &[Key]) -> 
         }
         return errors;
     }
+    let present = |key: Key| written.contains(&key) || misspelled.contains(&key);
     if declaration.budget.is_some() {
         // The budget's limit is its declaration's; the route-wide keys (`fail`, `shadow`,
         // `headers`, `enforce`) may go beside it, as in the attribute.
@@ -340,10 +341,7 @@ fn check_one(declaration: &Declaration, written: &[Key], misspelled: &[Key]) -> 
         }) {
             errors.push(messages::budget_stands_alone(*key));
         }
-        return errors;
-    }
-    let present = |key: Key| written.contains(&key) || misspelled.contains(&key);
-    if let Some(message) = messages::missing_limit_or_window(
+    } else if let Some(message) = messages::missing_limit_or_window(
         present(Key::Limit),
         present(Key::Window),
         written.contains(&Key::Block),
@@ -456,6 +454,22 @@ fn check_stack(stack: &[Declaration]) -> Vec<String> {
                 later.algorithm.is_some(),
             ));
         }
+    }
+    // `shadow` on one declaration and `fail` or `enforce` on another: the same rules as on
+    // one (a declaration checks its own).
+    for (i, shadowed) in stack.iter().enumerate() {
+        if shadowed.shadow != Some(true) {
+            continue;
+        }
+        for (_, other) in stack.iter().enumerate().filter(|(j, _)| *j != i) {
+            if let Some(fail @ (FailMode::Closed | FailMode::Local)) = other.fail {
+                errors.push(messages::fail_with_shadow(fail));
+            }
+            if other.enforce.is_some() {
+                errors.push(messages::enforce_with_shadow().to_owned());
+            }
+        }
+        break;
     }
     let written = |d: &Declaration| d.fail.map(|f| format!("\"{f}\""));
     differ(stack, Key::Fail, written, &mut errors);
@@ -656,6 +670,13 @@ mod tests {
         assert!(errors(r#"budget = API, limit = 5"#)[0].contains("`limit` of a shared budget"));
         assert!(errors("budget = 5")[0].contains("e.g. `budget = API`"));
         assert!(errors(r#"budget = "A|B""#)[0].contains("cannot name a shared budget"));
+        // The shadow rules hold beside a budget and across declarations.
+        assert!(errors(r#"budget = API, shadow = true, fail = "closed""#)[0].contains("shadow"));
+        assert!(!errors(r#"budget = API, shadow = true, enforce = true"#).is_empty());
+        assert!(!errors(
+            r#"limit = 5, window = "1m", shadow = true; limit = 6, window = "1h", fail = "closed""#
+        )
+        .is_empty());
         // A budget beside limits that count different identities needs none of its own.
         assert!(parse_stack(
             r#"limit = 5, window = "1m", identity = "ip"; limit = 3, window = "1h", identity = "username"; budget = API"#

@@ -397,7 +397,11 @@ impl RateLimiter {
             let (found, _) = table.route(route.trim(), None)?;
             found.policy.limited().copied()
         });
-        let policy = overridden.unwrap_or(declared_policy);
+        // With the shared budgets' overrides in force, as requests count them.
+        let table = self.overrides.as_ref().map(|o| o.shared.table.load());
+        let in_force =
+            |policy: RoutePolicy| table.as_ref().map_or(policy, |t| t.with_budgets(policy));
+        let policy = in_force(overridden.unwrap_or(declared_policy));
         let declared_info = RouteInfo::declared(
             declaration,
             &method,
@@ -405,7 +409,8 @@ impl RateLimiter {
             declared_policy,
             declared.as_deref(),
         );
-        let overridden_info = overridden.map(|policy| declared_info.overridden(policy, None));
+        let overridden_info =
+            (policy != declared_policy).then(|| declared_info.overridden(policy, None));
         let info = overridden_info.as_ref().unwrap_or(&declared_info);
         let base = self.keyed(route, info, policy, identity);
         if !tiers {
@@ -416,7 +421,6 @@ impl RateLimiter {
             Err(error) => (Vec::new(), Some(error)),
         };
         // Each tier with limits of its own (declared, or an override's) counts in its keys.
-        let table = self.overrides.as_ref().map(|o| o.shared.table.load());
         let mut names: Vec<&str> = declared_policy.tiers().iter().map(|t| t.name()).collect();
         for (tier, _) in table.iter().flat_map(|table| table.tiers_of(route.trim())) {
             if !names.contains(&tier) {
@@ -432,6 +436,7 @@ impl RateLimiter {
             let Some(policy) = own.unwrap_or_else(|| declared_policy.tier(tier)) else {
                 continue;
             };
+            let policy = in_force(policy);
             let info = declared_info.overridden(policy, Some(tier));
             if let Ok(key) = self.keyed(route, &info, policy, identity) {
                 keys.push(key);

@@ -85,7 +85,8 @@ impl Limiter {
                 return Resolved::Deny(self.denied(route));
             }
         }
-        let resolved = if route.is_default_policy() {
+        let resolved = if route.is_default_policy() && !table.names_overridden_budget(&route.policy)
+        {
             Resolved::AsIs
         } else {
             let extensions = req.extensions();
@@ -131,7 +132,8 @@ impl Limiter {
             record_listed(route, "deny", "ip");
             return Resolved::Deny(self.denied(route));
         }
-        let resolved = if route.is_default_policy() {
+        let resolved = if route.is_default_policy() && !table.names_overridden_budget(&route.policy)
+        {
             Resolved::AsIs
         } else {
             Self::resolve_route(Some(&table), route, tier)
@@ -169,9 +171,9 @@ impl Limiter {
 
     /// The policy in force on `route` for a request of `tier`: the tier's override, else the
     /// tier's declared limits, else the route's override (for every request of no tier, or
-    /// of a tier the route gives no limits of its own), else the declaration. A tier's
-    /// policy counts in keys of its own. The per-worker route is built once per change of
-    /// the overrides, and kept on `route`.
+    /// of a tier the route gives no limits of its own), else the declaration; each with the
+    /// shared budgets' overrides in force. A tier's policy counts in keys of its own. The
+    /// per-worker route is built once per change of the overrides, and kept on `route`.
     fn resolve_route(table: Option<&Table>, route: &RouteInfo, tier: Option<&Tier>) -> Resolved {
         let tier = tier.map(Tier::as_str);
         let declared = tier.and_then(|name| Some((name, route.policy.tier(name)?)));
@@ -180,6 +182,9 @@ impl Limiter {
             (Some((own, true)), _) => (own.policy, tier),
             (_, Some((name, policy))) => (Policy::Limited(policy), Some(name)),
             (Some((all, false)), None) => (all.policy, None),
+            (None, None) if table.is_some_and(|t| t.names_overridden_budget(&route.policy)) => {
+                (Policy::Limited(route.policy), None)
+            }
             (None, None) => return Resolved::AsIs,
         };
         let policy = match policy {
@@ -194,6 +199,7 @@ impl Limiter {
                 return Resolved::Route(Rc::clone(built));
             }
         }
+        let policy = table.map_or(policy, |table| table.with_budgets(policy));
         let built = Rc::new(route.overridden(policy, tier));
         match cached {
             Some(entry) => *entry = (tier.map(str::to_owned), generation, Rc::clone(&built)),

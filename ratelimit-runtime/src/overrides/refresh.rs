@@ -179,6 +179,7 @@ impl Shared {
                     target: "ratelimit",
                     source = source.as_str(),
                     routes = set.routes.len(),
+                    budgets = set.budgets.len(),
                     entries = set.lists.len(),
                     routes_checked,
                     "overrides in force{}",
@@ -307,6 +308,22 @@ fn log_changes(source: Source, before: Option<&RuleSet>, now: &RuleSet) {
             &|| tracing::info!(target: "ratelimit", source = source.as_str(), route = %selector, "route override removed"),
         );
     }
+    for (name, (text, _)) in &now.budgets {
+        if before.budgets.get(name).map(|(t, _)| t) != Some(text) {
+            log(
+                &|| tracing::info!(target: "ratelimit", source = source.as_str(), budget = %name, declarations = %text, "shared budget override set"),
+            );
+        }
+    }
+    for name in before
+        .budgets
+        .keys()
+        .filter(|name| !now.budgets.contains_key(*name))
+    {
+        log(
+            &|| tracing::info!(target: "ratelimit", source = source.as_str(), budget = %name, "shared budget override removed"),
+        );
+    }
     if unlogged > 0 {
         tracing::info!(
             target: "ratelimit",
@@ -339,7 +356,7 @@ fn warn_raw_api_keys(set: &RuleSet) {
 /// were cleared one by one or lost with the data (a restart without it, `FLUSHALL`, an
 /// `allkeys-*` eviction), which an operator is told of.
 fn emptied(source: Source, before: Option<&RuleSet>, now: &RuleSet) -> bool {
-    let holds = |set: &RuleSet| !set.routes.is_empty() || !set.lists.is_empty();
+    let holds = |set: &RuleSet| !set.is_empty();
     source == Source::Redis && before.is_some_and(holds) && !holds(now)
 }
 

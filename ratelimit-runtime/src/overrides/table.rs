@@ -241,6 +241,8 @@ pub(crate) struct Table {
     routes: HashMap<String, RouteOverrides>,
     /// Shared budgets' overrides, by name.
     pub(crate) budgets: BTreeMap<&'static str, BudgetOverride>,
+    /// Every shared budget's limit in force, by name.
+    budget_limits: BudgetLimits,
     pub(crate) allow: List,
     pub(crate) deny: List,
 }
@@ -298,10 +300,13 @@ impl Table {
             generation,
             ..Table::default()
         };
-        let mut budgets = declared_budgets();
+        let declared = declared_budgets();
+        let mut budgets = declared.clone();
         for (source, set) in sets {
             for (name, (text, declaration)) in &set.budgets {
-                let Some((&name, &declared)) = budgets.get_key_value(name.as_str()) else {
+                // What the override does not write is the declaration's, whatever another
+                // source wrote.
+                let Some((&name, &declared)) = declared.get_key_value(name.as_str()) else {
                     continue;
                 };
                 let limit = budget_limit(name, declaration, Some(declared));
@@ -329,8 +334,13 @@ impl Table {
                     Some(tier) => declaration.policy.for_tier(tier),
                     None => declaration.policy.limited().copied(),
                 };
-                let Ok(policy) = to_policy(stack, declared, &selector.route, &budgets) else {
-                    continue;
+                let policy = match to_policy(stack, declared, &selector.route, &budgets) {
+                    Ok(policy) => policy,
+                    Err(problems) => {
+                        // Refused when the source was checked; kept out all the same.
+                        tracing::error!(target: "ratelimit", route = %selector, problems = %problems.join("; "), "an override that cannot be built is not in force");
+                        continue;
+                    }
                 };
                 let overridden = Overridden {
                     policy,
@@ -352,56 +362,28 @@ impl Table {
                 }
             }
         }
-        if !table.budgets.is_empty() {
-            table.rebudget_declared(catalog, &budgets);
-        }
+        table.budget_limits = budgets;
         table
     }
 
-    /// Puts the shared budgets' overrides in force on the declared stacks (the route's
-    /// default, and each tier's own) that name them and have no override of their own.
-    fn rebudget_declared(&mut self, catalog: &Catalog, budgets: &BudgetLimits) {
-        for (route, declaration) in catalog {
-            let Some(policy) = declaration.policy.limited() else {
-                continue;
-            };
-            let stacks = std::iter::once((None, *policy)).chain(
-                policy
-                    .tiers()
-                    .iter()
-                    .filter_map(|t| Some((Some(t.name()), policy.tier(t.name())?))),
-            );
-            for (tier, stack) in stacks {
-                let Some(name) = stack
-                    .limits()
-                    .iter()
-                    .filter_map(Limit::budget)
-                    .find(|name| self.budgets.contains_key(name))
-                else {
-                    continue;
-                };
-                let entry = self.routes.entry(route.clone()).or_default();
-                let slot = match tier {
-                    Some(tier) => entry.tiers.get(tier),
-                    None => entry.all.as_ref(),
-                };
-                if slot.is_some() {
-                    continue;
-                }
-                let budget = &self.budgets[name];
-                let overridden = Overridden {
-                    policy: Policy::Limited(rebudgeted(stack, budgets)),
-                    source: budget.source,
-                    text: format!("budget {name} = '{}'", budget.text),
-                };
-                match tier {
-                    Some(tier) => {
-                        entry.tiers.insert(tier.to_owned(), overridden);
-                    }
-                    None => entry.all = Some(overridden),
-                }
-            }
+    /// `policy` with the shared budgets' overrides in force, when it names one: every
+    /// route's stack as requests count it, whatever the route's override.
+    pub(crate) fn with_budgets(&self, policy: RoutePolicy) -> RoutePolicy {
+        if self.names_overridden_budget(&policy) {
+            rebudgeted(policy, &self.budget_limits)
+        } else {
+            policy
         }
+    }
+
+    /// Whether `policy` names a shared budget an override changes (no allocation: asked on
+    /// every request of a route with no override of its own).
+    pub(crate) fn names_overridden_budget(&self, policy: &RoutePolicy) -> bool {
+        !self.budgets.is_empty()
+            && policy.limits().iter().any(|l| {
+                l.budget()
+                    .is_some_and(|name| self.budgets.contains_key(name))
+            })
     }
 }
 
@@ -588,10 +570,29 @@ pub(crate) fn check_routes(
         let tier = selector.tier.as_deref()?;
         unknown_tier(&selector.to_string(), tier, tiers)
     });
+    // A stack the grammar takes may still not make a policy on its route: past 8 limits
+    // with the declared shared budgets it keeps, say.
+    let budgets = declared_budgets();
+    let unbuildable = set.routes.iter().filter_map(|(selector, (_, stack))| {
+        let declaration = catalog.get(&selector.route)?;
+        let named_known = stack
+            .iter()
+            .filter_map(|d| d.budget.as_deref())
+            .all(|name| budgets.contains_key(name));
+        let declared = match &selector.tier {
+            Some(tier) => declaration.policy.for_tier(tier),
+            None => declaration.policy.limited().copied(),
+        };
+        let problems = to_policy(stack, declared, &selector.route, &budgets)
+            .err()
+            .filter(|_| named_known)?;
+        Some(format!("`{selector}`: {}", problems.join("; ")))
+    });
     unknown
         .chain(exempt)
         .chain(unknown_tiers)
         .chain(opened)
+        .chain(unbuildable)
         .collect()
 }
 
@@ -744,6 +745,8 @@ fn build_policy(
                 .and_then(|d| d.identity.as_ref())
                 .unwrap_or(first),
         ),
+        // A stack of shared budgets alone counts nothing by the route's identity.
+        None if own.is_empty() => Identity::UserIdElseIp,
         None => declared.map_or(Identity::UserIdElseIp, |p| p.identity()),
     };
     let first_parts = own.first().and_then(|d| d.identity.clone());
@@ -834,6 +837,9 @@ fn build_policy(
         .unwrap_or_default();
     if let Some(problem) = crate::policy::limits_problem(&limits) {
         return Err(vec![problem.to_owned()]);
+    }
+    if shadow && matches!(fail, FailMode::Closed | FailMode::Local) {
+        return Err(vec![ratelimit_grammar::messages::fail_with_shadow(fail)]);
     }
     let policy = RoutePolicy::new(leak(limits), identity, fail, shadow).with_headers(headers);
     // `enforce` as written, else the declaration's (as `identity` and `fail`): an override
