@@ -116,10 +116,16 @@ impl Key {
 
     /// The message for a name that is no key: the keys, and the likely one.
     pub fn unknown_message(name: &str) -> String {
+        Key::unknown_among(name, &Key::NAMES)
+    }
+
+    /// The message for an unknown key `name` where only the keys `names` go (`budget!`
+    /// takes four of the attribute's).
+    pub fn unknown_among(name: &str, names: &[&str]) -> String {
         format!(
             "unknown key `{name}`; expected one of {}{}",
-            suggest::list(&Key::NAMES),
-            suggest::did_you_mean(name, &Key::NAMES)
+            suggest::list(names),
+            suggest::did_you_mean(name, names)
         )
     }
 

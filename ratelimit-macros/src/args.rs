@@ -63,6 +63,8 @@ pub(crate) struct Window {
 pub(crate) struct Args {
     /// Where to report a problem with the attribute as a whole.
     pub(crate) site: Site,
+    /// The keys an unknown one is told of: the attribute's, or `budget!`'s.
+    pub(crate) known: &'static [&'static str],
     /// Every key written, in order.
     pub(crate) keys: Vec<Key>,
     pub(crate) limit: Slot<u32>,
@@ -96,8 +98,19 @@ pub(crate) struct Args {
 impl Args {
     /// Parses the tokens inside `#[rate_limit(...)]`; `site` stands for the attribute.
     pub(crate) fn parse(tokens: TokenStream, site: Site, cx: &mut Ctxt) -> Args {
+        Args::parse_among(tokens, site, &KeyName::NAMES, cx)
+    }
+
+    /// [`parse`](Args::parse) where an unknown key is told of the keys `known` only.
+    pub(crate) fn parse_among(
+        tokens: TokenStream,
+        site: Site,
+        known: &'static [&'static str],
+        cx: &mut Ctxt,
+    ) -> Args {
         let mut args = Args {
             site,
+            known,
             keys: Vec::new(),
             limit: Slot::Absent,
             window: Slot::Absent,
@@ -160,7 +173,7 @@ impl Args {
         };
         let name = ident.to_string();
         let Some(key) = KeyName::from_name(&name) else {
-            cx.error(ident.span(), KeyName::unknown_message(&name));
+            cx.error(ident.span(), KeyName::unknown_among(&name, self.known));
             // A near miss stands for the key it misspells: no "missing `limit`" after `limt`.
             if let Some(meant) = KeyName::closest(&name) {
                 if self.key(meant).is_none() {

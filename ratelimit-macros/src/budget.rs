@@ -22,6 +22,9 @@ const KEYS: [Key; 5] = [
     Key::Crate,
 ];
 
+/// [`KEYS`] by name, as an unknown key is told of them.
+const KEY_NAMES: [&str; 5] = ["limit", "window", "identity", "algorithm", "crate"];
+
 pub(crate) fn budget(input: TokenStream) -> TokenStream {
     expand(input).unwrap_or_else(syn::Error::into_compile_error)
 }
@@ -46,7 +49,7 @@ fn expand(input: TokenStream) -> syn::Result<TokenStream> {
     if let Err(problem) = ratelimit_grammar::check_budget_name(&name.to_string()) {
         cx.error(name.span(), problem);
     }
-    let args = Args::parse(rest, Site::CallSite, &mut cx);
+    let args = Args::parse_among(rest, Site::CallSite, &KEY_NAMES, &mut cx);
     for key in args.keys.iter().filter(|k| !KEYS.contains(&k.name)) {
         cx.error(
             key.span,

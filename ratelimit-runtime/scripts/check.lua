@@ -7,9 +7,11 @@
 --          Cluster slot, and no other key is touched.
 -- ARGV[1]  the time in ms, or '' for Redis TIME (parts/clock.lua)
 -- ARGV[2]  a member unique to this request (sliding log), or '' when no limit is a log
--- ARGV[5i-2] .. ARGV[5i+2]
---          limit i: algorithm code (fw, sw, sl, gc), max, window ms, block ms (0: none),
---          and the units this request counts in it (its cost)
+-- ARGV[4i-1] .. ARGV[4i+2]
+--          limit i: algorithm code (fw, sw, sl, gc), with `:` and the units this request
+--          counts in it when they are not 1 (its cost: `fw:10`), max, window ms, block ms
+--          (0: none). A cost rides on the code so that a stack without one sends nothing
+--          more: each argument is a string Redis and Lua make per call.
 --
 -- Phase 1 peeks every limit (a limit whose lockout holds refuses without a peek); phase 2
 -- commits every limit only when all allowed, so a request rejected by one limit consumes
@@ -21,9 +23,9 @@
 -- string for far less than an array (its RESP parser handles every element on its own;
 -- BENCHMARKS.md, section 6).
 
-local n = (#ARGV - 2) / 5
+local n = (#ARGV - 2) / 4
 if n < 1 or n % 1 ~= 0 or #KEYS < n then
-  return redis.error_reply('ERR rate-limit script: expected 2 + 5 arguments per limit')
+  return redis.error_reply('ERR rate-limit script: expected 2 + 4 arguments per limit')
 end
 --@include parts/clock.lua
 local member = ARGV[2]
@@ -37,10 +39,11 @@ local state = {false, false, false, false, false, false, false, false, false, fa
 local next_bkey = n + 1
 local all_allowed = true
 for i = 1, n do
-  local key, code = KEYS[i], ARGV[5 * i - 2]
-  local max, window, cost = tonumber(ARGV[5 * i - 1]), tonumber(ARGV[5 * i]), tonumber(ARGV[5 * i + 2])
+  local key, code = KEYS[i], ARGV[4 * i - 1]
+  local max, window, cost = tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1]), 1
+  --@include parts/cost_code.lua
   -- No lockout is sent as '0', read without converting it.
-  local block, bkey = ARGV[5 * i + 1], nil
+  local block, bkey = ARGV[4 * i + 2], nil
   if block ~= '0' then
     block = tonumber(block)
     if block ~= 0 then
@@ -82,9 +85,12 @@ end
 if all_allowed then
   for i = 1, n do
     local k = 6 * i
-    local key, code, window, ttl, value = KEYS[i], ARGV[5 * i - 2], state[k - 5], state[k - 4], state[k - 3]
-    local cost_arg = ARGV[5 * i + 2]
-    local cost = tonumber(cost_arg)
+    local key, code, window, ttl, value = KEYS[i], ARGV[4 * i - 1], state[k - 5], state[k - 4], state[k - 3]
+    local cost, cost_arg = 1, '1'
+    if #code > 2 then
+      cost_arg = string.sub(code, 4)
+      cost, code = tonumber(cost_arg), string.sub(code, 1, 2)
+    end
     if code == 'fw' then
       --@include parts/fixed_window_commit.lua
     elseif code == 'sw' then

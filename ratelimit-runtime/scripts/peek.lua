@@ -3,23 +3,25 @@
 -- admin command's view of one client's budget; never on the request path.
 --
 -- KEYS and ARGV as check.lua's: the limit keys, then the lockout key of each limit with a
--- block; ARGV[1] the time in ms or '', ARGV[2] '' (no member: nothing is logged), then five
--- per limit: algorithm code, max, window ms, block ms, cost.
+-- block; ARGV[1] the time in ms or '', ARGV[2] '' (no member: nothing is logged), then four
+-- per limit: algorithm code (with `:` and the cost when it is not 1), max, window ms, block
+-- ms.
 -- Returns what check.lua returns: four integers per limit, `allowed remaining retry_after_ms
 -- reset_after_ms` (remaining once one more request counted), then the time in ms. Peeking
 -- prunes what left a window, which no later check reads; it counts nothing.
 
-local n = (#ARGV - 2) / 5
+local n = (#ARGV - 2) / 4
 if n < 1 or n % 1 ~= 0 or #KEYS < n then
-  return redis.error_reply('ERR rate-limit script: expected 2 + 5 arguments per limit')
+  return redis.error_reply('ERR rate-limit script: expected 2 + 4 arguments per limit')
 end
 --@include parts/clock.lua
 local reply = {}
 local next_bkey = n + 1
 for i = 1, n do
-  local key, code = KEYS[i], ARGV[5 * i - 2]
-  local max, window, block = tonumber(ARGV[5 * i - 1]), tonumber(ARGV[5 * i]), tonumber(ARGV[5 * i + 1])
-  local cost = tonumber(ARGV[5 * i + 2])
+  local key, code = KEYS[i], ARGV[4 * i - 1]
+  local max, window, block = tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2])
+  local cost = 1
+  --@include parts/cost_code.lua
   local bkey = nil
   if block ~= 0 then
     bkey = KEYS[next_bkey]

@@ -148,12 +148,12 @@ fn the_scripts_refuse_malformed_arguments() {
         check_script(&[Limit::new(5, Window::from_millis(W), Algorithm::SlidingLog)]).source();
     let ok = eval(log, &["1", "k:sl", &t0, "5", &w, "m1"]).unwrap();
     assert_eq!(ok, reply("1 4 0 60000"));
-    // The general script (five arguments per limit: code, max, window, block, cost): four
-    // integers per limit, in the order of the keys.
+    // The general script (four arguments per limit: code, with `:` and the cost when it is
+    // not 1, max, window, block): four integers per limit, in the order of the keys.
     let stacked = eval(
         general,
         &[
-            "2", "k2:sl", "k2:sw", &t0, "m1", "sl", "5", &w, "0", "1", "sw", "100", &w, "0", "1",
+            "2", "k2:sl", "k2:sw", &t0, "m1", "sl", "5", &w, "0", "sw", "100", &w, "0",
         ],
     )
     .unwrap();
@@ -203,7 +203,7 @@ fn the_scripts_refuse_malformed_arguments() {
         ),
         (
             general,
-            vec!["1", "k", "", "", "sw", "4294967295", "2097153", "0", "1"],
+            vec!["1", "k", "", "", "sw", "4294967295", "2097153", "0"],
             exact,
         ),
         (
@@ -213,24 +213,24 @@ fn the_scripts_refuse_malformed_arguments() {
         ),
         (
             general,
-            vec!["1", "k", "", "", "tb", "5", "1000", "0", "1"],
+            vec!["1", "k", "", "", "tb", "5", "1000", "0"],
             "unknown algorithm `tb`",
         ),
         (
             general,
             vec!["1", "k", "", "", "sw", "5"],
-            "expected 2 + 5 arguments per limit",
+            "expected 2 + 4 arguments per limit",
         ),
         (
             general,
             vec![
-                "2", "a", "b", "", "", "sw", "5", "1000", "0", "1", "gc", "-1", "1000", "0", "1",
+                "2", "a", "b", "", "", "sw", "5", "1000", "0", "gc", "-1", "1000", "0",
             ],
             bounds,
         ),
         (
             general,
-            vec!["1", "k", "1.5", "", "fw", "5", "1000", "0", "1"],
+            vec!["1", "k", "1.5", "", "fw", "5", "1000", "0"],
             "ARGV[1] must be empty or a whole number",
         ),
         // A lockout: its key and a block within the window's bounds.
@@ -241,10 +241,10 @@ fn the_scripts_refuse_malformed_arguments() {
         ),
         (
             general,
-            vec!["1", "k", "", "", "fw", "5", "1000", "1000", "1"],
+            vec!["1", "k", "", "", "fw", "5", "1000", "1000"],
             "expected one lockout key per limit with a block",
         ),
-        // A cost: from 1 to the limit, alone as the last argument, in a stack per limit.
+        // A cost: from 1 to the limit, alone as the last argument, in a stack on its code.
         (
             single,
             vec!["1", "k:gc", "", "5", "1000", "6"],
@@ -252,8 +252,18 @@ fn the_scripts_refuse_malformed_arguments() {
         ),
         (
             general,
-            vec!["1", "k", "", "", "fw", "5", "1000", "0", "0"],
+            vec!["1", "k", "", "", "fw:0", "5", "1000", "0"],
             "cost must be a whole number from 1 to max",
+        ),
+        (
+            general,
+            vec!["1", "k", "", "", "fw:6", "5", "1000", "0"],
+            "cost must be a whole number from 1 to max",
+        ),
+        (
+            general,
+            vec!["1", "k", "", "", "fw/2", "5", "1000", "0"],
+            "unknown algorithm `fw/2`",
         ),
         (
             give_back,

@@ -353,6 +353,7 @@ impl<'a> ScriptCall<'a> {
         // Sized up front: a check's command is built on every request, and growing its two
         // vectors argument by argument cost more allocations than the rest of the call.
         let args = 6 + self.keys.len() + 5 * self.limits.len();
+        let mut code = String::new();
         let data = name.len()
             + script.len()
             + self.member.len()
@@ -391,11 +392,20 @@ impl<'a> ScriptCall<'a> {
             (Action::Check | Action::Peek, limits) => {
                 cmd.arg(&self.member);
                 for limit in limits {
-                    cmd.arg(algorithm_code(limit.algorithm()))
-                        .arg(limit.max())
+                    // A cost other than 1 rides on the code (`fw:10`): a stack without one
+                    // sends four arguments a limit.
+                    if limit.cost() == 1 {
+                        cmd.arg(algorithm_code(limit.algorithm()));
+                    } else {
+                        code.clear();
+                        code.push_str(algorithm_code(limit.algorithm()));
+                        code.push(':');
+                        code.push_str(itoa::Buffer::new().format(limit.cost()));
+                        cmd.arg(code.as_str());
+                    }
+                    cmd.arg(limit.max())
                         .arg(limit.window().as_millis())
-                        .arg(limit.block().map_or(0, |block| block.as_millis()))
-                        .arg(limit.cost());
+                        .arg(limit.block().map_or(0, |block| block.as_millis()));
                 }
             }
             (Action::Reset, _) => {
