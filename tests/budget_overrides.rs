@@ -11,12 +11,13 @@ use std::{path::Path, sync::Arc, time::Duration};
 use actix_web::{
     get, post,
     test::{self, TestRequest},
-    App, HttpResponse, Responder,
+    web, App, HttpResponse, Responder,
 };
 use ratelimit_runtime::{
     budget,
     overrides::{Overrides, Source},
     rate_limit,
+    settings::Undeclared,
     store::{MemoryStore, RedisStore, Store},
     IdentityPart, RateLimiter,
 };
@@ -206,6 +207,34 @@ async fn a_budget_override_holds_on_every_route_on_a_cluster() {
 #[actix_web::test]
 async fn a_budget_override_holds_on_every_route_in_memory() {
     a_budget_override_holds_on_every_route_naming_it(Arc::new(MemoryStore::new())).await;
+}
+
+/// The limiter's default policy for undeclared routes may stack a shared budget: its
+/// override holds there too.
+#[actix_web::test]
+async fn a_budget_override_holds_under_the_default_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ratelimit.toml");
+    replace_file(&path, "[budgets]\nQUOTA = 'limit = 2, window = \"2h\"'\n");
+    let limiter = RateLimiter::new(MemoryStore::new())
+        .undeclared(Undeclared::new().limits(vec![QUOTA.limit()]))
+        .overrides(Overrides::new().file(&path));
+    let app = test::init_service(
+        App::new()
+            .route("/free", web::get().to(HttpResponse::Ok))
+            .wrap(limiter),
+    )
+    .await;
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let res = test::call_service(&app, request(TestRequest::get().uri("/free"), "k-9")).await;
+        seen.push(res.status().as_u16());
+    }
+    assert_eq!(
+        seen,
+        [200, 200, 429],
+        "the override's 2, not the declared 1000"
+    );
 }
 
 #[actix_web::test]
