@@ -801,7 +801,14 @@ mod tests {
         assert_eq!(args[5], "1700000040000");
         assert_eq!(
             &args[7..],
-            ["sl", "5", "60000", "0", "1", "fw", "100", "3600000", "0", "1"]
+            ["sl", "5", "60000", "0", "fw", "100", "3600000", "0"]
+        );
+        // A cost other than 1 rides on its limit's code.
+        let weighed = [limits[0], limits[1].costing(7)];
+        let weighed_args = words(&ScriptCall::new(&request(&key, &weighed)).evalsha());
+        assert_eq!(
+            &weighed_args[7..],
+            ["sl", "5", "60000", "0", "fw:7", "100", "3600000", "0"]
         );
         let other = ScriptCall::new(&CheckRequest {
             now_millis: None,
