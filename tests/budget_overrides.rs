@@ -14,7 +14,7 @@ use actix_web::{
     web, App, HttpResponse, Responder,
 };
 use ratelimit_runtime::{
-    budget,
+    budget, coverage,
     overrides::{Overrides, Source},
     rate_limit,
     settings::Undeclared,
@@ -235,6 +235,31 @@ async fn a_budget_override_holds_under_the_default_policy() {
         [200, 200, 429],
         "the override's 2, not the declared 1000"
     );
+}
+
+/// The route table shows a route whose only change is its shared budget's override under
+/// that override, with its source.
+#[actix_web::test]
+async fn the_route_table_shows_a_budget_override_on_the_routes_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ratelimit.toml");
+    replace_file(&path, "[budgets]\nQUOTA = 'limit = 7, window = \"2h\"'\n");
+    let overrides = Overrides::new().file(&path);
+    let _limiter = RateLimiter::new(MemoryStore::new()).overrides(overrides.clone());
+    let table = coverage::route_table(App::new().service(items).service(bulk))
+        .await
+        .with_overrides(&overrides);
+    let bulk_row = table
+        .routes
+        .iter()
+        .find(|r| r.label() == "POST /bulk")
+        .unwrap();
+    assert_eq!(bulk_row.source(), Some(Source::File));
+    let policy = bulk_row.policy().unwrap();
+    let limits = policy.limited().unwrap().limits();
+    assert_eq!((limits[0].max(), limits[0].cost()), (7, 3), "{limits:?}");
+    let text = table.to_string();
+    assert!(text.contains("budget QUOTA"), "{text}");
 }
 
 #[actix_web::test]

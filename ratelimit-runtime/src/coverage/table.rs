@@ -276,6 +276,25 @@ impl RouteTable {
                     Some(tier) => row.tier_overrides.push((tier.clone(), overridden.clone())),
                 }
             }
+            // A declared stack with no override of its own still counts a shared budget
+            // under the budget's override.
+            let Some(declared) = row.declaration().and_then(|d| d.policy.limited().copied()) else {
+                continue;
+            };
+            if row.overridden.is_none() {
+                row.overridden = overrides.budgets_on(declared);
+            }
+            for tier in declared.tiers() {
+                let listed = row.tier_overrides.iter().any(|(t, _)| t == tier.name());
+                let stack = declared.tier(tier.name());
+                if let Some(overridden) = stack
+                    .filter(|_| !listed)
+                    .and_then(|s| overrides.budgets_on(s))
+                {
+                    row.tier_overrides
+                        .push((tier.name().to_owned(), overridden));
+                }
+            }
         }
         self
     }

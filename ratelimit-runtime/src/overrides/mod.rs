@@ -393,6 +393,22 @@ impl Overrides {
         table.budgets.get(name).map(|b| b.limit)
     }
 
+    /// `policy` under the shared budgets' overrides in force, when it names an overridden
+    /// budget: as the route table shows a declared stack the overrides change only there.
+    pub(crate) fn budgets_on(&self, policy: crate::RoutePolicy) -> Option<Overridden> {
+        let table = self.shared.table.load();
+        let (name, budget) = policy
+            .limits()
+            .iter()
+            .filter_map(|l| l.budget())
+            .find_map(|name| Some((name, table.budgets.get(name)?)))?;
+        Some(Overridden {
+            policy: crate::Policy::Limited(table.with_budgets(policy)),
+            source: budget.source,
+            text: format!("{BUDGET_WORD}{name} = '{}'", budget.text),
+        })
+    }
+
     /// Why each source's last content was refused (every problem, in the attribute's
     /// words), for the sources whose last content was; the rules in force are the ones
     /// accepted before.
