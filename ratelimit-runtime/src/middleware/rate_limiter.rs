@@ -83,6 +83,8 @@ pub struct RateLimiter {
     pub(super) rollout: super::rollout_state::Rollout,
     /// The app's answer to refusals, when it gives one.
     reject_with: Option<RejectWith>,
+    /// The tiers the App's requests carry, when it names them (`RateLimiter::tiers`).
+    tiers: Option<std::collections::BTreeSet<String>>,
 }
 
 impl fmt::Debug for RateLimiter {
@@ -129,6 +131,7 @@ impl RateLimiter {
             overrides: None,
             rollout: super::rollout_state::Rollout::default(),
             reject_with: None,
+            tiers: None,
         }
     }
 
@@ -266,6 +269,82 @@ impl RateLimiter {
         self.with(|s| s.reject_with = Some(Arc::new(respond)))
     }
 
+    /// Names every tier the App's requests carry (the [`Tier`](crate::overrides::Tier) its
+    /// auth layer puts in them): a declaration naming another
+    /// (`#[rate_limit(tier = "por", ..)]`) is then a refused setting naming the nearest tier
+    /// listed, so the App does not start with a misspelled tier no request carries; and the
+    /// limiter's [`overrides`](Self::overrides) take these tiers in their selectors (beside
+    /// [`Overrides::tiers`](crate::overrides::Overrides::tiers)), refusing others with a
+    /// suggestion. Without it a tier named by one declaration only, close to one others
+    /// name, is a warning of the coverage check.
+    ///
+    /// ```
+    /// use ratelimit_runtime::{store::MemoryStore, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::new(MemoryStore::new()).tiers(["free", "pro", "enterprise"]);
+    /// assert!(limiter.check_settings().is_ok());
+    /// let wrong = RateLimiter::new(MemoryStore::new()).tiers(["Pro"]);
+    /// assert!(wrong.check_settings().unwrap_err().to_string().contains("lower-case"));
+    /// ```
+    pub fn tiers<I>(mut self, names: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let setting = "`RateLimiter::tiers(..)`";
+        if self.tiers.is_some() {
+            self.problems.record(
+                format!("{setting} given twice"),
+                Err(format!(
+                    "{setting}: given twice: the later list replaces the earlier; give every tier once"
+                )),
+            );
+        }
+        let mut tiers = std::collections::BTreeSet::new();
+        for name in names {
+            let name = name.as_ref();
+            match ratelimit_grammar::check_tier(name) {
+                Ok(()) => {
+                    tiers.insert(name.to_owned());
+                }
+                Err(problem) => self.problems.record(
+                    format!("{setting} {name}"),
+                    Err(format!("{setting}: {problem}")),
+                ),
+            }
+        }
+        if let Some(overrides) = &mut self.overrides {
+            overrides.take_tiers(&tiers);
+        }
+        self.with(|s| s.tiers = Some(tiers))
+    }
+
+    /// One line per tier a declaration of the program names that [`tiers`](Self::tiers)
+    /// does not list, when it was given.
+    fn unknown_declared_tiers(&self) -> Vec<String> {
+        let Some(known) = &self.tiers else {
+            return Vec::new();
+        };
+        let names: Vec<&str> = known.iter().map(String::as_str).collect();
+        let mut problems = Vec::new();
+        for declaration in crate::registry::declarations() {
+            let Some(policy) = declaration.policy().limited() else {
+                continue;
+            };
+            for tier in policy.tiers().iter().filter(|t| !known.contains(t.name())) {
+                problems.push(format!(
+                    "`{}` ({}) declares limits for tier `{}`, which `RateLimiter::tiers(..)` does not list{}; the App's tiers are {}",
+                    declaration.route(),
+                    declaration.handler(),
+                    tier.name(),
+                    ratelimit_grammar::suggest::did_you_mean(tier.name(), &names),
+                    ratelimit_grammar::suggest::list(&names),
+                ));
+            }
+        }
+        problems
+    }
+
     /// Gives `group` its value; a group given before is a refused setting: its values would
     /// be lost without a word (a validated API key source, the trusted proxies).
     fn group(mut self, group: Group, set: impl FnOnce(&mut Self)) -> Self {
@@ -294,7 +373,10 @@ impl RateLimiter {
     /// thread that reads them and waits up to 2 s for its first read. Build the limiter
     /// once, outside `HttpServer::new`'s closure, and clone it there: every `Overrides`
     /// reads on its own.
-    pub fn overrides(self, overrides: crate::overrides::Overrides) -> Self {
+    pub fn overrides(self, mut overrides: crate::overrides::Overrides) -> Self {
+        if let Some(tiers) = &self.tiers {
+            overrides.take_tiers(tiers);
+        }
         overrides.start(Duration::from_secs(2));
         self.with(|s| s.overrides = Some(overrides))
     }
@@ -348,6 +430,7 @@ impl RateLimiter {
         let store = self.store.refused_settings();
         // The program's shared budgets: two of one name would count in one key.
         let budgets = crate::policy::duplicate_names();
+        let tiers = self.unknown_declared_tiers();
         let overrides = self.overrides.iter().flat_map(|o| o.problems());
         let mut problems: Vec<String> = Vec::new();
         let settings = self
@@ -360,6 +443,7 @@ impl RateLimiter {
             .chain(store.iter().map(String::as_str))
             .chain(overrides)
             .chain(budgets.iter().map(String::as_str))
+            .chain(tiers.iter().map(String::as_str))
             .chain(rollout.iter().map(String::as_str));
         for problem in settings {
             if !problems.iter().any(|p| p == problem) {

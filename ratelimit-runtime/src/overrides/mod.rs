@@ -363,6 +363,12 @@ impl Overrides {
         self
     }
 
+    /// Takes `tiers` (the limiter's, [`RateLimiter::tiers`](crate::RateLimiter::tiers)) as
+    /// tiers its selectors may name, beside those it lists itself.
+    pub(crate) fn take_tiers(&mut self, tiers: &std::collections::BTreeSet<String>) {
+        self.tiers.extend(tiers.iter().cloned());
+    }
+
     /// Gives the App's declared routes to the overrides in force, with the tiers this
     /// configuration lists: rules are checked against both from now on.
     pub(crate) fn set_routes(&self, catalog: Catalog) {
