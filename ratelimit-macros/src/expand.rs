@@ -122,7 +122,7 @@ fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Re
     };
     let policy = valid::validate(&stack, &methods, &mut cx);
     let rt = runtime_path(&stack, &mut cx);
-    let cost_from = cost_from_path(&stack, &mut cx);
+    let cost_from = cost_from_path(&stack, &rt, &mut cx);
     cx.check()?;
     let (route, policy) = match (found, policy) {
         (Found::Route(route), Some(policy)) => (route, policy),
@@ -185,15 +185,20 @@ fn expand(args: TokenStream, function: &mut ItemFn, fingerprint: u64) -> syn::Re
 }
 
 /// `.__cost_from(path, "path")` when the stack names a function that weighs each request
-/// (`cost_from`, written once, or alike on several), else nothing. The function is a
-/// `fn(&ServiceRequest) -> u32` argument, so the compiler checks its path and signature at the
-/// string's span.
-fn cost_from_path(stack: &[Args], cx: &mut Ctxt) -> TokenStream {
+/// (`cost_from`, written once, or alike on several), else nothing. The function is first a
+/// constant of type `fn(&ServiceRequest) -> u32`, spanned at the string: the compiler checks
+/// its path and signature there, naming the type it expects and no hidden method.
+fn cost_from_path(stack: &[Args], rt: &TokenStream, cx: &mut Ctxt) -> TokenStream {
     let why = ": one function weighs the route's requests; write it once";
     match one_path(stack, |a| &a.cost_from, "cost_from", why, cx) {
         Some(path) => {
             let text = quote!(#path).to_string().replace(' ', "");
-            quote!(.__cost_from(#path, #text))
+            let span = syn::spanned::Spanned::span(path);
+            let weigh = quote::quote_spanned!(span=> {
+                const WEIGH: #rt::__private::CostFrom = #path;
+                WEIGH
+            });
+            quote!(.__cost_from(#weigh, #text))
         }
         None => TokenStream::new(),
     }

@@ -18,5 +18,5 @@ pub use crate::{
         Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RouteHeaders,
         RoutePolicy, SharedBudget, TierPolicy, Window,
     },
-    registry::RouteDeclaration,
+    registry::{CostFrom, RouteDeclaration},
 };
