@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::{path::Path, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use actix_web::{
     get, post,
@@ -21,7 +21,7 @@ use ratelimit_runtime::{
     store::{MemoryStore, RedisStore, Store},
     IdentityPart, RateLimiter,
 };
-use support::{Backend, RedisServer};
+use support::{replace_file, until, Backend, RedisServer};
 
 budget!(
     QUOTA = limit = 1000,
@@ -49,25 +49,6 @@ fn request(request: TestRequest, key: &str) -> actix_http::Request {
         .insert_header(("X-Api-Key", key))
         .peer_addr("203.0.113.9:4000".parse().unwrap())
         .to_request()
-}
-
-fn replace_file(path: &Path, text: &str) {
-    let staged = path.with_extension("staged");
-    std::fs::write(&staged, text).unwrap();
-    std::fs::rename(&staged, path).unwrap();
-}
-
-/// Waits (up to 3 s) until `holds` on the overrides in force.
-async fn until(overrides: &Overrides, what: &str, holds: impl Fn(&Overrides) -> bool) {
-    let started = std::time::Instant::now();
-    while !holds(overrides) {
-        assert!(
-            started.elapsed() < Duration::from_secs(3),
-            "{what}: not within 3 s; refused: {:?}",
-            overrides.refused()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// The file's budget override holds on both routes; a route override keeps the budget; the

@@ -6,7 +6,7 @@
 mod support;
 
 use ratelimit_runtime::settings::Identities;
-use std::{path::Path, time::Duration};
+use std::time::Duration;
 
 use actix_web::{
     body::MessageBody,
@@ -26,7 +26,7 @@ use ratelimit_runtime::{
     Algorithm, FailMode, Identity, IdentityPart, Limit, RateLimiter, RoutePolicy, Window,
 };
 use redis::Commands as _;
-use support::RedisServer;
+use support::{replace_file, until, RedisServer};
 
 #[rate_limit(limit = 100, window = "1m", identity = "ip", fail = "closed")]
 #[get("/search")]
@@ -116,26 +116,6 @@ where
 
 /// A client described, and how to make its request.
 type Case = (&'static str, Box<dyn Fn() -> TestRequest>);
-
-/// Writes `text` to `path` as an operator should: elsewhere, then renamed over it.
-fn replace_file(path: &Path, text: &str) {
-    let staged = path.with_extension("staged");
-    std::fs::write(&staged, text).unwrap();
-    std::fs::rename(&staged, path).unwrap();
-}
-
-/// Waits (up to 2 s) until `holds` on the overrides in force.
-async fn until(overrides: &Overrides, what: &str, holds: impl Fn(&Overrides) -> bool) {
-    let started = std::time::Instant::now();
-    while !holds(overrides) {
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "{what}: not within 2 s; refused: {:?}",
-            overrides.refused()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 fn limit_in_force(overrides: &Overrides, route: &str) -> Option<u32> {
     overrides

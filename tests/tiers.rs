@@ -8,7 +8,7 @@
 
 mod support;
 
-use std::{path::Path, process::Command, time::Duration};
+use std::{process::Command, time::Duration};
 
 use actix_web::{
     body::MessageBody,
@@ -28,7 +28,7 @@ use ratelimit_runtime::{
     IdentityPart, Policy, RateLimiter,
 };
 use redis::Commands as _;
-use support::{admin_command, RedisServer, T0};
+use support::{admin_command, replace_file, until, RedisServer, T0};
 
 /// Free users: 2 a minute by user id. Pro: 5 a minute and 7 an hour (a stacked tier), by the
 /// route's identity. Team: 3 a minute, by address.
@@ -235,26 +235,6 @@ async fn the_stacked_tier_limit_holds_when_the_minute_limit_has_room_again() {
     let (seen, limit) = statuses(&app, 3, pro).await;
     assert_eq!(seen, [200, 200, 429]);
     assert_eq!(limit.as_deref(), Some("7"), "the hour's limit binds");
-}
-
-/// Writes `text` to `path` as an operator should: elsewhere, then renamed over it.
-fn replace_file(path: &Path, text: &str) {
-    let staged = path.with_extension("staged");
-    std::fs::write(&staged, text).unwrap();
-    std::fs::rename(&staged, path).unwrap();
-}
-
-/// Waits (up to 2 s) until `holds` on the overrides.
-async fn until(overrides: &Overrides, what: &str, holds: impl Fn(&Overrides) -> bool) {
-    let started = std::time::Instant::now();
-    while !holds(overrides) {
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "{what}: not within 2 s; refused: {:?}",
-            overrides.refused()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[actix_web::test]

@@ -242,15 +242,7 @@ impl Admin {
             .map(|route| format!("an allow entry opens `{route}`, which no service declares"));
         let known: Vec<&str> = published.budgets.keys().map(String::as_str).collect();
         let budgets = set
-            .budgets
-            .keys()
-            .map(|name| (format!("{BUDGET_WORD}{name}"), name.as_str()))
-            .chain(set.routes.iter().flat_map(|(selector, (_, stack))| {
-                stack
-                    .iter()
-                    .filter_map(|d| d.budget.as_deref())
-                    .map(move |name| (selector.to_string(), name))
-            }))
+            .budgets_named()
             .filter_map(|(field, name)| unknown_budget(&field, name, &known))
             .collect::<Vec<_>>();
         Ok(set
@@ -417,11 +409,9 @@ impl Admin {
             ..
         } = self.published().await?;
         let known: Vec<&str> = budgets.keys().map(String::as_str).collect();
-        let unknown = set.routes.values().flat_map(|(_, stack)| {
-            stack
-                .iter()
-                .filter_map(|d| unknown_budget(&selector.to_string(), d.budget.as_deref()?, &known))
-        });
+        let unknown = set
+            .budgets_named()
+            .filter_map(|(field, name)| unknown_budget(&field, name, &known));
         if let Some(problem) = unknown.into_iter().next() {
             return Err(format!(
                 "{problem} (the services would refuse the whole hash)"

@@ -464,6 +464,22 @@ impl RuleSet {
         self.routes.len() + self.budgets.len() + self.lists.len()
     }
 
+    /// Every shared budget it names, with the field naming it: a budget's override
+    /// (`budget API`), or a route's override naming one (`budget = API`).
+    pub fn budgets_named(&self) -> impl Iterator<Item = (String, &str)> {
+        let overridden = self
+            .budgets
+            .keys()
+            .map(|name| (format!("{BUDGET_WORD}{name}"), name.as_str()));
+        let stacked = self.routes.iter().flat_map(|(selector, (_, stack))| {
+            stack
+                .iter()
+                .filter_map(|d| d.budget.as_deref())
+                .map(move |name| (selector.to_string(), name))
+        });
+        overridden.chain(stacked)
+    }
+
     /// Every route the allow entries scoped with `routes "…"` name.
     pub fn routes_opened(&self) -> impl Iterator<Item = &str> {
         self.allow_routes.values().flatten().map(String::as_str)

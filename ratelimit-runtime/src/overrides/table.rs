@@ -602,15 +602,7 @@ pub(crate) fn check_routes(
 pub(crate) fn check_budget_names(set: &RuleSet) -> Vec<String> {
     let budgets = declared_budgets();
     let known: Vec<&str> = budgets.keys().copied().collect();
-    set.budgets
-        .keys()
-        .map(|name| (format!("budget {name}"), name.as_str()))
-        .chain(set.routes.iter().flat_map(|(selector, (_, stack))| {
-            stack
-                .iter()
-                .filter_map(|d| d.budget.as_deref())
-                .map(move |name| (selector.to_string(), name))
-        }))
+    set.budgets_named()
         .filter_map(|(field, name)| unknown_budget(&field, name, &known))
         .collect()
 }
