@@ -53,6 +53,11 @@ pub struct Declaration {
     /// `budget`: the name of the shared budget this declaration stacks (`budget = API`),
     /// with `cost` the only other key it takes.
     pub budget: Option<String>,
+    /// `concurrency`: at most this many requests of one identity in flight (a limit of its
+    /// own: no `limit`, `window`, `algorithm`, `count`, `block`, `cost` or `budget` beside it).
+    pub concurrency: Option<u32>,
+    /// `lease`, in milliseconds (with `concurrency` only).
+    pub lease: Option<u64>,
 }
 
 /// A value as the lexer reads it.
@@ -210,7 +215,7 @@ pub fn parse_declaration(text: &str) -> Result<Declaration, Vec<String>> {
 fn string(key: Key, value: Value) -> Result<String, Vec<String>> {
     match value {
         Value::Str(text) => Ok(text),
-        Value::Number(digits) if matches!(key, Key::Window | Key::Block) => {
+        Value::Number(digits) if matches!(key, Key::Window | Key::Block | Key::Lease) => {
             if digits.ends_with(|c: char| c.is_ascii_digit()) {
                 Err(vec![messages::duration_without_unit(key, &digits)])
             } else {
@@ -307,6 +312,25 @@ fn set(declaration: &mut Declaration, key: Key, value: Value) -> Result<(), Vec<
             crate::check_budget_name(&name).map_err(one)?;
             declaration.budget = Some(name);
         }
+        Key::Concurrency => {
+            declaration.concurrency = Some(match value {
+                Value::Number(digits) => match digits.parse::<u64>() {
+                    Ok(n) => crate::check_concurrency(n).map_err(one)?,
+                    Err(_) => {
+                        return Err(one(format!(
+                            "`concurrency` must be a positive whole number of requests, e.g. `concurrency = 5`; found `{digits}`"
+                        )))
+                    }
+                },
+                other => {
+                    return Err(one(format!(
+                        "`concurrency` takes an integer, e.g. `concurrency = 5`; found `{}`",
+                        other.written()
+                    )))
+                }
+            });
+        }
+        Key::Lease => declaration.lease = Some(crate::parse_lease(&string(key, value)?).map_err(one)?),
         Key::CostFrom => {
             return Err(one(
                 "`cost_from` names a function of the program, which a declaration read at run time cannot reach; write a `cost`, or weigh the route's requests with `RateLimiter::cost_of`".to_owned(),
@@ -330,7 +354,18 @@ fn check_one(declaration: &Declaration, written: &[Key], misspelled: &[Key]) -> 
         return errors;
     }
     let present = |key: Key| written.contains(&key) || misspelled.contains(&key);
-    if declaration.budget.is_some() {
+    if written.contains(&Key::Lease) && !present(Key::Concurrency) {
+        errors.push(crate::lease_without_concurrency().to_owned());
+    }
+    if present(Key::Concurrency) {
+        // A limit of its own: the keys of a rate limit do not go beside it.
+        for key in written
+            .iter()
+            .filter(|k| crate::NOT_WITH_CONCURRENCY.contains(k))
+        {
+            errors.push(crate::not_with_concurrency(*key));
+        }
+    } else if declaration.budget.is_some() {
         // The budget's limit is its declaration's; the route-wide keys (`fail`, `shadow`,
         // `headers`, `enforce`) may go beside it, as in the attribute.
         for key in written.iter().filter(|k| {
@@ -432,7 +467,13 @@ fn check_stack(stack: &[Declaration]) -> Vec<String> {
     if stack.len() > MAX_STACKED {
         errors.push(messages::too_many_stacked());
     }
+    if stack.iter().filter(|d| d.concurrency.is_some()).count() > 1 {
+        errors.push(crate::concurrency_twice().to_owned());
+    }
     for (i, later) in stack.iter().enumerate() {
+        if later.concurrency.is_some() {
+            continue;
+        }
         if let Some(name) = &later.budget {
             if stack[..i].iter().any(|d| d.budget.as_ref() == Some(name)) {
                 errors.push(messages::budget_twice(name));
@@ -442,6 +483,7 @@ fn check_stack(stack: &[Declaration]) -> Vec<String> {
         let algorithm = later.algorithm.unwrap_or(Algorithm::SlidingWindow);
         let earlier = stack[..i].iter().find(|d| {
             d.budget.is_none()
+                && d.concurrency.is_none()
                 && d.algorithm.unwrap_or(Algorithm::SlidingWindow) == algorithm
                 && d.window == later.window
         });
@@ -513,6 +555,24 @@ mod tests {
 
     fn errors(text: &str) -> Vec<String> {
         parse_stack(text).expect_err(text)
+    }
+
+    #[test]
+    fn concurrency_is_a_limit_of_its_own() {
+        let stack = parse_stack(
+            r#"concurrency = 3, lease = "30s", identity = "api_key"; limit = 60, window = "1h""#,
+        )
+        .unwrap();
+        assert_eq!((stack[0].concurrency, stack[0].lease), (Some(3), Some(30_000)));
+        assert_eq!(stack[1].limit, Some(60));
+        let beside = errors(r#"concurrency = 3, limit = 10, window = "1m""#);
+        assert_eq!(beside.len(), 2, "{beside:?}");
+        assert!(beside[0].starts_with("`limit` does not go with `concurrency`"));
+        assert!(errors(r#"lease = "5s", limit = 1, window = "1s""#)[0].starts_with("`lease` is how long"));
+        assert!(errors("concurrency = 0")[0].contains("at least 1"));
+        assert!(errors("concurrency = 2; concurrency = 3")[0].contains("one `concurrency`"));
+        assert!(errors("concurency = 2")[0].contains("did you mean `concurrency`?"));
+        assert!(errors(r#"concurrency = 2, lease = "100ms""#)[0].contains("at least `1s`"));
     }
 
     #[test]

@@ -25,6 +25,10 @@ pub enum Key {
     CostFrom,
     /// `budget = API`: a budget shared by routes, declared with `budget!`.
     Budget,
+    /// `concurrency = 5`: at most that many requests of one identity in flight.
+    Concurrency,
+    /// `lease = "10s"`: how long a concurrency limit's hold outlives an instance that died.
+    Lease,
     /// `shadow = true`: log and count, never refuse.
     Shadow,
     /// `headers = "none"`: whether responses tell clients the limits.
@@ -43,7 +47,7 @@ pub enum Key {
 
 impl Key {
     /// Every key, in the order messages list them.
-    pub const ALL: [Key; 16] = [
+    pub const ALL: [Key; 18] = [
         Key::Limit,
         Key::Window,
         Key::Identity,
@@ -54,6 +58,8 @@ impl Key {
         Key::Cost,
         Key::CostFrom,
         Key::Budget,
+        Key::Concurrency,
+        Key::Lease,
         Key::Shadow,
         Key::Headers,
         Key::Enforce,
@@ -63,7 +69,7 @@ impl Key {
     ];
 
     /// Every key's name, in the order messages list them.
-    pub const NAMES: [&'static str; 16] = [
+    pub const NAMES: [&'static str; 18] = [
         "limit",
         "window",
         "identity",
@@ -74,6 +80,8 @@ impl Key {
         "cost",
         "cost_from",
         "budget",
+        "concurrency",
+        "lease",
         "shadow",
         "headers",
         "enforce",
@@ -95,6 +103,8 @@ impl Key {
             Key::Cost => "cost",
             Key::CostFrom => "cost_from",
             Key::Budget => "budget",
+            Key::Concurrency => "concurrency",
+            Key::Lease => "lease",
             Key::Shadow => "shadow",
             Key::Headers => "headers",
             Key::Enforce => "enforce",
@@ -142,6 +152,8 @@ impl Key {
             Key::Cost => "`cost = 10`",
             Key::CostFrom => "`cost_from = \"crate::reports::rows_asked\"`",
             Key::Budget => "`budget = API`",
+            Key::Concurrency => "`concurrency = 5`",
+            Key::Lease => "`lease = \"10s\"`",
             Key::Shadow => "`shadow = true`",
             Key::Headers => "`headers = \"none\"`",
             Key::Enforce => "`enforce = true`",
@@ -169,6 +181,8 @@ mod tests {
         assert_eq!(Key::closest("enfroce"), Some(Key::Enforce));
         assert_eq!(Key::closest("cots"), Some(Key::Cost));
         assert_eq!(Key::closest("teir"), Some(Key::Tier));
+        assert_eq!(Key::closest("concurency"), Some(Key::Concurrency));
+        assert_eq!(Key::closest("leese"), Some(Key::Lease));
         assert_eq!(Key::closest("zzzzzz"), None);
         assert!(Key::unknown_message("limt").ends_with("did you mean `limit`?"));
     }

@@ -19,6 +19,7 @@
 
 mod algorithm;
 mod budget;
+mod concurrency;
 mod count;
 mod declaration;
 mod fail_mode;
@@ -32,6 +33,11 @@ mod tier;
 
 pub use algorithm::Algorithm;
 pub use budget::{check_budget_name, MAX_BUDGET_NAME_LEN};
+pub use concurrency::{
+    check_concurrency, concurrency_twice, lease_without_concurrency, not_with_concurrency,
+    parse_lease, DEFAULT_LEASE_MILLIS, MAX_CONCURRENCY, MAX_LEASE_MILLIS, MIN_LEASE_MILLIS,
+    NOT_WITH_CONCURRENCY,
+};
 pub use count::Count;
 pub use declaration::{parse_declaration, parse_stack, Declaration};
 pub use fail_mode::{FailMode, SAFE_METHODS};

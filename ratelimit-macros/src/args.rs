@@ -81,6 +81,10 @@ pub(crate) struct Args {
     pub(crate) cost_from: Slot<syn::Path>,
     /// The shared budget this attribute names (a `budget!` constant).
     pub(crate) budget: Slot<syn::Path>,
+    /// How many requests of one identity may be in flight (a concurrency limit).
+    pub(crate) concurrency: Slot<u32>,
+    /// A concurrency limit's lease.
+    pub(crate) lease: Slot<Window>,
     pub(crate) shadow: Slot<bool>,
     /// Whether the route's answers carry the rate-limit headers.
     pub(crate) headers: Slot<RouteHeaders>,
@@ -122,6 +126,8 @@ impl Args {
             cost: Slot::Absent,
             cost_from: Slot::Absent,
             budget: Slot::Absent,
+            concurrency: Slot::Absent,
+            lease: Slot::Absent,
             shadow: Slot::Absent,
             headers: Slot::Absent,
             enforce: Slot::Absent,
@@ -218,6 +224,10 @@ impl Args {
             KeyName::Cost => self.cost = parse_cost(&value, cx),
             KeyName::CostFrom => self.cost_from = parse_cost_from(&value, cx),
             KeyName::Budget => self.budget = parse_budget(&value, cx),
+            KeyName::Concurrency => self.concurrency = parse_concurrency(&value, cx),
+            KeyName::Lease => {
+                self.lease = parse_duration(&value, key, ratelimit_grammar::parse_lease, cx);
+            }
             KeyName::Count => self.count = parse_text(&value, key, Count::parse, cx),
             KeyName::Identity => self.identity = parse_identity(&value, cx),
             KeyName::Algorithm => {
@@ -245,6 +255,8 @@ impl Args {
             KeyName::Cost => self.cost = Slot::Invalid,
             KeyName::CostFrom => self.cost_from = Slot::Invalid,
             KeyName::Budget => self.budget = Slot::Invalid,
+            KeyName::Concurrency => self.concurrency = Slot::Invalid,
+            KeyName::Lease => self.lease = Slot::Invalid,
             KeyName::Shadow => self.shadow = Slot::Invalid,
             KeyName::Headers => self.headers = Slot::Invalid,
             KeyName::Enforce => self.enforce = Slot::Invalid,
@@ -328,6 +340,33 @@ fn parse_cost(value: &Expr, cx: &mut Ctxt) -> Slot<u32> {
     }
     let written = value.to_token_stream().to_string().replace(' ', "");
     cx.error_spanned(value, messages::cost_not_positive(&written));
+    Slot::Invalid
+}
+
+/// `concurrency = 5`: a positive integer literal, at most
+/// [`MAX_CONCURRENCY`](ratelimit_grammar::MAX_CONCURRENCY).
+fn parse_concurrency(value: &Expr, cx: &mut Ctxt) -> Slot<u32> {
+    if let Expr::Lit(ExprLit {
+        lit: Lit::Int(int), ..
+    }) = value
+    {
+        if int.suffix().is_empty() {
+            match int
+                .base10_parse::<u64>()
+                .map_err(|_| format!("`concurrency = {int}` is too high; the highest is {}", ratelimit_grammar::MAX_CONCURRENCY))
+                .and_then(ratelimit_grammar::check_concurrency)
+            {
+                Ok(n) => return Slot::Valid(n, int.span()),
+                Err(message) => cx.error(int.span(), message),
+            }
+            return Slot::Invalid;
+        }
+    }
+    let written = value.to_token_stream().to_string().replace(' ', "");
+    cx.error_spanned(
+        value,
+        format!("`concurrency` must be a positive whole number of requests written as an integer literal, e.g. `concurrency = 5`; found `{written}`"),
+    );
     Slot::Invalid
 }
 

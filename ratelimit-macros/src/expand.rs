@@ -327,6 +327,14 @@ fn limits_tokens(limits: &[LimitModel], p: &TokenStream) -> Vec<TokenStream> {
             }
             let max = l.max;
             let window = l.window_millis;
+            if l.concurrency {
+                let mut limit = quote!(#p::Limit::concurrent(#max, #p::Window::from_millis(#window)));
+                if let Some(own) = &l.identity {
+                    let own = identity_tokens(Some(own), p);
+                    limit = quote!(#limit.identified_by(#own));
+                }
+                return limit;
+            }
             let algorithm = variant(l.algorithm.as_str());
             let mut limit = quote!(#p::Limit::new(#max, #p::Window::from_millis(#window), #p::Algorithm::#algorithm));
             if l.count != Count::Requests {

@@ -22,6 +22,8 @@ pub(crate) struct LimitModel {
     /// The shared budget this limit is (its constant's path): its limit, window, algorithm
     /// and identity are the budget's.
     pub(crate) budget: Option<syn::Path>,
+    /// A concurrency limit: `max` requests in flight, each a lease of `window_millis`.
+    pub(crate) concurrency: bool,
 }
 
 /// One stack of limits: the route's default, or one tier's.
@@ -190,6 +192,14 @@ fn validate_stack(stack: &[&Args], cx: &mut Ctxt, ok: &mut bool) -> StackModel {
 
     let mut limits: Vec<(LimitModel, &Args)> = Vec::new();
     for &args in stack {
+        if let Some(key) = args.key(Key::Lease).filter(|_| args.key(Key::Concurrency).is_none()) {
+            cx.error(key.span, ratelimit_grammar::lease_without_concurrency());
+            *ok = false;
+        }
+        if args.key(Key::Concurrency).is_some() {
+            *ok &= concurrency_limit(args, &mut limits, cx);
+            continue;
+        }
         if !args.budget.is_absent() {
             *ok &= budget_limit(args, &mut limits, cx);
             continue;
@@ -232,9 +242,9 @@ fn validate_stack(stack: &[&Args], cx: &mut Ctxt, ok: &mut bool) -> StackModel {
                     *ok = false;
                 }
             }
-            if let Some((earlier, earlier_args)) = limits
-                .iter()
-                .find(|(l, _)| l.algorithm == algorithm && l.window_millis == window_millis)
+            if let Some((earlier, earlier_args)) = limits.iter().find(|(l, _)| {
+                !l.concurrency && l.algorithm == algorithm && l.window_millis == window_millis
+            })
             {
                 let earlier_window = earlier_args
                     .window
@@ -292,6 +302,7 @@ fn validate_stack(stack: &[&Args], cx: &mut Ctxt, ok: &mut bool) -> StackModel {
                     identity: None,
                     cost,
                     budget: None,
+                    concurrency: false,
                 },
                 args,
             ));
@@ -391,6 +402,52 @@ fn budget_limit<'a>(
             identity: None,
             cost,
             budget: Some(path.clone()),
+            concurrency: false,
+        },
+        args,
+    ));
+    ok
+}
+
+/// The limit of an attribute with `concurrency = N` (and `lease`): a limit of its own, so
+/// no key of a rate limit may go beside it, and one per stack. Whether it was right.
+fn concurrency_limit<'a>(
+    args: &'a Args,
+    limits: &mut Vec<(LimitModel, &'a Args)>,
+    cx: &mut Ctxt,
+) -> bool {
+    let mut ok = true;
+    for key in args
+        .keys
+        .iter()
+        .filter(|k| ratelimit_grammar::NOT_WITH_CONCURRENCY.contains(&k.name))
+    {
+        cx.error(key.span, ratelimit_grammar::not_with_concurrency(key.name));
+        ok = false;
+    }
+    let Slot::Valid(max, span) = &args.concurrency else {
+        return false;
+    };
+    if limits.iter().any(|(l, _)| l.concurrency) {
+        cx.error(*span, ratelimit_grammar::concurrency_twice());
+        ok = false;
+    }
+    let window_millis = match &args.lease {
+        Slot::Valid(lease, _) => lease.millis,
+        Slot::Invalid => return false,
+        Slot::Absent => ratelimit_grammar::DEFAULT_LEASE_MILLIS,
+    };
+    limits.push((
+        LimitModel {
+            max: *max,
+            window_millis,
+            algorithm: Algorithm::SlidingLog,
+            count: Count::Requests,
+            block_millis: None,
+            identity: None,
+            cost: 1,
+            budget: None,
+            concurrency: true,
         },
         args,
     ));

@@ -33,6 +33,38 @@ if n < 1 or n % 1 ~= 0 or #KEYS ~= n then
   return redis.error_reply('ERR rate-limit script: expected one key and 5 arguments per limit')
 end
 --@include parts/clock.lua
+-- ARGV[2] = 'release' or 'renew': the place a concurrency limit's check took (code `cc`, the
+-- member the check logged) given back, its request ended; or held for another lease from
+-- now, its request still runs. Other limits are left alone. A release returns the places
+-- given back; a renewal, when the lease now ends (ms; the earliest of the limits'), or 0
+-- when a place had gone (expired, or reset), which is then not taken again.
+local lease_op = ARGV[2]
+if lease_op == 'release' or lease_op == 'renew' then
+  local released, ends = 0, nil
+  for i = 1, n do
+    if ARGV[5 * i - 2] == 'cc' then
+      local key, window, member = KEYS[i], tonumber(ARGV[5 * i]), ARGV[5 * i + 2]
+      if window == nil or window < 1 or window % 1 ~= 0 or member == '' then
+        return redis.error_reply('ERR rate-limit script: a lease takes its length in ms and its member')
+      end
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - window))
+      if lease_op == 'release' then
+        released = released + redis.call('ZREM', key, member)
+      elseif redis.call('ZSCORE', key, member) then
+        redis.call('ZADD', key, string.format('%d', now), member)
+        local ms = window
+        --@include parts/extend.lua
+        ends = math.min(ends or (now + window), now + window)
+      else
+        ends = 0
+      end
+    end
+  end
+  if lease_op == 'release' then
+    return released
+  end
+  return ends or 0
+end
 -- ARGV[2] = 'charge': units counted after the fact (`Budget::charge`), never refused.
 local charging = ARGV[2] == 'charge'
 local counted_at = nil

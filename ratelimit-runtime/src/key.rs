@@ -247,7 +247,7 @@ impl RouteKey {
     }
 
     /// The key of one limit: `<base>:<algorithm><window ms>`, e.g.
-    /// `rl:{GET:/x|ip:1.2.3.4}:sw60000` (for the window algorithms in `MemoryStore`, the
+    /// `rl:{GET:/x|ip:1.2.3.4}:sw60000` (a concurrency limit: `cc<lease ms>`; for the window algorithms in `MemoryStore`, the
     /// stem its window entries are named after); the base is that of the limit's own
     /// identity when it counts by one ([`with_identity`](Self::with_identity)).
     pub fn limit_key(&self, limit: &Limit) -> String {
@@ -255,7 +255,12 @@ impl RouteKey {
         let mut key = String::with_capacity(base.len() + 16);
         key.push_str(base);
         key.push(':');
-        key.push_str(algorithm_code(limit.algorithm()));
+        // A concurrency limit's leases are a sliding log of their own, never a rate limit's.
+        key.push_str(if limit.is_concurrency() {
+            "cc"
+        } else {
+            algorithm_code(limit.algorithm())
+        });
         key.push_str(itoa::Buffer::new().format(limit.window().as_millis()));
         key
     }

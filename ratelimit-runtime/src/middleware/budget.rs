@@ -272,6 +272,21 @@ impl Limiter {
         change: Adjustment<'_>,
         timeout: Option<Duration>,
     ) -> Result<u64, StoreError> {
+        // A concurrency limit's places are its requests' own: units given back or charged
+        // do not touch them (a reset clears them with the rest).
+        let rated: Vec<Limit>;
+        let limits = match change {
+            Adjustment::GiveBack { .. } | Adjustment::Charge { .. }
+                if limits.iter().any(Limit::is_concurrency) =>
+            {
+                rated = limits.iter().filter(|l| !l.is_concurrency()).copied().collect();
+                if rated.is_empty() {
+                    return Ok(0);
+                }
+                &rated[..]
+            }
+            _ => limits,
+        };
         let request = AdjustRequest::new(key, limits, self.clock.now_millis(), change);
         let changed = adjust_within(&*self.store, timeout, request).await;
         for base in key.bases() {

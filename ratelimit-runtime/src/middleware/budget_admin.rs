@@ -335,10 +335,12 @@ impl RateLimiter {
         change: Adjustment<'_>,
     ) -> Result<u64, BudgetError> {
         // A route's shared budgets are every route's: changing one client's budget on a route
-        // leaves them alone.
+        // leaves them alone. A concurrency limit's places are its requests' own: a give-back
+        // leaves them alone too (a reset clears them with the rest).
+        let reset = matches!(change, Adjustment::Reset);
         let limits: Vec<Limit> = limits
             .iter()
-            .filter(|limit| limit.budget().is_none())
+            .filter(|limit| limit.budget().is_none() && (reset || !limit.is_concurrency()))
             .copied()
             .collect();
         if limits.is_empty() {

@@ -10,7 +10,7 @@ use std::{
 };
 
 use actix_web::{
-    body::{EitherBody, MessageBody},
+    body::{BoxBody, EitherBody, MessageBody},
     dev::{Service, ServiceRequest, ServiceResponse},
     http::{header::HeaderMap, StatusCode},
     Error, HttpMessage, HttpRequest, HttpResponse,
@@ -21,6 +21,7 @@ use super::{
     attempt::AttemptOutcome,
     flood_shield::{Blocked, Shielded},
     headers,
+    lease::{Lease, LeaseBody, CONCURRENCY_RETRY},
     limiter::{BudgetState, Granted, Limiter, LimiterHandle},
     overridden::Resolved,
     route_info::RouteInfo,
@@ -99,6 +100,29 @@ impl Limiter {
         }
     }
 
+    /// Gives back at once the concurrency places `decision` took for a request that is
+    /// answered already (counted after the fact, or refused for its unreadable username).
+    fn let_go(
+        &self,
+        handle: &LimiterHandle,
+        route: &RouteInfo,
+        key: &RouteKey,
+        decision: &Decision,
+        local: bool,
+    ) {
+        if decision.allowed {
+            drop(Lease::taken(
+                handle.limiter(),
+                key,
+                route.policy.limits(),
+                decision.receipt.as_ref(),
+                local,
+                &route.metrics,
+                &route.label,
+            ));
+        }
+    }
+
     /// The span of one decision on `route` (see [`telemetry::decision_span`]).
     fn decision_span(&self, route: &RouteInfo, counting: Counting) -> tracing::Span {
         telemetry::decision_span(
@@ -129,7 +153,7 @@ impl Limiter {
     ) -> impl Future<Output = Result<ServiceResponse<EitherBody<B>>, Error>> + 'a
     where
         S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'a,
-        B: MessageBody + 'a,
+        B: MessageBody + 'static,
     {
         async move {
             let overridden;
@@ -175,6 +199,23 @@ impl Limiter {
                 adjusted: std::cell::Cell::new(false),
                 outcome: std::cell::Cell::new(None),
             });
+            // The places a concurrency limit gave this request, held until its response
+            // body has been sent or its client went away (dropping this future drops them).
+            let lease = budget
+                .decision
+                .as_ref()
+                .filter(|decision| decision.allowed)
+                .and_then(|decision| {
+                    Lease::taken(
+                        handle.limiter(),
+                        &budget.key,
+                        budget.limits,
+                        decision.receipt.as_ref(),
+                        local,
+                        &route.metrics,
+                        &route.label,
+                    )
+                });
             handle.set_budget(Granted::Limited(Rc::clone(&budget)));
             let answer = service.call(req).await;
             // Units reserved in limits that count failures only go back after a success (not
@@ -229,9 +270,9 @@ impl Limiter {
             match (answer, binding) {
                 (Ok(mut response), Some(binding)) => {
                     self.insert_headers(response.headers_mut(), route, &budget.key, binding);
-                    Ok(response.map_into_left_body())
+                    Ok(holding(response, lease))
                 }
-                (Ok(response), None) => Ok(response.map_into_left_body()),
+                (Ok(response), None) => Ok(holding(response, lease)),
                 // An error (a scope's auth layer, the handler) answers with the headers too.
                 // Added as a response mapper, so the error keeps its own type for middleware
                 // further out that downcasts it (a wrapper type would hide it).
@@ -582,9 +623,10 @@ impl Limiter {
                     if let Decided::Proceed {
                         decision: Some(decision),
                         key,
-                        ..
+                        local,
                     } = &other
                     {
+                        self.let_go(handle, route, key, decision, *local);
                         if let Some(binding) =
                             decision.binding().filter(|_| !self.shadowed(&route.policy))
                         {
@@ -858,6 +900,11 @@ impl Limiter {
                 }
             };
 
+            let decision = if decision.allowed {
+                decision
+            } else {
+                concurrency_retry(decision)
+            };
             let retry_ms = decision.retry_after().as_millis() as u64;
             let applied = decision.binding().map(|(index, _)| &policy.limits()[index]);
             // Logged by the identity of the limit that decided (a per-username refusal on a
@@ -882,11 +929,12 @@ impl Limiter {
                 telemetry::decision(&route.metrics, &span, &client, outcome, retry_ms, applied);
                 // A refusal is remembered only where every request weighs the same: under a
                 // cost function a lighter request may fit where this one did not.
-                // Nor a shared budget's, which other routes count too (each its own stack).
+                // Nor a shared budget's, which other routes count too (each its own stack),
+                // nor a concurrency limit's, whose places come back whenever requests end.
                 let remembered = !decided_locally && cost.is_none();
-                if let Some((index, binding)) = decision
-                    .binding()
-                    .filter(|(_, state)| remembered && state.limit.budget().is_none())
+                if let Some((index, binding)) = decision.binding().filter(|(_, state)| {
+                    remembered && state.limit.budget().is_none() && !state.limit.is_concurrency()
+                })
                 {
                     // Under the base of the limit that refused: a refusal by a per-username limit
                     // holds for that name from any address, and never for the address's others.
@@ -928,6 +976,10 @@ impl Limiter {
                 Outcome::ShadowRejected
             };
             telemetry::decision(&route.metrics, &span, &client, outcome, retry_ms, applied);
+            if counting != Counting::Live {
+                // Counted after its answer: it holds no concurrency place past this moment.
+                self.let_go(handle, route, &key, &decision, decided_locally);
+            }
             Decided::Proceed {
                 decision: Some(decision),
                 key,
@@ -935,6 +987,31 @@ impl Limiter {
             }
         }
     }
+}
+
+/// `response` with its body holding `lease` until it has been sent, when there is one.
+fn holding<B: MessageBody + 'static>(
+    response: ServiceResponse<B>,
+    lease: Option<Lease>,
+) -> ServiceResponse<EitherBody<B>> {
+    match lease {
+        None => response.map_into_left_body(),
+        Some(lease) => response
+            .map_body(|_, body| BoxBody::new(LeaseBody::new(body, lease)))
+            .map_into_right_body(),
+    }
+}
+
+/// `decision` as a refusal by a concurrency limit tells it: its places come back as
+/// requests end, so it waits and resets within [`CONCURRENCY_RETRY`] at most.
+fn concurrency_retry(mut decision: Decision) -> Decision {
+    for state in &mut decision.limits {
+        if state.limit.is_concurrency() {
+            state.retry_after = state.retry_after.min(CONCURRENCY_RETRY);
+            state.reset_after = state.reset_after.min(CONCURRENCY_RETRY);
+        }
+    }
+    decision
 }
 
 /// `decision` after its request gave its unit back to the limits that count failures only:

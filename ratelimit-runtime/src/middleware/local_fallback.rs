@@ -39,6 +39,12 @@ pub(crate) struct LocalFallback {
 }
 
 impl LocalFallback {
+    /// The store of this process's decisions while the store fails: a concurrency place
+    /// taken here is given back here.
+    pub(crate) fn store(&self) -> &MemoryStore {
+        &self.store
+    }
+
     pub(crate) fn new(instances: u32, capacity: usize) -> Self {
         LocalFallback {
             store: MemoryStore::builder().capacity(capacity).build(),
@@ -58,6 +64,15 @@ impl LocalFallback {
         for limit in limits {
             let max = limit.max().div_ceil(self.instances);
             let window = limit.window();
+            if limit.is_concurrency() {
+                // Each instance lets its share of the places run while the store is away.
+                let mut share = Limit::concurrent(max, window);
+                if let Some(identity) = limit.identity() {
+                    share = share.identified_by(identity);
+                }
+                shares.push(share);
+                continue;
+            }
             let algorithm = [
                 limit.algorithm(),
                 Algorithm::SlidingWindow,

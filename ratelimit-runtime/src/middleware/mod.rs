@@ -13,6 +13,7 @@ mod enforce;
 mod flood_shield;
 mod header_families;
 mod headers;
+mod lease;
 mod limiter;
 mod local_fallback;
 mod overridden;

@@ -185,7 +185,14 @@ impl RouteInfo {
         let policy_header = limits
             .iter()
             .zip(&policy_names)
-            .map(|(l, n)| format!("{n};q={};w={}", l.max(), l.window().as_secs_ceil()))
+            .map(|(l, n)| {
+                // A concurrency limit counts requests in flight, over no window.
+                if l.is_concurrency() {
+                    format!("{n};q={};qu=\"concurrent-requests\"", l.max())
+                } else {
+                    format!("{n};q={};w={}", l.max(), l.window().as_secs_ceil())
+                }
+            })
             .collect::<Vec<_>>()
             .join(", ");
         RouteInfo {

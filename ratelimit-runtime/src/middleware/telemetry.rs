@@ -18,6 +18,7 @@ use crate::{
 const DECISIONS: &str = "ratelimit_decisions_total";
 const STORE_ERRORS: &str = "ratelimit_store_errors_total";
 const STORE_DURATION: &str = "ratelimit_store_duration_seconds";
+const IN_FLIGHT: &str = "ratelimit_in_flight";
 pub(crate) const FALLBACK_SWITCHES: &str = "ratelimit_fallback_switches_total";
 pub(crate) const LISTED: &str = "ratelimit_listed_total";
 pub(crate) const OVERRIDES_APPLIED: &str = "ratelimit_overrides_applied_total";
@@ -48,6 +49,11 @@ pub fn describe_metrics() {
         STORE_DURATION,
         Unit::Seconds,
         "Time one rate-limit store call took, by route and policy."
+    );
+    metrics::describe_gauge!(
+        IN_FLIGHT,
+        Unit::Count,
+        "Requests holding a place in their route's concurrency limit on this instance, by route and policy."
     );
     metrics::describe_counter!(
         FALLBACK_SWITCHES,
@@ -87,6 +93,8 @@ pub(crate) struct RouteMetrics {
     decisions: [Key; Outcome::LABELS.len()],
     store_errors: Key,
     store_duration: Key,
+    /// `ratelimit_in_flight{route, policy}`: the requests holding a concurrency place.
+    in_flight: Key,
     /// Per error kind ([`kind_index`]): when a store error of the route was last logged at
     /// `error` on this worker, and how many have been logged at `debug` only since.
     store_errors_logged: [Cell<Option<Instant>>; 4],
@@ -140,6 +148,7 @@ impl RouteMetrics {
             }),
             store_errors: Key::from_parts(STORE_ERRORS, labels()),
             store_duration: Key::from_parts(STORE_DURATION, labels()),
+            in_flight: Key::from_parts(IN_FLIGHT, labels()),
             store_errors_logged: Default::default(),
             store_errors_unlogged: Default::default(),
             policy: policy_text,
@@ -148,6 +157,11 @@ impl RouteMetrics {
             algorithms: algorithms.join("+"),
             fail,
         }
+    }
+
+    /// The gauge of the route's requests holding a concurrency place on this instance.
+    pub(crate) fn in_flight(&self) -> metrics::Gauge {
+        metrics::with_recorder(|recorder| recorder.register_gauge(&self.in_flight, &METADATA))
     }
 
     /// Registers the route's counters that alerts watch, at zero: its decisions of every

@@ -764,6 +764,7 @@ impl RuleSet {
             ("enforce", declaration.enforce.is_some()),
             ("budget", declaration.budget.is_some()),
             ("exempt", declaration.exempt.is_some()),
+            ("concurrency", declaration.concurrency.is_some()),
         ];
         let problems: Vec<String> = beside
             .iter()

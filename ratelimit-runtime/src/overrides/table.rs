@@ -753,6 +753,16 @@ fn build_policy(
         .iter()
         .enumerate()
         .map(|(i, d)| {
+            if let Some(max) = d.concurrency {
+                let lease = d.lease.unwrap_or(ratelimit_grammar::DEFAULT_LEASE_MILLIS);
+                let limit = Limit::concurrent(max, Window::from_millis(lease));
+                return match &d.identity {
+                    Some(own) if differ && Some(own) != first_parts.as_ref() => {
+                        limit.identified_by(identity_of(own))
+                    }
+                    _ => limit,
+                };
+            }
             let mut limit = Limit::new(
                 d.limit.unwrap_or(1),
                 Window::from_millis(d.window.unwrap_or(1)),
@@ -878,6 +888,9 @@ pub fn declaration_text(policy: &Policy) -> String {
                 if limit.cost() != 1 {
                     keys.push(format!("cost = {}", limit.cost()));
                 }
+            } else if limit.is_concurrency() {
+                keys.push(format!("concurrency = {}", limit.max()));
+                keys.push(format!("lease = \"{}\"", window(limit.window())));
             } else {
                 keys.push(format!("limit = {}", limit.max()));
                 keys.push(format!("window = \"{}\"", window(limit.window())));

@@ -101,6 +101,9 @@ pub struct Limit {
     identity: Option<Identity>,
     cost: NonZeroU32,
     budget: Option<&'static str>,
+    /// A concurrency limit ([`concurrent`](Limit::concurrent)): `max` requests in flight,
+    /// each holding a lease of `window`.
+    in_flight: bool,
 }
 
 impl Limit {
@@ -129,7 +132,49 @@ impl Limit {
             identity: None,
             cost: NonZeroU32::MIN,
             budget: None,
+            in_flight: false,
         }
+    }
+
+    /// A concurrency limit: at most `max` requests of one client in flight at once, on
+    /// every instance together (`#[rate_limit(concurrency = 3)]`). Each admitted request
+    /// holds a place until its response body has been sent or its client went away; the
+    /// place is a lease of `lease` in the store, renewed every third of it while the request
+    /// runs, so that the places of an instance that died holding them (`kill -9`, a lost
+    /// host) are free again at most `lease` after its last renewal. A refused request waits
+    /// for nothing in the store: its `Retry-After` is a second at most, as places are given
+    /// back when requests end, not at a window's edge.
+    ///
+    /// In the store a concurrency limit is a sliding log over `lease` whose entries are the
+    /// leases, removed when their requests end: it stacks with the route's rate limits in
+    /// the same script call, all-or-nothing.
+    ///
+    /// ```
+    /// use ratelimit_runtime::policy::{Limit, Window};
+    ///
+    /// // `#[rate_limit(concurrency = 3, lease = "30s")]`
+    /// const EXPORTS: Limit = Limit::concurrent(3, Window::from_secs(30));
+    /// assert!(EXPORTS.is_concurrency());
+    /// assert_eq!(EXPORTS.to_string(), "3 in flight (lease 30s)");
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `max` is zero or above [`MAX_CONCURRENCY`](ratelimit_grammar::MAX_CONCURRENCY), or
+    /// `lease` is under a second or over an hour (in a `const`, a compile error).
+    pub const fn concurrent(max: u32, lease: Window) -> Self {
+        if max == 0 || max > ratelimit_grammar::MAX_CONCURRENCY {
+            panic!("a concurrency limit lets 1 to 1000 requests run at once");
+        }
+        let millis = lease.as_millis();
+        if millis < ratelimit_grammar::MIN_LEASE_MILLIS
+            || millis > ratelimit_grammar::MAX_LEASE_MILLIS
+        {
+            panic!("a concurrency limit's lease is from 1s to 1h");
+        }
+        let mut limit = Limit::new(max, lease, Algorithm::SlidingLog);
+        limit.in_flight = true;
+        limit
     }
 
     /// This limit counting `cost` units for each request instead of one: an export that
@@ -156,6 +201,9 @@ impl Limit {
     /// pass; in a `const`, a compile error).
     #[must_use]
     pub const fn costing(mut self, cost: u32) -> Self {
+        if self.in_flight && cost != 1 {
+            panic!("a concurrency limit counts requests in flight: it has no cost");
+        }
         if let Err(problem) = ratelimit_grammar::check_cost(cost, self.max.get()) {
             panic!("{}", problem.summary());
         }
@@ -187,6 +235,9 @@ impl Limit {
     /// `AttemptOutcome` and `Responses::success_statuses`).
     #[must_use]
     pub const fn counting(mut self, count: Count) -> Self {
+        if self.in_flight && matches!(count, Count::Failures) {
+            panic!("a concurrency limit counts every request in flight, not failures");
+        }
         self.count = count;
         self
     }
@@ -200,6 +251,9 @@ impl Limit {
     /// every instance.
     #[must_use]
     pub const fn blocking(mut self, block: Window) -> Self {
+        if self.in_flight {
+            panic!("a concurrency limit locks nobody out: its places come back as requests end");
+        }
         self.block = Some(block);
         self
     }
@@ -207,6 +261,10 @@ impl Limit {
     /// This limit counting `cost` units per request, a cost already checked to be from 1 to
     /// its `max` (a request's own cost, [`RateLimiter::cost_of`](crate::RateLimiter::cost_of)).
     pub(crate) const fn with_cost(mut self, cost: u32) -> Self {
+        // A request holds one place of a concurrency limit, whatever it weighs.
+        if self.in_flight {
+            return self;
+        }
         if let Some(cost) = NonZeroU32::new(cost) {
             if cost.get() <= self.max.get() {
                 self.cost = cost;
@@ -220,6 +278,13 @@ impl Limit {
     pub(crate) const fn without_block(mut self) -> Self {
         self.block = None;
         self
+    }
+
+    /// Whether this is a concurrency limit ([`concurrent`](Self::concurrent)): then
+    /// [`max`](Self::max) is how many requests may be in flight and
+    /// [`window`](Self::window) is the lease.
+    pub const fn is_concurrency(&self) -> bool {
+        self.in_flight
     }
 
     /// How many requests the window allows.
@@ -290,6 +355,13 @@ pub(crate) const fn gcra_interval_micros(max: u64, window_millis: u64) -> u64 {
 
 impl fmt::Display for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.in_flight {
+            write!(f, "{} in flight (lease {})", self.max, self.window)?;
+            if let Some(identity) = self.identity {
+                write!(f, ", by {identity}")?;
+            }
+            return Ok(());
+        }
         write!(f, "{} per {} ({})", self.max, self.window, self.algorithm)?;
         if self.count == Count::Failures {
             f.write_str(", failures only")?;

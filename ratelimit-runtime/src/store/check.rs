@@ -41,6 +41,27 @@ pub enum Adjustment<'a> {
         /// How many units each limit counts.
         units: u32,
     },
+    /// The places the check with `receipt` took in the request's
+    /// [concurrency limits](crate::policy::Limit::concurrent) given back: its request
+    /// ended. Other limits are left alone. A place is found by the receipt's member (the
+    /// Redis stores), else by the time it counts from: the receipt's time, which after a
+    /// renewal is the renewal's (the memory store). Answers the places given back (0 when
+    /// the lease had expired, or was reset). Give a receipt back once: places of one time are
+    /// alike in the memory store, so a second release there gives back another request's.
+    Release {
+        /// Where the check took the places.
+        receipt: &'a Receipt,
+    },
+    /// The places the check with `receipt` took in the request's concurrency limits held
+    /// for another lease from now: its request still runs. Other limits are left alone.
+    /// Answers when the lease now ends, in milliseconds on the store's clock (the earliest
+    /// of the limits'), so that the lease counts from that minus the lease; 0 when a place
+    /// was gone (expired, or reset), which is then not taken again.
+    Renew {
+        /// Where the check took the places (for the memory store, with the time of the
+        /// last renewal).
+        receipt: &'a Receipt,
+    },
 }
 
 /// A change to one client's budget on one route: what [`Store::adjust`] is asked.

@@ -142,7 +142,10 @@ impl Coalescer {
     pub(crate) fn shares(request: &CheckRequest<'_>) -> bool {
         !request.limits.is_empty()
             && request.limits.iter().all(|limit| {
-                limit.block().is_none() && limit.count() == Count::Requests && limit.cost() == 1
+                limit.block().is_none()
+                    && limit.count() == Count::Requests
+                    && limit.cost() == 1
+                    && !limit.is_concurrency()
             })
             && !request.key.spans_identities(request.limits)
     }

@@ -185,6 +185,10 @@ enum Action<'a> {
     Batch {
         units: u32,
     },
+    /// A concurrency limit's place given back (`release`) or held on (`renew`).
+    Lease {
+        renew: bool,
+    },
 }
 
 /// The lockout key of a limit with a block: `<limit key>:block`, beside the limit's key
@@ -308,6 +312,26 @@ impl<'a> ScriptCall<'a> {
         }
     }
 
+    /// Encodes the release (or, with `renew`, the renewal) of the places the check with
+    /// `receipt` took in the concurrency limits among `limits` of `key`. `limits` must not be
+    /// empty.
+    pub(crate) fn lease(
+        key: &RouteKey,
+        limits: &'a [Limit],
+        now_millis: Option<u64>,
+        receipt: &'a Receipt,
+        renew: bool,
+    ) -> Self {
+        ScriptCall {
+            keys: limits.iter().map(|limit| key.limit_key(limit)).collect(),
+            now_millis,
+            member: receipt.member().unwrap_or_default().to_owned(),
+            limits,
+            script: *GIVE_BACK,
+            action: Action::Lease { renew },
+        }
+    }
+
     /// Encodes a peek at `request`: what its check would answer now, counting nothing.
     /// `request.limits` must not be empty.
     pub(crate) fn peek(request: &CheckRequest<'a>) -> Self {
@@ -410,6 +434,21 @@ impl<'a> ScriptCall<'a> {
             }
             (Action::Reset, _) => {
                 cmd.arg("reset");
+            }
+            (Action::Lease { renew }, limits) => {
+                cmd.arg(if renew { "renew" } else { "release" });
+                for limit in limits {
+                    let code = if limit.is_concurrency() {
+                        "cc"
+                    } else {
+                        algorithm_code(limit.algorithm())
+                    };
+                    cmd.arg(code)
+                        .arg(limit.max())
+                        .arg(limit.window().as_millis())
+                        .arg(1)
+                        .arg(&self.member);
+                }
             }
             (Action::Charge { units }, limits) => {
                 cmd.arg("charge");

@@ -113,10 +113,28 @@ pub(crate) async fn adjust<C: ScriptConnection>(
         Adjustment::Charge { units } => {
             ScriptCall::charge(request.key, request.limits, request.now_millis, units)
         }
+        Adjustment::Release { receipt } | Adjustment::Renew { receipt } => {
+            if !request.limits.iter().any(crate::policy::Limit::is_concurrency) {
+                return Ok(0);
+            }
+            let renew = matches!(request.change, Adjustment::Renew { .. });
+            ScriptCall::lease(
+                request.key,
+                request.limits,
+                request.now_millis,
+                receipt,
+                renew,
+            )
+        }
     };
     let attempt = async {
         match request.change {
             Adjustment::Reset => run_once_more(&mut conn, &call).await,
+            // Releasing or renewing twice does what once does: the member is removed, or
+            // scored now.
+            Adjustment::Release { .. } | Adjustment::Renew { .. } => {
+                run_once_more(&mut conn, &call).await
+            }
             Adjustment::GiveBack { .. } | Adjustment::Charge { .. } => conn.run(&call).await,
         }
     };

@@ -190,6 +190,37 @@ pub(super) fn charge(
 }
 
 /// Removes the `index`-th entry of the log at `key`.
+/// Gives back the place of a concurrency limit (a log over its lease `window` ms at `key`)
+/// that counts from `at`, as `scripts/give_back.lua`'s release removes its member: 1 when
+/// it was there, 0 once it expired. Places counting from one time are alike (they end
+/// together), so any of them stands for the member.
+pub(super) fn release(table: &mut Table, key: &str, window: u64, at: u64, now: u64) -> u64 {
+    let found = table
+        .pruned_log(key, now, now.checked_sub(window))
+        .and_then(|log| log.iter().position(|t| *t == at));
+    match found {
+        Some(index) => u64::from(log_remove(table, key, now, index).is_some()),
+        None => 0,
+    }
+}
+
+/// Holds the place of a concurrency limit that counts from `at` for another lease of
+/// `window` ms from `now`, as the script's renewal re-scores its member: when the lease
+/// now ends, or `None` when the place was gone (it is not taken again).
+pub(super) fn renew(table: &mut Table, key: &str, window: u64, at: u64, now: u64) -> Option<u64> {
+    if release(table, key, window, at, now) == 0 {
+        return None;
+    }
+    let write = Write::Append {
+        key: key.to_owned(),
+        ttl: window,
+        count: 1,
+    };
+    // The place was held, so the entry is there to be written: nothing is evicted for it.
+    table.apply(vec![(write, Rank::default())], now);
+    Some(now + window)
+}
+
 fn log_remove(table: &mut Table, key: &str, now: u64, index: usize) -> Option<u64> {
     match table.live_mut(key, now).map(|e| &mut e.value) {
         Some(StoredValue::Log(log)) => log.remove(index),

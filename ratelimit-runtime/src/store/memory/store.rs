@@ -242,9 +242,21 @@ impl MemoryStore {
     ) -> u64 {
         let mut table = self.lock(route_key.hash_tag());
         let mut changed = 0;
+        // A renewal answers the earliest end of the leases it renewed, 0 when one was gone.
+        let mut renewed: Option<u64> = None;
         for limit in limits {
             let key = route_key.limit_key(limit);
             match change {
+                Adjustment::Release { receipt } if limit.is_concurrency() => {
+                    let (window, at) = (limit.window().as_millis(), receipt.counted_at_millis());
+                    changed += adjust::release(&mut table, &key, window, at, now);
+                }
+                Adjustment::Renew { receipt } if limit.is_concurrency() => {
+                    let (window, at) = (limit.window().as_millis(), receipt.counted_at_millis());
+                    let ends = adjust::renew(&mut table, &key, window, at, now).unwrap_or(0);
+                    renewed = Some(renewed.map_or(ends, |earlier| earlier.min(ends)));
+                }
+                Adjustment::Release { .. } | Adjustment::Renew { .. } => {}
                 Adjustment::GiveBack { units, receipt } => {
                     let bounds = (
                         algorithm_code(limit.algorithm()),
@@ -286,7 +298,7 @@ impl MemoryStore {
                 }
             }
         }
-        changed
+        renewed.unwrap_or(changed)
     }
 
     /// Counts evictions, and warns at the first and whenever the total doubles.

@@ -1,0 +1,243 @@
+//! The places a request holds in its route's concurrency limits
+//! ([`Limit::concurrent`](crate::policy::Limit::concurrent)): taken by the request's check,
+//! renewed while it runs, given back when its response body has been sent or its client went
+//! away.
+
+use std::{
+    cell::RefCell,
+    pin::Pin,
+    rc::Rc,
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use actix_web::{
+    body::{BodySize, MessageBody},
+    web::Bytes,
+};
+use pin_project_lite::pin_project;
+
+use super::{budget::adjust_within, limiter::Limiter, telemetry::RouteMetrics};
+use crate::{
+    key::RouteKey,
+    policy::Limit,
+    store::{AdjustRequest, Adjustment, Receipt, Store},
+};
+
+/// The longest `Retry-After` a concurrency limit's refusal gives: places come back as
+/// requests end, not at a window's edge, so the lease (when the oldest place would expire
+/// were its instance dead) would tell a client to wait far longer than it likely has to.
+pub(crate) const CONCURRENCY_RETRY: Duration = Duration::from_secs(1);
+
+/// What a lease needs after its request's check: shared by the request and its renewal
+/// timer.
+struct Held {
+    limiter: Rc<Limiter>,
+    key: RouteKey,
+    /// The route's concurrency limits (one per stack).
+    limits: Vec<Limit>,
+    /// Where the check took the places; for the memory store, with the time of the last
+    /// renewal (the time a place counts from is how that store finds it).
+    receipt: RefCell<Receipt>,
+    /// Taken in this process while the store failed (`fail = "local"`): given back there.
+    local: bool,
+    /// `ratelimit_in_flight{route, policy}`.
+    gauge: metrics::Gauge,
+    route: String,
+}
+
+impl Held {
+    fn store(&self) -> &dyn Store {
+        if self.local {
+            self.limiter.fallback.store()
+        } else {
+            &*self.limiter.store
+        }
+    }
+
+    async fn change(&self, renew: bool) -> Result<u64, crate::store::StoreError> {
+        let receipt = self.receipt.borrow().clone();
+        let change = if renew {
+            Adjustment::Renew { receipt: &receipt }
+        } else {
+            Adjustment::Release { receipt: &receipt }
+        };
+        let now = self.limiter.clock.now_millis();
+        let request = AdjustRequest::new(&self.key, &self.limits, now, change);
+        adjust_within(self.store(), self.limiter.timeout, request).await
+    }
+
+    /// Renews the places every third of the shortest lease until the request ends (the task
+    /// is aborted then) or a place is found gone.
+    async fn keep(self: Rc<Self>) {
+        let lease = self
+            .limits
+            .iter()
+            .map(|limit| limit.window().as_duration())
+            .min()
+            .unwrap_or(Duration::from_secs(1));
+        loop {
+            tokio::time::sleep(lease / 3).await;
+            match self.change(true).await {
+                Ok(0) => {
+                    tracing::warn!(
+                        target: "ratelimit",
+                        route = %self.route,
+                        "a request's concurrency place expired while it ran (its instance stalled longer than the lease, or the client's budget was reset); it runs on without one"
+                    );
+                    return;
+                }
+                Ok(ends) => {
+                    // The memory store finds a place by the time it counts from.
+                    let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
+                    let mut receipt = self.receipt.borrow_mut();
+                    *receipt = Receipt::new(
+                        ends.saturating_sub(lease_ms),
+                        receipt.member().map(str::to_owned),
+                    );
+                }
+                Err(error) => {
+                    // The next renewal tries again; the place lasts the lease meanwhile.
+                    tracing::warn!(
+                        target: "ratelimit",
+                        route = %self.route,
+                        %error,
+                        "a concurrency place could not be renewed"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A request's places in its route's concurrency limits, given back when dropped: when the
+/// response body has been sent, the client went away, the handler failed or panicked.
+pub(crate) struct Lease {
+    held: Rc<Held>,
+    renewal: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Lease {
+    /// The places the check with `receipt` took at `key` in `limits`' concurrency limits,
+    /// when it took any; renewed from now on.
+    pub(crate) fn taken(
+        limiter: &Rc<Limiter>,
+        key: &RouteKey,
+        limits: &[Limit],
+        receipt: Option<&Receipt>,
+        local: bool,
+        metrics: &RouteMetrics,
+        route: &str,
+    ) -> Option<Lease> {
+        let limits: Vec<Limit> = limits
+            .iter()
+            .filter(|limit| limit.is_concurrency())
+            .copied()
+            .collect();
+        if limits.is_empty() {
+            return None;
+        }
+        let Some(receipt) = receipt else {
+            // A store of the app's own that gives no receipt: its places expire with their
+            // lease instead.
+            tracing::warn!(
+                target: "ratelimit",
+                route,
+                "the store gave no receipt for a concurrency place; it is held until its lease expires"
+            );
+            return None;
+        };
+        let gauge = metrics.in_flight();
+        gauge.increment(1.0);
+        let held = Rc::new(Held {
+            limiter: Rc::clone(limiter),
+            key: key.clone(),
+            limits,
+            receipt: RefCell::new(receipt.clone()),
+            local,
+            gauge,
+            route: route.to_owned(),
+        });
+        let renewal = spawn(Rc::clone(&held).keep());
+        Some(Lease { held, renewal })
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(renewal) = self.renewal.take() {
+            renewal.abort();
+        }
+        self.held.gauge.decrement(1.0);
+        let held = Rc::clone(&self.held);
+        let released = spawn(async move {
+            if let Err(error) = held.change(false).await {
+                tracing::warn!(
+                    target: "ratelimit",
+                    route = %held.route,
+                    %error,
+                    "a concurrency place could not be given back; it is free again when its lease expires"
+                );
+            }
+        });
+        if released.is_none() {
+            tracing::warn!(
+                target: "ratelimit",
+                route = %self.held.route,
+                "a concurrency place was dropped outside the server's runtime; it is free again when its lease expires"
+            );
+        }
+    }
+}
+
+/// `future` on this thread's runtime (an actix worker's), or `None` outside one (a lease
+/// dropped while its runtime shuts down).
+fn spawn(
+    future: impl std::future::Future<Output = ()> + 'static,
+) -> Option<tokio::task::JoinHandle<()>> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tokio::task::spawn_local(future)
+    }))
+    .ok()
+}
+
+pin_project! {
+    /// A response body that holds its request's [`Lease`] until it has been sent (or is
+    /// dropped, its client gone).
+    pub(crate) struct LeaseBody<B> {
+        #[pin]
+        body: B,
+        lease: Option<Lease>,
+    }
+}
+
+impl<B> LeaseBody<B> {
+    pub(crate) fn new(body: B, lease: Lease) -> Self {
+        LeaseBody {
+            body,
+            lease: Some(lease),
+        }
+    }
+}
+
+impl<B: MessageBody> MessageBody for LeaseBody<B> {
+    type Error = B::Error;
+
+    fn size(&self) -> BodySize {
+        self.body.size()
+    }
+
+    fn poll_next(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Bytes, Self::Error>>> {
+        let this = self.project();
+        let next = this.body.poll_next(cx);
+        if let Poll::Ready(None | Some(Err(_))) = next {
+            // Sent (or failed): the place is free now, not when the connection lets go of
+            // the body.
+            this.lease.take();
+        }
+        next
+    }
+}
