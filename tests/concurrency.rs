@@ -30,7 +30,10 @@ fn places(n: u32) -> Limit {
 }
 
 fn receipt(decision: &Decision) -> Receipt {
-    decision.receipt.clone().expect("an allowed check gives a receipt")
+    decision
+        .receipt
+        .clone()
+        .expect("an allowed check gives a receipt")
 }
 
 /// A release (`renew: false`) or renewal of the place `receipt` took, at `now`.
@@ -68,9 +71,15 @@ async fn places_are_taken_given_back_renewed_and_expire_with_their_lease(backend
         taken.push(receipt(&decision));
     }
     let refused = backend.check(&key, &limits, T0 + 10).await;
-    assert_eq!(limit_states(&refused)[0], (false, 0, LEASE - 10, LEASE - 10));
+    assert_eq!(
+        limit_states(&refused)[0],
+        (false, 0, LEASE - 10, LEASE - 10)
+    );
 
-    assert_eq!(lease(backend, &key, &limits, &taken[0], T0 + 20, false).await, 1);
+    assert_eq!(
+        lease(backend, &key, &limits, &taken[0], T0 + 20, false).await,
+        1
+    );
     if backend.is_redis() {
         // By its member. The memory store finds a place by its time, and places of one time
         // are alike: a receipt is given back once (`Adjustment::Release`).
@@ -98,7 +107,10 @@ async fn places_are_taken_given_back_renewed_and_expire_with_their_lease(backend
         0,
         "an expired place is not taken again by a renewal"
     );
-    assert_eq!(lease(backend, &key, &limits, &late, T0 + LEASE + 1, false).await, 1);
+    assert_eq!(
+        lease(backend, &key, &limits, &late, T0 + LEASE + 1, false).await,
+        1
+    );
     // Past the renewed lease every place is free, and a renewal finds nothing.
     let end = T0 + 1_500 + 2 * LEASE;
     assert_eq!(lease(backend, &key, &limits, &renewed, end, true).await, 0);
@@ -128,11 +140,21 @@ async fn a_stack_with_a_rate_limit_is_all_or_nothing_and_a_release_leaves_the_ra
     );
     assert_eq!(backend.counted(&key, &rate, now).await, 2, "nor counted");
 
-    assert_eq!(lease(backend, &key, &limits, &receipt(&first), now, false).await, 1);
+    assert_eq!(
+        lease(backend, &key, &limits, &receipt(&first), now, false).await,
+        1
+    );
     let third = backend.check(&key, &limits, now).await;
     assert!(third.allowed);
-    assert_eq!(backend.counted(&key, &rate, now).await, 3, "a release gives no rate back");
-    assert_eq!(lease(backend, &key, &limits, &receipt(&second), now, false).await, 1);
+    assert_eq!(
+        backend.counted(&key, &rate, now).await,
+        3,
+        "a release gives no rate back"
+    );
+    assert_eq!(
+        lease(backend, &key, &limits, &receipt(&second), now, false).await,
+        1
+    );
     let over = backend.check(&key, &limits, now).await;
     assert_eq!(
         limit_states(&over).iter().map(|s| s.0).collect::<Vec<_>>(),
@@ -174,7 +196,10 @@ async fn five_hundred_concurrent_checks_take_exactly_n_places(backend: &Backend)
     let passed: Vec<&Decision> = decisions.iter().filter(|d| d.allowed).collect();
     assert_eq!(passed.len(), 5);
     for decision in passed {
-        assert_eq!(lease(backend, &key, &limits, &receipt(decision), now, false).await, 1);
+        assert_eq!(
+            lease(backend, &key, &limits, &receipt(decision), now, false).await,
+            1
+        );
     }
     let whole = backend.check(&key, &limits, now).await;
     assert_eq!(limit_states(&whole)[0], (true, 4, 0, LEASE));

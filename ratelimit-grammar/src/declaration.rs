@@ -563,12 +563,16 @@ mod tests {
             r#"concurrency = 3, lease = "30s", identity = "api_key"; limit = 60, window = "1h""#,
         )
         .unwrap();
-        assert_eq!((stack[0].concurrency, stack[0].lease), (Some(3), Some(30_000)));
+        assert_eq!(
+            (stack[0].concurrency, stack[0].lease),
+            (Some(3), Some(30_000))
+        );
         assert_eq!(stack[1].limit, Some(60));
         let beside = errors(r#"concurrency = 3, limit = 10, window = "1m""#);
         assert_eq!(beside.len(), 2, "{beside:?}");
         assert!(beside[0].starts_with("`limit` does not go with `concurrency`"));
-        assert!(errors(r#"lease = "5s", limit = 1, window = "1s""#)[0].starts_with("`lease` is how long"));
+        assert!(errors(r#"lease = "5s", limit = 1, window = "1s""#)[0]
+            .starts_with("`lease` is how long"));
         assert!(errors("concurrency = 0")[0].contains("at least 1"));
         assert!(errors("concurrency = 2; concurrency = 3")[0].contains("one `concurrency`"));
         assert!(errors("concurency = 2")[0].contains("did you mean `concurrency`?"));

@@ -353,7 +353,12 @@ fn parse_concurrency(value: &Expr, cx: &mut Ctxt) -> Slot<u32> {
         if int.suffix().is_empty() {
             match int
                 .base10_parse::<u64>()
-                .map_err(|_| format!("`concurrency = {int}` is too high; the highest is {}", ratelimit_grammar::MAX_CONCURRENCY))
+                .map_err(|_| {
+                    format!(
+                        "`concurrency = {int}` is too high; the highest is {}",
+                        ratelimit_grammar::MAX_CONCURRENCY
+                    )
+                })
                 .and_then(ratelimit_grammar::check_concurrency)
             {
                 Ok(n) => return Slot::Valid(n, int.span()),

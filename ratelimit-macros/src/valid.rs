@@ -192,7 +192,10 @@ fn validate_stack(stack: &[&Args], cx: &mut Ctxt, ok: &mut bool) -> StackModel {
 
     let mut limits: Vec<(LimitModel, &Args)> = Vec::new();
     for &args in stack {
-        if let Some(key) = args.key(Key::Lease).filter(|_| args.key(Key::Concurrency).is_none()) {
+        if let Some(key) = args
+            .key(Key::Lease)
+            .filter(|_| args.key(Key::Concurrency).is_none())
+        {
             cx.error(key.span, ratelimit_grammar::lease_without_concurrency());
             *ok = false;
         }
@@ -244,8 +247,7 @@ fn validate_stack(stack: &[&Args], cx: &mut Ctxt, ok: &mut bool) -> StackModel {
             }
             if let Some((earlier, earlier_args)) = limits.iter().find(|(l, _)| {
                 !l.concurrency && l.algorithm == algorithm && l.window_millis == window_millis
-            })
-            {
+            }) {
                 let earlier_window = earlier_args
                     .window
                     .valid()

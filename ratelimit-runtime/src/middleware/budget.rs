@@ -279,7 +279,11 @@ impl Limiter {
             Adjustment::GiveBack { .. } | Adjustment::Charge { .. }
                 if limits.iter().any(Limit::is_concurrency) =>
             {
-                rated = limits.iter().filter(|l| !l.is_concurrency()).copied().collect();
+                rated = limits
+                    .iter()
+                    .filter(|l| !l.is_concurrency())
+                    .copied()
+                    .collect();
                 if rated.is_empty() {
                     return Ok(0);
                 }

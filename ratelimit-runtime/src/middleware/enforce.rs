@@ -10,7 +10,7 @@ use std::{
 };
 
 use actix_web::{
-    body::{BoxBody, EitherBody, MessageBody},
+    body::{BodySize, BoxBody, EitherBody, MessageBody},
     dev::{Service, ServiceRequest, ServiceResponse},
     http::{header::HeaderMap, StatusCode},
     Error, HttpMessage, HttpRequest, HttpResponse,
@@ -270,9 +270,9 @@ impl Limiter {
             match (answer, binding) {
                 (Ok(mut response), Some(binding)) => {
                     self.insert_headers(response.headers_mut(), route, &budget.key, binding);
-                    Ok(holding(response, lease))
+                    Ok(holding(response, lease).await)
                 }
-                (Ok(response), None) => Ok(holding(response, lease)),
+                (Ok(response), None) => Ok(holding(response, lease).await),
                 // An error (a scope's auth layer, the handler) answers with the headers too.
                 // Added as a response mapper, so the error keeps its own type for middleware
                 // further out that downcasts it (a wrapper type would hide it).
@@ -934,8 +934,7 @@ impl Limiter {
                 let remembered = !decided_locally && cost.is_none();
                 if let Some((index, binding)) = decision.binding().filter(|(_, state)| {
                     remembered && state.limit.budget().is_none() && !state.limit.is_concurrency()
-                })
-                {
+                }) {
                     // Under the base of the limit that refused: a refusal by a per-username limit
                     // holds for that name from any address, and never for the address's others.
                     self.shield.block(
@@ -989,17 +988,22 @@ impl Limiter {
     }
 }
 
-/// `response` with its body holding `lease` until it has been sent, when there is one.
-fn holding<B: MessageBody + 'static>(
+/// `response` with its body holding `lease` until it has been produced, when there is one;
+/// a response with no body to send gives the places back before it is answered.
+async fn holding<B: MessageBody + 'static>(
     response: ServiceResponse<B>,
     lease: Option<Lease>,
 ) -> ServiceResponse<EitherBody<B>> {
-    match lease {
-        None => response.map_into_left_body(),
-        Some(lease) => response
-            .map_body(|_, body| BoxBody::new(LeaseBody::new(body, lease)))
-            .map_into_right_body(),
+    let Some(lease) = lease else {
+        return response.map_into_left_body();
+    };
+    if let BodySize::None | BodySize::Sized(0) = response.response().body().size() {
+        Box::pin(lease.release()).await;
+        return response.map_into_left_body();
     }
+    response
+        .map_body(|_, body| BoxBody::new(LeaseBody::new(body, lease)))
+        .map_into_right_body()
 }
 
 /// `decision` as a refusal by a concurrency limit tells it: its places come back as

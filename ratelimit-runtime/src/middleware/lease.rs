@@ -110,11 +110,14 @@ impl Held {
     }
 }
 
-/// A request's places in its route's concurrency limits, given back when dropped: when the
-/// response body has been sent, the client went away, the handler failed or panicked.
+/// A request's places in its route's concurrency limits: given back before the end of its
+/// response reaches the client ([`release`](Lease::release)), or when dropped (the client
+/// went away, the handler failed or panicked).
 pub(crate) struct Lease {
     held: Rc<Held>,
     renewal: Option<tokio::task::JoinHandle<()>>,
+    /// Given back already (by [`release`](Lease::release)).
+    released: bool,
 }
 
 impl Lease {
@@ -159,27 +162,48 @@ impl Lease {
             route: route.to_owned(),
         });
         let renewal = spawn(Rc::clone(&held).keep());
-        Some(Lease { held, renewal })
+        Some(Lease {
+            held,
+            renewal,
+            released: false,
+        })
+    }
+
+    /// Gives the places back: one store call, bounded by the store's timeout. The request
+    /// waits for it before the end of its response is sent, so that a client that sends its
+    /// next request once it has the answer finds its place free.
+    pub(crate) fn release(mut self) -> impl std::future::Future<Output = ()> + 'static {
+        self.released = true;
+        self.stop();
+        release(Rc::clone(&self.held))
+    }
+
+    fn stop(&mut self) {
+        if let Some(renewal) = self.renewal.take() {
+            renewal.abort();
+        }
+        self.held.gauge.decrement(1.0);
+    }
+}
+
+async fn release(held: Rc<Held>) {
+    if let Err(error) = held.change(false).await {
+        tracing::warn!(
+            target: "ratelimit",
+            route = %held.route,
+            %error,
+            "a concurrency place could not be given back; it is free again when its lease expires"
+        );
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let Some(renewal) = self.renewal.take() {
-            renewal.abort();
+        if self.released {
+            return;
         }
-        self.held.gauge.decrement(1.0);
-        let held = Rc::clone(&self.held);
-        let released = spawn(async move {
-            if let Err(error) = held.change(false).await {
-                tracing::warn!(
-                    target: "ratelimit",
-                    route = %held.route,
-                    %error,
-                    "a concurrency place could not be given back; it is free again when its lease expires"
-                );
-            }
-        });
+        self.stop();
+        let released = spawn(release(Rc::clone(&self.held)));
         if released.is_none() {
             tracing::warn!(
                 target: "ratelimit",
@@ -202,12 +226,19 @@ fn spawn(
 }
 
 pin_project! {
-    /// A response body that holds its request's [`Lease`] until it has been sent (or is
-    /// dropped, its client gone).
+    /// A response body that holds its request's [`Lease`] until the body has been produced:
+    /// the end of the response (its last chunk when its size is known, its end otherwise)
+    /// waits for the places to be given back. Dropped before (its client gone), the places
+    /// are given back then.
     pub(crate) struct LeaseBody<B> {
         #[pin]
         body: B,
         lease: Option<Lease>,
+        // The bytes produced so far, against a known size.
+        produced: u64,
+        // The release under way, and the last chunk held until it is done.
+        releasing: Option<Pin<Box<dyn std::future::Future<Output = ()>>>>,
+        last: Option<Bytes>,
     }
 }
 
@@ -216,6 +247,9 @@ impl<B> LeaseBody<B> {
         LeaseBody {
             body,
             lease: Some(lease),
+            produced: 0,
+            releasing: None,
+            last: None,
         }
     }
 }
@@ -231,13 +265,37 @@ impl<B: MessageBody> MessageBody for LeaseBody<B> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Bytes, Self::Error>>> {
-        let this = self.project();
-        let next = this.body.poll_next(cx);
-        if let Poll::Ready(None | Some(Err(_))) = next {
-            // Sent (or failed): the place is free now, not when the connection lets go of
-            // the body.
-            this.lease.take();
+        let mut this = self.project();
+        loop {
+            if let Some(releasing) = this.releasing.as_mut() {
+                std::task::ready!(releasing.as_mut().poll(cx));
+                *this.releasing = None;
+                // The last chunk, or the end.
+                return Poll::Ready(this.last.take().map(Ok));
+            }
+            let size = this.body.size();
+            let next = std::task::ready!(this.body.as_mut().poll_next(cx));
+            let Some(lease) = this.lease.take() else {
+                return Poll::Ready(next);
+            };
+            match next {
+                Some(Ok(bytes)) => {
+                    *this.produced += bytes.len() as u64;
+                    match size {
+                        BodySize::Sized(total) if *this.produced >= total => {
+                            *this.last = Some(bytes);
+                            *this.releasing = Some(Box::pin(lease.release()));
+                        }
+                        _ => {
+                            *this.lease = Some(lease);
+                            return Poll::Ready(Some(Ok(bytes)));
+                        }
+                    }
+                }
+                None => *this.releasing = Some(Box::pin(lease.release())),
+                // Failed: the place goes back as the body is dropped.
+                Some(Err(error)) => return Poll::Ready(Some(Err(error))),
+            }
         }
-        next
     }
 }

@@ -114,7 +114,11 @@ pub(crate) async fn adjust<C: ScriptConnection>(
             ScriptCall::charge(request.key, request.limits, request.now_millis, units)
         }
         Adjustment::Release { receipt } | Adjustment::Renew { receipt } => {
-            if !request.limits.iter().any(crate::policy::Limit::is_concurrency) {
+            if !request
+                .limits
+                .iter()
+                .any(crate::policy::Limit::is_concurrency)
+            {
                 return Ok(0);
             }
             let renew = matches!(request.change, Adjustment::Renew { .. });
