@@ -214,3 +214,94 @@ async fn during_a_redis_outage_each_process_allows_its_share_of_a_local_route() 
     );
     drop(fleet);
 }
+
+/// `/export` lets 5 requests per API key run at once across the fleet, leases of one second
+/// renewed every third of it. 500 requests at once, spread over the four processes: never
+/// more than 5 handlers run at once (the handlers count themselves in Redis), and some are
+/// served on each of several processes. Then 5 long exports hold every place through one
+/// process, which is killed with SIGKILL: its places are free again within the lease (the
+/// last renewal was at most a third of it before the kill), and not before two thirds of it.
+#[actix_web::test]
+async fn concurrency_across_four_processes_and_a_killed_process_frees_its_places_in_the_lease() {
+    let server = RedisServer::start();
+    let client = awc::Client::builder()
+        .connector(awc::Connector::new().limit(512))
+        .timeout(Duration::from_secs(30))
+        .finish();
+    // Redis's own clock: leases expire in real time.
+    let mut fleet = Fleet::start_with(&server.url(), &client, &[("FLEET_NOW_MS", "")]).await;
+    let export = |process: usize, api_key: &str, ms: u64| {
+        client
+            .get(format!("{}/export?ms={ms}", fleet.bases[process]))
+            .insert_header(("x-api-key", api_key.to_owned()))
+            .send()
+    };
+    let answers = join_all((0..500).map(|i| async move {
+        let res = export(i % PROCESSES, "burst", 100)
+            .await
+            .expect("request to a fleet node");
+        (i % PROCESSES, res.status().as_u16())
+    }))
+    .await;
+    let mut con = server.connection();
+    let most: u64 = redis::cmd("GET")
+        .arg("fleet:most:burst")
+        .query(&mut con)
+        .unwrap();
+    let served: Vec<usize> = (0..PROCESSES)
+        .map(|p| answers.iter().filter(|(q, s)| *q == p && *s == 200).count())
+        .collect();
+    let refused = answers.iter().filter(|(_, s)| *s == 429).count();
+    println!("concurrency: at most {most} running, {served:?} served per process, {refused} refused");
+    assert!(most <= 5 && most >= 1, "{most} handlers ran at once");
+    assert_eq!(served.iter().sum::<usize>() + refused, 500);
+    assert!(served.iter().filter(|&&n| n > 0).count() > 1, "{served:?}");
+
+    // Five long exports through process 0 hold every place.
+    let held: Vec<_> = (0..5)
+        .map(|_| actix_web::rt::spawn(export(0, "held", 30_000)))
+        .collect();
+    let started = Instant::now();
+    loop {
+        let running: Option<u64> = redis::cmd("GET")
+            .arg("fleet:running:held")
+            .query(&mut con)
+            .unwrap();
+        if running == Some(5) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "5 exports did not start");
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    let status = |res: Result<awc::ClientResponse<_>, awc::error::SendRequestError>| {
+        res.expect("request to a fleet node").status().as_u16()
+    };
+    assert_eq!(status(export(1, "held", 10).await), 429, "every place held");
+    // Past a first lease: held by renewals.
+    actix_web::rt::time::sleep(Duration::from_millis(1_200)).await;
+    assert_eq!(status(export(1, "held", 10).await), 429, "renewed past the lease");
+
+    fleet.children[0].kill().expect("SIGKILL");
+    let killed = Instant::now();
+    fleet.children[0].wait().expect("reaped");
+    for export in held {
+        let _ = export.await;
+    }
+    loop {
+        if status(export(1, "held", 10).await) == 200 {
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(3),
+            "the killed process's places still held"
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    let freed = killed.elapsed();
+    println!("concurrency: the killed process's places were free {freed:?} after SIGKILL");
+    assert!(
+        freed >= Duration::from_millis(600) && freed <= Duration::from_millis(1_150),
+        "freed {freed:?} after the kill; the lease is 1 s"
+    );
+    drop(fleet);
+}
