@@ -374,7 +374,7 @@ fn routes_prints_the_route_table_and_exits_zero() {
         "10/5m sliding_log failures block 15m",
         "5/15m sliding_log",
         "300/1m sliding_window + budget API 1000/1h sliding_window by api_key",
-        "600/1h fixed_window cost 10 + budget API 1000/1h sliding_window cost 10 by api_key",
+        "600/1h fixed_window cost 10 + budget API 1000/1h sliding_window cost 10 by api_key + 2 in flight, lease 10s",
         "30/1m sliding_window",
         "120/1m sliding_window + 20/1s gcra",
         "exempt: load balancer health check",

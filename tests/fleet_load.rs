@@ -252,7 +252,9 @@ async fn concurrency_across_four_processes_and_a_killed_process_frees_its_places
         .map(|p| answers.iter().filter(|(q, s)| *q == p && *s == 200).count())
         .collect();
     let refused = answers.iter().filter(|(_, s)| *s == 429).count();
-    println!("concurrency: at most {most} running, {served:?} served per process, {refused} refused");
+    println!(
+        "concurrency: at most {most} running, {served:?} served per process, {refused} refused"
+    );
     assert!(most <= 5 && most >= 1, "{most} handlers ran at once");
     assert_eq!(served.iter().sum::<usize>() + refused, 500);
     assert!(served.iter().filter(|&&n| n > 0).count() > 1, "{served:?}");
@@ -270,7 +272,10 @@ async fn concurrency_across_four_processes_and_a_killed_process_frees_its_places
         if running == Some(5) {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(10), "5 exports did not start");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "5 exports did not start"
+        );
         actix_web::rt::time::sleep(Duration::from_millis(10)).await;
     }
     let status = |res: Result<awc::ClientResponse<_>, awc::error::SendRequestError>| {
@@ -279,7 +284,11 @@ async fn concurrency_across_four_processes_and_a_killed_process_frees_its_places
     assert_eq!(status(export(1, "held", 10).await), 429, "every place held");
     // Past a first lease: held by renewals.
     actix_web::rt::time::sleep(Duration::from_millis(1_200)).await;
-    assert_eq!(status(export(1, "held", 10).await), 429, "renewed past the lease");
+    assert_eq!(
+        status(export(1, "held", 10).await),
+        429,
+        "renewed past the lease"
+    );
 
     fleet.children[0].kill().expect("SIGKILL");
     let killed = Instant::now();

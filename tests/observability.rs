@@ -12,8 +12,9 @@ const DASHBOARD: &str = include_str!("../observability/grafana-dashboard.json");
 const RULES: &str = include_str!("../observability/prometheus-rules.yml");
 
 /// Every metric the limiter records.
-const FAMILIES: [&str; 7] = [
+const FAMILIES: [&str; 8] = [
     "ratelimit_decisions_total",
+    "ratelimit_in_flight",
     "ratelimit_store_errors_total",
     "ratelimit_store_duration_seconds",
     "ratelimit_fallback_switches_total",
@@ -161,7 +162,7 @@ async fn every_metric_the_dashboard_and_the_rules_use_is_exposed_and_described()
     }
 
     // A few requests: sign-ins (store latency), an order under the override that fails
-    // `local`, a client on the deny list.
+    // `local`, a client on the deny list, an export (a concurrency place).
     for _ in 0..3 {
         let body = r#"{"username": "alice", "password": "wrong"}"#;
         assert_eq!(demo.send("POST", "/login", &[], Some(body)).await, 401);
@@ -170,6 +171,8 @@ async fn every_metric_the_dashboard_and_the_rules_use_is_exposed_and_described()
     assert_eq!(demo.send("GET", "/orders/7", &user, None).await, 200);
     let denied = [("x-forwarded-for", "192.0.2.5")];
     assert_eq!(demo.send("GET", "/orders/8", &denied, None).await, 403);
+    let key = [("x-api-key", "key_abc")];
+    assert_eq!(demo.send("POST", "/reports/export", &key, None).await, 202);
 
     let scrape = Scrape::parse(&demo.metrics().await);
     // Every metric the limiter records is described, and this run shows each.

@@ -134,7 +134,8 @@ async fn search(query: web::Query<SearchQuery>) -> impl Responder {
     HttpResponse::Ok().json(serde_json::json!({ "query": query.q, "results": [] }))
 }
 
-/// An export weighs ten searches: 60 an hour, and ten units of the key's API quota each.
+/// An export weighs ten searches: 60 an hour, and ten units of the key's API quota each;
+/// at most two of a key's exports run at once.
 #[rate_limit(
     limit = 600,
     window = "1h",
@@ -144,6 +145,7 @@ async fn search(query: web::Query<SearchQuery>) -> impl Responder {
     cost = 10
 )]
 #[rate_limit(budget = API, cost = 10)]
+#[rate_limit(concurrency = 2, identity = "api_key")]
 #[post("/reports/export")]
 async fn export_report() -> impl Responder {
     HttpResponse::Accepted().json(serde_json::json!({ "status": "export queued" }))

@@ -194,13 +194,16 @@ async fn run() -> Result<(), String> {
         .await
         .map_err(|e| format!("REDIS_URL: {e}"))?;
     let redis = web::Data::new(redis);
-    if let Ok(text) = env::var("FLEET_NOW_MS").map(|t| t.trim().to_owned()).and_then(|t| {
-        if t.is_empty() {
-            Err(env::VarError::NotPresent)
-        } else {
-            Ok(t)
-        }
-    }) {
+    if let Ok(text) = env::var("FLEET_NOW_MS")
+        .map(|t| t.trim().to_owned())
+        .and_then(|t| {
+            if t.is_empty() {
+                Err(env::VarError::NotPresent)
+            } else {
+                Ok(t)
+            }
+        })
+    {
         let now: u64 = text
             .trim()
             .parse()

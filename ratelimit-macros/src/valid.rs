@@ -192,14 +192,13 @@ fn validate_stack(stack: &[&Args], cx: &mut Ctxt, ok: &mut bool) -> StackModel {
 
     let mut limits: Vec<(LimitModel, &Args)> = Vec::new();
     for &args in stack {
-        if let Some(key) = args
-            .key(Key::Lease)
-            .filter(|_| args.key(Key::Concurrency).is_none())
-        {
+        // `concurrency` written, even if misspelled (`concurency`) or invalid.
+        let concurrency = !args.concurrency.is_absent();
+        if let Some(key) = args.key(Key::Lease).filter(|_| !concurrency) {
             cx.error(key.span, ratelimit_grammar::lease_without_concurrency());
             *ok = false;
         }
-        if args.key(Key::Concurrency).is_some() {
+        if concurrency {
             *ok &= concurrency_limit(args, &mut limits, cx);
             continue;
         }

@@ -11,6 +11,7 @@
 //! | [`middleware_order`] | where the limiter goes among auth, CORS, path normalisation and route middleware |
 //! | [`sign_in`] | counting failures only, lockouts, clearing a budget from code |
 //! | [`budgets`] | requests that weigh more than one unit: a fixed cost, a cost read off the request, a charge after the handler |
+//! | [`shaping`] | how many requests of one client may run at once (`concurrency`) |
 //! | [`overrides`] | changing limits while the App runs: overrides by route and tier, allow and deny lists, the `ratelimit-admin` command |
 //! | [`failure_modes`] | timeouts, `fail = "open"` and `"closed"`, recovery, what a failure costs in counts |
 //! | [`headers`] | the rate-limit headers, `Retry-After`, the 429, 403 and 503 bodies, your own rejection body, CORS |
@@ -37,6 +38,9 @@ pub mod sign_in {}
 
 #[doc = include_str!("guide/budgets.md")]
 pub mod budgets {}
+
+#[doc = include_str!("guide/shaping.md")]
+pub mod shaping {}
 
 #[doc = include_str!("guide/overrides.md")]
 pub mod overrides {}

@@ -542,6 +542,13 @@ fn limits_cell(p: &RoutePolicy) -> String {
     p.limits()
         .iter()
         .map(|l| {
+            if l.is_concurrency() {
+                let mut cell = format!("{} in flight, lease {}", l.max(), l.window());
+                if let Some(identity) = l.identity() {
+                    cell.push_str(&format!(" by {identity}"));
+                }
+                return cell;
+            }
             let mut cell = format!("{}/{} {}", l.max(), l.window(), l.algorithm());
             if let Some(budget) = l.budget() {
                 cell = format!("budget {budget} {cell}");
@@ -696,6 +703,7 @@ fn policy_json(policy: &Policy, value: &mut serde_json::Value) {
                         "block_ms": l.block().map(|b| b.as_millis()),
                         "cost": l.cost(),
                         "budget": l.budget(),
+                        "concurrency": l.is_concurrency(),
                         "identity": p.identity_of(l).to_string(),
                     })
                 })

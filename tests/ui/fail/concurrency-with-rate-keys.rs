@@ -1,0 +1,12 @@
+use actix_web::{post, App, HttpResponse, Responder};
+use ratelimit_runtime::rate_limit;
+
+#[rate_limit(concurrency = 3, limit = 10, window = "1m", cost = 2)]
+#[post("/reports/export")]
+async fn export() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+fn main() {
+    let _ = App::new().service(export);
+}
