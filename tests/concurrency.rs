@@ -9,7 +9,7 @@ mod support;
 use ratelimit_runtime::{
     key::RouteKey,
     store::{AdjustRequest, Adjustment, Decision, Receipt},
-    Algorithm, IdentityPart, Limit, Window,
+    Algorithm, Identity, IdentityPart, Limit, Window,
 };
 use support::{limit_states, Backend, T0, W};
 
@@ -17,6 +17,7 @@ on_every_store!(
     places_are_taken_given_back_renewed_and_expire_with_their_lease,
     a_stack_with_a_rate_limit_is_all_or_nothing_and_a_release_leaves_the_rate_alone,
     five_hundred_concurrent_checks_take_exactly_n_places,
+    a_place_counted_by_another_identity_than_the_rate_goes_back_by_its_receipt,
 );
 
 const LEASE: u64 = 2_000;
@@ -203,4 +204,34 @@ async fn five_hundred_concurrent_checks_take_exactly_n_places(backend: &Backend)
     }
     let whole = backend.check(&key, &limits, now).await;
     assert_eq!(limit_states(&whole)[0], (true, 4, 0, LEASE));
+}
+
+/// Places per API key beside a rate per address: on a Cluster their keys are in two slots
+/// and the check is split. The decision's receipt still gives the place back (and only the
+/// place: a give-back of units with it takes from what counts, as without one).
+async fn a_place_counted_by_another_identity_than_the_rate_goes_back_by_its_receipt(
+    backend: &Backend,
+) {
+    const BY_KEY: Identity = Identity::Parts(&[IdentityPart::ApiKey]);
+    let by_ip = client("203.0.113.4");
+    let by_key = RouteKey::new("rl", "POST", "/export", &[(IdentityPart::ApiKey, "k-4")]);
+    let key = by_ip.with_identity(BY_KEY, by_key);
+    let rate = Limit::new(10, Window::from_millis(W), Algorithm::FixedWindow);
+    let limits = [places(1).identified_by(BY_KEY), rate];
+    let now = T0 + 300;
+    let first = backend.check(&key, &limits, now).await;
+    assert!(first.allowed);
+    let full = backend.check(&key, &limits, now).await;
+    assert_eq!(
+        limit_states(&full).iter().map(|s| s.0).collect::<Vec<_>>(),
+        [false, true]
+    );
+    let places_only = [limits[0]];
+    assert_eq!(
+        lease(backend, &key, &places_only, &receipt(&first), now, false).await,
+        1
+    );
+    let again = backend.check(&key, &limits, now).await;
+    assert!(again.allowed, "the place is back");
+    assert_eq!(backend.counted(&key, &rate, now).await, 2);
 }

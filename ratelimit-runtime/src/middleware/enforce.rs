@@ -623,10 +623,9 @@ impl Limiter {
                     if let Decided::Proceed {
                         decision: Some(decision),
                         key,
-                        local,
+                        ..
                     } = &other
                     {
-                        self.let_go(handle, route, key, decision, *local);
                         if let Some(binding) =
                             decision.binding().filter(|_| !self.shadowed(&route.policy))
                         {
@@ -976,7 +975,8 @@ impl Limiter {
             };
             telemetry::decision(&route.metrics, &span, &client, outcome, retry_ms, applied);
             if counting != Counting::Live {
-                // Counted after its answer: it holds no concurrency place past this moment.
+                // Counted after its answer (or refused for its unreadable username): it
+                // holds no concurrency place past this moment.
                 self.let_go(handle, route, &key, &decision, decided_locally);
             }
             Decided::Proceed {

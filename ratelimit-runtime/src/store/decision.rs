@@ -42,6 +42,9 @@ pub struct Decision {
 pub struct Receipt {
     counted_at_millis: u64,
     member: Option<String>,
+    /// Good for concurrency places only (its member): a check split across Cluster slots
+    /// counted at more than one time, so units go back from what counts then.
+    places_only: bool,
 }
 
 impl Receipt {
@@ -51,7 +54,21 @@ impl Receipt {
         Receipt {
             counted_at_millis,
             member,
+            places_only: false,
         }
+    }
+
+    /// This receipt good for concurrency places only (a check split across Cluster slots,
+    /// whose parts counted at their own times): a give-back with it takes from what counts.
+    pub(crate) fn places_only(mut self) -> Self {
+        self.places_only = true;
+        self
+    }
+
+    /// Where a give-back of units may go by this receipt: `None` for one good for
+    /// concurrency places only.
+    pub(crate) fn for_units(receipt: Option<&Receipt>) -> Option<&Receipt> {
+        receipt.filter(|r| !r.places_only)
     }
 
     /// The time of the check on the store's clock, in milliseconds.

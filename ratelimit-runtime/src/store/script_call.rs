@@ -17,7 +17,7 @@ use redis::{
 
 use super::{
     script::{decode, decode_batch, decode_given, BatchOutcome, ScriptCall},
-    timer, AdjustRequest, Adjustment, CheckRequest, Decision, StoreError, StoreErrorKind,
+    timer, AdjustRequest, Adjustment, CheckRequest, Decision, Receipt, StoreError, StoreErrorKind,
 };
 
 /// Decides `request` on `conn` within `timeout`.
@@ -106,7 +106,7 @@ pub(crate) async fn adjust<C: ScriptConnection>(
             request.limits,
             request.now_millis,
             units,
-            receipt,
+            Receipt::for_units(receipt),
         ),
         Adjustment::Reset => ScriptCall::reset(request.key, request.limits, request.now_millis),
         Adjustment::Charge { units: 0 } => return Ok(0),

@@ -5,15 +5,16 @@ use std::time::Duration;
 
 use super::RedisClusterStore;
 use crate::store::{
-    decision::in_order, AdjustRequest, Adjustment, CheckRequest, Decision, LimitState, StoreError,
-    StoreErrorKind,
+    decision::in_order, AdjustRequest, Adjustment, CheckRequest, Decision, LimitState, Receipt,
+    StoreError, StoreErrorKind,
 };
 
 /// One check whose limits count different identities, on a Redis Cluster where their keys
 /// live in different slots: one call per identity, all at once (one round trip); when one
 /// refuses, what the others counted is given back where they counted it (one more round
-/// trip), so a limit is never charged for a request another refused. The decision has no
-/// receipt: a later give-back takes from what counts then. A failed call fails the check
+/// trip), so a limit is never charged for a request another refused. The decision's receipt
+/// is good for its concurrency places only: a later give-back of units takes from what
+/// counts then. A failed call fails the check
 /// (what the others counted is given back too) unless another part refused: a refusal
 /// stands. The give-back runs within what is left of `timeout`; cut short, the unit stays
 /// counted (the strict side).
@@ -69,9 +70,17 @@ pub(super) async fn check(
         .iter()
         .any(|c| c.as_ref().is_ok_and(|decision| !decision.allowed));
     let mut states = Vec::with_capacity(request.limits.len());
+    // The concurrency places' receipt (their part's member), for giving them back; a
+    // stack holds one concurrency limit, so one part has them.
+    let mut places = None;
     for ((_, limits), c) in groups.iter().zip(checked) {
         match c {
-            Ok(decision) => states.extend(decision.limits),
+            Ok(decision) => {
+                if limits.iter().any(|limit| limit.is_concurrency()) {
+                    places = decision.receipt.map(Receipt::places_only);
+                }
+                states.extend(decision.limits);
+            }
             Err(_) if refused => states.extend(limits.iter().map(|limit| {
                 LimitState::new(*limit, true, limit.max(), Duration::ZERO, Duration::ZERO)
             })),
@@ -80,7 +89,11 @@ pub(super) async fn check(
     }
     let limits = in_order(request.limits, states)
         .ok_or_else(|| StoreError::new(StoreErrorKind::Protocol, "a limit without a state"))?;
-    Ok(Decision::new(limits))
+    let decision = Decision::new(limits);
+    Ok(match places.filter(|_| decision.allowed) {
+        Some(receipt) => decision.with_receipt(receipt),
+        None => decision,
+    })
 }
 
 /// An adjustment of a request whose limits count different identities, one call per identity's

@@ -258,6 +258,7 @@ impl MemoryStore {
                 }
                 Adjustment::Release { .. } | Adjustment::Renew { .. } => {}
                 Adjustment::GiveBack { units, receipt } => {
+                    let receipt = Receipt::for_units(receipt);
                     let bounds = (
                         algorithm_code(limit.algorithm()),
                         u64::from(limit.max()),
