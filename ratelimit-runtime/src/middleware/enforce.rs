@@ -268,11 +268,15 @@ impl Limiter {
                 decision.and_then(Decision::binding)
             };
             match (answer, binding) {
-                (Ok(mut response), Some(binding)) => {
-                    self.insert_headers(response.headers_mut(), route, &budget.key, binding);
-                    Ok(holding(response, lease).await)
+                (Ok(mut response), binding) => {
+                    if let Some(binding) = binding {
+                        self.insert_headers(response.headers_mut(), route, &budget.key, binding);
+                    }
+                    Ok(match lease {
+                        None => response.map_into_left_body(),
+                        Some(lease) => Box::pin(held_by(response, lease)).await,
+                    })
                 }
-                (Ok(response), None) => Ok(holding(response, lease).await),
                 // An error (a scope's auth layer, the handler) answers with the headers too.
                 // Added as a response mapper, so the error keeps its own type for middleware
                 // further out that downcasts it (a wrapper type would hide it).
@@ -988,17 +992,15 @@ impl Limiter {
     }
 }
 
-/// `response` with its body holding `lease` until it has been produced, when there is one;
-/// a response with no body to send gives the places back before it is answered.
-async fn holding<B: MessageBody + 'static>(
+/// `response` with its body holding `lease` until it has been produced; a response with no
+/// body to send gives the places back before it is answered. Awaited boxed: a route without
+/// a concurrency limit adds nothing to its request's future.
+async fn held_by<B: MessageBody + 'static>(
     response: ServiceResponse<B>,
-    lease: Option<Lease>,
+    lease: Lease,
 ) -> ServiceResponse<EitherBody<B>> {
-    let Some(lease) = lease else {
-        return response.map_into_left_body();
-    };
     if let BodySize::None | BodySize::Sized(0) = response.response().body().size() {
-        Box::pin(lease.release()).await;
+        lease.release().await;
         return response.map_into_left_body();
     }
     response
