@@ -1037,6 +1037,31 @@ mod tests {
     }
 
     #[test]
+    fn a_concurrency_limit_reads_and_writes_as_the_attribute_writes_it() {
+        let policy = policy_from_text(
+            "POST /export",
+            r#"concurrency = 2, lease = "30s", identity = "api_key"; limit = 60, window = "1h""#,
+            None,
+        )
+        .unwrap();
+        let limits = policy.limited().unwrap().limits();
+        assert_eq!(limits[0], Limit::concurrent(2, Window::from_secs(30)));
+        assert!(!limits[1].is_concurrency());
+        let text = declaration_text(&policy);
+        assert_eq!(
+            text,
+            r#"concurrency = 2, lease = "30s", identity = "api_key", fail = "closed"; limit = 60, window = "1h", algorithm = "sliding_window""#
+        );
+        assert_eq!(
+            policy_from_text("POST /export", &text, None).unwrap(),
+            policy,
+            "it reads back as written"
+        );
+        let beside = policy_from_text("POST /export", r#"concurrency = 2, block = "1m""#, None);
+        assert!(beside.unwrap_err()[0].starts_with("`block` does not go with `concurrency`"));
+    }
+
+    #[test]
     fn lists_match_ranges_keys_and_ids_and_mapped_addresses_as_ipv4() {
         let mut list = List::default();
         for entry in [
