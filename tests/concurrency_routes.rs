@@ -12,14 +12,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-use actix_web::{get, web::Bytes, App, HttpResponse, HttpServer, Responder};
+use actix_web::{
+    get, middleware::from_fn, web, web::Bytes, App, HttpResponse, HttpServer, Responder,
+};
 use futures_util::StreamExt;
 use ratelimit_runtime::{
     coverage, rate_limit,
     store::{MemoryStore, RedisStore, Store},
     RateLimiter,
 };
-use support::RedisServer;
+use support::{auth::answers_401, RedisServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
@@ -58,6 +60,14 @@ async fn long() -> impl Responder {
     "done"
 }
 
+/// One at a time, behind an auth layer that refuses without `Authorization: Basic right`.
+#[rate_limit(concurrency = 1, identity = "ip", fail = "closed")]
+#[get("/held")]
+async fn held() -> impl Responder {
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    "done"
+}
+
 /// Two at once beside 100 a minute.
 #[rate_limit(concurrency = 2, identity = "ip")]
 #[rate_limit(limit = 100, window = "1m", identity = "ip")]
@@ -71,6 +81,7 @@ async fn serve(store: impl Store) -> (u16, actix_web::dev::ServerHandle) {
     let limiter = RateLimiter::new(store);
     let app = || {
         App::new()
+            .service(web::scope("/api").service(held).wrap(from_fn(answers_401)))
             .service(slow)
             .service(stream)
             .service(long)
@@ -170,6 +181,19 @@ async fn at_most_n_handlers_run_at_once(store: impl Store) {
     // Given back as each answered: three at once pass again.
     let again = futures_util::future::join_all((0..3).map(|_| get(port, "/slow"))).await;
     assert!(again.iter().all(|a| a.0 == 200), "{again:?}");
+    // The headers tell what is left once the answer ends, its own place back: all three.
+    let mut alone = client()
+        .get(format!("http://127.0.0.1:{port}/slow"))
+        .send()
+        .await
+        .expect("served");
+    let _ = alone.body().await;
+    let header = |name: &str| alone.headers().get(name).and_then(|v| v.to_str().ok());
+    assert_eq!(header("ratelimit"), Some("\"slow\";r=3;t=1"));
+    assert_eq!(
+        (header("x-ratelimit-remaining"), header("x-ratelimit-reset")),
+        (Some("3"), Some("0"))
+    );
     // A client that sends its next request once it has the answer is never refused by the
     // places: each goes back before its answer ends. Both limits are in the policy.
     for _ in 0..10 {
@@ -183,15 +207,12 @@ async fn at_most_n_handlers_run_at_once(store: impl Store) {
     handle.stop(true).await;
 }
 
+/// One after the other: the handler's counters are the process's.
 #[actix_web::test]
-async fn at_most_n_handlers_run_at_once_on_redis() {
+async fn at_most_n_handlers_run_at_once_on_redis_and_in_memory() {
     let server = RedisServer::start();
     let store = RedisStore::builder(server.url()).build().await.unwrap();
     at_most_n_handlers_run_at_once(store).await;
-}
-
-#[actix_web::test]
-async fn at_most_n_handlers_run_at_once_in_memory() {
     at_most_n_handlers_run_at_once(MemoryStore::new()).await;
 }
 
@@ -260,5 +281,37 @@ async fn a_place_is_renewed_while_its_request_runs_past_the_lease() {
     );
     assert_eq!(first.await.unwrap(), 200);
     until_served(port, "/long", Duration::from_secs(2)).await;
+    handle.stop(true).await;
+}
+
+/// A request the auth layer in front refuses is counted after the fact by the route's rate
+/// limits, and takes no place: with every place held, it still gets the auth layer's 401,
+/// not a 429.
+#[actix_web::test]
+async fn a_request_refused_in_front_keeps_its_refusal_when_every_place_is_held() {
+    let (port, handle) = serve(MemoryStore::new()).await;
+    let url = format!("http://127.0.0.1:{port}/api/held");
+    let holder = actix_web::rt::spawn({
+        let url = url.clone();
+        async move {
+            let response = client()
+                .get(url)
+                .insert_header(("authorization", "Basic right"))
+                .send()
+                .await;
+            response.map(|r| r.status().as_u16()).ok()
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let right = client()
+        .get(&url)
+        .insert_header(("authorization", "Basic right"))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(right.status().as_u16(), 429, "the place is held");
+    let refused = client().get(&url).send().await.expect("answered");
+    assert_eq!(refused.status().as_u16(), 401, "the auth layer's refusal stands");
+    assert_eq!(holder.await.unwrap(), Some(200));
     handle.stop(true).await;
 }

@@ -100,29 +100,6 @@ impl Limiter {
         }
     }
 
-    /// Gives back at once the concurrency places `decision` took for a request that is
-    /// answered already (counted after the fact, or refused for its unreadable username).
-    fn let_go(
-        &self,
-        handle: &LimiterHandle,
-        route: &RouteInfo,
-        key: &RouteKey,
-        decision: &Decision,
-        local: bool,
-    ) {
-        if decision.allowed {
-            drop(Lease::taken(
-                handle.limiter(),
-                key,
-                route.policy.limits(),
-                decision.receipt.as_ref(),
-                local,
-                &route.metrics,
-                &route.label,
-            ));
-        }
-    }
-
     /// The span of one decision on `route` (see [`telemetry::decision_span`]).
     fn decision_span(&self, route: &RouteInfo, counting: Counting) -> tracing::Span {
         telemetry::decision_span(
@@ -258,6 +235,15 @@ impl Limiter {
                 .then(|| budget.decision.as_ref().map(failures_given_back))
                 .flatten();
             let decision = settled.as_ref().or(budget.decision.as_ref());
+            // And a request's concurrency places are back when its answer ends.
+            let placed;
+            let decision = match (decision, &lease) {
+                (Some(decision), Some(_)) => {
+                    placed = places_back(decision);
+                    Some(&placed)
+                }
+                (decision, _) => decision,
+            };
             // A shadow limit is invisible to clients: no headers that would make them back off.
             // Where a declaration applies too and its own limiter counted the request inside,
             // that limiter's figures (or its 429 or 503) stand.
@@ -493,12 +479,33 @@ impl Limiter {
         handle: &'a LimiterHandle,
         span: &'a tracing::Span,
         cost: Option<u32>,
+        counting: Counting,
     ) -> impl Future<Output = Result<Decision, StoreError>> + 'a {
         async move {
             let started = Instant::now();
             let limits = match &route.unblocked {
                 Some(unblocked) if self.shadowed(&route.policy) => unblocked,
                 _ => route.policy.limits(),
+            };
+            // A request answered already (counted after the fact, or refused for its
+            // unreadable username) runs no more: it takes no concurrency place, and a full
+            // one does not turn its answer into a 429.
+            let rated: Vec<Limit>;
+            let limits = if counting != Counting::Live && limits.iter().any(Limit::is_concurrency) {
+                rated = limits
+                    .iter()
+                    .filter(|l| !l.is_concurrency())
+                    .copied()
+                    .collect();
+                if rated.is_empty() {
+                    return Ok(with_places_free(
+                        route.policy.limits(),
+                        Decision::new(Vec::new()),
+                    ));
+                }
+                &rated[..]
+            } else {
+                limits
             };
             let weighed = cost.map(|cost| super::cost::costed(limits, cost));
             let limits = weighed.as_deref().unwrap_or(limits);
@@ -535,7 +542,11 @@ impl Limiter {
             let waited = started.elapsed();
             handle.add_store_wait(waited);
             telemetry::store_latency(&route.metrics, span, waited);
-            checked.and_then(|decision| well_formed(decision, route.policy.limits().len()))
+            let checked = checked.and_then(|decision| well_formed(decision, limits.len()));
+            if limits.len() == route.policy.limits().len() {
+                return checked;
+            }
+            checked.map(|decision| with_places_free(route.policy.limits(), decision))
         }
     }
 
@@ -815,7 +826,7 @@ impl Limiter {
             let checked = match earlier {
                 Some(earlier) => Err(earlier),
                 None => {
-                    let checked = self.check(&key, route, handle, &span, cost).await;
+                    let checked = self.check(&key, route, handle, &span, cost, counting).await;
                     if let Err(error) = &checked {
                         handle.record_store_error(error);
                     }
@@ -978,11 +989,6 @@ impl Limiter {
                 Outcome::ShadowRejected
             };
             telemetry::decision(&route.metrics, &span, &client, outcome, retry_ms, applied);
-            if counting != Counting::Live {
-                // Counted after its answer (or refused for its unreadable username): it
-                // holds no concurrency place past this moment.
-                self.let_go(handle, route, &key, &decision, decided_locally);
-            }
             Decided::Proceed {
                 decision: Some(decision),
                 key,
@@ -1006,6 +1012,44 @@ async fn held_by<B: MessageBody + 'static>(
     response
         .map_body(|_, body| BoxBody::new(LeaseBody::new(body, lease)))
         .map_into_right_body()
+}
+
+/// `decision` (of `limits` but their concurrency limits) with a free place for each
+/// concurrency limit, in `limits`' order: what a request answered already is told of them.
+fn with_places_free(limits: &[Limit], decision: Decision) -> Decision {
+    let mut rated = decision.limits.into_iter();
+    let states = limits
+        .iter()
+        .filter_map(|limit| {
+            if limit.is_concurrency() {
+                let free =
+                    LimitState::new(*limit, true, limit.max(), Duration::ZERO, Duration::ZERO);
+                Some(free)
+            } else {
+                rated.next()
+            }
+        })
+        .collect();
+    let whole = Decision::new(states);
+    match decision.receipt {
+        Some(receipt) => whole.with_receipt(receipt),
+        None => whole,
+    }
+}
+
+/// `decision` once its request's concurrency places are back, as its answer's headers tell
+/// it (the places go back before the answer ends): one more left, and none held for long.
+fn places_back(decision: &Decision) -> Decision {
+    let mut back = decision.clone();
+    for state in back.limits.iter_mut().filter(|s| s.limit.is_concurrency()) {
+        state.remaining = state.remaining.saturating_add(1).min(state.limit.max());
+        state.reset_after = if state.remaining == state.limit.max() {
+            Duration::ZERO
+        } else {
+            state.reset_after.min(CONCURRENCY_RETRY)
+        };
+    }
+    back
 }
 
 /// `decision` as a refusal by a concurrency limit tells it: its places come back as

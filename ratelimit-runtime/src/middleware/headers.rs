@@ -43,6 +43,7 @@ pub(crate) fn ceil_secs(millis: u64) -> u64 {
 ///   (the arrival time lies that far past the last whole interval);
 /// - `sliding_log`: until the request just logged leaves the window (`reset_after`): the
 ///   reply carries no older entry's time, so this is an upper bound;
+/// - a concurrency limit: a second (places come back as requests end);
 /// - `sliding_window`: until this window ends, plus `window / limit`: a client that spends
 ///   `r` now fills this window's count, which then frees its first unit that long into the
 ///   next window (the estimate never decays faster). Exact when the previous window counted
@@ -56,6 +57,10 @@ pub(crate) fn effective_window_ms(state: &LimitState, draft: IetfDraft) -> u64 {
     }
     if !state.allowed {
         return u64::try_from(state.retry_after.as_millis()).unwrap_or(u64::MAX);
+    }
+    // A concurrency limit has no window: its places come back as requests end.
+    if state.limit.is_concurrency() {
+        return 1000;
     }
     let limit = state.limit;
     let max = u64::from(limit.max());

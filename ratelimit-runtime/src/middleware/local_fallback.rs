@@ -97,7 +97,8 @@ impl LocalFallback {
                 share = share.in_budget(budget);
             }
             match shares.iter_mut().find(|s| {
-                s.algorithm() == algorithm
+                !s.is_concurrency()
+                    && s.algorithm() == algorithm
                     && s.window() == window
                     && s.identity() == limit.identity()
                     && s.budget() == limit.budget()
@@ -271,6 +272,24 @@ mod tests {
         )]);
         assert_eq!(fast[0].max(), 334);
         assert_eq!(fast[0].algorithm(), Algorithm::SlidingWindow);
+    }
+
+    /// A concurrency limit's share stays one: a sliding log of its lease's length beside it
+    /// is another key, never merged with it.
+    #[test]
+    fn a_concurrency_share_is_its_own() {
+        let minute = Window::from_secs(60);
+        let share = LocalFallback::new(2, 1000).share(&[
+            Limit::concurrent(5, minute),
+            Limit::new(30, minute, Algorithm::SlidingLog),
+        ]);
+        assert_eq!(
+            share,
+            [
+                Limit::concurrent(3, minute),
+                Limit::new(15, minute, Algorithm::SlidingLog)
+            ]
+        );
     }
 
     #[test]

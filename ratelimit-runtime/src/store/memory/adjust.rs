@@ -11,19 +11,21 @@ pub(super) fn blocked_for(table: &Table, key: &str, now: u64) -> u64 {
     }
 }
 
-/// The write that locks a client out for `block` ms from `now`: ranked above any count, so
-/// a flood of new clients evicts it last (evicting it would end a lockout early).
+/// The rank of what a flood of new clients must evict last: a lockout (evicting it would end
+/// it early) and a concurrency limit's places (evicting them would let more requests run).
+pub(super) const HELD: Rank = Rank {
+    requests: u32::MAX,
+    share: u16::MAX,
+};
+
+/// The write that locks a client out for `block` ms from `now`: ranked above any count.
 pub(super) fn lockout(key: String, now: u64, block: u64) -> (Write, Rank) {
     let write = Write::Lockout {
         key,
         ends: now + block,
         ttl: block,
     };
-    let rank = Rank {
-        requests: u32::MAX,
-        share: u16::MAX,
-    };
-    (write, rank)
+    (write, HELD)
 }
 
 /// Gives `units` back to the entry at `key` of a limit of `max` per `window` ms counted by
@@ -217,7 +219,7 @@ pub(super) fn renew(table: &mut Table, key: &str, window: u64, at: u64, now: u64
         count: 1,
     };
     // The place was held, so the entry is there to be written: nothing is evicted for it.
-    table.apply(vec![(write, Rank::default())], now);
+    table.apply(vec![(write, HELD)], now);
     Some(now + window)
 }
 

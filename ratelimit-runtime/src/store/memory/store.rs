@@ -421,10 +421,21 @@ fn finish(
         .map(|(limit, (p, _))| state_of(*limit, p))
         .collect();
     if allowed {
-        writes.extend(peeks.iter_mut().filter_map(|(p, _)| {
-            let rank = p.rank;
-            p.write.take().map(|write| (write, rank))
-        }));
+        writes.extend(
+            limits
+                .iter()
+                .zip(peeks.iter_mut())
+                .filter_map(|(limit, (p, _))| {
+                    // A concurrency limit's places are evicted last, as a lockout is: evicting them
+                    // would let more requests run at once than the limit says.
+                    let rank = if limit.is_concurrency() {
+                        adjust::HELD
+                    } else {
+                        p.rank
+                    };
+                    p.write.take().map(|write| (write, rank))
+                }),
+        );
     }
     (states, writes)
 }
