@@ -311,7 +311,11 @@ async fn a_request_refused_in_front_keeps_its_refusal_when_every_place_is_held()
         .expect("answered");
     assert_eq!(right.status().as_u16(), 429, "the place is held");
     let refused = client().get(&url).send().await.expect("answered");
-    assert_eq!(refused.status().as_u16(), 401, "the auth layer's refusal stands");
+    assert_eq!(
+        refused.status().as_u16(),
+        401,
+        "the auth layer's refusal stands"
+    );
     assert_eq!(holder.await.unwrap(), Some(200));
     handle.stop(true).await;
 }

@@ -171,11 +171,17 @@ impl Lease {
 
     /// Gives the places back: one store call, bounded by the store's timeout. The request
     /// waits for it before the end of its response is sent, so that a client that sends its
-    /// next request once it has the answer finds its place free.
+    /// next request once it has the answer finds its place free. The call runs on its own:
+    /// a request dropped while it waits (its client gone) still gives the places back.
     pub(crate) fn release(mut self) -> impl std::future::Future<Output = ()> + 'static {
         self.released = true;
         self.stop();
-        release(Rc::clone(&self.held))
+        let task = spawn(release(Rc::clone(&self.held)));
+        async move {
+            if let Some(task) = task {
+                let _ = task.await;
+            }
+        }
     }
 
     fn stop(&mut self) {

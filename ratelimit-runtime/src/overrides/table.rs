@@ -743,16 +743,17 @@ fn build_policy(
     };
     let first_parts = own.first().and_then(|d| d.identity.clone());
     let differ = written.iter().any(|w| *w != written[0]);
+    // The declared rate limits, in order: a concurrency limit has no cost to keep.
     let declared_own: Vec<Limit> = declared
         .iter()
         .flat_map(|p| p.limits())
-        .filter(|l| l.budget().is_none())
+        .filter(|l| l.budget().is_none() && !l.is_concurrency())
         .copied()
         .collect();
+    let mut rate_limits = 0;
     let mut limits: Vec<Limit> = own
         .iter()
-        .enumerate()
-        .map(|(i, d)| {
+        .map(|d| {
             if let Some(max) = d.concurrency {
                 let lease = d.lease.unwrap_or(ratelimit_grammar::DEFAULT_LEASE_MILLIS);
                 let limit = Limit::concurrent(max, Window::from_millis(lease));
@@ -780,7 +781,8 @@ fn build_policy(
             // budget: the strict side.
             let cost = d
                 .cost
-                .unwrap_or_else(|| declared_own.get(i).map_or(1, Limit::cost));
+                .unwrap_or_else(|| declared_own.get(rate_limits).map_or(1, Limit::cost));
+            rate_limits += 1;
             limit = limit.costing(cost.min(limit.max()));
             match &d.identity {
                 Some(own) if differ && Some(own) != first_parts.as_ref() => {
@@ -1059,6 +1061,20 @@ mod tests {
         );
         let beside = policy_from_text("POST /export", r#"concurrency = 2, block = "1m""#, None);
         assert!(beside.unwrap_err()[0].starts_with("`block` does not go with `concurrency`"));
+        // An override of the rate limit keeps the declared rate limit's cost, the
+        // concurrency limit before it notwithstanding.
+        let declared = policy_from_text(
+            "POST /export",
+            r#"concurrency = 2; limit = 600, window = "1h", cost = 10"#,
+            None,
+        )
+        .unwrap();
+        let lowered = policy_from_text(
+            "POST /export",
+            r#"limit = 300, window = "1h""#,
+            Some(&declared),
+        );
+        assert_eq!(lowered.unwrap().limited().unwrap().limits()[0].cost(), 10);
     }
 
     #[test]
