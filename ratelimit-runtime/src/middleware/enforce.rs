@@ -175,15 +175,15 @@ impl Limiter {
                 decision,
                 adjusted: std::cell::Cell::new(false),
                 outcome: std::cell::Cell::new(None),
+                lease: std::cell::Cell::new(None),
             });
             // The places a concurrency limit gave this request, held until its response
             // body has been sent or its client went away (dropping this future drops them).
-            let lease = budget
-                .decision
-                .as_ref()
-                .filter(|decision| decision.allowed)
-                .and_then(|decision| {
-                    Lease::taken(
+            // Kept in the budget's state, not in this future: a route without a concurrency
+            // limit adds nothing to its request's future.
+            if route.holds_places {
+                if let Some(decision) = budget.decision.as_ref().filter(|d| d.allowed) {
+                    budget.lease.set(Lease::taken(
                         handle.limiter(),
                         &budget.key,
                         budget.limits,
@@ -191,8 +191,9 @@ impl Limiter {
                         local,
                         &route.metrics,
                         &route.label,
-                    )
-                });
+                    ));
+                }
+            }
             handle.set_budget(Granted::Limited(Rc::clone(&budget)));
             let answer = service.call(req).await;
             // Units reserved in limits that count failures only go back after a success (not
@@ -229,56 +230,71 @@ impl Limiter {
                 ))
                 .await;
             }
-            // The headers tell what is left after the request: a success that gave its unit
-            // back has it again in the limits that count failures only.
-            let settled = gave_back
-                .then(|| budget.decision.as_ref().map(failures_given_back))
-                .flatten();
-            let decision = settled.as_ref().or(budget.decision.as_ref());
-            // And a request's concurrency places are back when its answer ends.
-            let placed;
-            let decision = match (decision, &lease) {
-                (Some(decision), Some(_)) => {
-                    placed = places_back(decision);
-                    Some(&placed)
-                }
-                (decision, _) => decision,
-            };
-            // A shadow limit is invisible to clients: no headers that would make them back off.
-            // Where a declaration applies too and its own limiter counted the request inside,
-            // that limiter's figures (or its 429 or 503) stand.
+            let lease = budget.lease.take();
             let inner_answered = route.is_default_policy() && handle.guarded();
-            let binding = if self.shadowed(&route.policy) || inner_answered {
-                None
-            } else {
-                decision.and_then(Decision::binding)
-            };
-            match (answer, binding) {
-                (Ok(mut response), binding) => {
-                    if let Some(binding) = binding {
-                        self.insert_headers(response.headers_mut(), route, &budget.key, binding);
-                    }
-                    Ok(match lease {
-                        None => response.map_into_left_body(),
-                        Some(lease) => Box::pin(held_by(response, lease)).await,
-                    })
-                }
-                // An error (a scope's auth layer, the handler) answers with the headers too.
-                // Added as a response mapper, so the error keeps its own type for middleware
-                // further out that downcasts it (a wrapper type would hide it).
-                (Err(mut error), Some(binding)) => {
-                    let mut limit_headers = HeaderMap::new();
-                    self.insert_headers(&mut limit_headers, route, &budget.key, binding);
-                    error.add_response_mapper(move |mut response| {
-                        for (name, value) in &limit_headers {
-                            response.headers_mut().insert(name.clone(), value.clone());
-                        }
-                        response
-                    });
-                    Err(error)
-                }
-                (Err(error), None) => Err(error),
+            let settled = (gave_back, lease.is_some(), inner_answered);
+            let answer = self.with_headers(answer, route, &budget, settled);
+            match (answer, lease) {
+                (Ok(response), None) => Ok(response.map_into_left_body()),
+                (Ok(response), Some(lease)) => Ok(Box::pin(held_by(response, lease)).await),
+                // The places go back as the lease is dropped.
+                (Err(error), _) => Err(error),
             }
+        }
+    }
+
+    /// `answer` with the rate-limit headers of `budget`'s decision: what is left after the
+    /// request (`gave_back`: a success gave its unit back to the limits that count failures
+    /// only; `placed`: the request's concurrency places are back when its answer ends). None
+    /// on a shadow route, nor where a declaration's own limiter answered inside
+    /// (`inner_answered`): that limiter's figures (or its 429 or 503) stand.
+    fn with_headers<B>(
+        &self,
+        answer: Result<ServiceResponse<B>, Error>,
+        route: &RouteInfo,
+        budget: &BudgetState,
+        (gave_back, placed, inner_answered): (bool, bool, bool),
+    ) -> Result<ServiceResponse<B>, Error> {
+        let settled = gave_back
+            .then(|| budget.decision.as_ref().map(failures_given_back))
+            .flatten();
+        let decision = settled.as_ref().or(budget.decision.as_ref());
+        let back;
+        let decision = match decision {
+            Some(decision) if placed => {
+                back = places_back(decision);
+                Some(&back)
+            }
+            decision => decision,
+        };
+        // A shadow limit is invisible to clients: no headers that would make them back off.
+        let binding = if self.shadowed(&route.policy) || inner_answered {
+            None
+        } else {
+            decision.and_then(Decision::binding)
+        };
+        match (answer, binding) {
+            (Ok(mut response), binding) => {
+                if let Some(binding) = binding {
+                    self.insert_headers(response.headers_mut(), route, &budget.key, binding);
+                }
+                Ok(response)
+            }
+            // An error (a scope's auth layer, the handler) answers with the headers too.
+            // Added as a response mapper, so the error keeps its own type for middleware
+            // further out that downcasts it (a wrapper type would hide it).
+            (Err(mut error), Some(binding)) => {
+                let mut limit_headers = HeaderMap::new();
+                self.insert_headers(&mut limit_headers, route, &budget.key, binding);
+                error.add_response_mapper(move |mut response| {
+                    for (name, value) in &limit_headers {
+                        response.headers_mut().insert(name.clone(), value.clone());
+                    }
+                    response
+                });
+                Err(error)
+            }
+            (Err(error), None) => Err(error),
         }
     }
 

@@ -80,6 +80,9 @@ pub(crate) struct BudgetState {
     pub(crate) adjusted: Cell<bool>,
     /// How the handler marked its attempt, if it did.
     pub(crate) outcome: Cell<Option<AttemptOutcome>>,
+    /// The request's concurrency places, until its answer takes them
+    /// ([`Lease`](super::lease::Lease)).
+    pub(crate) lease: Cell<Option<super::lease::Lease>>,
 }
 
 /// What the limiter left a request for its handler's [`Budget`](super::Budget): a budget, or

@@ -39,6 +39,8 @@ pub(crate) struct RouteInfo {
     /// The policy's limits without their lockouts, when one has a `block`: what the store
     /// counts while the route is in shadow (a would-be refusal must lock nobody out).
     pub(crate) unblocked: Option<Box<[Limit]>>,
+    /// Whether a limit of the policy is a concurrency limit: its requests hold places.
+    pub(crate) holds_places: bool,
     /// Every identity the policy's limits count by, the route's first (usually one).
     pub(crate) identities: Vec<Identity>,
     /// `RateLimit-Policy`, listing every stacked limit.
@@ -207,6 +209,7 @@ impl RouteInfo {
                 .iter()
                 .any(|l| l.block().is_some())
                 .then(|| limits.iter().map(|l| l.without_block()).collect()),
+            holds_places: limits.iter().any(Limit::is_concurrency),
             policy,
             policy_header: HeaderValue::from_str(&policy_header).ok(),
             policy_names,
