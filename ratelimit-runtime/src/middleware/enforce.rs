@@ -195,7 +195,7 @@ impl Limiter {
                 }
             }
             handle.set_budget(Granted::Limited(Rc::clone(&budget)));
-            let answer = service.call(req).await;
+            let mut answer = service.call(req).await;
             // Units reserved in limits that count failures only go back after a success (not
             // after a panic, which drops this future: a crash counts as a failure). Not for a
             // decision made in this process while the store failed, nor after the handler reset or
@@ -233,28 +233,30 @@ impl Limiter {
             let lease = budget.lease.take();
             let inner_answered = route.is_default_policy() && handle.guarded();
             let settled = (gave_back, lease.is_some(), inner_answered);
-            let answer = self.with_headers(answer, route, &budget, settled);
-            match (answer, lease) {
-                (Ok(response), None) => Ok(response.map_into_left_body()),
-                (Ok(response), Some(lease)) => Ok(Box::pin(held_by(response, lease)).await),
+            self.add_headers(&mut answer, route, &budget, settled);
+            match answer {
+                Ok(response) => Ok(match lease {
+                    None => response.map_into_left_body(),
+                    Some(lease) => Box::pin(held_by(response, lease)).await,
+                }),
                 // The places go back as the lease is dropped.
-                (Err(error), _) => Err(error),
+                Err(error) => Err(error),
             }
         }
     }
 
-    /// `answer` with the rate-limit headers of `budget`'s decision: what is left after the
+    /// Adds to `answer` the rate-limit headers of `budget`'s decision: what is left after the
     /// request (`gave_back`: a success gave its unit back to the limits that count failures
     /// only; `placed`: the request's concurrency places are back when its answer ends). None
     /// on a shadow route, nor where a declaration's own limiter answered inside
     /// (`inner_answered`): that limiter's figures (or its 429 or 503) stand.
-    fn with_headers<B>(
+    fn add_headers<B>(
         &self,
-        answer: Result<ServiceResponse<B>, Error>,
+        answer: &mut Result<ServiceResponse<B>, Error>,
         route: &RouteInfo,
         budget: &BudgetState,
         (gave_back, placed, inner_answered): (bool, bool, bool),
-    ) -> Result<ServiceResponse<B>, Error> {
+    ) {
         let settled = gave_back
             .then(|| budget.decision.as_ref().map(failures_given_back))
             .flatten();
@@ -273,17 +275,17 @@ impl Limiter {
         } else {
             decision.and_then(Decision::binding)
         };
-        match (answer, binding) {
-            (Ok(mut response), binding) => {
-                if let Some(binding) = binding {
-                    self.insert_headers(response.headers_mut(), route, &budget.key, binding);
-                }
-                Ok(response)
+        let Some(binding) = binding else {
+            return;
+        };
+        match answer {
+            Ok(response) => {
+                self.insert_headers(response.headers_mut(), route, &budget.key, binding);
             }
             // An error (a scope's auth layer, the handler) answers with the headers too.
             // Added as a response mapper, so the error keeps its own type for middleware
             // further out that downcasts it (a wrapper type would hide it).
-            (Err(mut error), Some(binding)) => {
+            Err(error) => {
                 let mut limit_headers = HeaderMap::new();
                 self.insert_headers(&mut limit_headers, route, &budget.key, binding);
                 error.add_response_mapper(move |mut response| {
@@ -292,9 +294,7 @@ impl Limiter {
                     }
                     response
                 });
-                Err(error)
             }
-            (Err(error), None) => Err(error),
         }
     }
 
@@ -484,6 +484,10 @@ impl Limiter {
     /// default policy and a declaration both apply to it) waits for the store at most the
     /// timeout in all: the second call gets what the first left of it (time spent between
     /// the two, in middleware, does not count).
+    ///
+    /// A request answered already (counted after the fact, or refused for its unreadable
+    /// username) runs no more: it takes no concurrency place, and a full one does not turn
+    /// its answer into a 429.
     #[allow(
         clippy::manual_async_fn,
         reason = "an `async fn` holds each argument twice in its future; this block, once"
@@ -499,30 +503,19 @@ impl Limiter {
     ) -> impl Future<Output = Result<Decision, StoreError>> + 'a {
         async move {
             let started = Instant::now();
-            let limits = match &route.unblocked {
-                Some(unblocked) if self.shadowed(&route.policy) => unblocked,
+            let shadowed = self.shadowed(&route.policy);
+            let limits = match (&route.rated, &route.unblocked) {
+                // Chosen from what the route keeps ready, so that nothing more lives in
+                // this future than before concurrency limits existed.
+                (Some([rated, _]), _) if counting != Counting::Live && !shadowed => rated,
+                (Some([_, rated]), _) if counting != Counting::Live => rated,
+                (_, Some(unblocked)) if shadowed => unblocked,
                 _ => route.policy.limits(),
             };
-            // A request answered already (counted after the fact, or refused for its
-            // unreadable username) runs no more: it takes no concurrency place, and a full
-            // one does not turn its answer into a 429.
-            let rated: Vec<Limit>;
-            let limits = if counting != Counting::Live && limits.iter().any(Limit::is_concurrency) {
-                rated = limits
-                    .iter()
-                    .filter(|l| !l.is_concurrency())
-                    .copied()
-                    .collect();
-                if rated.is_empty() {
-                    return Ok(with_places_free(
-                        route.policy.limits(),
-                        Decision::new(Vec::new()),
-                    ));
-                }
-                &rated[..]
-            } else {
-                limits
-            };
+            if limits.is_empty() {
+                let none = Decision::new(Vec::new());
+                return Ok(with_places_free(route.policy.limits(), none));
+            }
             let weighed = cost.map(|cost| super::cost::costed(limits, cost));
             let limits = weighed.as_deref().unwrap_or(limits);
             let request = CheckRequest {

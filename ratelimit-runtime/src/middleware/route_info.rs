@@ -41,6 +41,10 @@ pub(crate) struct RouteInfo {
     pub(crate) unblocked: Option<Box<[Limit]>>,
     /// Whether a limit of the policy is a concurrency limit: its requests hold places.
     pub(crate) holds_places: bool,
+    /// When it is, the policy's limits without their concurrency limits, and those without
+    /// their lockouts too: what a request answered already counts in (it runs no more), as
+    /// the route enforces or in shadow.
+    pub(crate) rated: Option<[Box<[Limit]>; 2]>,
     /// Every identity the policy's limits count by, the route's first (usually one).
     pub(crate) identities: Vec<Identity>,
     /// `RateLimit-Policy`, listing every stacked limit.
@@ -210,6 +214,13 @@ impl RouteInfo {
                 .any(|l| l.block().is_some())
                 .then(|| limits.iter().map(|l| l.without_block()).collect()),
             holds_places: limits.iter().any(Limit::is_concurrency),
+            rated: limits.iter().any(Limit::is_concurrency).then(|| {
+                let rated = limits.iter().filter(|l| !l.is_concurrency());
+                [
+                    rated.clone().copied().collect(),
+                    rated.map(|l| l.without_block()).collect(),
+                ]
+            }),
             policy,
             policy_header: HeaderValue::from_str(&policy_header).ok(),
             policy_names,
