@@ -13,7 +13,7 @@ use super::limiter::{BudgetState, Granted, Limiter, LimiterHandle};
 use crate::{
     key::RouteKey,
     policy::{Count, Limit},
-    store::{AdjustRequest, Adjustment, Decision, Receipt, Store, StoreError},
+    store::{adjust_within, AdjustRequest, Adjustment, Decision, Receipt, StoreError},
 };
 
 /// The budget of the client of this request on its route: the route's decision (limit,
@@ -234,21 +234,6 @@ impl Budget {
         let change = Adjustment::Charge { units };
         state.limiter.adjust(&state.key, state.limits, change).await
     }
-}
-
-/// `request` put to `store`, bounded as a check is: by the limiter's `timeout` when set,
-/// else by the store's own, else by the default.
-pub(crate) async fn adjust_within(
-    store: &dyn Store,
-    timeout: Option<Duration>,
-    request: AdjustRequest<'_>,
-) -> Result<u64, StoreError> {
-    let timeout = timeout
-        .or_else(|| store.timeout())
-        .unwrap_or(crate::store::DEFAULT_TIMEOUT);
-    tokio::time::timeout(timeout, store.adjust(request))
-        .await
-        .unwrap_or_else(|_| Err(StoreError::timeout(timeout)))
 }
 
 impl Limiter {

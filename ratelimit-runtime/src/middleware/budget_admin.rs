@@ -5,16 +5,13 @@ use std::{fmt, net::IpAddr};
 
 use actix_web::http::Method;
 
-use super::{
-    budget::adjust_within, declared_routes::DeclaredRoutes, rate_limiter::RateLimiter,
-    route_info::RouteInfo,
-};
+use super::{declared_routes::DeclaredRoutes, rate_limiter::RateLimiter, route_info::RouteInfo};
 use crate::{
     identity::ClientIdentity,
     key::RouteKey,
     policy::{Identity, IdentityPart, Limit, RoutePolicy, SharedBudget},
     registry::{self, RouteDeclaration},
-    store::{AdjustRequest, Adjustment, CheckRequest, LimitState, StoreError},
+    store::{adjust_within, AdjustRequest, Adjustment, CheckRequest, LimitState, StoreError},
 };
 
 /// Why a budget could not be reset or given back from code.

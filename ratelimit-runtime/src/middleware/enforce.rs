@@ -5,7 +5,7 @@ use std::{
     future::Future,
     net::IpAddr,
     rc::Rc,
-    sync::LazyLock,
+    sync::{Arc, LazyLock},
     time::{Duration, Instant},
 };
 
@@ -21,7 +21,7 @@ use super::{
     attempt::AttemptOutcome,
     flood_shield::{Blocked, Shielded},
     headers,
-    lease::{Lease, LeaseBody, CONCURRENCY_RETRY},
+    lease::{Lease, LeaseBody, Places, CONCURRENCY_RETRY},
     limiter::{BudgetState, Granted, Limiter, LimiterHandle},
     overridden::Resolved,
     route_info::RouteInfo,
@@ -97,6 +97,16 @@ impl Limiter {
         match self.clock.now_millis() {
             Some(now) => now,
             None => u64::try_from(EPOCH.elapsed().as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Where this limiter's requests hold their concurrency places.
+    fn places(&self) -> Places {
+        Places {
+            store: Arc::clone(&self.store),
+            fallback: Arc::clone(&self.fallback),
+            clock: self.clock.clone(),
+            timeout: self.timeout,
         }
     }
 
@@ -184,7 +194,7 @@ impl Limiter {
             if route.holds_places {
                 if let Some(decision) = budget.decision.as_ref().filter(|d| d.allowed) {
                     budget.lease.set(Lease::taken(
-                        handle.limiter(),
+                        || self.places(),
                         &budget.key,
                         budget.limits,
                         decision.receipt.as_ref(),

@@ -7,6 +7,7 @@ use std::{
     cell::RefCell,
     pin::Pin,
     rc::Rc,
+    sync::Arc,
     task::{Context, Poll},
     time::Duration,
 };
@@ -17,11 +18,12 @@ use actix_web::{
 };
 use pin_project_lite::pin_project;
 
-use super::{budget::adjust_within, limiter::Limiter, telemetry::RouteMetrics};
+use super::{local_fallback::LocalFallback, telemetry::RouteMetrics};
 use crate::{
+    clock::Clock,
     key::RouteKey,
     policy::Limit,
-    store::{AdjustRequest, Adjustment, Receipt, Store},
+    store::{adjust_within, AdjustRequest, Adjustment, Receipt, Store},
 };
 
 /// The longest `Retry-After` a concurrency limit's refusal gives: places come back as
@@ -29,10 +31,20 @@ use crate::{
 /// were its instance dead) would tell a client to wait far longer than it likely has to.
 pub(crate) const CONCURRENCY_RETRY: Duration = Duration::from_secs(1);
 
+/// Where a request's places are, and how it reaches them: the limiter's store, or this
+/// process's while the store failed (`fail = "local"`).
+pub(crate) struct Places {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) fallback: Arc<LocalFallback>,
+    pub(crate) clock: Clock,
+    /// The limiter's timeout, when set (else the store's own).
+    pub(crate) timeout: Option<Duration>,
+}
+
 /// What a lease needs after its request's check: shared by the request and its renewal
 /// timer.
 struct Held {
-    limiter: Rc<Limiter>,
+    places: Places,
     key: RouteKey,
     /// The route's concurrency limits (one per stack).
     limits: Vec<Limit>,
@@ -49,9 +61,9 @@ struct Held {
 impl Held {
     fn store(&self) -> &dyn Store {
         if self.local {
-            self.limiter.fallback.store()
+            self.places.fallback.store()
         } else {
-            &*self.limiter.store
+            &*self.places.store
         }
     }
 
@@ -62,9 +74,9 @@ impl Held {
         } else {
             Adjustment::Release { receipt: &receipt }
         };
-        let now = self.limiter.clock.now_millis();
+        let now = self.places.clock.now_millis();
         let request = AdjustRequest::new(&self.key, &self.limits, now, change);
-        adjust_within(self.store(), self.limiter.timeout, request).await
+        adjust_within(self.store(), self.places.timeout, request).await
     }
 
     /// Renews the places every third of the shortest lease until the request ends (the task
@@ -124,7 +136,7 @@ impl Lease {
     /// The places the check with `receipt` took at `key` in `limits`' concurrency limits,
     /// when it took any; renewed from now on.
     pub(crate) fn taken(
-        limiter: &Rc<Limiter>,
+        places: impl FnOnce() -> Places,
         key: &RouteKey,
         limits: &[Limit],
         receipt: Option<&Receipt>,
@@ -153,7 +165,7 @@ impl Lease {
         let gauge = metrics.in_flight();
         gauge.increment(1.0);
         let held = Rc::new(Held {
-            limiter: Rc::clone(limiter),
+            places: places(),
             key: key.clone(),
             limits,
             receipt: RefCell::new(receipt.clone()),

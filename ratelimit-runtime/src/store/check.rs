@@ -217,3 +217,18 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 }
+
+/// `request` put to `store`, bounded as a check is: by the limiter's `timeout` when set,
+/// else by the store's own, else by the default.
+pub(crate) async fn adjust_within(
+    store: &dyn Store,
+    timeout: Option<std::time::Duration>,
+    request: AdjustRequest<'_>,
+) -> Result<u64, StoreError> {
+    let timeout = timeout
+        .or_else(|| store.timeout())
+        .unwrap_or(super::DEFAULT_TIMEOUT);
+    tokio::time::timeout(timeout, store.adjust(request))
+        .await
+        .unwrap_or_else(|_| Err(StoreError::timeout(timeout)))
+}

@@ -2,6 +2,7 @@
 //! trait.
 
 mod check;
+pub(crate) use check::adjust_within;
 mod cluster;
 mod coalesce;
 mod config_error;
