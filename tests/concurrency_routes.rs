@@ -19,7 +19,7 @@ use futures_util::StreamExt;
 use ratelimit_runtime::{
     coverage, rate_limit,
     store::{MemoryStore, RedisStore, Store},
-    RateLimiter,
+    Budget, RateLimiter,
 };
 use support::{auth::answers_401, RedisServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -318,4 +318,92 @@ async fn a_request_refused_in_front_keeps_its_refusal_when_every_place_is_held()
     );
     assert_eq!(holder.await.unwrap(), Some(200));
     handle.stop(true).await;
+}
+
+/// One at a time; with `x-hold`, the handler hands its `Budget` to a task and runs long.
+#[rate_limit(concurrency = 1, identity = "ip", fail = "closed")]
+#[get("/kept")]
+async fn kept(req: actix_web::HttpRequest, budget: Budget) -> impl Responder {
+    if req.headers().contains_key("x-hold") {
+        actix_web::rt::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            drop(budget);
+        });
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    }
+    "done"
+}
+
+/// A request cancelled while its handler runs (an outer timeout drops it) gives its place
+/// back, though its handler handed the request's `Budget` to a task that outlives it.
+#[actix_web::test]
+async fn a_cancelled_request_gives_its_place_back_whoever_keeps_its_budget() {
+    use actix_web::{dev::Service, test};
+    let app = test::init_service(
+        App::new()
+            .service(kept)
+            .wrap(RateLimiter::new(MemoryStore::new())),
+    )
+    .await;
+    let request = || {
+        test::TestRequest::get()
+            .uri("/kept")
+            .peer_addr("203.0.113.9:4000".parse().unwrap())
+    };
+    let running = app.call(request().insert_header(("x-hold", "1")).to_request());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), running)
+            .await
+            .is_err(),
+        "still running when cancelled"
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let next = app.call(request().to_request()).await.unwrap();
+    assert_eq!(
+        next.status().as_u16(),
+        200,
+        "the cancelled request's place is back"
+    );
+}
+
+/// One at a time beside 100 a minute, limited in each process while the store is down,
+/// behind the auth layer.
+#[rate_limit(concurrency = 1, identity = "ip", fail = "local")]
+#[rate_limit(limit = 100, window = "1m", identity = "ip")]
+#[get("/local")]
+async fn local() -> impl Responder {
+    "done"
+}
+
+/// While the store is down, requests the auth layer in front refuses take no local place
+/// either: the next authorised request is served.
+#[actix_web::test]
+async fn requests_refused_in_front_take_no_local_place_while_the_store_is_down() {
+    use actix_web::test;
+    let app = test::init_service(
+        App::new()
+            .service(web::scope("/api").service(local).wrap(from_fn(answers_401)))
+            .wrap(RateLimiter::new(support::Down::default())),
+    )
+    .await;
+    let request = || {
+        test::TestRequest::get()
+            .uri("/api/local")
+            .peer_addr("203.0.113.10:4000".parse().unwrap())
+    };
+    for _ in 0..3 {
+        let refused = test::call_service(&app, request().to_request()).await;
+        assert_eq!(refused.status().as_u16(), 401);
+    }
+    for _ in 0..3 {
+        let right = request().insert_header(("authorization", "Basic right"));
+        let served = test::call_service(&app, right.to_request()).await;
+        assert_eq!(
+            served.status().as_u16(),
+            200,
+            "its place was free, and given back"
+        );
+        // Read to its end, as a server sends it: the place goes back before the end.
+        assert_eq!(test::read_body(served).await, "done");
+    }
 }

@@ -100,6 +100,40 @@ impl Limiter {
         }
     }
 
+    /// The decision of this process while the store fails (`fail = "local"`), at its share of
+    /// each limit. A request answered already counts in the route's rated limits only, as
+    /// [`check`](Self::check) counts it: it takes no concurrency place here either.
+    async fn decide_locally(
+        &self,
+        route: &RouteInfo,
+        key: &RouteKey,
+        cost: Option<u32>,
+        counting: Counting,
+        error: &StoreError,
+    ) -> Decision {
+        let all = route.policy.limits();
+        let limits = match &route.rated {
+            Some([rated, _]) if counting != Counting::Live => rated,
+            _ => all,
+        };
+        if limits.is_empty() {
+            return with_places_free(all, Decision::new(Vec::new()));
+        }
+        let weighed = cost.map(|cost| super::cost::costed(limits, cost));
+        let limits = weighed.as_deref().unwrap_or(limits);
+        let now = self.clock.now_millis();
+        let (label, policy) = (&route.label, &route.metrics.policy);
+        let decision = self
+            .fallback
+            .decide(label, policy, key, limits, now, error)
+            .await;
+        if limits.len() == all.len() {
+            decision
+        } else {
+            with_places_free(all, decision)
+        }
+    }
+
     /// Where this limiter's requests hold their concurrency places.
     fn places(&self) -> Places {
         Places {
@@ -177,7 +211,7 @@ impl Limiter {
                     local,
                 } => (decision, key, local),
             };
-            let budget = Rc::new(BudgetState {
+            let budget = Holding(Rc::new(BudgetState {
                 limiter: Rc::clone(handle.limiter()),
                 key,
                 limits: route.policy.limits(),
@@ -186,7 +220,7 @@ impl Limiter {
                 adjusted: std::cell::Cell::new(false),
                 outcome: std::cell::Cell::new(None),
                 lease: std::cell::Cell::new(None),
-            });
+            }));
             // The places a concurrency limit gave this request, held until its response
             // body has been sent or its client went away (dropping this future drops them).
             // Kept in the budget's state, not in this future: a route without a concurrency
@@ -204,7 +238,7 @@ impl Limiter {
                     ));
                 }
             }
-            handle.set_budget(Granted::Limited(Rc::clone(&budget)));
+            handle.set_budget(Granted::Limited(Rc::clone(&budget.0)));
             let mut answer = service.call(req).await;
             // Units reserved in limits that count failures only go back after a success (not
             // after a panic, which drops this future: a crash counts as a failure). Not for a
@@ -661,7 +695,7 @@ impl Limiter {
                     } = &other
                     {
                         if let Some(binding) =
-                            decision.binding().filter(|_| !self.shadowed(&route.policy))
+                            rated_binding(decision).filter(|_| !self.shadowed(&route.policy))
                         {
                             self.insert_headers(response.headers_mut(), route, key, binding);
                         }
@@ -881,16 +915,7 @@ impl Limiter {
                     );
                     telemetry::decided_by(&span, "local");
                     decided_locally = true;
-                    let weighed = cost.map(|cost| super::cost::costed(policy.limits(), cost));
-                    Box::pin(self.fallback.decide(
-                        &route.label,
-                        &route.metrics.policy,
-                        &key,
-                        weighed.as_deref().unwrap_or(policy.limits()),
-                        self.clock.now_millis(),
-                        &error,
-                    ))
-                    .await
+                    Box::pin(self.decide_locally(route, &key, cost, counting, &error)).await
                 }
                 Err(error) => {
                     // A shadow limit never rejects, so it cannot refuse during an outage either
@@ -1017,6 +1042,25 @@ impl Limiter {
     }
 }
 
+/// The request's budget state, as its limiter holds it while the request runs: dropped
+/// (answered, or the request cancelled), it gives back the concurrency places the answer did
+/// not take, whoever else holds the state (a `Budget` a handler kept in a task).
+struct Holding(Rc<BudgetState>);
+
+impl std::ops::Deref for Holding {
+    type Target = BudgetState;
+
+    fn deref(&self) -> &BudgetState {
+        &self.0
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        drop(self.0.lease.take());
+    }
+}
+
 /// `response` with its body holding `lease` until it has been produced; a response with no
 /// body to send gives the places back before it is answered. Awaited boxed: a route without
 /// a concurrency limit adds nothing to its request's future.
@@ -1031,6 +1075,23 @@ async fn held_by<B: MessageBody + 'static>(
     response
         .map_body(|_, body| BoxBody::new(LeaseBody::new(body, lease)))
         .map_into_right_body()
+}
+
+/// The limit of `decision` to report in headers ([`Decision::binding`]) among its rate
+/// limits: a request answered already was not checked against its concurrency limits.
+fn rated_binding(decision: &Decision) -> Option<(usize, &LimitState)> {
+    let rated = decision
+        .limits
+        .iter()
+        .enumerate()
+        .filter(|(_, state)| !state.limit.is_concurrency());
+    if decision.allowed {
+        rated.min_by_key(|(_, l)| (l.remaining, std::cmp::Reverse(l.reset_after)))
+    } else {
+        rated
+            .filter(|(_, l)| !l.allowed)
+            .max_by_key(|(_, l)| l.retry_after)
+    }
 }
 
 /// `decision` (of `limits` but their concurrency limits) with a free place for each

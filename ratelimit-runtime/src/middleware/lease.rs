@@ -189,6 +189,13 @@ impl Lease {
         self.released = true;
         self.stop();
         let task = spawn(release(Rc::clone(&self.held)));
+        if task.is_none() {
+            tracing::warn!(
+                target: "ratelimit",
+                route = %self.held.route,
+                "a concurrency place was given back outside the server's runtime; it is free again when its lease expires"
+            );
+        }
         async move {
             if let Some(task) = task {
                 let _ = task.await;
