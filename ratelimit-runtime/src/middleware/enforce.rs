@@ -225,7 +225,7 @@ impl Limiter {
             // body has been sent or its client went away (dropping this future drops them).
             // Kept in the budget's state, not in this future: a route without a concurrency
             // limit adds nothing to its request's future.
-            if route.holds_places {
+            if route.holds_places() {
                 if let Some(decision) = budget.decision.as_ref().filter(|d| d.allowed) {
                     budget.lease.set(Lease::taken(
                         || self.places(),
@@ -694,8 +694,11 @@ impl Limiter {
                         ..
                     } = &other
                     {
-                        if let Some(binding) =
-                            rated_binding(decision).filter(|_| !self.shadowed(&route.policy))
+                        // Among its rate limits: a request answered already was not
+                        // checked against its concurrency limits.
+                        if let Some(binding) = decision
+                            .binding_among(|state| !state.limit.is_concurrency())
+                            .filter(|_| !self.shadowed(&route.policy))
                         {
                             self.insert_headers(response.headers_mut(), route, key, binding);
                         }
@@ -1075,23 +1078,6 @@ async fn held_by<B: MessageBody + 'static>(
     response
         .map_body(|_, body| BoxBody::new(LeaseBody::new(body, lease)))
         .map_into_right_body()
-}
-
-/// The limit of `decision` to report in headers ([`Decision::binding`]) among its rate
-/// limits: a request answered already was not checked against its concurrency limits.
-fn rated_binding(decision: &Decision) -> Option<(usize, &LimitState)> {
-    let rated = decision
-        .limits
-        .iter()
-        .enumerate()
-        .filter(|(_, state)| !state.limit.is_concurrency());
-    if decision.allowed {
-        rated.min_by_key(|(_, l)| (l.remaining, std::cmp::Reverse(l.reset_after)))
-    } else {
-        rated
-            .filter(|(_, l)| !l.allowed)
-            .max_by_key(|(_, l)| l.retry_after)
-    }
 }
 
 /// `decision` (of `limits` but their concurrency limits) with a free place for each

@@ -186,8 +186,22 @@ impl Lease {
     /// next request once it has the answer finds its place free. The call runs on its own:
     /// a request dropped while it waits (its client gone) still gives the places back.
     pub(crate) fn release(mut self) -> impl std::future::Future<Output = ()> + 'static {
+        let task = self.give_back();
+        async move {
+            if let Some(task) = task {
+                let _ = task.await;
+            }
+        }
+    }
+
+    /// Stops the renewals and gives the places back on a task of their own: its handle, or
+    /// `None` (logged) outside the server's runtime, where the places expire with their lease.
+    fn give_back(&mut self) -> Option<tokio::task::JoinHandle<()>> {
         self.released = true;
-        self.stop();
+        if let Some(renewal) = self.renewal.take() {
+            renewal.abort();
+        }
+        self.held.gauge.decrement(1.0);
         let task = spawn(release(Rc::clone(&self.held)));
         if task.is_none() {
             tracing::warn!(
@@ -196,18 +210,7 @@ impl Lease {
                 "a concurrency place was given back outside the server's runtime; it is free again when its lease expires"
             );
         }
-        async move {
-            if let Some(task) = task {
-                let _ = task.await;
-            }
-        }
-    }
-
-    fn stop(&mut self) {
-        if let Some(renewal) = self.renewal.take() {
-            renewal.abort();
-        }
-        self.held.gauge.decrement(1.0);
+        task
     }
 }
 
@@ -224,17 +227,8 @@ async fn release(held: Rc<Held>) {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if self.released {
-            return;
-        }
-        self.stop();
-        let released = spawn(release(Rc::clone(&self.held)));
-        if released.is_none() {
-            tracing::warn!(
-                target: "ratelimit",
-                route = %self.held.route,
-                "a concurrency place was dropped outside the server's runtime; it is free again when its lease expires"
-            );
+        if !self.released {
+            let _ = self.give_back();
         }
     }
 }

@@ -39,11 +39,10 @@ pub(crate) struct RouteInfo {
     /// The policy's limits without their lockouts, when one has a `block`: what the store
     /// counts while the route is in shadow (a would-be refusal must lock nobody out).
     pub(crate) unblocked: Option<Box<[Limit]>>,
-    /// Whether a limit of the policy is a concurrency limit: its requests hold places.
-    pub(crate) holds_places: bool,
-    /// When it is, the policy's limits without their concurrency limits, and those without
-    /// their lockouts too: what a request answered already counts in (it runs no more), as
-    /// the route enforces or in shadow.
+    /// When a limit of the policy is a concurrency limit (its requests hold places), the
+    /// policy's limits without their concurrency limits, and those without their lockouts
+    /// too: what a request answered already counts in (it runs no more), as the route
+    /// enforces or in shadow.
     pub(crate) rated: Option<[Box<[Limit]>; 2]>,
     /// Every identity the policy's limits count by, the route's first (usually one).
     pub(crate) identities: Vec<Identity>,
@@ -213,7 +212,6 @@ impl RouteInfo {
                 .iter()
                 .any(|l| l.block().is_some())
                 .then(|| limits.iter().map(|l| l.without_block()).collect()),
-            holds_places: limits.iter().any(Limit::is_concurrency),
             rated: limits.iter().any(Limit::is_concurrency).then(|| {
                 let rated = limits.iter().filter(|l| !l.is_concurrency());
                 [
@@ -295,6 +293,11 @@ impl RouteInfo {
         // An override may make the route fail `local`: its switches exist from here on.
         route.metrics.register_at_zero();
         route
+    }
+
+    /// Whether a limit of the policy is a concurrency limit: its requests hold places.
+    pub(crate) fn holds_places(&self) -> bool {
+        self.rated.is_some()
     }
 
     /// Whether this is the App-level default policy rather than a declaration.

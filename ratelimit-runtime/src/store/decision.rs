@@ -149,7 +149,15 @@ impl Decision {
     /// one's reset is the one to report: a client that waits out only the per-second one's
     /// is still refused).
     pub fn binding(&self) -> Option<(usize, &LimitState)> {
-        let states = self.limits.iter().enumerate();
+        self.binding_among(|_| true)
+    }
+
+    /// [`binding`](Self::binding) among the limits whose state `keep` keeps.
+    pub(crate) fn binding_among(
+        &self,
+        keep: impl Fn(&LimitState) -> bool,
+    ) -> Option<(usize, &LimitState)> {
+        let states = self.limits.iter().enumerate().filter(|(_, l)| keep(l));
         if self.allowed {
             states.min_by_key(|(_, l)| (l.remaining, std::cmp::Reverse(l.reset_after)))
         } else {
