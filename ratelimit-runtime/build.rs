@@ -4,10 +4,10 @@
 
 use std::{env, fs, path::Path};
 
-/// The scripts Redis runs (five check scripts, the batch, the give-back and the peek), in
+/// The scripts Redis runs (five check scripts, the batch, the give-back, the peek and the reservation), in
 /// `scripts/`;
 /// the rest of that directory is their parts.
-const SCRIPTS: [&str; 8] = [
+const SCRIPTS: [&str; 9] = [
     "fixed_window.lua",
     "sliding_window.lua",
     "sliding_log.lua",
@@ -16,6 +16,7 @@ const SCRIPTS: [&str; 8] = [
     "give_back.lua",
     "peek.lua",
     "batch.lua",
+    "reserve.lua",
 ];
 
 fn main() {

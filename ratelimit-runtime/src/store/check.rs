@@ -178,6 +178,27 @@ pub trait Store: Send + Sync + 'static {
         self.check(request)
     }
 
+    /// Decides one request that may wait up to `wait` for its turn (a route's `wait`):
+    /// allowed, with [`Decision::delay`] saying how long it waits, when every limit lets it
+    /// in at some time within `wait` from now; it is then counted at that time, as if it
+    /// arrived then (a window's counter of that time, a log entry of that time, GCRA's
+    /// arrival time), and its [`Receipt`](super::Receipt) names that time, so that
+    /// [`Adjustment::GiveBack`] with it takes back what it reserved. Refused, it counts
+    /// nothing and its `retry_after` says when it could have been counted, however long
+    /// that is.
+    ///
+    /// The limiter asks it only for limits without a block that are no concurrency
+    /// limits. The default checks without waiting ([`check`](Self::check)): a store of your
+    /// own that does not implement it refuses what would have waited.
+    fn reserve<'a>(
+        &'a self,
+        request: CheckRequest<'a>,
+        wait: std::time::Duration,
+    ) -> CheckFuture<'a> {
+        let _ = wait;
+        self.check(request)
+    }
+
     /// Gives units back to one client's budget, or resets it, in one round trip (the
     /// count of units given back). The default answers that the store cannot: a store of
     /// your own that serves `count = "failures"` routes, `Budget` or `RateLimiter::reset`
@@ -216,6 +237,16 @@ pub trait Store: Send + Sync + 'static {
     fn worker_store(&self) -> Option<std::sync::Arc<dyn Store>> {
         None
     }
+}
+
+/// Whether a request on `limits` can wait for its turn: there is a limit, and none has a
+/// block or is a concurrency limit (a lockout and a place in flight are taken now or
+/// never).
+pub(crate) fn reservable(limits: &[Limit]) -> bool {
+    !limits.is_empty()
+        && limits
+            .iter()
+            .all(|limit| limit.block().is_none() && !limit.is_concurrency())
 }
 
 /// `request` put to `store`, bounded as a check is: by the limiter's `timeout` when set,

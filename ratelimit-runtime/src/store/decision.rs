@@ -33,6 +33,10 @@ pub struct Decision {
     /// says so; `None` when it did not say (a unit is then given back from what counts at
     /// that time).
     pub receipt: Option<Receipt>,
+    /// How long an allowed request waits for its turn before it runs
+    /// ([`Store::reserve`](super::Store::reserve): it was counted at that time, as if it
+    /// arrived then); zero for a check, and for a reservation whose turn was now.
+    pub delay: Duration,
 }
 
 /// Where a check counted its request, for giving the unit back exactly there: the time of
@@ -123,7 +127,16 @@ impl Decision {
             allowed: limits.iter().all(|state| state.allowed),
             limits,
             receipt: None,
+            delay: Duration::ZERO,
         }
+    }
+
+    /// This decision with the request's turn `delay` from now (a reservation counted it
+    /// then; see [`delay`](Self::delay)).
+    #[must_use]
+    pub fn waiting(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
     }
 
     /// This decision with the receipt of where it counted the request.

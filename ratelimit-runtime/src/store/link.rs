@@ -102,6 +102,28 @@ pub(crate) async fn check<S: Linked>(
     checked
 }
 
+/// One check of `request` that may wait up to `wait` for its turn, on `store`'s current
+/// connection within `timeout`, counted for its stall rule as a check.
+pub(crate) async fn reserve<S: Linked>(
+    store: &S,
+    request: CheckRequest<'_>,
+    wait: Duration,
+    timeout: Duration,
+) -> Result<Decision, StoreError> {
+    let link = store.link();
+    let (generation, connection) = link.current();
+    let mut watch = Watch {
+        store,
+        generation,
+        ended: false,
+    };
+    let checked = script_call::reserve(connection, request, wait, timeout).await;
+    watch.ended = true;
+    let wrote = checked.as_ref().map(|decision| decision.allowed);
+    link.observe(generation, Health::of(wrote), store);
+    checked
+}
+
 /// `units` concurrent checks of `request` in one call on `store`'s current connection within
 /// `timeout`, counted for its stall rule as one check.
 pub(crate) async fn check_batch<S: Linked>(

@@ -101,6 +101,10 @@ impl Store for RedisStore {
         Box::pin(link::check(self, request, timeout))
     }
 
+    fn reserve<'a>(&'a self, request: CheckRequest<'a>, wait: Duration) -> CheckFuture<'a> {
+        Box::pin(link::reserve(self, request, wait, self.timeout))
+    }
+
     fn adjust<'a>(&'a self, request: AdjustRequest<'a>) -> AdjustFuture<'a> {
         Box::pin(link::adjust(self, request, self.timeout))
     }

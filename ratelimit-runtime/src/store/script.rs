@@ -189,6 +189,10 @@ enum Action<'a> {
     Lease {
         renew: bool,
     },
+    /// A check that may wait up to `wait_ms` for its turn (`scripts/reserve.lua`).
+    Reserve {
+        wait_ms: u64,
+    },
 }
 
 /// The lockout key of a limit with a block: `<limit key>:block`, beside the limit's key
@@ -220,6 +224,9 @@ static PEEK: LazyLock<CheckScript> = LazyLock::new(|| script_of(script!("peek.lu
 
 /// The batch script (`scripts/batch.lua`): concurrent checks of one key in one call.
 static BATCH: LazyLock<CheckScript> = LazyLock::new(|| script_of(script!("batch.lua")));
+
+/// The reservation script (`scripts/reserve.lua`): a check that may wait for its turn.
+static RESERVE: LazyLock<CheckScript> = LazyLock::new(|| script_of(script!("reserve.lua")));
 
 impl<'a> ScriptCall<'a> {
     /// Encodes `request`. `request.limits` must not be empty.
@@ -353,6 +360,18 @@ impl<'a> ScriptCall<'a> {
         }
     }
 
+    /// Encodes a check of `request` that may wait up to `wait` for its turn. `request.limits`
+    /// must not be empty, and none may have a block or be a concurrency limit.
+    pub(crate) fn reserve(request: &CheckRequest<'a>, wait: Duration) -> Self {
+        ScriptCall {
+            script: *RESERVE,
+            action: Action::Reserve {
+                wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            },
+            ..ScriptCall::new(request)
+        }
+    }
+
     /// The sliding-log member this call logs, or `""`.
     pub(crate) fn member(&self) -> &str {
         &self.member
@@ -413,7 +432,7 @@ impl<'a> ScriptCall<'a> {
                     cmd.arg(limit.cost());
                 }
             }
-            (Action::Check | Action::Peek, limits) => {
+            (Action::Check | Action::Peek | Action::Reserve { .. }, limits) => {
                 cmd.arg(&self.member);
                 for limit in limits {
                     // A cost other than 1 rides on the code (`fw:10`): a stack without one
@@ -430,6 +449,9 @@ impl<'a> ScriptCall<'a> {
                     cmd.arg(limit.max())
                         .arg(limit.window().as_millis())
                         .arg(limit.block().map_or(0, |block| block.as_millis()));
+                }
+                if let Action::Reserve { wait_ms } = self.action {
+                    cmd.arg(wait_ms);
                 }
             }
             (Action::Reset, _) => {
@@ -500,8 +522,28 @@ pub(crate) fn decode(
     member: &str,
     reply: Value,
 ) -> Result<Decision, StoreError> {
+    decode_reply(request, member, reply, false)
+}
+
+/// Decodes the reservation script's reply for `request`: a check's, then the time the
+/// request was counted at (its turn).
+pub(crate) fn decode_reserved(
+    request: &CheckRequest<'_>,
+    member: &str,
+    reply: Value,
+) -> Result<Decision, StoreError> {
+    decode_reply(request, member, reply, true)
+}
+
+/// A check's reply (`reserved`: a reservation's, with its turn last).
+fn decode_reply(
+    request: &CheckRequest<'_>,
+    member: &str,
+    reply: Value,
+    reserved: bool,
+) -> Result<Decision, StoreError> {
     let text = reply_text(&reply)?;
-    let expected = 4 * request.limits.len() + 1;
+    let expected = 4 * request.limits.len() + 1 + usize::from(reserved);
     let mut numbers = text.split(|&byte| byte == b' ').map(|word| {
         parse_count(word).ok_or_else(|| {
             protocol(format!(
@@ -539,7 +581,8 @@ pub(crate) fn decode(
             reset_after: Duration::from_millis(next()?),
         });
     }
-    let counted_at = next()?;
+    let now = next()?;
+    let counted_at = if reserved { next()? } else { now };
     if numbers.next().is_some() {
         return Err(protocol(format!(
             "expected {expected} integers for {} limits, got `{}`",
@@ -550,7 +593,9 @@ pub(crate) fn decode(
     let decision = Decision::new(limits);
     Ok(if decision.allowed {
         let member = (!member.is_empty()).then(|| member.to_owned());
-        decision.with_receipt(Receipt::new(counted_at, member))
+        decision
+            .with_receipt(Receipt::new(counted_at, member))
+            .waiting(Duration::from_millis(counted_at.saturating_sub(now)))
     } else {
         decision
     })

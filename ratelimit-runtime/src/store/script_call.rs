@@ -16,7 +16,7 @@ use redis::{
 };
 
 use super::{
-    script::{decode, decode_batch, decode_given, BatchOutcome, ScriptCall},
+    script::{decode, decode_batch, decode_given, decode_reserved, BatchOutcome, ScriptCall},
     timer, AdjustRequest, Adjustment, CheckRequest, Decision, Receipt, StoreError, StoreErrorKind,
 };
 
@@ -39,6 +39,30 @@ pub(crate) async fn check<C: ScriptConnection>(
         Err(_) => Err(StoreError::timeout(timeout)),
         Ok(Err(err)) => Err(store_error(&err)),
         Ok(Ok(reply)) => decode(&request, call.member(), reply),
+    }
+}
+
+/// Decides `request` on `conn` within `timeout`, letting it wait up to `wait` for its turn
+/// (`scripts/reserve.lua`); limits a reservation cannot take (a block, a concurrency
+/// limit) are checked as they are.
+pub(crate) async fn reserve<C: ScriptConnection>(
+    mut conn: C,
+    request: CheckRequest<'_>,
+    wait: Duration,
+    timeout: Duration,
+) -> Result<Decision, StoreError> {
+    if !super::check::reservable(request.limits) {
+        return check(conn, request, timeout).await;
+    }
+    if let Some(error) = request.time_out_of_range() {
+        return Err(error);
+    }
+    let call = ScriptCall::reserve(&request, wait);
+    // As a check: a second try after a lost connection errs on the strict side.
+    match timer::within(timeout, run_once_more(&mut conn, &call)).await {
+        Err(_) => Err(StoreError::timeout(timeout)),
+        Ok(Err(err)) => Err(store_error(&err)),
+        Ok(Ok(reply)) => decode_reserved(&request, call.member(), reply),
     }
 }
 

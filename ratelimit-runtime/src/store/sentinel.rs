@@ -243,6 +243,12 @@ impl Store for RedisSentinelStore {
         Box::pin(self.check_alone(request, timeout))
     }
 
+    fn reserve<'a>(&'a self, request: CheckRequest<'a>, wait: Duration) -> CheckFuture<'a> {
+        let timeout = self.timeout.min(self.check_limit);
+        let on = self.on_primary(Some(Instant::now() + timeout));
+        Box::pin(script_call::reserve(on, request, wait, timeout))
+    }
+
     fn adjust<'a>(&'a self, request: AdjustRequest<'a>) -> AdjustFuture<'a> {
         Box::pin(script_call::adjust(
             self.on_primary(None),

@@ -178,6 +178,20 @@ impl Store for RedisClusterStore {
         Box::pin(self.check_one(request, timeout))
     }
 
+    /// A stack whose limits count different identities (keys in two slots) is checked
+    /// without waiting: a reservation decides one time for all its limits in one call.
+    fn reserve<'a>(&'a self, request: CheckRequest<'a>, wait: Duration) -> CheckFuture<'a> {
+        let timeout = self.timeout.min(self.check_limit);
+        if request.key.spans_identities(request.limits) {
+            return Box::pin(split::check(self, request, timeout));
+        }
+        let routed = Routed {
+            router: &self.router,
+            deadline: Some(Instant::now() + timeout),
+        };
+        Box::pin(script_call::reserve(routed, request, wait, timeout))
+    }
+
     fn adjust<'a>(&'a self, request: AdjustRequest<'a>) -> AdjustFuture<'a> {
         if request.key.spans_identities(request.limits) {
             return Box::pin(split::adjust(self, request, self.timeout));

@@ -155,6 +155,7 @@ pub(super) fn charge(
             let take = units.min((2 * max).saturating_sub(count));
             let write = Write::Append {
                 key: key.to_owned(),
+                at: now,
                 ttl: window,
                 count: take,
             };
@@ -215,6 +216,7 @@ pub(super) fn renew(table: &mut Table, key: &str, window: u64, at: u64, now: u64
     }
     let write = Write::Append {
         key: key.to_owned(),
+        at: now,
         ttl: window,
         count: 1,
     };

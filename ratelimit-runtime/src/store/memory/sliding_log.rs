@@ -3,7 +3,7 @@
 
 use super::{
     peek::Peek,
-    table::{Table, Write},
+    table::{StoredValue, Table, Write},
 };
 
 pub(super) fn peek(
@@ -15,6 +15,7 @@ pub(super) fn peek(
 ) -> Peek {
     let write = Write::Append {
         key: stem.to_owned(),
+        at: now,
         ttl: window,
         count: cost,
     };
@@ -31,6 +32,37 @@ pub(super) fn peek(
     let oldest_to_leave = log[(count + cost - max - 1) as usize];
     let newest = log.back().copied().unwrap_or(now);
     Peek::rejected(oldest_to_leave + window - now, newest + window - now)
+}
+
+/// The peek at `at`, a time that may lie ahead of the store's (a reservation, as
+/// `scripts/parts/sliding_log_ahead.lua`): every entry logged after `at - window` counts, a
+/// later reservation's too, so that the request fits at `at` and at every time after it.
+/// Nothing is pruned: an entry older than `at - window` may still count at the store's time.
+pub(super) fn peek_ahead(
+    table: &Table,
+    stem: &str,
+    (max, cost): (u64, u64),
+    window: u64,
+    at: u64,
+) -> Peek {
+    let write = Write::Append {
+        key: stem.to_owned(),
+        at,
+        ttl: window,
+        count: cost,
+    };
+    let log = match table.get(stem, at) {
+        Some(StoredValue::Log(log)) => log,
+        _ => return Peek::allowed(max, max - cost, window, write),
+    };
+    let from = log.partition_point(|&t| at.checked_sub(window).is_some_and(|old| t <= old));
+    let count = (log.len() - from) as u64;
+    if count + cost <= max {
+        return Peek::allowed(max, max.saturating_sub(count + cost), window, write);
+    }
+    let oldest_to_leave = log[from + (count + cost - max - 1) as usize];
+    let newest = log.back().copied().unwrap_or(at);
+    Peek::rejected(oldest_to_leave + window - at, newest + window - at)
 }
 
 #[cfg(test)]

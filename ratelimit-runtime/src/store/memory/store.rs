@@ -190,6 +190,90 @@ impl MemoryStore {
         self.after(evicted, limits, allowed, now)
     }
 
+    /// A check that may wait up to `wait` ms for its turn, as `scripts/reserve.lua`: the
+    /// earliest time from now at which every limit lets the request in, and the request
+    /// counted then. Every shard the limits live in is locked for the search and the count.
+    fn reserve_decide(&self, request: &CheckRequest<'_>, wait: u64) -> Decision {
+        let now = request.now_millis.unwrap_or_else(|| self.clock.now());
+        let groups = request.key.groups(request.limits);
+        let shards: Vec<usize> = groups
+            .iter()
+            .map(|(key, _)| self.shard(key.hash_tag()))
+            .collect();
+        let mut order = shards.clone();
+        order.sort_unstable();
+        order.dedup();
+        let mut tables: Vec<(usize, MutexGuard<'_, Table>)> =
+            order.iter().map(|i| (*i, self.lock_shard(*i))).collect();
+        // What left a log's window by now counts for no one any more.
+        for ((key, limits), shard) in groups.iter().zip(&shards) {
+            let table = locked(&mut tables, *shard);
+            for limit in limits
+                .iter()
+                .filter(|l| l.algorithm() == Algorithm::SlidingLog)
+            {
+                let window = limit.window().as_millis();
+                table.pruned_log(&key.limit_key(limit), now, now.checked_sub(window));
+            }
+        }
+        let (mut at, mut moves) = (now, 0);
+        let peeks = loop {
+            let mut peeks = Vec::with_capacity(groups.len());
+            let mut later = at;
+            for ((key, limits), shard) in groups.iter().zip(&shards) {
+                let table = locked(&mut tables, *shard);
+                let group: Vec<Peek> = limits
+                    .iter()
+                    .map(|l| peek_ahead(table, key, l, at))
+                    .collect();
+                for peek in group.iter().filter(|p| !p.allowed) {
+                    later = later.max(at + peek.retry_after);
+                }
+                peeks.push(group);
+            }
+            moves += 1;
+            if later == at || later - now > wait || moves >= MAX_MOVES {
+                break peeks;
+            }
+            at = later;
+        };
+        let allowed = peeks.iter().flatten().all(|p| p.allowed);
+        let delay = at - now;
+        let mut states = Vec::with_capacity(request.limits.len());
+        let mut evicted = 0;
+        for (((_, limits), shard), group) in groups.iter().zip(&shards).zip(peeks) {
+            let mut writes = Vec::new();
+            for (limit, mut peek) in limits.iter().zip(group) {
+                if allowed {
+                    if let Some(write) = peek.write.take() {
+                        writes.push((written_ahead(write, limit, delay, now), peek.rank));
+                    }
+                } else {
+                    // Figures from the time of the call.
+                    if !peek.allowed {
+                        peek.retry_after += delay;
+                    }
+                    peek.reset_after += delay;
+                }
+                states.push(state_of(*limit, &peek));
+            }
+            evicted += apply(locked(&mut tables, *shard), writes, now);
+        }
+        drop(tables);
+        let limits = in_order(request.limits, states).expect("a state per limit");
+        if evicted > 0 {
+            self.note_evictions(evicted as u64);
+        }
+        let decision = Decision::new(limits);
+        if allowed {
+            decision
+                .with_receipt(Receipt::new(at, None))
+                .waiting(Duration::from_millis(delay))
+        } else {
+            decision
+        }
+    }
+
     /// What a check of `request` would answer now, counting nothing: its first phase, as
     /// `scripts/peek.lua` answers (a lockout a refusal would start is not started). Each
     /// identity's limits are read under their shard's lock.
@@ -377,6 +461,71 @@ fn peek_all(
     peeks
 }
 
+/// The most times a reservation's search moves its time (as `scripts/reserve.lua`): a fixed
+/// window moves one window at a time.
+const MAX_MOVES: u32 = 1024;
+
+/// `limit`'s peek at `at`, a time that may lie ahead of the store's: what it would answer
+/// then, counting what was reserved for later times too.
+fn peek_ahead(table: &Table, key: &RouteKey, limit: &Limit, at: u64) -> Peek {
+    let stem = key.limit_key(limit);
+    let max = (u64::from(limit.max()), u64::from(limit.cost()));
+    let window = limit.window().as_millis();
+    match limit.algorithm() {
+        Algorithm::FixedWindow => fixed_window::peek(table, &stem, max, window, at),
+        Algorithm::SlidingWindow => sliding_window::peek(table, &stem, max, window, at),
+        Algorithm::SlidingLog => sliding_log::peek_ahead(table, &stem, max, window, at),
+        Algorithm::Gcra => gcra::peek(table, &stem, max, window, at),
+        _ => unreachable!("an algorithm without a memory-store peek"),
+    }
+}
+
+/// A peek's write at a time `delay` ms after `now`, made a write at `now`: the key lives
+/// that much longer, and the window counters that still count now stay.
+fn written_ahead(write: Write, limit: &Limit, delay: u64, now: u64) -> Write {
+    let window = limit.window().as_millis();
+    match write {
+        Write::Increment {
+            key,
+            window: start,
+            ttl,
+            oldest,
+            by,
+        } => {
+            let current = now - now % window;
+            let counts = if limit.algorithm() == Algorithm::SlidingWindow {
+                current.saturating_sub(window)
+            } else {
+                current
+            };
+            Write::Increment {
+                key,
+                window: start,
+                ttl: ttl + delay,
+                oldest: oldest.min(counts),
+                by,
+            }
+        }
+        Write::Append {
+            key,
+            at,
+            ttl,
+            count,
+        } => Write::Append {
+            key,
+            at,
+            ttl: ttl + delay,
+            count,
+        },
+        Write::SetTat { key, tat, ttl } => Write::SetTat {
+            key,
+            tat,
+            ttl: ttl + delay,
+        },
+        lockout @ Write::Lockout { .. } => lockout,
+    }
+}
+
 /// What `peek` tells of `limit`.
 fn state_of(limit: Limit, peek: &Peek) -> LimitState {
     LimitState::new(
@@ -463,6 +612,18 @@ impl Store for MemoryStore {
         let checked = match request.time_out_of_range() {
             Some(error) => Err(error),
             None => Ok(self.decide(&request)),
+        };
+        Box::pin(std::future::ready(checked))
+    }
+
+    fn reserve<'a>(&'a self, request: CheckRequest<'a>, wait: Duration) -> CheckFuture<'a> {
+        let checked = match request.time_out_of_range() {
+            Some(error) => Err(error),
+            None if !crate::store::check::reservable(request.limits) => Ok(self.decide(&request)),
+            None => Ok(self.reserve_decide(
+                &request,
+                u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            )),
         };
         Box::pin(std::future::ready(checked))
     }

@@ -79,8 +79,14 @@ pub(super) enum Write {
         oldest: u64,
         by: u64,
     },
-    /// `ZADD key now member` (`count` members), `PEXPIRE key ttl`.
-    Append { key: String, ttl: u64, count: u64 },
+    /// `ZADD key at member` (`count` members; `at` is the check's time, or a later one a
+    /// reservation counted at), `PEXPIRE key ttl`.
+    Append {
+        key: String,
+        at: u64,
+        ttl: u64,
+        count: u64,
+    },
     /// `SET key tat PX ttl`.
     SetTat { key: String, tat: u64, ttl: u64 },
     /// `SET key ends PX ttl`: a lockout ending at `ends`.
@@ -239,14 +245,19 @@ impl Table {
                     rank,
                 ),
             },
-            Write::Append { key, ttl, count } => match self.live_mut(&key, now) {
+            Write::Append {
+                key,
+                at,
+                ttl,
+                count,
+            } => match self.live_mut(&key, now) {
                 Some(StoredEntry {
                     value: StoredValue::Log(log),
                     expires_at,
                 }) => {
-                    let at = log.partition_point(|&t| t <= now);
+                    let place = log.partition_point(|&t| t <= at);
                     for _ in 0..count {
-                        log.insert(at, now);
+                        log.insert(place, at);
                     }
                     // Never shortened: an entry logged at a later time (before a clock
                     // stepped back) still counts until that time + the window.
@@ -255,7 +266,7 @@ impl Table {
                 }
                 _ => self.insert(
                     key,
-                    StoredValue::Log(std::iter::repeat_n(now, count as usize).collect()),
+                    StoredValue::Log(std::iter::repeat_n(at, count as usize).collect()),
                     now + ttl,
                     rank,
                 ),
@@ -563,6 +574,7 @@ mod tests {
                 },
                 1 => Write::Append {
                     key: format!("log{}", now % 5),
+                    at: now,
                     ttl: 30 + now % 13,
                     count: 1,
                 },
@@ -657,6 +669,7 @@ mod tests {
                         table.pruned_log(&key, now, now.checked_sub(ttl));
                         Write::Append {
                             key: key.clone(),
+                            at: now,
                             ttl,
                             count: 1,
                         }
