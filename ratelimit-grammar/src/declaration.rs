@@ -58,6 +58,9 @@ pub struct Declaration {
     pub concurrency: Option<u32>,
     /// `lease`, in milliseconds (with `concurrency` only).
     pub lease: Option<u64>,
+    /// `wait`, in milliseconds: how long a request over the route's rate limits waits for
+    /// its turn (route-wide, as `fail`).
+    pub wait: Option<u64>,
 }
 
 /// A value as the lexer reads it.
@@ -331,6 +334,7 @@ fn set(declaration: &mut Declaration, key: Key, value: Value) -> Result<(), Vec<
             });
         }
         Key::Lease => declaration.lease = Some(crate::parse_lease(&string(key, value)?).map_err(one)?),
+        Key::Wait => declaration.wait = Some(crate::parse_wait(&string(key, value)?).map_err(one)?),
         Key::CostFrom => {
             return Err(one(
                 "`cost_from` names a function of the program, which a declaration read at run time cannot reach; write a `cost`, or weigh the route's requests with `RateLimiter::cost_of`".to_owned(),
@@ -401,6 +405,15 @@ fn check_one(declaration: &Declaration, written: &[Key], misspelled: &[Key]) -> 
     if let (Some(cost), Some(max)) = (declaration.cost, declaration.limit) {
         if let Err(problem) = check_cost(cost, max) {
             errors.push(problem.message(cost, max));
+        }
+    }
+    if present(Key::Wait) {
+        for key in written.iter().filter(|k| crate::NOT_WITH_WAIT.contains(k)) {
+            let counts_all = *key == Key::Count && declaration.count == Some(Count::Requests);
+            let not_shadow = *key == Key::Shadow && declaration.shadow == Some(false);
+            if !counts_all && !not_shadow {
+                errors.push(crate::not_with_wait(*key));
+            }
         }
     }
     if declaration.shadow == Some(true) {
@@ -521,6 +534,23 @@ fn check_stack(stack: &[Declaration]) -> Vec<String> {
     differ(stack, Key::Headers, written, &mut errors);
     let written = |d: &Declaration| d.enforce.map(|e| e.to_string());
     differ(stack, Key::Enforce, written, &mut errors);
+    let written = |d: &Declaration| d.wait.map(|w| format!("{w} ms"));
+    differ(stack, Key::Wait, written, &mut errors);
+    // A route that waits: what refuses or counts too late on one declaration goes against
+    // the `wait` of another, as on one.
+    if stack.iter().any(|d| d.wait.is_some()) {
+        for d in stack.iter().filter(|d| d.wait.is_none()) {
+            let found = [
+                (Key::Block, d.block.is_some()),
+                (Key::Count, d.count == Some(Count::Failures)),
+                (Key::Concurrency, d.concurrency.is_some()),
+                (Key::Shadow, d.shadow == Some(true)),
+            ];
+            for (key, _) in found.iter().filter(|(_, found)| *found) {
+                errors.push(crate::not_with_wait(*key));
+            }
+        }
+    }
     let identities: Vec<&Vec<ParsedPart>> =
         stack.iter().filter_map(|d| d.identity.as_ref()).collect();
     // A shared budget counts by its own identity, declared with it.
@@ -555,6 +585,36 @@ mod tests {
 
     fn errors(text: &str) -> Vec<String> {
         parse_stack(text).expect_err(text)
+    }
+
+    #[test]
+    fn wait_is_route_wide_and_refuses_what_cannot_wait() {
+        let stack =
+            parse_stack(r#"limit = 10, window = "1s", wait = "2s"; limit = 100, window = "1m""#)
+                .unwrap();
+        assert_eq!(stack[0].wait, Some(2_000));
+        assert!(
+            errors(r#"limit = 1, window = "1s", wait = "2s", block = "1m""#)[0]
+                .starts_with("`wait` does not go with `block`")
+        );
+        assert!(errors(
+            r#"limit = 1, window = "1s", wait = "2s"; limit = 5, window = "1m", count = "failures""#
+        )[0]
+        .starts_with("`wait` does not go with `count`"));
+        assert!(
+            errors(r#"limit = 1, window = "1s", wait = "2s"; concurrency = 2"#)[0]
+                .starts_with("`wait` does not go with `concurrency`")
+        );
+        assert!(errors(
+            r#"limit = 1, window = "1s", wait = "1s"; limit = 5, window = "1m", wait = "2s""#
+        )[0]
+        .contains("`wait`"));
+        assert!(errors(r#"limit = 1, window = "1s", wait = "90s""#)[0].contains("at most `1m`"));
+        assert!(
+            errors(r#"limit = 1, window = "1s", wiat = "1s""#)[0].contains("did you mean `wait`?")
+        );
+        parse_stack(r#"limit = 1, window = "1s", wait = "1s", count = "requests", shadow = false"#)
+            .unwrap();
     }
 
     #[test]

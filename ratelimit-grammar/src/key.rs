@@ -29,6 +29,8 @@ pub enum Key {
     Concurrency,
     /// `lease = "10s"`: how long a concurrency limit's hold outlives an instance that died.
     Lease,
+    /// `wait = "2s"`: how long a request over its rate limit waits for its turn.
+    Wait,
     /// `shadow = true`: log and count, never refuse.
     Shadow,
     /// `headers = "none"`: whether responses tell clients the limits.
@@ -47,7 +49,7 @@ pub enum Key {
 
 impl Key {
     /// Every key, in the order messages list them.
-    pub const ALL: [Key; 18] = [
+    pub const ALL: [Key; 19] = [
         Key::Limit,
         Key::Window,
         Key::Identity,
@@ -60,6 +62,7 @@ impl Key {
         Key::Budget,
         Key::Concurrency,
         Key::Lease,
+        Key::Wait,
         Key::Shadow,
         Key::Headers,
         Key::Enforce,
@@ -69,7 +72,7 @@ impl Key {
     ];
 
     /// Every key's name, in the order messages list them.
-    pub const NAMES: [&'static str; 18] = [
+    pub const NAMES: [&'static str; 19] = [
         "limit",
         "window",
         "identity",
@@ -82,6 +85,7 @@ impl Key {
         "budget",
         "concurrency",
         "lease",
+        "wait",
         "shadow",
         "headers",
         "enforce",
@@ -105,6 +109,7 @@ impl Key {
             Key::Budget => "budget",
             Key::Concurrency => "concurrency",
             Key::Lease => "lease",
+            Key::Wait => "wait",
             Key::Shadow => "shadow",
             Key::Headers => "headers",
             Key::Enforce => "enforce",
@@ -154,6 +159,7 @@ impl Key {
             Key::Budget => "`budget = API`",
             Key::Concurrency => "`concurrency = 5`",
             Key::Lease => "`lease = \"10s\"`",
+            Key::Wait => "`wait = \"2s\"`",
             Key::Shadow => "`shadow = true`",
             Key::Headers => "`headers = \"none\"`",
             Key::Enforce => "`enforce = true`",
@@ -183,6 +189,7 @@ mod tests {
         assert_eq!(Key::closest("teir"), Some(Key::Tier));
         assert_eq!(Key::closest("concurency"), Some(Key::Concurrency));
         assert_eq!(Key::closest("leese"), Some(Key::Lease));
+        assert_eq!(Key::closest("wiat"), Some(Key::Wait));
         assert_eq!(Key::closest("zzzzzz"), None);
         assert!(Key::unknown_message("limt").ends_with("did you mean `limit`?"));
     }

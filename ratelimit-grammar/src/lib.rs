@@ -30,6 +30,7 @@ pub mod messages;
 mod route_headers;
 pub mod suggest;
 mod tier;
+mod wait;
 
 pub use algorithm::Algorithm;
 pub use budget::{check_budget_name, MAX_BUDGET_NAME_LEN};
@@ -50,3 +51,4 @@ pub use limit::{
 };
 pub use route_headers::RouteHeaders;
 pub use tier::{check_tier, is_tier_name, MAX_TIER_LEN};
+pub use wait::{not_with_wait, parse_wait, MAX_WAIT_MILLIS, NOT_WITH_WAIT};

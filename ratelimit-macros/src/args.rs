@@ -59,6 +59,13 @@ pub(crate) struct Window {
     pub(crate) text: String,
 }
 
+/// Two windows are the same length, however written (`"2s"`, `"2000ms"`).
+impl PartialEq for Window {
+    fn eq(&self, other: &Self) -> bool {
+        self.millis == other.millis
+    }
+}
+
 /// One `#[rate_limit(...)]`.
 pub(crate) struct Args {
     /// Where to report a problem with the attribute as a whole.
@@ -85,6 +92,8 @@ pub(crate) struct Args {
     pub(crate) concurrency: Slot<u32>,
     /// A concurrency limit's lease.
     pub(crate) lease: Slot<Window>,
+    /// How long a request over the route's rate limits waits for its turn.
+    pub(crate) wait: Slot<Window>,
     pub(crate) shadow: Slot<bool>,
     /// Whether the route's answers carry the rate-limit headers.
     pub(crate) headers: Slot<RouteHeaders>,
@@ -128,6 +137,7 @@ impl Args {
             budget: Slot::Absent,
             concurrency: Slot::Absent,
             lease: Slot::Absent,
+            wait: Slot::Absent,
             shadow: Slot::Absent,
             headers: Slot::Absent,
             enforce: Slot::Absent,
@@ -228,6 +238,9 @@ impl Args {
             KeyName::Lease => {
                 self.lease = parse_duration(&value, key, ratelimit_grammar::parse_lease, cx);
             }
+            KeyName::Wait => {
+                self.wait = parse_duration(&value, key, ratelimit_grammar::parse_wait, cx);
+            }
             KeyName::Count => self.count = parse_text(&value, key, Count::parse, cx),
             KeyName::Identity => self.identity = parse_identity(&value, cx),
             KeyName::Algorithm => {
@@ -257,6 +270,7 @@ impl Args {
             KeyName::Budget => self.budget = Slot::Invalid,
             KeyName::Concurrency => self.concurrency = Slot::Invalid,
             KeyName::Lease => self.lease = Slot::Invalid,
+            KeyName::Wait => self.wait = Slot::Invalid,
             KeyName::Shadow => self.shadow = Slot::Invalid,
             KeyName::Headers => self.headers = Slot::Invalid,
             KeyName::Enforce => self.enforce = Slot::Invalid,

@@ -263,6 +263,7 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
             shadow,
             headers,
             enforce,
+            wait,
         } => {
             let limits = limits_tokens(&default.limits, &p);
             let identity = identity_tokens(default.identity.as_ref(), &p);
@@ -275,6 +276,9 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
             }
             if let Some(enforce) = enforce {
                 policy = quote!(#policy.enforcing(#enforce));
+            }
+            if let Some(wait) = wait {
+                policy = quote!(#policy.waiting(#p::Window::from_millis(#wait)));
             }
             if !tiers.is_empty() {
                 let tiers = tiers.iter().map(|(name, tier)| {

@@ -46,11 +46,20 @@ pub(crate) enum PolicyModel {
         headers: RouteHeaders,
         /// `None`: the route follows the App's shadow switch.
         enforce: Option<bool>,
+        /// `wait`, in milliseconds: how long a request over the route's rate limits waits
+        /// for its turn.
+        wait: Option<u64>,
     },
 }
 
 /// The keys the whole route shares: written once, on its default stack.
-const ROUTE_WIDE: [Key; 4] = [Key::Fail, Key::Shadow, Key::Headers, Key::Enforce];
+const ROUTE_WIDE: [Key; 5] = [
+    Key::Fail,
+    Key::Shadow,
+    Key::Headers,
+    Key::Enforce,
+    Key::Wait,
+];
 
 /// Checks the stack; errors go to `cx`. Returns `None` when anything was wrong.
 pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Option<PolicyModel> {
@@ -132,6 +141,11 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         .unwrap_or_default();
     let enforce = shared(&default, |a| &a.enforce, Key::Enforce, cx, &mut ok).copied();
 
+    let wait = shared(&default, |a| &a.wait, Key::Wait, cx, &mut ok).map(|w| w.millis);
+    if wait.is_some() {
+        ok &= refuse_beside_wait(stack, cx);
+    }
+
     let shadow = shadow.unwrap_or(false);
     if shadow {
         // Every tier's limits are in shadow with the route: none locks a client out.
@@ -178,7 +192,32 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         shadow,
         headers,
         enforce,
+        wait,
     })
+}
+
+/// On a route that waits, what cannot wait, on any attribute of the stack (tiers too):
+/// reported on each key. Answers whether there was none.
+fn refuse_beside_wait(stack: &[Args], cx: &mut Ctxt) -> bool {
+    let mut ok = true;
+    for args in stack {
+        let found = [
+            (Key::Block, !args.block.is_absent()),
+            (
+                Key::Count,
+                matches!(args.count, Slot::Valid(Count::Failures, _)),
+            ),
+            (Key::Concurrency, !args.concurrency.is_absent()),
+            (Key::Shadow, matches!(args.shadow, Slot::Valid(true, _))),
+        ];
+        for (name, _) in found.iter().filter(|(_, found)| *found) {
+            if let Some(key) = args.key(*name) {
+                cx.error(key.span, ratelimit_grammar::not_with_wait(*name));
+                ok = false;
+            }
+        }
+    }
+    ok
 }
 
 /// Checks one stack (the route's default, or one tier's) as a handler's stack: each limit,

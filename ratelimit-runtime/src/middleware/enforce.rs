@@ -26,6 +26,7 @@ use super::{
     overridden::Resolved,
     route_info::RouteInfo,
     telemetry::{self, Client, Outcome, StoreFailure},
+    waiting::{self, Turn, Waiting},
 };
 use crate::{
     identity::{reads_body, ClientIdentity, Submitted, Unreadable, UsernameReader},
@@ -211,6 +212,11 @@ impl Limiter {
                     local,
                 } => (decision, key, local),
             };
+            // A request given a turn later than now waits for it (boxed: a route without
+            // `wait` adds nothing to its request's future).
+            if let Some(decision) = decision.as_ref().filter(|d| !d.delay.is_zero()) {
+                Box::pin(self.wait_turn(route, &key, cost, decision, handle)).await;
+            }
             let budget = Holding(Rc::new(BudgetState {
                 limiter: Rc::clone(handle.limiter()),
                 key,
@@ -285,6 +291,38 @@ impl Limiter {
                 }),
                 // The places go back as the lease is dropped.
                 Err(error) => Err(error),
+            }
+        }
+    }
+
+    /// Sleeps until the turn `decision` gave the request, holding the worker's place for a
+    /// waiting request; dropped before then (its client went away), gives the turn back.
+    async fn wait_turn(
+        &self,
+        route: &RouteInfo,
+        key: &RouteKey,
+        cost: Option<u32>,
+        decision: &Decision,
+        handle: &LimiterHandle,
+    ) {
+        let limits = match cost {
+            Some(cost) => super::cost::costed(route.policy.limits(), cost),
+            None => route.policy.limits().to_vec(),
+        };
+        let turn = decision.receipt.clone().map(|receipt| Turn {
+            store: Arc::clone(&self.store),
+            timeout: self.timeout,
+            clock: self.clock.clone(),
+            key: key.clone(),
+            limits,
+            receipt,
+            route: route.label.to_string(),
+        });
+        match turn {
+            Some(turn) => waiting::wait_for(decision.delay, handle.take_waiting(), turn).await,
+            None => {
+                let _place = handle.take_waiting();
+                tokio::time::sleep(decision.delay).await;
             }
         }
     }
@@ -567,6 +605,13 @@ impl Limiter {
                 limits,
                 now_millis: self.clock.now_millis(),
             };
+            // A request the route lets wait for its turn asks for one while its worker has
+            // a place for one more waiting request; else it is checked as it is.
+            let wait = route
+                .policy
+                .wait()
+                .filter(|_| counting == Counting::Live && !shadowed);
+            let place = wait.and_then(|_| Waiting::enter(&self.waiting, self.max_waiting));
             // One source of truth for the timeout: the limiter's when set (given to the store,
             // which would otherwise stop at its own, shorter or longer), else the store's own
             // (the Redis stores bound every call), else the default.
@@ -582,8 +627,9 @@ impl Limiter {
                 None => own_timer,
                 Some(waited) => Some(budget.saturating_sub(waited)),
             };
-            let check = match (self.timeout, timer) {
-                (Some(_), Some(timeout)) => self.store.check_within(request, timeout),
+            let check = match (self.timeout, timer, wait) {
+                (_, _, Some(wait)) if place.is_some() => self.store.reserve(request, wait),
+                (Some(_), Some(timeout), _) => self.store.check_within(request, timeout),
                 _ => self.store.check(request),
             };
             let checked = match timer {
@@ -596,6 +642,12 @@ impl Limiter {
             handle.add_store_wait(waited);
             telemetry::store_latency(&route.metrics, span, waited);
             let checked = checked.and_then(|decision| well_formed(decision, limits.len()));
+            if let Some(place) = place {
+                if matches!(&checked, Ok(decision) if decision.allowed && !decision.delay.is_zero())
+                {
+                    handle.hold_waiting(place);
+                }
+            }
             if limits.len() == route.policy.limits().len() {
                 return checked;
             }
@@ -998,10 +1050,12 @@ impl Limiter {
                 }) {
                     // Under the base of the limit that refused: a refusal by a per-username limit
                     // holds for that name from any address, and never for the address's others.
+                    // On a route that waits, until a request could wait for its turn.
+                    let wait = policy.wait().map_or(0, |wait| wait.as_millis() as u64);
                     self.shield.block(
                         key.base_of(&binding.limit),
                         Blocked {
-                            until: now.saturating_add(retry_ms),
+                            until: now.saturating_add(retry_ms.saturating_sub(wait)),
                             reset_at: now.saturating_add(binding.reset_after.as_millis() as u64),
                             limit_index: index,
                         },

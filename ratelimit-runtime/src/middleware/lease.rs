@@ -235,7 +235,7 @@ impl Drop for Lease {
 
 /// `future` on this thread's runtime (an actix worker's), or `None` outside one (a lease
 /// dropped while its runtime shuts down).
-fn spawn(
+pub(crate) fn spawn(
     future: impl std::future::Future<Output = ()> + 'static,
 ) -> Option<tokio::task::JoinHandle<()>> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

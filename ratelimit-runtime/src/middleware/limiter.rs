@@ -18,6 +18,7 @@ use super::{
     flood_shield::FloodShield,
     header_families::HeaderFamilies,
     local_fallback::LocalFallback,
+    waiting::Waiting,
 };
 use crate::{
     clock::Clock,
@@ -56,6 +57,9 @@ pub(crate) struct Limiter {
     /// The app's answer to refusals, in place of the defaults
     /// ([`RateLimiter::reject_with`](super::RateLimiter::reject_with)).
     pub(crate) reject_with: Option<super::rejection::RejectWith>,
+    /// How many requests wait for their turn in this worker, and how many may.
+    pub(crate) waiting: Rc<Cell<usize>>,
+    pub(crate) max_waiting: usize,
     /// The app's cost functions by route label
     /// ([`RateLimiter::cost_of`](super::RateLimiter::cost_of)).
     pub(crate) costs: std::collections::HashMap<
@@ -128,6 +132,9 @@ struct Passage {
     budget: RefCell<Option<Granted>>,
     /// The handle of a `RateLimiter` further out (one on the App, another on a scope).
     outer: Option<LimiterHandle>,
+    /// The worker's place for a request waiting for its turn, from the check that gave the
+    /// turn until the request sleeps.
+    waiting: Cell<Option<Waiting>>,
 }
 
 impl Passage {
@@ -151,7 +158,19 @@ impl LimiterHandle {
             client: Cell::new(None),
             budget: RefCell::new(None),
             outer,
+            waiting: Cell::new(None),
         }))
+    }
+
+    /// Keeps `place`, a place among the worker's waiting requests, until the request's
+    /// limiter takes it to wait ([`take_waiting`](Self::take_waiting)).
+    pub(crate) fn hold_waiting(&self, place: Waiting) {
+        self.0.waiting.set(Some(place));
+    }
+
+    /// The place [`hold_waiting`](Self::hold_waiting) kept, if any.
+    pub(crate) fn take_waiting(&self) -> Option<Waiting> {
+        self.0.waiting.take()
     }
 
     /// Reads the username `req`'s body submits (the body is put back) and keeps it for

@@ -27,6 +27,7 @@ mod route_guard;
 mod route_info;
 mod service;
 pub(crate) mod telemetry;
+mod waiting;
 
 pub use budget::{AttemptOutcome, Budget, Unlimited};
 pub use budget_admin::BudgetError;

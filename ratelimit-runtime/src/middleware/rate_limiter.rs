@@ -672,6 +672,8 @@ impl RateLimiter {
             shadow: self.rollout.shadow,
             reject_with: self.reject_with.clone(),
             costs: self.rollout.costs.iter().cloned().collect(),
+            waiting: Rc::default(),
+            max_waiting: self.failure.max_waiting,
         })
     }
 }

@@ -1,6 +1,6 @@
 use std::fmt;
 
-use super::{FailMode, Identity, Limit, RouteHeaders, TierPolicy, MAX_STACKED};
+use super::{Count, FailMode, Identity, Limit, RouteHeaders, TierPolicy, Window, MAX_STACKED};
 
 /// What a route declared: limits, or an exemption with its reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +71,9 @@ pub struct RoutePolicy {
     /// The limits of the tiers with limits of their own; the limits above are the default,
     /// for every other request.
     tiers: &'static [TierPolicy],
+    /// How long a request over the limits waits for its turn (`wait = "2s"`); `None`:
+    /// refused at once.
+    wait: Option<Window>,
 }
 
 /// Whether two limits count under the same shared budget (or both under the route's keys).
@@ -141,6 +144,7 @@ impl RoutePolicy {
             headers: RouteHeaders::All,
             enforce: None,
             tiers: &[],
+            wait: None,
         }
     }
 
@@ -228,6 +232,71 @@ impl RoutePolicy {
         RoutePolicy {
             enforce: Some(enforce),
             ..self
+        }
+    }
+
+    /// The policy with requests over its limits waiting up to `wait` for their turn instead
+    /// of being refused, as `wait = "2s"` on the attribute: one store call finds the
+    /// earliest time within `wait` at which every limit lets the request in and counts it
+    /// then; the request sleeps until then (no polling of the store) and runs. A request
+    /// whose turn is further off is refused as without `wait`, counting nothing. The tiers
+    /// wait as the route does.
+    ///
+    /// ```
+    /// use ratelimit_runtime::{Algorithm, FailMode, Identity, Limit, RoutePolicy, Window};
+    ///
+    /// const LIMITS: &[Limit] = &[Limit::new(10, Window::from_secs(1), Algorithm::Gcra)];
+    /// const POLICY: RoutePolicy = RoutePolicy::new(LIMITS, Identity::UserIdElseIp, FailMode::Open, false)
+    ///     .waiting(Window::from_secs(2));
+    /// assert_eq!(POLICY.wait(), Some(std::time::Duration::from_secs(2)));
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `wait` is longer than a minute
+    /// ([`MAX_WAIT_MILLIS`](ratelimit_grammar::MAX_WAIT_MILLIS)); on a shadow policy (it
+    /// never refuses, so has nothing to wait for); when a limit has a block (a lockout
+    /// refuses until it ends), counts failures only (counted after its request ran) or is a
+    /// concurrency limit (a place is taken now or not at all).
+    #[must_use]
+    pub const fn waiting(self, wait: Window) -> Self {
+        assert!(
+            wait.as_millis() <= ratelimit_grammar::MAX_WAIT_MILLIS,
+            "a request waits at most a minute for its turn"
+        );
+        assert!(
+            !self.shadow,
+            "`wait` cannot go with `shadow = true`: a shadow limit never refuses"
+        );
+        let mut i = 0;
+        while i < self.limits.len() {
+            let limit = &self.limits[i];
+            assert!(
+                limit.block().is_none(),
+                "`wait` cannot go with a limit with a block: a lockout refuses until it ends"
+            );
+            assert!(
+                !matches!(limit.count(), Count::Failures),
+                "`wait` cannot go with a limit that counts failures only: it counts a request after it ran"
+            );
+            assert!(
+                !limit.is_concurrency(),
+                "`wait` cannot go with a concurrency limit: a place is taken now or not at all"
+            );
+            i += 1;
+        }
+        RoutePolicy {
+            wait: Some(wait),
+            ..self
+        }
+    }
+
+    /// How long a request over the limits waits for its turn (`wait` on the attribute);
+    /// `None`: refused at once.
+    pub const fn wait(&self) -> Option<std::time::Duration> {
+        match self.wait {
+            Some(wait) => Some(std::time::Duration::from_millis(wait.as_millis())),
+            None => None,
         }
     }
 
@@ -353,6 +422,9 @@ impl fmt::Display for RoutePolicy {
         }
         if let Some(enforce) = self.enforce {
             write!(f, ", enforce = {enforce}")?;
+        }
+        if let Some(wait) = self.wait {
+            write!(f, ", wait {wait}")?;
         }
         for tier in self.tiers {
             write!(f, "; {tier}")?;

@@ -19,8 +19,14 @@ pub struct Failure {
     /// Whether [`instances`](Self::instances) was given.
     pub(crate) instances_set: bool,
     pub(crate) shield_capacity: usize,
+    /// How many requests may wait for their turn at once per worker.
+    pub(crate) max_waiting: usize,
     problems: Problems,
 }
+
+/// How many requests of routes with `wait` may wait for their turn at once in one worker,
+/// unless [`Failure::max_waiting`] says otherwise.
+pub const DEFAULT_MAX_WAITING: usize = 1024;
 
 impl Default for Failure {
     fn default() -> Self {
@@ -28,6 +34,7 @@ impl Default for Failure {
             instances: 1,
             instances_set: false,
             shield_capacity: 10_000,
+            max_waiting: DEFAULT_MAX_WAITING,
             problems: Problems::default(),
         }
     }
@@ -35,7 +42,7 @@ impl Default for Failure {
 
 impl Failure {
     /// The defaults: one instance (and a warning at startup when a route fails `local`), a
-    /// shield of 10,000 keys.
+    /// shield of 10,000 keys, at most [`DEFAULT_MAX_WAITING`] requests waiting per worker.
     pub fn new() -> Self {
         Failure::default()
     }
@@ -67,6 +74,16 @@ impl Failure {
     /// 0 turns it off).
     pub fn flood_shield_capacity(mut self, capacity: usize) -> Self {
         self.shield_capacity = capacity;
+        self
+    }
+
+    /// How many requests of routes with `wait` may wait for their turn at once in one
+    /// worker (default [`DEFAULT_MAX_WAITING`]), counted from the store call that finds the
+    /// turn until the request runs: each holds its connection and its request meanwhile. A
+    /// request that arrives when that many wait is decided at once, as on a route without
+    /// `wait` (allowed if the budget has room now, else refused); 0 turns waiting off.
+    pub fn max_waiting(mut self, requests: usize) -> Self {
+        self.max_waiting = requests;
         self
     }
 

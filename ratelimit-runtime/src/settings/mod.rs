@@ -53,7 +53,7 @@ mod responses;
 mod undeclared;
 
 pub use config_error::ConfigError;
-pub use failure::Failure;
+pub use failure::{Failure, DEFAULT_MAX_WAITING};
 pub use identities::Identities;
 pub use keys::Keys;
 pub(crate) use problems::Problems;

@@ -1,0 +1,251 @@
+//! `#[rate_limit(.., wait = "..")]` over HTTP, on a running server, on a harness-started
+//! Redis and on the memory store: a request over its limit sleeps until its turn and runs
+//! then, never earlier; a request whose turn is past its wait is refused at once and counts
+//! nothing; a client that resets its connection while it waits gives its turn back; a worker
+//! whose places for waiting requests are taken decides at once. The stores' reservations
+//! themselves are tests/wait.rs's.
+
+mod support;
+
+use std::{
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use actix_web::{get, App, HttpServer, Responder};
+use ratelimit_runtime::{
+    coverage, rate_limit,
+    settings::Failure,
+    store::{MemoryStore, RedisStore, Store},
+    RateLimiter,
+};
+use support::RedisServer;
+use tokio::io::AsyncWriteExt;
+
+/// When each call of `/batch` started.
+static STARTS: Mutex<Vec<Instant>> = Mutex::new(Vec::new());
+
+/// Ten a second (GCRA: a burst of ten, then one per 100 ms); a request waits up to 10 s.
+#[rate_limit(
+    limit = 10,
+    window = "1s",
+    algorithm = "gcra",
+    identity = "ip",
+    wait = "10s"
+)]
+#[get("/batch")]
+async fn batch() -> impl Responder {
+    STARTS.lock().unwrap().push(Instant::now());
+    "done"
+}
+
+/// Two per two seconds (one per second after the burst); a request waits up to 500 ms.
+#[rate_limit(
+    limit = 2,
+    window = "2s",
+    algorithm = "gcra",
+    identity = "ip",
+    wait = "500ms"
+)]
+#[get("/brief")]
+async fn brief() -> impl Responder {
+    "done"
+}
+
+/// One per two seconds; a request waits up to 3 s.
+#[rate_limit(
+    limit = 1,
+    window = "2s",
+    algorithm = "gcra",
+    identity = "ip",
+    wait = "3s"
+)]
+#[get("/single")]
+async fn single() -> impl Responder {
+    "done"
+}
+
+/// One a second; a request waits up to 10 s.
+#[rate_limit(
+    limit = 1,
+    window = "1s",
+    algorithm = "gcra",
+    identity = "ip",
+    wait = "10s"
+)]
+#[get("/queue")]
+async fn queue() -> impl Responder {
+    "done"
+}
+
+/// A server of `workers` on `store`, at most `max_waiting` requests waiting per worker: its
+/// port and handle.
+async fn serve(
+    store: impl Store,
+    workers: usize,
+    max_waiting: usize,
+) -> (u16, actix_web::dev::ServerHandle) {
+    let limiter = RateLimiter::new(store).failure(Failure::new().max_waiting(max_waiting));
+    let app = || {
+        App::new()
+            .service(batch)
+            .service(brief)
+            .service(single)
+            .service(queue)
+    };
+    coverage::require_coverage(app().wrap(limiter.clone()))
+        .await
+        .expect("every route declared");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let http = HttpServer::new(move || app().wrap(limiter.clone()))
+        .workers(workers)
+        .listen(listener)
+        .unwrap()
+        .run();
+    let handle = http.handle();
+    actix_web::rt::spawn(http);
+    (port, handle)
+}
+
+/// `GET path`: its status and how long the answer took.
+async fn get(port: u16, path: &str) -> (u16, Duration) {
+    let started = Instant::now();
+    let mut response = awc::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .finish()
+        .get(format!("http://127.0.0.1:{port}{path}"))
+        .insert_header(("connection", "close"))
+        .send()
+        .await
+        .expect("the server answers");
+    let _ = response.body().await;
+    (response.status().as_u16(), started.elapsed())
+}
+
+/// A hundred requests at once at ten per second, each willing to wait ten seconds: all are
+/// served; the k-th handler to start starts no earlier than its turn, `(k − 9) × 100 ms`
+/// after the first (a timer wakes late, never early; 5 ms for clocks read a moment apart),
+/// and not much later.
+async fn a_hundred_requests_are_served_at_their_turns(store: impl Store) {
+    let (port, handle) = serve(store, 4, 1024).await;
+    STARTS.lock().unwrap().clear();
+    let answers = futures_util::future::join_all((0..100).map(|_| get(port, "/batch"))).await;
+    assert!(
+        answers.iter().all(|(status, _)| *status == 200),
+        "{answers:?}"
+    );
+    let mut starts = STARTS.lock().unwrap().clone();
+    starts.sort_unstable();
+    assert_eq!(starts.len(), 100);
+    let first = starts[0];
+    for (k, start) in starts.iter().enumerate() {
+        let turn = Duration::from_millis(k.saturating_sub(9) as u64 * 100);
+        let at = start.duration_since(first);
+        assert!(
+            at + Duration::from_millis(5) >= turn,
+            "handler {k} started {at:?} after the first, before its turn {turn:?}"
+        );
+        assert!(
+            at <= turn + Duration::from_millis(750),
+            "handler {k} started {at:?} after the first, long after its turn {turn:?}"
+        );
+    }
+    handle.stop(true).await;
+}
+
+#[actix_web::test]
+async fn a_hundred_requests_at_ten_a_second_are_served_at_their_turns() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(server.url()).build().await.unwrap();
+    a_hundred_requests_are_served_at_their_turns(store).await;
+    a_hundred_requests_are_served_at_their_turns(MemoryStore::new()).await;
+}
+
+/// Two pass at once; the third's turn is a second away, past its 500 ms wait: refused at
+/// once, counting nothing, so that a request sent half a second later waits the other
+/// half and is served (had the refusal counted, that one's turn would be past its wait).
+#[actix_web::test]
+async fn past_its_wait_a_request_is_refused_at_once_and_counts_nothing() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(server.url()).build().await.unwrap();
+    let (port, handle) = serve(store, 1, 1024).await;
+    for _ in 0..2 {
+        assert_eq!(get(port, "/brief").await.0, 200);
+    }
+    let sent = Instant::now();
+    let (status, took) = get(port, "/brief").await;
+    assert_eq!(status, 429);
+    assert!(took < Duration::from_millis(300), "refused after {took:?}");
+    tokio::time::sleep(Duration::from_millis(500).saturating_sub(sent.elapsed())).await;
+    let (status, took) = get(port, "/brief").await;
+    assert_eq!(status, 200);
+    assert!(
+        took >= Duration::from_millis(380),
+        "served after {took:?}, before its turn"
+    );
+    handle.stop(true).await;
+}
+
+/// One per two seconds: the second request's turn is two seconds away; its client resets
+/// the connection while it waits, which gives the turn back: the third request waits for
+/// that turn (its wait is 3 s) instead of being refused (the turn after, four seconds away).
+#[actix_web::test]
+async fn a_client_that_leaves_while_it_waits_gives_its_turn_back() {
+    let server = RedisServer::start();
+    let redis = RedisStore::builder(server.url()).build().await.unwrap();
+    leaving_gives_the_turn_back(redis).await;
+    leaving_gives_the_turn_back(MemoryStore::new()).await;
+}
+
+async fn leaving_gives_the_turn_back(store: impl Store) {
+    let (port, handle) = serve(store, 1, 1024).await;
+    let started = Instant::now();
+    assert_eq!(get(port, "/single").await.0, 200);
+    let mut waiting = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    waiting
+        .write_all(b"GET /single HTTP/1.1\r\nhost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A reset, not a close: the server reads an error and drops the request.
+    waiting.set_linger(Some(Duration::ZERO)).unwrap();
+    drop(waiting);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (status, took) = get(port, "/single").await;
+    assert_eq!(status, 200, "the turn was not given back");
+    let served_at = started.elapsed();
+    assert!(
+        served_at >= Duration::from_millis(1_950) && took < Duration::from_millis(2_500),
+        "served {served_at:?} after the first, having waited {took:?}"
+    );
+    handle.stop(true).await;
+}
+
+/// One worker with two places for waiting requests, one request a second (a wait of ten):
+/// of four at once,
+/// one runs at once, two wait for their turns, and the fourth, finding no place, is
+/// decided at once: refused, as on a route without `wait`.
+#[actix_web::test]
+async fn a_worker_whose_waiting_places_are_taken_decides_at_once() {
+    let (port, handle) = serve(MemoryStore::new(), 1, 2).await;
+    let answers = futures_util::future::join_all((0..4).map(|_| get(port, "/queue"))).await;
+    let mut served: Vec<Duration> = answers
+        .iter()
+        .filter(|(status, _)| *status == 200)
+        .map(|(_, took)| *took)
+        .collect();
+    served.sort_unstable();
+    let refused: Vec<_> = answers
+        .iter()
+        .filter(|(status, _)| *status == 429)
+        .collect();
+    assert_eq!((served.len(), refused.len()), (3, 1), "{answers:?}");
+    assert!(refused[0].1 < Duration::from_millis(500), "{answers:?}");
+    assert!(served[0] < Duration::from_millis(500), "{answers:?}");
+    assert!(served[1] >= Duration::from_millis(950), "{answers:?}");
+    assert!(served[2] >= Duration::from_millis(1_950), "{answers:?}");
+    handle.stop(true).await;
+}
