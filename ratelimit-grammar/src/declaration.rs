@@ -534,7 +534,7 @@ fn check_stack(stack: &[Declaration]) -> Vec<String> {
     differ(stack, Key::Headers, written, &mut errors);
     let written = |d: &Declaration| d.enforce.map(|e| e.to_string());
     differ(stack, Key::Enforce, written, &mut errors);
-    let written = |d: &Declaration| d.wait.map(|w| format!("{w} ms"));
+    let written = |d: &Declaration| d.wait.map(|w| format!("\"{w}ms\""));
     differ(stack, Key::Wait, written, &mut errors);
     // A route that waits: what refuses or counts too late on one declaration goes against
     // the `wait` of another, as on one.

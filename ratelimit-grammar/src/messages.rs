@@ -183,6 +183,7 @@ fn shared_because(key: Key) -> &'static str {
     match key {
         Key::Fail => "a route either admits or refuses requests while Redis is unreachable",
         Key::Headers => "a route's answers either tell its limits or hide them all",
+        Key::Wait => "a request waits for the one turn every limit of the route gives it",
         _ => "a route's limits are enforced or only logged together",
     }
 }

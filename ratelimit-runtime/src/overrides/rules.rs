@@ -765,6 +765,7 @@ impl RuleSet {
             ("budget", declaration.budget.is_some()),
             ("exempt", declaration.exempt.is_some()),
             ("concurrency", declaration.concurrency.is_some()),
+            ("wait", declaration.wait.is_some()),
         ];
         let problems: Vec<String> = beside
             .iter()

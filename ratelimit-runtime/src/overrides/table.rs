@@ -853,10 +853,37 @@ fn build_policy(
         .find_map(|d| d.enforce)
         .or_else(|| declared.and_then(|p| p.enforce()))
         .filter(|_| !shadow);
-    Ok(Policy::Limited(match enforce {
+    let policy = match enforce {
         Some(enforce) => policy.enforcing(enforce),
         None => policy,
+    };
+    // `wait` as written, else the declaration's, where the stack can wait: an override
+    // that adds a lockout, counts failures only, holds places or only logs makes the route
+    // refuse at once (the grammar refuses `wait` written beside those).
+    let wait = stack
+        .iter()
+        .find_map(|d| d.wait)
+        .map(Window::from_millis)
+        .or_else(|| {
+            declared
+                .and_then(|p| p.wait())
+                .map(|wait| Window::from_millis(wait.as_millis() as u64))
+        })
+        .filter(|_| can_wait(&policy));
+    Ok(Policy::Limited(match wait {
+        Some(wait) => policy.waiting(wait),
+        None => policy,
     }))
+}
+
+/// Whether `policy` can be given a `wait` ([`RoutePolicy::waiting`] would not panic).
+fn can_wait(policy: &RoutePolicy) -> bool {
+    !policy.shadow()
+        && policy.limits().iter().all(|limit| {
+            limit.block().is_none()
+                && limit.count() != ratelimit_grammar::Count::Failures
+                && !limit.is_concurrency()
+        })
 }
 
 /// A policy in the attribute's syntax (stacked declarations joined by `; `), as the admin
@@ -930,6 +957,9 @@ pub fn declaration_text(policy: &Policy) -> String {
                 }
                 if let Some(enforce) = limited.enforce() {
                     keys.push(format!("enforce = {enforce}"));
+                }
+                if let Some(wait) = limited.wait() {
+                    keys.push(format!("wait = \"{}ms\"", wait.as_millis()));
                 }
             }
             keys.join(", ")
@@ -1036,6 +1066,37 @@ mod tests {
         );
         let unknown = policy_with_budgets("GET /x", "budget = APX", None, &budgets).unwrap_err();
         assert!(unknown[0].contains("did you mean `API`?"), "{unknown:?}");
+    }
+
+    #[test]
+    fn a_wait_reads_and_writes_as_the_attribute_writes_it_and_is_kept_where_it_can_be() {
+        let policy = policy_from_text(
+            "GET /items",
+            r#"limit = 10, window = "1s", algorithm = "gcra", wait = "2s""#,
+            None,
+        )
+        .unwrap();
+        let limited = policy.limited().unwrap();
+        assert_eq!(limited.wait(), Some(std::time::Duration::from_secs(2)));
+        let text = declaration_text(&policy);
+        assert!(text.ends_with(r#"wait = "2000ms""#), "{text}");
+        assert_eq!(policy_from_text("GET /items", &text, None).unwrap(), policy);
+        // An override that writes none keeps the declared wait ...
+        let lowered = policy_from_text("GET /items", r#"limit = 5, window = "1s""#, Some(&policy));
+        assert_eq!(lowered.unwrap().limited().unwrap().wait(), limited.wait());
+        // ... unless its stack cannot wait: it then refuses at once.
+        let locked = policy_from_text(
+            "GET /items",
+            r#"limit = 5, window = "1s", block = "1m""#,
+            Some(&policy),
+        );
+        assert_eq!(locked.unwrap().limited().unwrap().wait(), None);
+        let beside = policy_from_text(
+            "GET /items",
+            r#"limit = 5, window = "1s", wait = "1s", block = "1m""#,
+            None,
+        );
+        assert!(beside.unwrap_err()[0].starts_with("`wait` does not go with `block`"));
     }
 
     #[test]
