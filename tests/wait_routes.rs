@@ -249,5 +249,9 @@ async fn a_worker_whose_waiting_places_are_taken_decides_at_once() {
     assert!(served[0] < Duration::from_millis(500), "{answers:?}");
     assert!(served[1] >= Duration::from_millis(950), "{answers:?}");
     assert!(served[2] >= Duration::from_millis(1_950), "{answers:?}");
+    // The places came back: two more at once both wait for their turns (a worker whose
+    // places were still taken would decide both at once, and refuse them).
+    let again = futures_util::future::join_all((0..2).map(|_| get(port, "/queue"))).await;
+    assert!(again.iter().all(|(status, _)| *status == 200), "{again:?}");
     handle.stop(true).await;
 }

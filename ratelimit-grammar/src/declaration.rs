@@ -545,10 +545,15 @@ fn check_stack(stack: &[Declaration]) -> Vec<String> {
                 (Key::Count, d.count == Some(Count::Failures)),
                 (Key::Concurrency, d.concurrency.is_some()),
                 (Key::Shadow, d.shadow == Some(true)),
+                (Key::Budget, d.budget.is_some()),
             ];
             for (key, _) in found.iter().filter(|(_, found)| *found) {
                 errors.push(crate::not_with_wait(*key));
             }
+        }
+        let identities: Vec<_> = stack.iter().map(|d| d.identity.as_ref()).collect();
+        if identities.iter().any(|i| *i != identities[0]) {
+            errors.push(crate::not_with_wait(Key::Identity));
         }
     }
     let identities: Vec<&Vec<ParsedPart>> =
@@ -610,6 +615,12 @@ mod tests {
         )[0]
         .contains("`wait`"));
         assert!(errors(r#"limit = 1, window = "1s", wait = "90s""#)[0].contains("at most `1m`"));
+        assert!(errors(r#"limit = 1, window = "1s", wait = "1s", identity = "ip"; limit = 5, window = "1m", identity = "api_key""#)[0]
+            .starts_with("`wait` does not go with `identity`"));
+        assert!(
+            errors(r#"limit = 1, window = "1s", wait = "1s"; budget = API"#)[0]
+                .starts_with("`wait` does not go with `budget`")
+        );
         assert!(
             errors(r#"limit = 1, window = "1s", wiat = "1s""#)[0].contains("did you mean `wait`?")
         );

@@ -144,6 +144,16 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
     let wait = shared(&default, |a| &a.wait, Key::Wait, cx, &mut ok).map(|w| w.millis);
     if wait.is_some() {
         ok &= refuse_beside_wait(stack, cx);
+        // One identity in all the limits of each stack (a tier's may be its own).
+        let mixed = std::iter::once(&default_stack)
+            .chain(tier_stacks.iter().map(|(_, tier)| tier))
+            .any(|stack| stack.limits.iter().any(|limit| limit.identity.is_some()));
+        if mixed {
+            if let Some(key) = default.iter().find_map(|a| a.key(Key::Wait)) {
+                cx.error(key.span, ratelimit_grammar::not_with_wait(Key::Identity));
+            }
+            ok = false;
+        }
     }
 
     let shadow = shadow.unwrap_or(false);
@@ -209,6 +219,8 @@ fn refuse_beside_wait(stack: &[Args], cx: &mut Ctxt) -> bool {
             ),
             (Key::Concurrency, !args.concurrency.is_absent()),
             (Key::Shadow, matches!(args.shadow, Slot::Valid(true, _))),
+            (Key::Budget, !args.budget.is_absent()),
+            (Key::CostFrom, !args.cost_from.is_absent()),
         ];
         for (name, _) in found.iter().filter(|(_, found)| *found) {
             if let Some(key) = args.key(*name) {

@@ -212,11 +212,6 @@ impl Limiter {
                     local,
                 } => (decision, key, local),
             };
-            // A request given a turn later than now waits for it (boxed: a route without
-            // `wait` adds nothing to its request's future).
-            if let Some(decision) = decision.as_ref().filter(|d| !d.delay.is_zero()) {
-                Box::pin(self.wait_turn(route, &key, cost, decision, handle)).await;
-            }
             let budget = Holding(Rc::new(BudgetState {
                 limiter: Rc::clone(handle.limiter()),
                 key,
@@ -295,36 +290,44 @@ impl Limiter {
         }
     }
 
-    /// Sleeps until the turn `decision` gave the request, holding the worker's place for a
-    /// waiting request; dropped before then (its client went away), gives the turn back.
+    /// Takes one of the worker's places for a waiting request into `place`, when one is
+    /// free.
+    fn enter_waiting(&self, place: &mut Option<Waiting>) -> bool {
+        *place = Waiting::enter(&self.waiting, self.max_waiting);
+        place.is_some()
+    }
+
+    /// Sleeps `delay`, the turn `checked` gave the request, holding the worker's place for
+    /// a waiting request; dropped before then (its client went away), gives the turn back
+    /// to `limits` (as checked) by its receipt. Answers `checked`, kept meanwhile: awaited
+    /// boxed, so that a check's future holds nothing more for it.
     async fn wait_turn(
         &self,
         route: &RouteInfo,
         key: &RouteKey,
-        cost: Option<u32>,
-        decision: &Decision,
-        handle: &LimiterHandle,
-    ) {
-        let limits = match cost {
-            Some(cost) => super::cost::costed(route.policy.limits(), cost),
-            None => route.policy.limits().to_vec(),
-        };
-        let turn = decision.receipt.clone().map(|receipt| Turn {
-            store: Arc::clone(&self.store),
-            timeout: self.timeout,
-            clock: self.clock.clone(),
-            key: key.clone(),
-            limits,
-            receipt,
-            route: route.label.to_string(),
-        });
-        match turn {
-            Some(turn) => waiting::wait_for(decision.delay, handle.take_waiting(), turn).await,
-            None => {
-                let _place = handle.take_waiting();
-                tokio::time::sleep(decision.delay).await;
+        limits: &[Limit],
+        delay: Duration,
+        place: Waiting,
+        checked: Result<Decision, StoreError>,
+    ) -> Result<Decision, StoreError> {
+        let receipt = checked.as_ref().ok().and_then(|d| d.receipt.clone());
+        match receipt {
+            Some(receipt) => {
+                let turn = Turn {
+                    store: Arc::clone(&self.store),
+                    timeout: self.timeout,
+                    clock: self.clock.clone(),
+                    key: key.clone(),
+                    limits: limits.to_vec(),
+                    receipt,
+                    route: route.label.to_string(),
+                };
+                waiting::wait_for(delay, Some(place), turn).await;
             }
+            // A decision gives a delay on its receipt only.
+            None => drop(place),
         }
+        checked
     }
 
     /// Adds to `answer` the rate-limit headers of `budget`'s decision: what is left after the
@@ -606,12 +609,13 @@ impl Limiter {
                 now_millis: self.clock.now_millis(),
             };
             // A request the route lets wait for its turn asks for one while its worker has
-            // a place for one more waiting request; else it is checked as it is.
+            // a place for one more waiting request (kept with the request's handle until
+            // it waits); else it is checked as it is.
             let wait = route
                 .policy
                 .wait()
-                .filter(|_| counting == Counting::Live && !shadowed);
-            let place = wait.and_then(|_| Waiting::enter(&self.waiting, self.max_waiting));
+                .filter(|_| counting == Counting::Live && !shadowed && cost.is_none());
+            let mut place = None;
             // One source of truth for the timeout: the limiter's when set (given to the store,
             // which would otherwise stop at its own, shorter or longer), else the store's own
             // (the Redis stores bound every call), else the default.
@@ -628,7 +632,9 @@ impl Limiter {
                 Some(waited) => Some(budget.saturating_sub(waited)),
             };
             let check = match (self.timeout, timer, wait) {
-                (_, _, Some(wait)) if place.is_some() => self.store.reserve(request, wait),
+                (_, _, Some(wait)) if self.enter_waiting(&mut place) => {
+                    self.store.reserve(request, wait)
+                }
                 (Some(_), Some(timeout), _) => self.store.check_within(request, timeout),
                 _ => self.store.check(request),
             };
@@ -641,11 +647,19 @@ impl Limiter {
             let waited = started.elapsed();
             handle.add_store_wait(waited);
             telemetry::store_latency(&route.metrics, span, waited);
-            let checked = checked.and_then(|decision| well_formed(decision, limits.len()));
+            let mut checked = checked.and_then(|decision| well_formed(decision, limits.len()));
             if let Some(place) = place {
-                if matches!(&checked, Ok(decision) if decision.allowed && !decision.delay.is_zero())
-                {
-                    handle.hold_waiting(place);
+                // A turn at most the route's wait away (a store of the app's own answering
+                // more is held to it).
+                let turn = match &checked {
+                    Ok(decision) if decision.allowed => decision
+                        .delay()
+                        .min(route.policy.wait().unwrap_or_default()),
+                    _ => Duration::ZERO,
+                };
+                if !turn.is_zero() {
+                    checked =
+                        Box::pin(self.wait_turn(route, key, limits, turn, place, checked)).await;
                 }
             }
             if limits.len() == route.policy.limits().len() {
@@ -1045,17 +1059,22 @@ impl Limiter {
                 // Nor a shared budget's, which other routes count too (each its own stack),
                 // nor a concurrency limit's, whose places come back whenever requests end.
                 let remembered = !decided_locally && cost.is_none();
+                // On a route that waits, until a request could wait for its turn (not at
+                // all when one could wait for it now).
+                let wait = policy.wait().map_or(0, |wait| wait.as_millis() as u64);
+                let shielded_ms = retry_ms.saturating_sub(wait);
                 if let Some((index, binding)) = decision.binding().filter(|(_, state)| {
-                    remembered && state.limit.budget().is_none() && !state.limit.is_concurrency()
+                    remembered
+                        && shielded_ms > 0
+                        && state.limit.budget().is_none()
+                        && !state.limit.is_concurrency()
                 }) {
                     // Under the base of the limit that refused: a refusal by a per-username limit
                     // holds for that name from any address, and never for the address's others.
-                    // On a route that waits, until a request could wait for its turn.
-                    let wait = policy.wait().map_or(0, |wait| wait.as_millis() as u64);
                     self.shield.block(
                         key.base_of(&binding.limit),
                         Blocked {
-                            until: now.saturating_add(retry_ms.saturating_sub(wait)),
+                            until: now.saturating_add(shielded_ms),
                             reset_at: now.saturating_add(binding.reset_after.as_millis() as u64),
                             limit_index: index,
                         },

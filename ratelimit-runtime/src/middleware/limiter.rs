@@ -18,7 +18,6 @@ use super::{
     flood_shield::FloodShield,
     header_families::HeaderFamilies,
     local_fallback::LocalFallback,
-    waiting::Waiting,
 };
 use crate::{
     clock::Clock,
@@ -132,9 +131,6 @@ struct Passage {
     budget: RefCell<Option<Granted>>,
     /// The handle of a `RateLimiter` further out (one on the App, another on a scope).
     outer: Option<LimiterHandle>,
-    /// The worker's place for a request waiting for its turn, from the check that gave the
-    /// turn until the request sleeps.
-    waiting: Cell<Option<Waiting>>,
 }
 
 impl Passage {
@@ -158,19 +154,7 @@ impl LimiterHandle {
             client: Cell::new(None),
             budget: RefCell::new(None),
             outer,
-            waiting: Cell::new(None),
         }))
-    }
-
-    /// Keeps `place`, a place among the worker's waiting requests, until the request's
-    /// limiter takes it to wait ([`take_waiting`](Self::take_waiting)).
-    pub(crate) fn hold_waiting(&self, place: Waiting) {
-        self.0.waiting.set(Some(place));
-    }
-
-    /// The place [`hold_waiting`](Self::hold_waiting) kept, if any.
-    pub(crate) fn take_waiting(&self) -> Option<Waiting> {
-        self.0.waiting.take()
     }
 
     /// Reads the username `req`'s body submits (the body is put back) and keeps it for

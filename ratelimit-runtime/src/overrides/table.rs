@@ -883,7 +883,10 @@ fn can_wait(policy: &RoutePolicy) -> bool {
             limit.block().is_none()
                 && limit.count() != ratelimit_grammar::Count::Failures
                 && !limit.is_concurrency()
+                && limit.identity().is_none()
+                && limit.budget().is_none()
         })
+        && policy.tiers().is_empty()
 }
 
 /// A policy in the attribute's syntax (stacked declarations joined by `; `), as the admin

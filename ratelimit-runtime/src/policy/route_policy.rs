@@ -76,6 +76,31 @@ pub struct RoutePolicy {
     wait: Option<Window>,
 }
 
+/// Panics unless a request on `limits` can wait for its turn ([`RoutePolicy::waiting`]).
+const fn assert_can_wait(limits: &[Limit]) {
+    let mut i = 0;
+    while i < limits.len() {
+        let limit = &limits[i];
+        assert!(
+            limit.block().is_none(),
+            "`wait` cannot go with a limit with a block: a lockout refuses until it ends"
+        );
+        assert!(
+            !matches!(limit.count(), Count::Failures),
+            "`wait` cannot go with a limit that counts failures only: it counts a request after it ran"
+        );
+        assert!(
+            !limit.is_concurrency(),
+            "`wait` cannot go with a concurrency limit: a place is taken now or not at all"
+        );
+        assert!(
+            limit.identity().is_none() && limit.budget().is_none(),
+            "`wait` cannot go with a limit of another identity or a shared budget: a turn is counted in the route's own keys"
+        );
+        i += 1;
+    }
+}
+
 /// Whether two limits count under the same shared budget (or both under the route's keys).
 const fn same_budget(a: Option<&str>, b: Option<&str>) -> bool {
     match (a, b) {
@@ -183,6 +208,13 @@ impl RoutePolicy {
             }
             i += 1;
         }
+        if self.wait.is_some() {
+            let mut i = 0;
+            while i < tiers.len() {
+                assert_can_wait(tiers[i].limits());
+                i += 1;
+            }
+        }
         RoutePolicy { tiers, ..self }
     }
 
@@ -255,9 +287,12 @@ impl RoutePolicy {
     ///
     /// When `wait` is longer than a minute
     /// ([`MAX_WAIT_MILLIS`](ratelimit_grammar::MAX_WAIT_MILLIS)); on a shadow policy (it
-    /// never refuses, so has nothing to wait for); when a limit has a block (a lockout
-    /// refuses until it ends), counts failures only (counted after its request ran) or is a
-    /// concurrency limit (a place is taken now or not at all).
+    /// never refuses, so has nothing to wait for); when a limit, the route's or a tier's,
+    /// has a block (a lockout refuses until it ends), counts failures only (counted after
+    /// its request ran), is a concurrency limit (a place is taken now or not at all), or
+    /// counts another identity or a shared budget (a turn is counted in the route's own
+    /// keys: one counted ahead elsewhere would hold back requests that do not wait).
+    /// [`with_tiers`](Self::with_tiers) after it panics on such a tier too.
     #[must_use]
     pub const fn waiting(self, wait: Window) -> Self {
         assert!(
@@ -268,21 +303,10 @@ impl RoutePolicy {
             !self.shadow,
             "`wait` cannot go with `shadow = true`: a shadow limit never refuses"
         );
+        assert_can_wait(self.limits);
         let mut i = 0;
-        while i < self.limits.len() {
-            let limit = &self.limits[i];
-            assert!(
-                limit.block().is_none(),
-                "`wait` cannot go with a limit with a block: a lockout refuses until it ends"
-            );
-            assert!(
-                !matches!(limit.count(), Count::Failures),
-                "`wait` cannot go with a limit that counts failures only: it counts a request after it ran"
-            );
-            assert!(
-                !limit.is_concurrency(),
-                "`wait` cannot go with a concurrency limit: a place is taken now or not at all"
-            );
+        while i < self.tiers.len() {
+            assert_can_wait(self.tiers[i].limits());
             i += 1;
         }
         RoutePolicy {

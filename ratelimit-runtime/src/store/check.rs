@@ -240,13 +240,15 @@ pub trait Store: Send + Sync + 'static {
 }
 
 /// Whether a request on `limits` can wait for its turn: there is a limit, and none has a
-/// block or is a concurrency limit (a lockout and a place in flight are taken now or
-/// never).
+/// block, is a concurrency limit (a lockout and a place in flight are taken now or never)
+/// or counts failures only (counted after the request ran).
 pub(crate) fn reservable(limits: &[Limit]) -> bool {
     !limits.is_empty()
-        && limits
-            .iter()
-            .all(|limit| limit.block().is_none() && !limit.is_concurrency())
+        && limits.iter().all(|limit| {
+            limit.block().is_none()
+                && !limit.is_concurrency()
+                && limit.count() != crate::policy::Count::Failures
+        })
 }
 
 /// `request` put to `store`, bounded as a check is: by the limiter's `timeout` when set,

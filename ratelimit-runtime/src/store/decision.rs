@@ -33,10 +33,6 @@ pub struct Decision {
     /// says so; `None` when it did not say (a unit is then given back from what counts at
     /// that time).
     pub receipt: Option<Receipt>,
-    /// How long an allowed request waits for its turn before it runs
-    /// ([`Store::reserve`](super::Store::reserve): it was counted at that time, as if it
-    /// arrived then); zero for a check, and for a reservation whose turn was now.
-    pub delay: Duration,
 }
 
 /// Where a check counted its request, for giving the unit back exactly there: the time of
@@ -49,6 +45,10 @@ pub struct Receipt {
     /// Good for concurrency places only (its member): a check split across Cluster slots
     /// counted at more than one time, so units go back from what counts then.
     places_only: bool,
+    /// How far ahead of the check's own time the request was counted, in milliseconds: a
+    /// reservation's turn ([`Decision::delay`]). Kept here, beside the flag, so that a
+    /// decision is no larger for it.
+    ahead_millis: u32,
 }
 
 impl Receipt {
@@ -59,6 +59,7 @@ impl Receipt {
             counted_at_millis,
             member,
             places_only: false,
+            ahead_millis: 0,
         }
     }
 
@@ -127,15 +128,28 @@ impl Decision {
             allowed: limits.iter().all(|state| state.allowed),
             limits,
             receipt: None,
-            delay: Duration::ZERO,
         }
     }
 
-    /// This decision with the request's turn `delay` from now (a reservation counted it
-    /// then; see [`delay`](Self::delay)).
+    /// How long an allowed request waits for its turn before it runs
+    /// ([`Store::reserve`](super::Store::reserve) counted it at that time, as if it arrived
+    /// then, and its receipt names that time); zero for a check, for a reservation whose
+    /// turn was now, and for a decision without a receipt.
+    pub fn delay(&self) -> Duration {
+        self.receipt.as_ref().map_or(Duration::ZERO, |r| {
+            Duration::from_millis(u64::from(r.ahead_millis))
+        })
+    }
+
+    /// This decision with the request's turn `delay` from now (see [`delay`](Self::delay)),
+    /// at most `u32::MAX` ms; on a decision with a receipt
+    /// ([`with_receipt`](Self::with_receipt) first), which a turn is given back by: without
+    /// one the request does not wait.
     #[must_use]
     pub fn waiting(mut self, delay: Duration) -> Self {
-        self.delay = delay;
+        if let Some(receipt) = &mut self.receipt {
+            receipt.ahead_millis = u32::try_from(delay.as_millis()).unwrap_or(u32::MAX);
+        }
         self
     }
 

@@ -522,28 +522,8 @@ pub(crate) fn decode(
     member: &str,
     reply: Value,
 ) -> Result<Decision, StoreError> {
-    decode_reply(request, member, reply, false)
-}
-
-/// Decodes the reservation script's reply for `request`: a check's, then the time the
-/// request was counted at (its turn).
-pub(crate) fn decode_reserved(
-    request: &CheckRequest<'_>,
-    member: &str,
-    reply: Value,
-) -> Result<Decision, StoreError> {
-    decode_reply(request, member, reply, true)
-}
-
-/// A check's reply (`reserved`: a reservation's, with its turn last).
-fn decode_reply(
-    request: &CheckRequest<'_>,
-    member: &str,
-    reply: Value,
-    reserved: bool,
-) -> Result<Decision, StoreError> {
     let text = reply_text(&reply)?;
-    let expected = 4 * request.limits.len() + 1 + usize::from(reserved);
+    let expected = 4 * request.limits.len() + 1;
     let mut numbers = text.split(|&byte| byte == b' ').map(|word| {
         parse_count(word).ok_or_else(|| {
             protocol(format!(
@@ -581,8 +561,7 @@ fn decode_reply(
             reset_after: Duration::from_millis(next()?),
         });
     }
-    let now = next()?;
-    let counted_at = if reserved { next()? } else { now };
+    let counted_at = next()?;
     if numbers.next().is_some() {
         return Err(protocol(format!(
             "expected {expected} integers for {} limits, got `{}`",
@@ -593,12 +572,40 @@ fn decode_reply(
     let decision = Decision::new(limits);
     Ok(if decision.allowed {
         let member = (!member.is_empty()).then(|| member.to_owned());
-        decision
-            .with_receipt(Receipt::new(counted_at, member))
-            .waiting(Duration::from_millis(counted_at.saturating_sub(now)))
+        decision.with_receipt(Receipt::new(counted_at, member))
     } else {
         decision
     })
+}
+
+/// Decodes the reservation script's reply for `request`: a check's reply, then the time
+/// the request was counted at (its turn), which its receipt names.
+pub(crate) fn decode_reserved(
+    request: &CheckRequest<'_>,
+    member: &str,
+    reply: Value,
+) -> Result<Decision, StoreError> {
+    let text = reply_text(&reply)?;
+    let split = text.iter().rposition(|&byte| byte == b' ');
+    let (check, turn) = match split {
+        Some(at) => (&text[..at], parse_count(&text[at + 1..])),
+        None => (text, None),
+    };
+    let Some(turn) = turn else {
+        return Err(protocol(format!(
+            "expected the time of the turn last, got `{}`",
+            String::from_utf8_lossy(text)
+        )));
+    };
+    let mut decision = decode(request, member, Value::BulkString(check.to_vec()))?;
+    if let Some(receipt) = decision.receipt.take() {
+        let now = receipt.counted_at_millis();
+        let member = receipt.member().map(str::to_owned);
+        decision = decision
+            .with_receipt(Receipt::new(turn, member))
+            .waiting(Duration::from_millis(turn.saturating_sub(now)));
+    }
+    Ok(decision)
 }
 
 /// What a batch of concurrent checks of one key came to: the first `passed` of them pass,

@@ -35,9 +35,11 @@ pub(super) fn peek(
 }
 
 /// The peek at `at`, a time that may lie ahead of the store's (a reservation, as
-/// `scripts/parts/sliding_log_ahead.lua`): every entry logged after `at - window` counts, a
-/// later reservation's too, so that the request fits at `at` and at every time after it.
-/// Nothing is pruned: an entry older than `at - window` may still count at the store's time.
+/// `scripts/parts/sliding_log_ahead.lua`): an entry logged at `at` counts in every window
+/// that ends from `at` to `at + window`, so the entries in `(at - window, at + window)`
+/// count, a later reservation's too: the request fits then at `at` and at every time after
+/// it. Nothing is pruned: an entry older than `at - window` may still count at the store's
+/// time.
 pub(super) fn peek_ahead(
     table: &Table,
     stem: &str,
@@ -56,12 +58,13 @@ pub(super) fn peek_ahead(
         _ => return Peek::allowed(max, max - cost, window, write),
     };
     let from = log.partition_point(|&t| at.checked_sub(window).is_some_and(|old| t <= old));
-    let count = (log.len() - from) as u64;
+    let to = log.partition_point(|&t| t < at + window);
+    let count = to.saturating_sub(from) as u64;
     if count + cost <= max {
         return Peek::allowed(max, max.saturating_sub(count + cost), window, write);
     }
     let oldest_to_leave = log[from + (count + cost - max - 1) as usize];
-    let newest = log.back().copied().unwrap_or(at);
+    let newest = log[to - 1];
     Peek::rejected(oldest_to_leave + window - at, newest + window - at)
 }
 
