@@ -93,9 +93,16 @@ async fn serve(
             .service(single)
             .service(queue)
     };
-    coverage::require_coverage(app().wrap(limiter.clone()))
+    let table = coverage::require_coverage(app().wrap(limiter.clone()))
         .await
         .expect("every route declared");
+    // The route table shows each route's wait.
+    assert!(table.to_string().contains("10/1s gcra wait 10s"), "{table}");
+    assert!(
+        table.to_json().contains("\"wait_ms\": 500"),
+        "{}",
+        table.to_json()
+    );
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let http = HttpServer::new(move || app().wrap(limiter.clone()))

@@ -537,9 +537,10 @@ fn collect(
 }
 
 /// Limits as the table shows them: `10/5m sliding_log failures block 15m cost 2 by username +
-/// ...`.
+/// ...`, then `wait 2s` on a route whose requests wait for their turn.
 fn limits_cell(p: &RoutePolicy) -> String {
-    p.limits()
+    let limits = p
+        .limits()
         .iter()
         .map(|l| {
             if l.is_concurrency() {
@@ -568,7 +569,14 @@ fn limits_cell(p: &RoutePolicy) -> String {
             cell
         })
         .collect::<Vec<_>>()
-        .join(" + ")
+        .join(" + ");
+    match p.wait() {
+        Some(wait) => format!(
+            "{limits} wait {}",
+            crate::policy::Window::from_millis(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
+        ),
+        None => limits,
+    }
 }
 
 fn row_cells(row: &RouteRow) -> [String; 8] {
@@ -711,6 +719,7 @@ fn policy_json(policy: &Policy, value: &mut serde_json::Value) {
             value["identity"] = serde_json::json!(p.identity().to_string());
             value["fail"] = serde_json::json!(p.fail().as_str());
             value["shadow"] = serde_json::json!(p.shadow());
+            value["wait_ms"] = serde_json::json!(p.wait().map(|w| w.as_millis() as u64));
         }
     }
 }

@@ -32,6 +32,10 @@
 //!   then per limit `remaining reset_after_ms` (a passed check's) and `allowed remaining
 //!   retry_after_ms reset_after_ms` (a refused one's), then `now_ms`.
 //!
+//! - The reservation script (`reserve.lua`, a request that may wait for its turn): the
+//!   general script's keys and arguments (no lockout), then the wait in milliseconds; reply
+//!   the general script's, then the time the request was counted at (its turn).
+//!
 //! The general script peeks every limit first and counts the request in all of them only
 //! when all allow it. For a request rejected by another limit, an allowing limit reports the
 //! state it would have had if the request had been counted.
