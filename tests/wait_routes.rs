@@ -8,16 +8,18 @@
 mod support;
 
 use std::{
-    sync::Mutex,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use actix_web::{get, App, HttpServer, Responder};
 use ratelimit_runtime::{
-    coverage, rate_limit,
+    coverage,
+    key::RouteKey,
+    rate_limit,
     settings::Failure,
-    store::{MemoryStore, RedisStore, Store},
-    RateLimiter,
+    store::{CheckRequest, MemoryStore, RedisStore, Store},
+    Algorithm, IdentityPart, Limit, RateLimiter, Window,
 };
 use support::RedisServer;
 use tokio::io::AsyncWriteExt;
@@ -85,7 +87,16 @@ async fn serve(
     workers: usize,
     max_waiting: usize,
 ) -> (u16, actix_web::dev::ServerHandle) {
-    let limiter = RateLimiter::new(store).failure(Failure::new().max_waiting(max_waiting));
+    serve_shared(Arc::new(store), workers, max_waiting).await
+}
+
+/// [`serve`] on a store the test keeps a hold of.
+async fn serve_shared(
+    store: Arc<dyn Store>,
+    workers: usize,
+    max_waiting: usize,
+) -> (u16, actix_web::dev::ServerHandle) {
+    let limiter = RateLimiter::from_arc(store).failure(Failure::new().max_waiting(max_waiting));
     let app = || {
         App::new()
             .service(batch)
@@ -137,6 +148,8 @@ async fn get(port: u16, path: &str) -> (u16, Duration) {
 async fn a_hundred_requests_are_served_at_their_turns(store: impl Store) {
     let (port, handle) = serve(store, 4, 1024).await;
     STARTS.lock().unwrap().clear();
+    // Before the first check: no turn is counted from earlier than this.
+    let sent = Instant::now();
     let answers = futures_util::future::join_all((0..100).map(|_| get(port, "/batch"))).await;
     assert!(
         answers.iter().all(|(status, _)| *status == 200),
@@ -145,17 +158,17 @@ async fn a_hundred_requests_are_served_at_their_turns(store: impl Store) {
     let mut starts = STARTS.lock().unwrap().clone();
     starts.sort_unstable();
     assert_eq!(starts.len(), 100);
-    let first = starts[0];
     for (k, start) in starts.iter().enumerate() {
         let turn = Duration::from_millis(k.saturating_sub(9) as u64 * 100);
-        let at = start.duration_since(first);
+        let at = start.duration_since(sent);
+        // 2 ms for the store's clock and this one read a moment apart, in whole ms.
         assert!(
-            at + Duration::from_millis(5) >= turn,
-            "handler {k} started {at:?} after the first, before its turn {turn:?}"
+            at + Duration::from_millis(2) >= turn,
+            "handler {k} started {at:?} after the requests were sent, before its turn {turn:?}"
         );
         assert!(
-            at <= turn + Duration::from_millis(750),
-            "handler {k} started {at:?} after the first, long after its turn {turn:?}"
+            at <= turn + Duration::from_millis(1_500),
+            "handler {k} started {at:?} after the requests were sent, long after its turn {turn:?}"
         );
     }
     handle.stop(true).await;
@@ -170,33 +183,45 @@ async fn a_hundred_requests_at_ten_a_second_are_served_at_their_turns() {
 }
 
 /// Two pass at once; the third's turn is a second away, past its 500 ms wait: refused at
-/// once, counting nothing, so that a request sent half a second later waits the other
-/// half and is served (had the refusal counted, that one's turn would be past its wait).
+/// once, counting nothing (the store's next turn is still a second away, not two), so that
+/// a request sent once that turn is within the wait waits for it and is served.
 #[actix_web::test]
 async fn past_its_wait_a_request_is_refused_at_once_and_counts_nothing() {
     let server = RedisServer::start();
     let store = RedisStore::builder(server.url()).build().await.unwrap();
-    let (port, handle) = serve(store, 1, 1024).await;
+    let store: Arc<dyn Store> = Arc::new(store);
+    let (port, handle) = serve_shared(Arc::clone(&store), 1, 1024).await;
     for _ in 0..2 {
         assert_eq!(get(port, "/brief").await.0, 200);
     }
-    let sent = Instant::now();
     let (status, took) = get(port, "/brief").await;
     assert_eq!(status, 429);
-    assert!(took < Duration::from_millis(300), "refused after {took:?}");
-    tokio::time::sleep(Duration::from_millis(500).saturating_sub(sent.elapsed())).await;
+    assert!(took < Duration::from_millis(400), "refused after {took:?}");
+    // Nothing counted: the next turn is at most a second away (two, had the refusal counted).
+    let next = next_turn(&store, "/brief", 2).await;
+    assert!(
+        next <= Duration::from_secs(1),
+        "the next turn is {next:?} away"
+    );
+    // Once it is within the wait, a request waits for it and is served, not before.
+    let mut next = next;
+    while next > Duration::from_millis(400) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        next = next_turn(&store, "/brief", 2).await;
+    }
     let (status, took) = get(port, "/brief").await;
     assert_eq!(status, 200);
     assert!(
-        took >= Duration::from_millis(380),
-        "served after {took:?}, before its turn"
+        took + Duration::from_millis(50) >= next,
+        "served after {took:?}, its turn {next:?} away"
     );
     handle.stop(true).await;
 }
 
-/// One per two seconds: the second request's turn is two seconds away; its client resets
-/// the connection while it waits, which gives the turn back: the third request waits for
-/// that turn (its wait is 3 s) instead of being refused (the turn after, four seconds away).
+/// One per two seconds: the second request's turn is two seconds away (the store shows it
+/// counted); its client resets the connection while it waits, which gives the turn back
+/// (the store shows it free): the third request waits for that turn (its wait is 3 s)
+/// instead of being refused (the turn after, four seconds away).
 #[actix_web::test]
 async fn a_client_that_leaves_while_it_waits_gives_its_turn_back() {
     let server = RedisServer::start();
@@ -205,8 +230,38 @@ async fn a_client_that_leaves_while_it_waits_gives_its_turn_back() {
     leaving_gives_the_turn_back(MemoryStore::new()).await;
 }
 
+/// How long until the next request of this host to `path` (GCRA, `max` per two seconds)
+/// could run, as its store tells.
+async fn next_turn(store: &Arc<dyn Store>, path: &str, max: u32) -> Duration {
+    let key = RouteKey::new("rl", "GET", path, &[(IdentityPart::Ip, "127.0.0.1")]);
+    let limits = [Limit::new(max, Window::from_secs(2), Algorithm::Gcra)];
+    let request = CheckRequest {
+        key: &key,
+        limits: &limits,
+        now_millis: None,
+    };
+    store
+        .peek(request)
+        .await
+        .expect("the store answers")
+        .retry_after()
+}
+
+/// Waits until `/single`'s next turn is more (`above`) or no more than `bound` away.
+async fn until_next_turn(store: &Arc<dyn Store>, above: bool, bound: Duration) {
+    let started = Instant::now();
+    while (next_turn(store, "/single", 1).await > bound) != above {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the turn never moved"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 async fn leaving_gives_the_turn_back(store: impl Store) {
-    let (port, handle) = serve(store, 1, 1024).await;
+    let store: Arc<dyn Store> = Arc::new(store);
+    let (port, handle) = serve_shared(Arc::clone(&store), 1, 1024).await;
     let started = Instant::now();
     assert_eq!(get(port, "/single").await.0, 200);
     let mut waiting = tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -216,13 +271,15 @@ async fn leaving_gives_the_turn_back(store: impl Store) {
         .write_all(b"GET /single HTTP/1.1\r\nhost: localhost\r\n\r\n")
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Its turn is counted (the next one is four seconds after the first) ...
+    until_next_turn(&store, true, Duration::from_millis(2_500)).await;
     // A reset, not a close: the server reads an error and drops the request. (A linger of
     // zero never blocks the thread; `set_zero_linger` is newer than the tokio this allows.)
     #[allow(deprecated)]
     waiting.set_linger(Some(Duration::ZERO)).unwrap();
     drop(waiting);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // ... and given back (the next one is two seconds after the first again).
+    until_next_turn(&store, false, Duration::from_millis(2_000)).await;
     let (status, took) = get(port, "/single").await;
     assert_eq!(status, 200, "the turn was not given back");
     let served_at = started.elapsed();

@@ -551,8 +551,9 @@ fn check_stack(stack: &[Declaration]) -> Vec<String> {
                 errors.push(crate::not_with_wait(*key));
             }
         }
-        let identities: Vec<_> = stack.iter().map(|d| d.identity.as_ref()).collect();
-        if identities.iter().any(|i| *i != identities[0]) {
+        // Identities as written: a declaration that names none counts by the stack's.
+        let written: Vec<_> = stack.iter().filter_map(|d| d.identity.as_ref()).collect();
+        if written.iter().any(|i| *i != written[0]) {
             errors.push(crate::not_with_wait(Key::Identity));
         }
     }
@@ -625,6 +626,9 @@ mod tests {
             errors(r#"limit = 1, window = "1s", wiat = "1s""#)[0].contains("did you mean `wait`?")
         );
         parse_stack(r#"limit = 1, window = "1s", wait = "1s", count = "requests", shadow = false"#)
+            .unwrap();
+        // One identity written once counts for the whole stack.
+        parse_stack(r#"limit = 1, window = "1s", identity = "api_key", wait = "1s"; limit = 5, window = "1m""#)
             .unwrap();
     }
 

@@ -658,6 +658,8 @@ impl Limiter {
                     _ => Duration::ZERO,
                 };
                 if !turn.is_zero() {
+                    // The decision's span then lasts the wait too, which it records.
+                    span.record("wait_ms", turn.as_millis() as u64);
                     checked =
                         Box::pin(self.wait_turn(route, key, limits, turn, place, checked)).await;
                 }

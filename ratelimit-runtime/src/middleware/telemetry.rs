@@ -259,6 +259,7 @@ pub(crate) fn decision_span(
         limit = field::Empty,
         retry_after_ms = field::Empty,
         store_duration_ms = field::Empty,
+        wait_ms = field::Empty,
         "error.type" = field::Empty,
         "otel.status_code" = field::Empty,
         "otel.status_description" = field::Empty,

@@ -1094,6 +1094,19 @@ mod tests {
             Some(&policy),
         );
         assert_eq!(locked.unwrap().limited().unwrap().wait(), None);
+        // A stack of two on one identity, as the services publish it, reads back.
+        let stacked = policy_from_text(
+            "GET /items",
+            r#"limit = 10, window = "1s", identity = "api_key", wait = "2s"; limit = 100, window = "1h", identity = "api_key""#,
+            None,
+        )
+        .unwrap();
+        let text = declaration_text(&stacked);
+        assert_eq!(
+            policy_from_text("GET /items", &text, None).unwrap(),
+            stacked,
+            "{text}"
+        );
         let beside = policy_from_text(
             "GET /items",
             r#"limit = 5, window = "1s", wait = "1s", block = "1m""#,
