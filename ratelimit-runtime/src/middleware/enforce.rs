@@ -632,8 +632,13 @@ impl Limiter {
                 Some(waited) => Some(budget.saturating_sub(waited)),
             };
             let check = match (self.timeout, timer, wait) {
-                (_, _, Some(wait)) if self.enter_waiting(&mut place) => {
-                    self.store.reserve(request, wait)
+                (given, timer, Some(wait)) if self.enter_waiting(&mut place) => {
+                    match (given, timer) {
+                        (Some(_), Some(timeout)) => {
+                            self.store.reserve_within(request, wait, timeout)
+                        }
+                        _ => self.store.reserve(request, wait),
+                    }
                 }
                 (Some(_), Some(timeout), _) => self.store.check_within(request, timeout),
                 _ => self.store.check(request),

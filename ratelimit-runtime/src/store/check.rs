@@ -199,6 +199,20 @@ pub trait Store: Send + Sync + 'static {
         self.check(request)
     }
 
+    /// [`reserve`](Self::reserve) within `timeout` instead of the store's own timeout, as
+    /// [`check_within`](Self::check_within) is for a check: what the limiter calls when the
+    /// deprecated `RateLimiter::timeout` is set. The default runs `reserve`, which the
+    /// limiter's own timer then bounds.
+    fn reserve_within<'a>(
+        &'a self,
+        request: CheckRequest<'a>,
+        wait: std::time::Duration,
+        timeout: std::time::Duration,
+    ) -> CheckFuture<'a> {
+        let _ = timeout;
+        self.reserve(request, wait)
+    }
+
     /// Gives units back to one client's budget, or resets it, in one round trip (the
     /// count of units given back). The default answers that the store cannot: a store of
     /// your own that serves `count = "failures"` routes, `Budget` or `RateLimiter::reset`

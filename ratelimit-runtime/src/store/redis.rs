@@ -102,7 +102,16 @@ impl Store for RedisStore {
     }
 
     fn reserve<'a>(&'a self, request: CheckRequest<'a>, wait: Duration) -> CheckFuture<'a> {
-        Box::pin(link::reserve(self, request, wait, self.timeout))
+        self.reserve_within(request, wait, self.timeout)
+    }
+
+    fn reserve_within<'a>(
+        &'a self,
+        request: CheckRequest<'a>,
+        wait: Duration,
+        timeout: Duration,
+    ) -> CheckFuture<'a> {
+        Box::pin(link::reserve(self, request, wait, timeout))
     }
 
     fn adjust<'a>(&'a self, request: AdjustRequest<'a>) -> AdjustFuture<'a> {

@@ -244,7 +244,16 @@ impl Store for RedisSentinelStore {
     }
 
     fn reserve<'a>(&'a self, request: CheckRequest<'a>, wait: Duration) -> CheckFuture<'a> {
-        let timeout = self.timeout.min(self.check_limit);
+        self.reserve_within(request, wait, self.timeout)
+    }
+
+    fn reserve_within<'a>(
+        &'a self,
+        request: CheckRequest<'a>,
+        wait: Duration,
+        timeout: Duration,
+    ) -> CheckFuture<'a> {
+        let timeout = timeout.min(self.check_limit);
         let on = self.on_primary(Some(Instant::now() + timeout));
         Box::pin(script_call::reserve(on, request, wait, timeout))
     }

@@ -178,10 +178,19 @@ impl Store for RedisClusterStore {
         Box::pin(self.check_one(request, timeout))
     }
 
+    fn reserve<'a>(&'a self, request: CheckRequest<'a>, wait: Duration) -> CheckFuture<'a> {
+        self.reserve_within(request, wait, self.timeout)
+    }
+
     /// A stack whose limits count different identities (keys in two slots) is checked
     /// without waiting: a reservation decides one time for all its limits in one call.
-    fn reserve<'a>(&'a self, request: CheckRequest<'a>, wait: Duration) -> CheckFuture<'a> {
-        let timeout = self.timeout.min(self.check_limit);
+    fn reserve_within<'a>(
+        &'a self,
+        request: CheckRequest<'a>,
+        wait: Duration,
+        timeout: Duration,
+    ) -> CheckFuture<'a> {
+        let timeout = timeout.min(self.check_limit);
         if request.key.spans_identities(request.limits) {
             return Box::pin(split::check(self, request, timeout));
         }

@@ -154,15 +154,7 @@ impl MemoryStore {
     /// and the limits are decided together as in one table.
     fn decide_groups(&self, request: &CheckRequest<'_>, now: u64) -> Decision {
         let groups = request.key.groups(request.limits);
-        let shards: Vec<usize> = groups
-            .iter()
-            .map(|(key, _)| self.shard(key.hash_tag()))
-            .collect();
-        let mut order = shards.clone();
-        order.sort_unstable();
-        order.dedup();
-        let mut tables: Vec<(usize, MutexGuard<'_, Table>)> =
-            order.iter().map(|i| (*i, self.lock_shard(*i))).collect();
+        let (shards, mut tables) = self.lock_groups(&groups);
         let mut peeks: Vec<Vec<(Peek, Option<String>)>> = Vec::with_capacity(groups.len());
         for ((key, limits), shard) in groups.iter().zip(&shards) {
             let table = locked(&mut tables, *shard);
@@ -190,12 +182,12 @@ impl MemoryStore {
         self.after(evicted, limits, allowed, now)
     }
 
-    /// A check that may wait up to `wait` ms for its turn, as `scripts/reserve.lua`: the
-    /// earliest time from now at which every limit lets the request in, and the request
-    /// counted then. Every shard the limits live in is locked for the search and the count.
-    fn reserve_decide(&self, request: &CheckRequest<'_>, wait: u64) -> Decision {
-        let now = request.now_millis.unwrap_or_else(|| self.clock.now());
-        let groups = request.key.groups(request.limits);
+    /// The shard of each of `groups` (one per hash tag), and every one of them locked, in
+    /// order, so that two checks locking several cannot deadlock.
+    fn lock_groups(
+        &self,
+        groups: &[(RouteKey, Vec<Limit>)],
+    ) -> (Vec<usize>, Vec<(usize, MutexGuard<'_, Table>)>) {
         let shards: Vec<usize> = groups
             .iter()
             .map(|(key, _)| self.shard(key.hash_tag()))
@@ -203,8 +195,17 @@ impl MemoryStore {
         let mut order = shards.clone();
         order.sort_unstable();
         order.dedup();
-        let mut tables: Vec<(usize, MutexGuard<'_, Table>)> =
-            order.iter().map(|i| (*i, self.lock_shard(*i))).collect();
+        let tables = order.iter().map(|i| (*i, self.lock_shard(*i))).collect();
+        (shards, tables)
+    }
+
+    /// A check that may wait up to `wait` ms for its turn, as `scripts/reserve.lua`: the
+    /// earliest time from now at which every limit lets the request in, and the request
+    /// counted then. Every shard the limits live in is locked for the search and the count.
+    fn reserve_decide(&self, request: &CheckRequest<'_>, wait: u64) -> Decision {
+        let now = request.now_millis.unwrap_or_else(|| self.clock.now());
+        let groups = request.key.groups(request.limits);
+        let (shards, mut tables) = self.lock_groups(&groups);
         // What left a log's window by now counts for no one any more.
         for ((key, limits), shard) in groups.iter().zip(&shards) {
             let table = locked(&mut tables, *shard);
