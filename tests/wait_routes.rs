@@ -319,3 +319,33 @@ async fn a_worker_whose_waiting_places_are_taken_decides_at_once() {
     assert!(again.iter().all(|(status, _)| *status == 200), "{again:?}");
     handle.stop(true).await;
 }
+
+/// A request that waited is told what is left at its turn, not at its arrival: one a
+/// second (GCRA), the second request's turn a second on, after which the budget is whole a
+/// second later (a second more than it would say counted at its arrival).
+#[actix_web::test]
+async fn a_request_that_waited_is_told_what_is_left_at_its_turn() {
+    let (port, handle) = serve(MemoryStore::new(), 1, 1024).await;
+    assert_eq!(get(port, "/queue").await.0, 200);
+    let started = Instant::now();
+    let mut response = awc::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .finish()
+        .get(format!("http://127.0.0.1:{port}/queue"))
+        .send()
+        .await
+        .expect("the server answers");
+    let _ = response.body().await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok());
+    assert_eq!(
+        (header("x-ratelimit-remaining"), header("x-ratelimit-reset")),
+        (Some("0"), Some("1"))
+    );
+    handle.stop(true).await;
+}
