@@ -18,10 +18,10 @@ use ratelimit_runtime::{
     key::RouteKey,
     rate_limit,
     settings::Failure,
-    store::{CheckRequest, MemoryStore, RedisStore, Store},
+    store::{CheckFuture, CheckRequest, MemoryStore, RedisStore, Store},
     Algorithm, IdentityPart, Limit, RateLimiter, Window,
 };
-use support::RedisServer;
+use support::{Down, RedisServer};
 use tokio::io::AsyncWriteExt;
 
 /// When each call of `/batch` started.
@@ -80,6 +80,20 @@ async fn queue() -> impl Responder {
     "done"
 }
 
+/// One per ten seconds, waiting up to ten, limited in process while the store fails.
+#[rate_limit(
+    limit = 1,
+    window = "10s",
+    algorithm = "gcra",
+    identity = "ip",
+    wait = "10s",
+    fail = "local"
+)]
+#[get("/local")]
+async fn local() -> impl Responder {
+    "done"
+}
+
 /// A server of `workers` on `store`, at most `max_waiting` requests waiting per worker: its
 /// port and handle.
 async fn serve(
@@ -97,12 +111,21 @@ async fn serve_shared(
     max_waiting: usize,
 ) -> (u16, actix_web::dev::ServerHandle) {
     let limiter = RateLimiter::from_arc(store).failure(Failure::new().max_waiting(max_waiting));
+    serve_limiter(limiter, workers).await
+}
+
+/// [`serve`] with `limiter`.
+async fn serve_limiter(
+    limiter: RateLimiter,
+    workers: usize,
+) -> (u16, actix_web::dev::ServerHandle) {
     let app = || {
         App::new()
             .service(batch)
             .service(brief)
             .service(single)
             .service(queue)
+            .service(local)
     };
     let table = coverage::require_coverage(app().wrap(limiter.clone()))
         .await
@@ -347,5 +370,48 @@ async fn a_request_that_waited_is_told_what_is_left_at_its_turn() {
         (header("x-ratelimit-remaining"), header("x-ratelimit-reset")),
         (Some("0"), Some("1"))
     );
+    handle.stop(true).await;
+}
+
+/// A store of the app's own that checks and does not reserve.
+struct OnlyChecks(MemoryStore);
+
+impl Store for OnlyChecks {
+    fn check<'a>(&'a self, request: CheckRequest<'a>) -> CheckFuture<'a> {
+        self.0.check(request)
+    }
+
+    fn kind(&self) -> &'static str {
+        "only-checks"
+    }
+}
+
+/// The second of two requests at once on `path` (one per second or slower, a long wait):
+/// its status and how long it took.
+async fn second(port: u16, path: &str) -> (u16, Duration) {
+    assert_eq!(get(port, path).await.0, 200);
+    get(port, path).await
+}
+
+/// Where the guide says a route that waits decides at once, it does: while the store fails
+/// on a route that fails `local` (the process's own count decides), for requests weighed by
+/// `RateLimiter::cost_of`, and on a store of the app's own without `Store::reserve`.
+#[actix_web::test]
+async fn what_cannot_wait_is_decided_at_once() {
+    let at_once = |(status, took): (u16, Duration)| {
+        assert_eq!(status, 429);
+        assert!(took < Duration::from_millis(500), "refused after {took:?}");
+    };
+    let (port, handle) = serve(Down::default(), 1, 1024).await;
+    at_once(second(port, "/local").await);
+    handle.stop(true).await;
+
+    let weighed = RateLimiter::new(MemoryStore::new()).cost_of("GET /queue", |_| 1);
+    let (port, handle) = serve_limiter(weighed, 1).await;
+    at_once(second(port, "/queue").await);
+    handle.stop(true).await;
+
+    let (port, handle) = serve(OnlyChecks(MemoryStore::new()), 1, 1024).await;
+    at_once(second(port, "/queue").await);
     handle.stop(true).await;
 }
