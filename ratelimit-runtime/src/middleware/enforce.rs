@@ -609,8 +609,8 @@ impl Limiter {
                 now_millis: self.clock.now_millis(),
             };
             // A request the route lets wait for its turn asks for one while its worker has
-            // a place for one more waiting request (kept with the request's handle until
-            // it waits); else it is checked as it is.
+            // a place for one more waiting request (held by this check until the request
+            // has waited); else it is checked as it is.
             let wait = route
                 .policy
                 .wait()
