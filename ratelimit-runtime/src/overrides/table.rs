@@ -879,13 +879,7 @@ fn build_policy(
 /// Whether `policy` can be given a `wait` ([`RoutePolicy::waiting`] would not panic).
 fn can_wait(policy: &RoutePolicy) -> bool {
     !policy.shadow()
-        && policy.limits().iter().all(|limit| {
-            limit.block().is_none()
-                && limit.count() != ratelimit_grammar::Count::Failures
-                && !limit.is_concurrency()
-                && limit.identity().is_none()
-                && limit.budget().is_none()
-        })
+        && crate::policy::why_cannot_wait(policy.limits()).is_none()
         && policy.tiers().is_empty()
 }
 

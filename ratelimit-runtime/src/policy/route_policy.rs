@@ -76,28 +76,37 @@ pub struct RoutePolicy {
     wait: Option<Window>,
 }
 
-/// Panics unless a request on `limits` can wait for its turn ([`RoutePolicy::waiting`]).
-const fn assert_can_wait(limits: &[Limit]) {
+/// Why a request on `limits` cannot wait for its turn ([`RoutePolicy::waiting`]), if it
+/// cannot: the one rule the policy's assertion and an override's check share.
+pub(crate) const fn why_cannot_wait(limits: &[Limit]) -> Option<&'static str> {
     let mut i = 0;
     while i < limits.len() {
         let limit = &limits[i];
-        assert!(
-            limit.block().is_none(),
-            "`wait` cannot go with a limit with a block: a lockout refuses until it ends"
-        );
-        assert!(
-            !matches!(limit.count(), Count::Failures),
-            "`wait` cannot go with a limit that counts failures only: it counts a request after it ran"
-        );
-        assert!(
-            !limit.is_concurrency(),
-            "`wait` cannot go with a concurrency limit: a place is taken now or not at all"
-        );
-        assert!(
-            limit.identity().is_none() && limit.budget().is_none(),
-            "`wait` cannot go with a limit of another identity or a shared budget: a turn is counted in the route's own keys"
-        );
+        if limit.block().is_some() {
+            return Some(
+                "`wait` cannot go with a limit with a block: a lockout refuses until it ends",
+            );
+        }
+        if matches!(limit.count(), Count::Failures) {
+            return Some("`wait` cannot go with a limit that counts failures only: it counts a request after it ran");
+        }
+        if limit.is_concurrency() {
+            return Some(
+                "`wait` cannot go with a concurrency limit: a place is taken now or not at all",
+            );
+        }
+        if limit.identity().is_some() || limit.budget().is_some() {
+            return Some("`wait` cannot go with a limit of another identity or a shared budget: a turn is counted in the route's own keys");
+        }
         i += 1;
+    }
+    None
+}
+
+/// Panics unless a request on `limits` can wait for its turn ([`why_cannot_wait`]).
+const fn assert_can_wait(limits: &[Limit]) {
+    if let Some(why) = why_cannot_wait(limits) {
+        panic!("{}", why);
     }
 }
 
