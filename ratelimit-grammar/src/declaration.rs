@@ -61,6 +61,9 @@ pub struct Declaration {
     /// `wait`, in milliseconds: how long a request over the route's rate limits waits for
     /// its turn (route-wide, as `fail`).
     pub wait: Option<u64>,
+    /// `ban`: how many refusals within which window ban a client for how long (route-wide,
+    /// as `fail`).
+    pub ban: Option<crate::BanSpec>,
 }
 
 /// A value as the lexer reads it.
@@ -335,6 +338,7 @@ fn set(declaration: &mut Declaration, key: Key, value: Value) -> Result<(), Vec<
         }
         Key::Lease => declaration.lease = Some(crate::parse_lease(&string(key, value)?).map_err(one)?),
         Key::Wait => declaration.wait = Some(crate::parse_wait(&string(key, value)?).map_err(one)?),
+        Key::Ban => declaration.ban = Some(crate::parse_ban(&string(key, value)?).map_err(one)?),
         Key::CostFrom => {
             return Err(one(
                 "`cost_from` names a function of the program, which a declaration read at run time cannot reach; write a `cost`, or weigh the route's requests with `RateLimiter::cost_of`".to_owned(),
@@ -413,6 +417,13 @@ fn check_one(declaration: &Declaration, written: &[Key], misspelled: &[Key]) -> 
             let not_shadow = *key == Key::Shadow && declaration.shadow == Some(false);
             if !counts_all && !not_shadow {
                 errors.push(crate::not_with_wait(*key));
+            }
+        }
+    }
+    if present(Key::Ban) {
+        for key in written.iter().filter(|k| crate::NOT_WITH_BAN.contains(k)) {
+            if !(*key == Key::Shadow && declaration.shadow == Some(false)) {
+                errors.push(crate::not_with_ban(*key));
             }
         }
     }
@@ -536,6 +547,26 @@ fn check_stack(stack: &[Declaration]) -> Vec<String> {
     differ(stack, Key::Enforce, written, &mut errors);
     let written = |d: &Declaration| d.wait.map(|w| format!("\"{w}ms\""));
     differ(stack, Key::Wait, written, &mut errors);
+    let written = |d: &Declaration| {
+        d.ban.map(|b| {
+            format!(
+                "\"{} in {}ms for {}ms\"",
+                b.times, b.within_millis, b.for_millis
+            )
+        })
+    };
+    differ(stack, Key::Ban, written, &mut errors);
+    // A ban on one declaration goes against the `wait` or `shadow` of another, as on one.
+    if stack.iter().any(|d| d.ban.is_some()) {
+        for d in stack.iter().filter(|d| d.ban.is_none()) {
+            if d.wait.is_some() {
+                errors.push(crate::not_with_ban(Key::Wait));
+            }
+            if d.shadow == Some(true) {
+                errors.push(crate::not_with_ban(Key::Shadow));
+            }
+        }
+    }
     // A route that waits: what refuses or counts too late on one declaration goes against
     // the `wait` of another, as on one.
     if stack.iter().any(|d| d.wait.is_some()) {
@@ -591,6 +622,35 @@ mod tests {
 
     fn errors(text: &str) -> Vec<String> {
         parse_stack(text).expect_err(text)
+    }
+
+    #[test]
+    fn ban_is_route_wide_and_refuses_what_never_refuses() {
+        let stack = parse_stack(
+            r#"limit = 10, window = "1s", ban = "20 in 10m for 1h"; limit = 100, window = "1m""#,
+        )
+        .unwrap();
+        assert_eq!(stack[0].ban.map(|b| b.times), Some(20));
+        assert!(
+            errors(r#"limit = 1, window = "1s", ban = "2 in 1m for 1h", wait = "1s""#)
+                .iter()
+                .any(|e| e.starts_with("`ban` does not go with `wait`"))
+        );
+        assert!(
+            errors(r#"limit = 1, window = "1s", ban = "2 in 1m for 1h"; limit = 5, window = "1m", shadow = true"#)
+                .iter()
+                .any(|e| e.starts_with("`ban` does not go with `shadow`"))
+        );
+        assert!(errors(
+            r#"limit = 1, window = "1s", ban = "2 in 1m for 1h"; limit = 5, window = "1m", ban = "3 in 1m for 1h""#
+        )[0]
+            .contains("stacked limits share one `ban`"));
+        assert!(
+            errors(r#"limit = 1, window = "1s", bna = "2 in 1m for 1h""#)[0]
+                .contains("did you mean `ban`?")
+        );
+        parse_stack(r#"limit = 1, window = "1s", ban = "2 in 1m for 1h", count = "failures", shadow = false"#)
+            .unwrap();
     }
 
     #[test]

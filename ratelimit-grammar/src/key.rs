@@ -31,6 +31,8 @@ pub enum Key {
     Lease,
     /// `wait = "2s"`: how long a request over its rate limit waits for its turn.
     Wait,
+    /// `ban = "20 in 10m for 1h"`: a client refused that often is refused for that long.
+    Ban,
     /// `shadow = true`: log and count, never refuse.
     Shadow,
     /// `headers = "none"`: whether responses tell clients the limits.
@@ -49,7 +51,7 @@ pub enum Key {
 
 impl Key {
     /// Every key, in the order messages list them.
-    pub const ALL: [Key; 19] = [
+    pub const ALL: [Key; 20] = [
         Key::Limit,
         Key::Window,
         Key::Identity,
@@ -63,6 +65,7 @@ impl Key {
         Key::Concurrency,
         Key::Lease,
         Key::Wait,
+        Key::Ban,
         Key::Shadow,
         Key::Headers,
         Key::Enforce,
@@ -72,7 +75,7 @@ impl Key {
     ];
 
     /// Every key's name, in the order messages list them.
-    pub const NAMES: [&'static str; 19] = [
+    pub const NAMES: [&'static str; 20] = [
         "limit",
         "window",
         "identity",
@@ -86,6 +89,7 @@ impl Key {
         "concurrency",
         "lease",
         "wait",
+        "ban",
         "shadow",
         "headers",
         "enforce",
@@ -110,6 +114,7 @@ impl Key {
             Key::Concurrency => "concurrency",
             Key::Lease => "lease",
             Key::Wait => "wait",
+            Key::Ban => "ban",
             Key::Shadow => "shadow",
             Key::Headers => "headers",
             Key::Enforce => "enforce",
@@ -160,6 +165,7 @@ impl Key {
             Key::Concurrency => "`concurrency = 5`",
             Key::Lease => "`lease = \"10s\"`",
             Key::Wait => "`wait = \"2s\"`",
+            Key::Ban => "`ban = \"20 in 10m for 1h\"`",
             Key::Shadow => "`shadow = true`",
             Key::Headers => "`headers = \"none\"`",
             Key::Enforce => "`enforce = true`",
@@ -190,6 +196,7 @@ mod tests {
         assert_eq!(Key::closest("concurency"), Some(Key::Concurrency));
         assert_eq!(Key::closest("leese"), Some(Key::Lease));
         assert_eq!(Key::closest("wiat"), Some(Key::Wait));
+        assert_eq!(Key::closest("bna"), Some(Key::Ban));
         assert_eq!(Key::closest("zzzzzz"), None);
         assert!(Key::unknown_message("limt").ends_with("did you mean `limit`?"));
     }

@@ -18,6 +18,7 @@
 //! ```
 
 mod algorithm;
+mod ban;
 mod budget;
 mod concurrency;
 mod count;
@@ -33,6 +34,7 @@ mod tier;
 mod wait;
 
 pub use algorithm::Algorithm;
+pub use ban::{not_with_ban, parse_ban, BanSpec, MAX_BAN_TIMES, NOT_WITH_BAN};
 pub use budget::{check_budget_name, MAX_BUDGET_NAME_LEN};
 pub use concurrency::{
     check_concurrency, concurrency_twice, lease_without_concurrency, not_with_concurrency,

@@ -184,6 +184,7 @@ fn shared_because(key: Key) -> &'static str {
         Key::Fail => "a route either admits or refuses requests while Redis is unreachable",
         Key::Headers => "a route's answers either tell its limits or hide them all",
         Key::Wait => "a request waits for the one turn every limit of the route gives it",
+        Key::Ban => "a route's refusals count toward one ban, whichever limit refused",
         _ => "a route's limits are enforced or only logged together",
     }
 }

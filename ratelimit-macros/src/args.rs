@@ -94,6 +94,8 @@ pub(crate) struct Args {
     pub(crate) lease: Slot<Window>,
     /// How long a request over the route's rate limits waits for its turn.
     pub(crate) wait: Slot<Window>,
+    /// A ban after repeated refusals on the route.
+    pub(crate) ban: Slot<ratelimit_grammar::BanSpec>,
     pub(crate) shadow: Slot<bool>,
     /// Whether the route's answers carry the rate-limit headers.
     pub(crate) headers: Slot<RouteHeaders>,
@@ -138,6 +140,7 @@ impl Args {
             concurrency: Slot::Absent,
             lease: Slot::Absent,
             wait: Slot::Absent,
+            ban: Slot::Absent,
             shadow: Slot::Absent,
             headers: Slot::Absent,
             enforce: Slot::Absent,
@@ -241,6 +244,7 @@ impl Args {
             KeyName::Wait => {
                 self.wait = parse_duration(&value, key, ratelimit_grammar::parse_wait, cx);
             }
+            KeyName::Ban => self.ban = parse_text(&value, key, ratelimit_grammar::parse_ban, cx),
             KeyName::Count => self.count = parse_text(&value, key, Count::parse, cx),
             KeyName::Identity => self.identity = parse_identity(&value, cx),
             KeyName::Algorithm => {
@@ -271,6 +275,7 @@ impl Args {
             KeyName::Concurrency => self.concurrency = Slot::Invalid,
             KeyName::Lease => self.lease = Slot::Invalid,
             KeyName::Wait => self.wait = Slot::Invalid,
+            KeyName::Ban => self.ban = Slot::Invalid,
             KeyName::Shadow => self.shadow = Slot::Invalid,
             KeyName::Headers => self.headers = Slot::Invalid,
             KeyName::Enforce => self.enforce = Slot::Invalid,

@@ -264,6 +264,7 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
             headers,
             enforce,
             wait,
+            ban,
         } => {
             let limits = limits_tokens(&default.limits, &p);
             let identity = identity_tokens(default.identity.as_ref(), &p);
@@ -279,6 +280,14 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
             }
             if let Some(wait) = wait {
                 policy = quote!(#policy.waiting(#p::Window::from_millis(#wait)));
+            }
+            if let Some(ban) = ban {
+                let (times, within, lasting) = (ban.times, ban.within_millis, ban.for_millis);
+                policy = quote!(#policy.banning(#p::Ban::new(
+                    #times,
+                    #p::Window::from_millis(#within),
+                    #p::Window::from_millis(#lasting)
+                )));
             }
             if !tiers.is_empty() {
                 let tiers = tiers.iter().map(|(name, tier)| {

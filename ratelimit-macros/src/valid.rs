@@ -49,16 +49,19 @@ pub(crate) enum PolicyModel {
         /// `wait`, in milliseconds: how long a request over the route's rate limits waits
         /// for its turn.
         wait: Option<u64>,
+        /// `ban`: how many refusals within which window ban a client for how long.
+        ban: Option<ratelimit_grammar::BanSpec>,
     },
 }
 
 /// The keys the whole route shares: written once, on its default stack.
-const ROUTE_WIDE: [Key; 5] = [
+const ROUTE_WIDE: [Key; 6] = [
     Key::Fail,
     Key::Shadow,
     Key::Headers,
     Key::Enforce,
     Key::Wait,
+    Key::Ban,
 ];
 
 /// Checks the stack; errors go to `cx`. Returns `None` when anything was wrong.
@@ -156,6 +159,24 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         }
     }
 
+    let ban = shared(&default, |a| &a.ban, Key::Ban, cx, &mut ok).copied();
+    if ban.is_some() {
+        // What never refuses has nothing to count toward a ban, on any attribute of the
+        // stack.
+        for args in stack {
+            let found = [
+                (Key::Wait, !args.wait.is_absent()),
+                (Key::Shadow, matches!(args.shadow, Slot::Valid(true, _))),
+            ];
+            for (name, _) in found.iter().filter(|(_, found)| *found) {
+                if let Some(key) = args.key(*name) {
+                    cx.error(key.span, ratelimit_grammar::not_with_ban(*name));
+                    ok = false;
+                }
+            }
+        }
+    }
+
     let shadow = shadow.unwrap_or(false);
     if shadow {
         // Every tier's limits are in shadow with the route: none locks a client out.
@@ -203,6 +224,7 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         headers,
         enforce,
         wait,
+        ban,
     })
 }
 

@@ -8,7 +8,7 @@
 -- ARGV[1]  the time in ms, or '' for Redis TIME (parts/clock.lua)
 -- ARGV[2]  a member unique to this request (sliding log), or '' when no limit is a log
 -- ARGV[4i-1] .. ARGV[4i+2]
---          limit i: algorithm code (fw, sw, sl, gc), with `:` and the units this request
+--          limit i: algorithm code (fw, sw, sl, gc; a ban: bn, bf), with `:` and the units this request
 --          counts in it when they are not 1 (its cost: `fw:10`), max, window ms, block ms
 --          (0: none). A cost rides on the code so that a stack without one sends nothing
 --          more: each argument is a string Redis and Lua make per call.
@@ -17,6 +17,15 @@
 -- commits every limit only when all allowed, so a request rejected by one limit consumes
 -- none of the others. When one refused, each limit with a block that refused by its own
 -- count locks the client out (parts/block_start.lua).
+--
+-- A ban (code `bn`, counting refusals; `bf`, counting every request, given back on success)
+-- comes first in the stack: max refusals in a fixed window, its lockout key the ban. A ban
+-- that holds refuses the whole stack at once, no limit read (parts/ban_reply.lua); else a
+-- `bf` counts the request now (starting the ban instead when its count is full), and when
+-- a limit refused, each `bn` counts the refusal and starts the ban at its max. The
+-- refusal's figures then report the ban as their wait; a ban that started with this
+-- request reports remaining 1. A `br` is a `bn` whose refusal another call decided (a
+-- Cluster's: the route's limits live in another slot): it counts one refusal.
 -- Returns one string of integers separated by spaces, four per limit in order: `allowed (0/1)
 -- remaining retry_after_ms reset_after_ms`, then the time of the check in ms. A string, not
 -- an array of integers: Redis builds either at the same cost, and the client reads one
@@ -38,6 +47,8 @@ local figures = {0, 0, 0, 0, 0, 0, 0, 0, 0}
 local state = {false, false, false, false, false, false, false, false, false, false, false, false}
 local next_bkey = n + 1
 local all_allowed = true
+-- The first limit after the bans (which come first): the commit starts there.
+local first, refused_elsewhere = 1, false
 for i = 1, n do
   local key, code = KEYS[i], ARGV[4 * i - 1]
   local max, window, cost = tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1]), 1
@@ -57,6 +68,11 @@ for i = 1, n do
   --@include parts/block_peek.lua
   local allowed, remaining, retry_after, reset_after, ttl, value
   if blocked_for > 0 then
+    if code == 'bn' or code == 'bf' or code == 'br' then
+      -- A ban holds: the whole stack is refused, no limit read.
+      local banned_for, started = blocked_for, 0
+      --@include parts/ban_reply.lua
+    end
     allowed, remaining, retry_after, reset_after = 0, 0, blocked_for, blocked_for
   elseif code == 'fw' then
     --@include parts/fixed_window_peek.lua
@@ -66,6 +82,23 @@ for i = 1, n do
     --@include parts/sliding_log_peek.lua
   elseif code == 'gc' then
     --@include parts/gcra_peek.lua
+  elseif (code == 'bn' or code == 'bf' or code == 'br') and first == i and bkey then
+    if code == 'bf' then
+      -- Every request counts on the way in; one that finds the count full starts the ban.
+      --@include parts/fixed_window_peek.lua
+      if allowed == 0 then
+        --@include parts/ban_start.lua
+        local banned_for, started = block, i
+        --@include parts/ban_reply.lua
+      end
+      local cost_arg = '1'
+      --@include parts/fixed_window_commit.lua
+    else
+      allowed, remaining, retry_after, reset_after = 1, max, 0, 0
+      -- `br`: a refusal decided by another call (the route's limits, in another slot).
+      refused_elsewhere = refused_elsewhere or code == 'br'
+    end
+    first = i + 1
   else
     return redis.error_reply('ERR rate-limit script: unknown algorithm `' .. tostring(code) .. '`')
   end
@@ -78,12 +111,15 @@ for i = 1, n do
     all_allowed = false
   end
 end
+if refused_elsewhere then
+  all_allowed = false
+end
 if next_bkey ~= #KEYS + 1 then
   return redis.error_reply('ERR rate-limit script: expected one lockout key per limit with a block')
 end
 
 if all_allowed then
-  for i = 1, n do
+  for i = first, n do
     local k = 6 * i
     local key, code, window, ttl, value = KEYS[i], ARGV[4 * i - 1], state[k - 5], state[k - 4], state[k - 3]
     local cost, cost_arg = 1, '1'
@@ -114,6 +150,29 @@ else
       local retry_after, reset_after = nil, figures[f]
       --@include parts/block_start.lua
       figures[f - 3], figures[f - 2], figures[f - 1], figures[f] = 0, 0, retry_after, reset_after
+    end
+  end
+  -- Each ban counting refusals counts this one; at its max the ban starts, and every limit
+  -- that refused reports it as its wait.
+  for i = 1, first - 1 do
+    local code = ARGV[4 * i - 1]
+    if code == 'bn' or code == 'br' then
+      local k, f = 6 * i, 4 * i
+      local key, bkey, block = KEYS[i], state[k - 2], state[k - 1]
+      local max, window, cost, cost_arg = tonumber(ARGV[4 * i]), state[k - 5], 1, '1'
+      local allowed, remaining, retry_after, reset_after
+      --@include parts/fixed_window_decide.lua
+      figures[f - 2] = remaining
+      if remaining == 0 then
+        --@include parts/ban_start.lua
+        figures[f - 3], figures[f - 2], figures[f - 1], figures[f] = 0, 1, block, block
+        for j = first, n do
+          local g = 4 * j
+          if figures[g - 3] == 0 and figures[g - 1] < block then
+            figures[g - 1], figures[g] = block, block
+          end
+        end
+      end
     end
   end
 end

@@ -190,6 +190,27 @@ impl RouteKey {
         self
     }
 
+    /// The key of the limiter's ban ([`RateLimiter::ban`](crate::RateLimiter::ban)) for a
+    /// client identified by `identity` (`rl:{ban|ip:…}`): the same key on every route.
+    pub fn for_limiter_ban(prefix: &str, identity: &[(IdentityPart, &str)]) -> Self {
+        Self::from_stem(&Self::ban_stem(prefix), None, identity.iter().copied())
+    }
+
+    /// The stem of the limiter's ban keys under `prefix`: `rl:{ban`.
+    pub(crate) fn ban_stem(prefix: &str) -> String {
+        let mut stem = String::with_capacity(prefix.len() + 5);
+        stem.push_str(prefix);
+        stem.push_str(":{ban");
+        stem
+    }
+
+    /// This key with `ban`'s base ([`for_limiter_ban`](Self::for_limiter_ban)) for the
+    /// limiter's ban ([`Ban::limiter_limit`](crate::policy::Ban::limiter_limit)).
+    #[must_use]
+    pub fn with_limiter_ban(self, ban: RouteKey) -> Self {
+        self.with_budget(crate::policy::APP_BAN, ban)
+    }
+
     /// The base of `limit`'s keys: its shared budget's when it is one, its identity's when
     /// it counts by its own, else this one.
     pub(crate) fn base_of(&self, limit: &Limit) -> &str {
@@ -255,9 +276,12 @@ impl RouteKey {
         let mut key = String::with_capacity(base.len() + 16);
         key.push_str(base);
         key.push(':');
-        // A concurrency limit's leases are a sliding log of their own, never a rate limit's.
+        // A concurrency limit's leases are a sliding log of their own, never a rate limit's,
+        // and a ban's count is never a fixed window's.
         key.push_str(if limit.is_concurrency() {
             "cc"
+        } else if limit.is_ban() {
+            "bn"
         } else {
             algorithm_code(limit.algorithm())
         });

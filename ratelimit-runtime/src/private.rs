@@ -15,7 +15,7 @@ pub fn short_hash(value: &str) -> String {
 pub use crate::{
     middleware::{RouteEntry, RouteGuard},
     policy::{
-        Algorithm, Count, FailMode, Identity, IdentityPart, Limit, Policy, RouteHeaders,
+        Algorithm, Ban, Count, FailMode, Identity, IdentityPart, Limit, Policy, RouteHeaders,
         RoutePolicy, SharedBudget, TierPolicy, Window,
     },
     registry::{CostFrom, RouteDeclaration},

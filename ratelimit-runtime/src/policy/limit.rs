@@ -104,6 +104,8 @@ pub struct Limit {
     /// A concurrency limit ([`concurrent`](Limit::concurrent)): `max` requests in flight,
     /// each holding a lease of `window`.
     in_flight: bool,
+    /// A ban's pseudo-limit ([`Ban`](super::Ban)): 0 none, 1 a route's, 2 the limiter's.
+    ban: u8,
 }
 
 impl Limit {
@@ -133,6 +135,7 @@ impl Limit {
             cost: NonZeroU32::MIN,
             budget: None,
             in_flight: false,
+            ban: 0,
         }
     }
 
@@ -261,8 +264,9 @@ impl Limit {
     /// This limit counting `cost` units per request, a cost already checked to be from 1 to
     /// its `max` (a request's own cost, [`RateLimiter::cost_of`](crate::RateLimiter::cost_of)).
     pub(crate) const fn with_cost(mut self, cost: u32) -> Self {
-        // A request holds one place of a concurrency limit, whatever it weighs.
-        if self.in_flight {
+        // A request holds one place of a concurrency limit, whatever it weighs, and is one
+        // refusal (or failure) toward a ban.
+        if self.in_flight || self.ban != 0 {
             return self;
         }
         if let Some(cost) = NonZeroU32::new(cost) {
@@ -285,6 +289,63 @@ impl Limit {
     /// [`window`](Self::window) is the lease.
     pub const fn is_concurrency(&self) -> bool {
         self.in_flight
+    }
+
+    /// A ban's pseudo-limit: `times` refusals counted in a fixed window of `within`, the ban
+    /// a lockout of `duration`; the limiter's ban is keyed under a tag of its own.
+    pub(crate) const fn ban_of(
+        times: u32,
+        within: Window,
+        duration: Window,
+        scope: super::ban::BanScope,
+        count: Count,
+    ) -> Self {
+        let mut limit = Limit::new(times, within, Algorithm::FixedWindow);
+        limit.block = Some(duration);
+        limit.count = count;
+        limit.ban = match scope {
+            super::ban::BanScope::Route => 1,
+            super::ban::BanScope::App => {
+                limit.budget = Some(APP_BAN);
+                2
+            }
+        };
+        limit
+    }
+
+    /// Whether this is a ban ([`Ban`](super::Ban)) as a store is asked to keep it, first in a
+    /// check's stack: [`max`](Self::max) refusals within a fixed [`window`](Self::window)
+    /// start a lockout of [`block`](Self::block), which refuses the whole stack at once; a
+    /// ban [counting failures](Count::Failures) counts every request on the way in. A store
+    /// of one's own that keeps no bans answers [`Store::bans`](crate::store::Store::bans)
+    /// `false`, and is never sent one.
+    pub const fn is_ban(&self) -> bool {
+        self.ban != 0
+    }
+
+    /// Whether this is the limiter's ban (keyed under a tag of its own, not the route's).
+    pub(crate) const fn is_app_ban(&self) -> bool {
+        self.ban >= 2
+    }
+
+    /// The limiter's ban asked to count one refusal that another call decided (the route's
+    /// limits, in another Cluster slot): `br` in `scripts/check.lua`.
+    pub(crate) const fn counting_refusal(mut self) -> Self {
+        if self.ban == 2 {
+            self.ban = 3;
+        }
+        self
+    }
+
+    /// A ban's code in `scripts/check.lua`: `bn` counts refusals, `bf` every request (given
+    /// back on success), `br` one refusal decided elsewhere; `None` for a limit.
+    pub(crate) const fn ban_code(&self) -> Option<&'static str> {
+        match (self.ban, self.count) {
+            (0, _) => None,
+            (3, _) => Some("br"),
+            (_, Count::Failures) => Some("bf"),
+            _ => Some("bn"),
+        }
     }
 
     /// How many requests the window allows.
@@ -353,8 +414,19 @@ pub(crate) const fn gcra_interval_micros(max: u64, window_millis: u64) -> u64 {
     }
 }
 
+/// The name the limiter's ban is keyed under, in place of a shared budget's (no budget can
+/// be named so).
+pub(crate) const APP_BAN: &str = "!ban";
+
 impl fmt::Display for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.ban != 0 {
+            let block = match self.block {
+                Some(block) => block,
+                None => Window::from_millis(0),
+            };
+            return write!(f, "ban {} in {} for {block}", self.max, self.window);
+        }
         if self.in_flight {
             write!(f, "{} in flight (lease {})", self.max, self.window)?;
             if let Some(identity) = self.identity {

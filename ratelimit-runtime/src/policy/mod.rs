@@ -5,14 +5,16 @@
 //! zero window does not compile when built in a `const`, and panics with a clear message
 //! when built at run time.
 
+mod ban;
 mod identity;
 mod limit;
 mod route_policy;
 mod shared_budget;
 mod tier_policy;
 
+pub use ban::Ban;
 pub use identity::{Identity, IdentityPart};
-pub(crate) use limit::gcra_interval_micros;
+pub(crate) use limit::{gcra_interval_micros, APP_BAN};
 pub use limit::{
     Limit, Window, MAX_EXACT_SLIDING_PRODUCT, MAX_SLIDING_LOG_LIMIT, MAX_WINDOW_MILLIS,
 };

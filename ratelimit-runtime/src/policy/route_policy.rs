@@ -74,6 +74,8 @@ pub struct RoutePolicy {
     /// How long a request over the limits waits for its turn (`wait = "2s"`); `None`:
     /// refused at once.
     wait: Option<Window>,
+    /// A ban after repeated refusals on this route (`ban = "20 in 10m for 1h"`).
+    ban: Option<super::Ban>,
 }
 
 /// Why a request on `limits` cannot wait for its turn ([`RoutePolicy::waiting`]), if it
@@ -179,6 +181,7 @@ impl RoutePolicy {
             enforce: None,
             tiers: &[],
             wait: None,
+            ban: None,
         }
     }
 
@@ -312,6 +315,10 @@ impl RoutePolicy {
             !self.shadow,
             "`wait` cannot go with `shadow = true`: a shadow limit never refuses"
         );
+        assert!(
+            self.ban.is_none(),
+            "`wait` cannot go with `ban`: a route that waits serves late rather than refusing"
+        );
         assert_can_wait(self.limits);
         let mut i = 0;
         while i < self.tiers.len() {
@@ -322,6 +329,52 @@ impl RoutePolicy {
             wait: Some(wait),
             ..self
         }
+    }
+
+    /// The policy with a ban after repeated refusals, as `ban = "20 in 10m for 1h"` on the
+    /// attribute: a client this route refused `ban.times()` times within `ban.within()` is
+    /// refused every request of the route for `ban.duration()`, by one key check (see
+    /// [`Ban`](super::Ban)). The ban counts by the route's identity; the tiers share it.
+    ///
+    /// ```
+    /// use ratelimit_runtime::{policy::Ban, Algorithm, FailMode, Identity, Limit, RoutePolicy, Window};
+    ///
+    /// const LOGIN: &[Limit] = &[Limit::new(10, Window::from_secs(300), Algorithm::SlidingWindow)];
+    /// const POLICY: RoutePolicy = RoutePolicy::new(LOGIN, Identity::Ip, FailMode::Closed, false)
+    ///     .banning(Ban::new(20, Window::from_secs(600), Window::from_secs(3600)));
+    /// assert_eq!(POLICY.ban().unwrap().times(), 20);
+    /// assert!(POLICY.to_string().ends_with(", ban 20 in 10m for 1h"));
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// On a shadow policy (it never refuses, so has nothing to count), one that waits (it
+    /// serves late rather than refusing), or a ban with an identity of its own (a route's ban
+    /// counts by the route's; [`Ban::identified_by`](super::Ban::identified_by) is for the
+    /// limiter's).
+    #[must_use]
+    pub const fn banning(self, ban: super::Ban) -> Self {
+        assert!(
+            !self.shadow,
+            "`ban` cannot go with `shadow = true`: a shadow limit never refuses"
+        );
+        assert!(
+            self.wait.is_none(),
+            "`ban` cannot go with `wait`: a route that waits serves late rather than refusing"
+        );
+        assert!(
+            ban.identity().is_none(),
+            "a route's ban counts by the route's identity; `Ban::identified_by` is for `RateLimiter::ban`"
+        );
+        RoutePolicy {
+            ban: Some(ban),
+            ..self
+        }
+    }
+
+    /// The route's ban after repeated refusals (`ban` on the attribute), if any.
+    pub const fn ban(&self) -> Option<super::Ban> {
+        self.ban
     }
 
     /// How long a request over the limits waits for its turn (`wait` on the attribute);
@@ -458,6 +511,9 @@ impl fmt::Display for RoutePolicy {
         }
         if let Some(wait) = self.wait {
             write!(f, ", wait {wait}")?;
+        }
+        if let Some(ban) = self.ban {
+            write!(f, ", ban {ban}")?;
         }
         for tier in self.tiers {
             write!(f, "; {tier}")?;

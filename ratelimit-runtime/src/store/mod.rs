@@ -1,6 +1,7 @@
 //! Where counters live: Redis (standalone, Sentinel or Cluster) or process memory, behind one
 //! trait.
 
+pub(crate) mod ban;
 mod check;
 pub(crate) use check::adjust_within;
 mod cluster;

@@ -122,6 +122,10 @@ impl Store for RedisStore {
         Box::pin(link::peek(self, request, self.timeout))
     }
 
+    fn bans(&self) -> bool {
+        true
+    }
+
     fn kind(&self) -> &'static str {
         "redis"
     }

@@ -84,7 +84,7 @@ const SOURCES: [&str; Algorithm::ALL.len() + 1] = [
 fn script_index(limits: &[Limit]) -> usize {
     match limits {
         // One script per algorithm, in the order of `Algorithm::ALL`, then the stack's.
-        [limit] => limit.algorithm().index(),
+        [limit] if !limit.is_ban() => limit.algorithm().index(),
         _ => Algorithm::ALL.len(),
     }
 }
@@ -424,7 +424,7 @@ impl<'a> ScriptCall<'a> {
                         .arg(limit.window().as_millis());
                 }
             }
-            (Action::Check, [limit]) => {
+            (Action::Check, [limit]) if !limit.is_ban() => {
                 cmd.arg(limit.max()).arg(limit.window().as_millis());
                 if limit.algorithm() == Algorithm::SlidingLog {
                     cmd.arg(&self.member);
@@ -441,7 +441,10 @@ impl<'a> ScriptCall<'a> {
                 for limit in limits {
                     // A cost other than 1 rides on the code (`fw:10`): a stack without one
                     // sends four arguments a limit.
-                    if limit.cost() == 1 {
+                    if let Some(ban) = limit.ban_code() {
+                        // A cost never rides on a ban.
+                        cmd.arg(ban);
+                    } else if limit.cost() == 1 {
                         cmd.arg(algorithm_code(limit.algorithm()));
                     } else {
                         code.clear();

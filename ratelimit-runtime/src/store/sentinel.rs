@@ -274,6 +274,10 @@ impl Store for RedisSentinelStore {
         ))
     }
 
+    fn bans(&self) -> bool {
+        true
+    }
+
     fn kind(&self) -> &'static str {
         "redis-sentinel"
     }

@@ -217,6 +217,10 @@ impl Store for RedisClusterStore {
         Box::pin(script_call::peek(routed, request, self.timeout))
     }
 
+    fn bans(&self) -> bool {
+        true
+    }
+
     fn kind(&self) -> &'static str {
         "redis-cluster"
     }

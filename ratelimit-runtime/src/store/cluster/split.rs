@@ -4,9 +4,12 @@
 use std::time::Duration;
 
 use super::RedisClusterStore;
-use crate::store::{
-    decision::in_order, AdjustRequest, Adjustment, CheckRequest, Decision, LimitState, Receipt,
-    StoreError, StoreErrorKind,
+use crate::{
+    policy::{Count, Limit},
+    store::{
+        ban, decision::in_order, AdjustRequest, Adjustment, CheckRequest, Decision, LimitState,
+        Receipt, StoreError, StoreErrorKind,
+    },
 };
 
 /// One check whose limits count different identities, on a Redis Cluster where their keys
@@ -23,6 +26,9 @@ pub(super) async fn check(
     request: CheckRequest<'_>,
     timeout: Duration,
 ) -> Result<Decision, StoreError> {
+    if request.limits.iter().any(Limit::is_app_ban) {
+        return Box::pin(check_app_banned(store, request, timeout)).await;
+    }
     let started = std::time::Instant::now();
     let groups = request.key.groups(request.limits);
     let checked = futures_util::future::join_all(groups.iter().map(|(key, limits)| {
@@ -91,6 +97,102 @@ pub(super) async fn check(
         .ok_or_else(|| StoreError::new(StoreErrorKind::Protocol, "a limit without a state"))?;
     let decision = Decision::new(limits);
     Ok(match places.filter(|_| decision.allowed) {
+        Some(receipt) => decision.with_receipt(receipt),
+        None => decision,
+    })
+}
+
+/// A check whose stack starts with the limiter's ban, whose keys live under a tag of their
+/// own: the ban is asked first (one call; a ban that holds refuses at once, no limit read),
+/// then the route's limits as any check; when they refuse, one more call counts the refusal
+/// toward the ban (`br`), which may start it. A failed count leaves the refusal as it was,
+/// with a warning.
+async fn check_app_banned(
+    store: &RedisClusterStore,
+    request: CheckRequest<'_>,
+    timeout: Duration,
+) -> Result<Decision, StoreError> {
+    let started = std::time::Instant::now();
+    let app: Vec<Limit> = request
+        .limits
+        .iter()
+        .copied()
+        .filter(Limit::is_app_ban)
+        .collect();
+    let others: Vec<Limit> = request
+        .limits
+        .iter()
+        .copied()
+        .filter(|l| !l.is_app_ban())
+        .collect();
+    let groups = request.key.groups(&app);
+    let Some((ban_key, _)) = groups.first() else {
+        return Err(StoreError::new(
+            StoreErrorKind::Protocol,
+            "a ban without a key",
+        ));
+    };
+    let ask = |limits| CheckRequest {
+        key: ban_key,
+        limits,
+        now_millis: request.now_millis,
+    };
+    let asked = store.check_one(ask(&app), timeout).await?;
+    let index_of = |j: usize| request.limits.iter().position(|l| *l == app[j]);
+    if !asked.allowed {
+        let wait = asked.retry_after().as_millis() as u64;
+        let first = asked
+            .limits
+            .iter()
+            .position(|s| !s.allowed && s.remaining == 1)
+            .and_then(index_of);
+        return Ok(ban::banned(request.limits, wait, first));
+    }
+    let mut app_states = asked.limits;
+    let rest = CheckRequest {
+        key: request.key,
+        limits: &others,
+        now_millis: request.now_millis,
+    };
+    let left = timeout.saturating_sub(started.elapsed());
+    let mut decided = if request.key.spans_identities(&others) {
+        Box::pin(check(store, rest, left)).await?
+    } else {
+        store.check_one(rest, left).await?
+    };
+    let counting: Vec<(usize, Limit)> = app
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.count() != Count::Failures)
+        .map(|(j, b)| (j, b.counting_refusal()))
+        .collect();
+    if !decided.allowed && !counting.is_empty() {
+        let limits: Vec<Limit> = counting.iter().map(|(_, b)| *b).collect();
+        let left = timeout.saturating_sub(started.elapsed());
+        match store.check_one(ask(&limits), left).await {
+            Ok(counted) => {
+                for ((j, _), state) in counting.iter().zip(&counted.limits) {
+                    app_states[*j] = if !state.allowed && state.remaining == 1 {
+                        let block = state.retry_after.as_millis() as u64;
+                        ban::started(app[*j], block, &mut decided.limits)
+                    } else {
+                        ban::open(app[*j], state.remaining)
+                    };
+                }
+            }
+            Err(error) => tracing::warn!(
+                target: "ratelimit",
+                %error,
+                "a refusal could not be counted toward the limiter's ban on a Cluster; it counts nothing"
+            ),
+        }
+    }
+    let receipt = decided.receipt.take();
+    app_states.append(&mut decided.limits);
+    let limits = in_order(request.limits, app_states)
+        .ok_or_else(|| StoreError::new(StoreErrorKind::Protocol, "a limit without a state"))?;
+    let decision = Decision::new(limits);
+    Ok(match receipt.filter(|_| decision.allowed) {
         Some(receipt) => decision.with_receipt(receipt),
         None => decision,
     })

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::{
     key::{algorithm_code, RouteKey},
-    policy::{Algorithm, Limit},
+    policy::{Algorithm, Count, Limit},
     store::{
         decision::in_order, script::block_key, AdjustFuture, AdjustRequest, Adjustment,
         CheckFuture, CheckRequest, Decision, LimitState, Receipt, Store,
@@ -130,6 +130,9 @@ impl MemoryStore {
 
     fn decide(&self, request: &CheckRequest<'_>) -> Decision {
         let now = request.now_millis.unwrap_or_else(|| self.clock.now());
+        if request.limits.first().is_some_and(Limit::is_ban) {
+            return self.decide_banning(request, now);
+        }
         if request.key.spans_identities(request.limits) {
             return self.decide_groups(request, now);
         }
@@ -147,6 +150,89 @@ impl MemoryStore {
         let evicted = apply(&mut table, writes, now);
         drop(table);
         self.after(evicted, limits, allowed, now)
+    }
+
+    /// A check whose stack starts with bans, as `scripts/check.lua` decides it: a ban that
+    /// holds refuses the whole stack, no limit read; a ban counting failures counts the
+    /// request on the way in (starting the ban when its count is full); when a limit refuses,
+    /// each ban counting refusals counts it, and starts at its max. Each ban is read and
+    /// written under its shard's lock, and the limits are decided as a check without bans,
+    /// under theirs: unlike the script, a request decided while another thread starts the
+    /// ban may still pass.
+    fn decide_banning(&self, request: &CheckRequest<'_>, now: u64) -> Decision {
+        let (bans, rest) = crate::store::ban::split_bans(request.limits);
+        let mut ban_states = Vec::with_capacity(bans.len());
+        for (i, ban) in bans.iter().enumerate() {
+            let (stem, bkey) = (request.key.limit_key(ban), block_key(request.key, ban));
+            let mut table = self.lock(hash_tag(&stem));
+            let blocked = adjust::blocked_for(&table, &bkey, now);
+            if blocked > 0 {
+                return crate::store::ban::banned(request.limits, blocked, None);
+            }
+            if ban.count() != Count::Failures {
+                ban_states.push(crate::store::ban::open(*ban, ban.max()));
+                continue;
+            }
+            let window = ban.window().as_millis();
+            let peek = fixed_window::peek(&table, &stem, (u64::from(ban.max()), 1), window, now);
+            let block = ban.block().map_or(0, |b| b.as_millis());
+            let write = match peek.write.clone() {
+                Some(write) => (write, peek.rank),
+                None => {
+                    table.remove(&stem);
+                    let evicted = apply(&mut table, vec![adjust::lockout(bkey, now, block)], now);
+                    drop(table);
+                    self.after(evicted, Vec::new(), false, now);
+                    return crate::store::ban::banned(request.limits, block, Some(i));
+                }
+            };
+            let evicted = apply(&mut table, vec![write], now);
+            drop(table);
+            self.after(evicted, Vec::new(), false, now);
+            ban_states.push(state_of(*ban, &peek));
+        }
+        let rest_request = CheckRequest {
+            key: request.key,
+            limits: rest,
+            now_millis: Some(now),
+        };
+        let mut decided = if rest.is_empty() {
+            Decision::new(Vec::new()).with_receipt(Receipt::new(now, None))
+        } else {
+            self.decide(&rest_request)
+        };
+        if !decided.allowed {
+            for (ban, state) in bans.iter().zip(&mut ban_states) {
+                if ban.count() == Count::Failures {
+                    continue;
+                }
+                let (stem, bkey) = (request.key.limit_key(ban), block_key(request.key, ban));
+                let mut table = self.lock(hash_tag(&stem));
+                let window = ban.window().as_millis();
+                let peek =
+                    fixed_window::peek(&table, &stem, (u64::from(ban.max()), 1), window, now);
+                let mut writes = Vec::new();
+                if peek.allowed && peek.remaining > 0 {
+                    writes.extend(peek.write.clone().map(|write| (write, peek.rank)));
+                    *state = crate::store::ban::open(*ban, peek.remaining as u32);
+                } else {
+                    let block = ban.block().map_or(0, |b| b.as_millis());
+                    table.remove(&stem);
+                    writes.push(adjust::lockout(bkey, now, block));
+                    *state = crate::store::ban::started(*ban, block, &mut decided.limits);
+                }
+                let evicted = apply(&mut table, writes, now);
+                drop(table);
+                self.after(evicted, Vec::new(), false, now);
+            }
+        }
+        let receipt = decided.receipt.take();
+        ban_states.append(&mut decided.limits);
+        let decision = Decision::new(ban_states);
+        match receipt {
+            Some(receipt) if decision.allowed => decision.with_receipt(receipt),
+            _ => decision,
+        }
     }
 
     /// A check whose limits count different identities, with keys under several hash tags:
@@ -647,6 +733,10 @@ impl Store for MemoryStore {
             None => Ok(self.look(&request)),
         };
         Box::pin(std::future::ready(looked))
+    }
+
+    fn bans(&self) -> bool {
+        true
     }
 
     fn kind(&self) -> &'static str {

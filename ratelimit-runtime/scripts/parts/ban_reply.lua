@@ -1,0 +1,14 @@
+-- ban_reply.lua: answers a request a ban refuses, every limit unread: each limit refused for
+-- `banned_for` ms, the ban that `started` now (its index; 0: none did) with remaining 1.
+do
+  local b = string.format('%d', banned_for)
+  local refused, parts = '0 0 ' .. b .. ' ' .. b, {}
+  for j = 1, n do
+    parts[j] = refused
+  end
+  if started > 0 then
+    parts[started] = '0 1 ' .. b .. ' ' .. b
+  end
+  parts[n + 1] = string.format('%d', now)
+  return table.concat(parts, ' ')
+end
