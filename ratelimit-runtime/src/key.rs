@@ -303,6 +303,42 @@ impl fmt::Display for RouteKey {
     }
 }
 
+/// A client's fingerprint in ban logs and in the admin command's list of bans: `fp:` and 16
+/// hex digits (64 bits) of HMAC-SHA256 under the services' [`KeySecret`] (plain SHA-256
+/// without one) of the identity a key (or its base) counts, its `kind:value` parts as the key
+/// holds them. Neither the logs nor the list hold an address or a name, and one client has
+/// one fingerprint on every route and in the limiter's ban.
+///
+/// ```
+/// use ratelimit_runtime::key::identity_fingerprint;
+///
+/// let on_login = identity_fingerprint("rl:{POST:/login|ip:203.0.113.7}:bn600000:block", None);
+/// let limiter_wide = identity_fingerprint("rl:{ban|ip:203.0.113.7}", None);
+/// assert_eq!(on_login, limiter_wide);
+/// assert!(on_login.starts_with("fp:") && on_login.len() == 19);
+/// assert!(!on_login.contains("203.0.113.7"));
+/// ```
+pub fn identity_fingerprint(key: &str, secret: Option<&KeySecret>) -> String {
+    let tag = key
+        .find('{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.find('}').map(|close| &rest[..close])
+        })
+        .unwrap_or(key);
+    let identity = tag
+        .split('|')
+        .skip(1)
+        .filter(|part| part.contains(':'))
+        .collect::<Vec<_>>()
+        .join("|");
+    let digest = match secret {
+        Some(secret) => secret.keyed_hash("ban:identity", &identity),
+        None => short_hash(&format!("ban:identity\0{identity}")),
+    };
+    format!("fp:{digest}")
+}
+
 /// Whether `prefix` can start a key: no braces, no white space or control characters.
 pub(crate) fn valid_prefix(prefix: &str) -> bool {
     !prefix.is_empty()

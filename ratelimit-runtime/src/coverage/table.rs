@@ -537,7 +537,8 @@ fn collect(
 }
 
 /// Limits as the table shows them: `10/5m sliding_log failures block 15m cost 2 by username +
-/// ...`, then `wait 2s` on a route whose requests wait for their turn.
+/// ...`, then `wait 2s` on a route whose requests wait for their turn, `ban 20 in 10m for 1h`
+/// on a route with a ban.
 fn limits_cell(p: &RoutePolicy) -> String {
     let limits = p
         .limits()
@@ -570,11 +571,15 @@ fn limits_cell(p: &RoutePolicy) -> String {
         })
         .collect::<Vec<_>>()
         .join(" + ");
-    match p.wait() {
+    let limits = match p.wait() {
         Some(wait) => format!(
             "{limits} wait {}",
             crate::policy::Window::from_millis(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
         ),
+        None => limits,
+    };
+    match p.ban() {
+        Some(ban) => format!("{limits} ban {ban}"),
         None => limits,
     }
 }
@@ -720,6 +725,11 @@ fn policy_json(policy: &Policy, value: &mut serde_json::Value) {
             value["fail"] = serde_json::json!(p.fail().as_str());
             value["shadow"] = serde_json::json!(p.shadow());
             value["wait_ms"] = serde_json::json!(p.wait().map(|w| w.as_millis() as u64));
+            value["ban"] = serde_json::json!(p.ban().map(|b| serde_json::json!({
+                "times": b.times(),
+                "within_ms": b.within().as_millis(),
+                "for_ms": b.duration().as_millis(),
+            })));
         }
     }
 }

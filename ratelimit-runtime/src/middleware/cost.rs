@@ -75,7 +75,8 @@ impl RateLimiter {
 
 /// `limits`, each counting `cost` units (at most its whole budget, at least one).
 pub(crate) fn costed(limits: &[Limit], cost: u32) -> Vec<Limit> {
-    debug_assert!(limits.len() <= MAX_STACKED);
+    // A stack, with its bans first (a route's and the limiter's).
+    debug_assert!(limits.len() <= MAX_STACKED + 2);
     limits
         .iter()
         .map(|limit| limit.with_cost(cost.clamp(1, limit.max())))

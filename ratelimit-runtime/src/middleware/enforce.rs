@@ -261,16 +261,11 @@ impl Limiter {
                 .filter(|d| d.allowed && !local && !adjusted && counts_failures)
             {
                 let succeeded = self.succeeded(&answer, budget.outcome.get());
-                // What the check counted: the weighed cost, when the app weighs the route.
-                let weighed = budget
-                    .cost
-                    .map(|cost| super::cost::costed(budget.limits, cost));
-                gave_back = Box::pin(self.settle(
-                    &budget.key,
-                    weighed.as_deref().unwrap_or(budget.limits),
+                gave_back = Box::pin(self.settle_checked(
+                    route,
+                    &budget,
                     decision.receipt.as_ref(),
                     succeeded,
-                    &route.label,
                     handle,
                 ))
                 .await;
@@ -288,6 +283,34 @@ impl Limiter {
                 Err(error) => Err(error),
             }
         }
+    }
+
+    /// [`settle`](Self::settle) of what the check of `budget`'s request counted: at the
+    /// weighed cost, when the app weighs the route, and in its bans, which count failures
+    /// too on a route that counts failures only.
+    async fn settle_checked(
+        &self,
+        route: &RouteInfo,
+        budget: &BudgetState,
+        receipt: Option<&crate::store::Receipt>,
+        succeeded: bool,
+        handle: &LimiterHandle,
+    ) -> bool {
+        let banning = self
+            .ban_stack(route)
+            .filter(|_| !self.shadowed(&route.policy) && route.policy.wait().is_none());
+        let limits = banning.as_deref().unwrap_or(budget.limits);
+        let weighed = budget.cost.map(|cost| super::cost::costed(limits, cost));
+        let limits = weighed.as_deref().unwrap_or(limits);
+        self.settle(
+            &budget.key,
+            limits,
+            receipt,
+            succeeded,
+            &route.label,
+            handle,
+        )
+        .await
     }
 
     /// Takes one of the worker's places for a waiting request into `place`, when one is
@@ -565,6 +588,108 @@ impl Limiter {
             .unwrap_or(crate::store::DEFAULT_TIMEOUT)
     }
 
+    /// The timer a store call of this request runs under (`None`: the store's own), and the
+    /// whole budget of the request's store calls. One source of truth for the timeout: the
+    /// limiter's when set (given to the store, which would otherwise stop at its own, shorter
+    /// or longer), else the store's own (the Redis stores bound every call), else the
+    /// default; a second call of the request gets what the first left of it.
+    fn store_timer(&self, handle: &LimiterHandle) -> (Option<Duration>, Duration) {
+        let own_timer = self.timeout.or_else(|| {
+            self.store
+                .timeout()
+                .is_none()
+                .then_some(crate::store::DEFAULT_TIMEOUT)
+        });
+        let budget = self.store_budget();
+        let timer = match handle.store_waited() {
+            // The first call of the request.
+            None => own_timer,
+            Some(waited) => Some(budget.saturating_sub(waited)),
+        };
+        (timer, budget)
+    }
+
+    /// The stack `route` is checked with when a ban covers it (its own, the limiter's), when
+    /// the store keeps bans.
+    pub(crate) fn ban_stack(&self, route: &RouteInfo) -> Option<Rc<[Limit]>> {
+        if !self.bans {
+            return None;
+        }
+        route.ban_stack(self.ban.as_ref().map(|ban| ban.ban))
+    }
+
+    /// Whether a ban covers `route` (its own, or the limiter's) in the store: its refusals
+    /// count toward the ban.
+    fn bans_cover(&self, route: &RouteInfo) -> bool {
+        self.bans
+            && (self.ban.is_some() || route.policy.ban().is_some())
+            && route.policy.wait().is_none()
+    }
+
+    /// [`check`](Self::check) of a route a ban covers: `stack` (the bans first) in one store
+    /// call, bounded as a check is; the decision on the route's limits, the bans taken off
+    /// (a ban that holds or starts refuses every limit with its wait), counted and logged.
+    async fn check_banning(
+        &self,
+        key: &RouteKey,
+        route: &RouteInfo,
+        handle: &LimiterHandle,
+        span: &tracing::Span,
+        cost: Option<u32>,
+        stack: Rc<[Limit]>,
+    ) -> Result<Decision, StoreError> {
+        let started = Instant::now();
+        let weighed = cost.map(|cost| super::cost::costed(&stack, cost));
+        let limits = weighed.as_deref().unwrap_or(&stack);
+        let request = CheckRequest {
+            key,
+            limits,
+            now_millis: self.clock.now_millis(),
+        };
+        let (timer, budget) = self.store_timer(handle);
+        let check = match (self.timeout, timer) {
+            (Some(_), Some(timeout)) => self.store.check_within(request, timeout),
+            _ => self.store.check(request),
+        };
+        let checked = match timer {
+            Some(timeout) => tokio::time::timeout(timeout, check)
+                .await
+                .unwrap_or_else(|_| Err(StoreError::timeout(budget))),
+            None => check.await,
+        };
+        let waited = started.elapsed();
+        handle.add_store_wait(waited);
+        telemetry::store_latency(&route.metrics, span, waited);
+        let mut decision = checked.and_then(|decision| well_formed(decision, limits.len()))?;
+        let bans = limits.iter().take_while(|limit| limit.is_ban()).count();
+        let receipt = decision.receipt.take();
+        let rest = decision.limits.split_off(bans);
+        if let Some(ban) = decision.limits.iter().find(|state| !state.allowed) {
+            let now = self.local_now();
+            let ends = now.saturating_add(ban.retry_after.as_millis() as u64);
+            telemetry::banned(
+                &route.metrics,
+                span,
+                &crate::key::identity_fingerprint(key.base_of(&ban.limit), self.secret.as_ref()),
+                ban,
+            );
+            // The flood shield answers the banned client while it remembers the ban: on the
+            // route (its own ban, under the route's key), or on every route (the limiter's,
+            // under the client's key of its own).
+            let blocked = Blocked {
+                until: ends,
+                reset_at: ends,
+                limit_index: 0,
+            };
+            self.shield.block(key.base_of(&ban.limit), blocked, now);
+        }
+        let decision = Decision::new(rest);
+        Ok(match receipt.filter(|_| decision.allowed) {
+            Some(receipt) => decision.with_receipt(receipt),
+            None => decision,
+        })
+    }
+
     /// One store call for `key`, bounded by the timeout. A request checked twice (the
     /// default policy and a declaration both apply to it) waits for the store at most the
     /// timeout in all: the second call gets what the first left of it (time spent between
@@ -601,6 +726,14 @@ impl Limiter {
                 let none = Decision::new(Vec::new());
                 return Ok(with_places_free(route.policy.limits(), none));
             }
+            // A route a ban covers is checked with its bans first; boxed, as every path few
+            // routes take. A route that waits or only logs counts nothing toward a ban.
+            if counting == Counting::Live && !shadowed && route.policy.wait().is_none() {
+                if let Some(stack) = self.ban_stack(route) {
+                    return Box::pin(self.check_banning(key, route, handle, span, cost, stack))
+                        .await;
+                }
+            }
             let weighed = cost.map(|cost| super::cost::costed(limits, cost));
             let limits = weighed.as_deref().unwrap_or(limits);
             let request = CheckRequest {
@@ -616,21 +749,7 @@ impl Limiter {
                 .wait()
                 .filter(|_| counting == Counting::Live && !shadowed && cost.is_none());
             let mut place = None;
-            // One source of truth for the timeout: the limiter's when set (given to the store,
-            // which would otherwise stop at its own, shorter or longer), else the store's own
-            // (the Redis stores bound every call), else the default.
-            let own_timer = self.timeout.or_else(|| {
-                self.store
-                    .timeout()
-                    .is_none()
-                    .then_some(crate::store::DEFAULT_TIMEOUT)
-            });
-            let budget = self.store_budget();
-            let timer = match handle.store_waited() {
-                // The first call of the request.
-                None => own_timer,
-                Some(waited) => Some(budget.saturating_sub(waited)),
-            };
+            let (timer, budget) = self.store_timer(handle);
             let check = match (self.timeout, timer, wait) {
                 (given, timer, Some(wait)) if self.enter_waiting(&mut place) => {
                     match (given, timer) {
@@ -729,6 +848,17 @@ impl Limiter {
                     .extract_with(req, *identity, handle.client(), submitted, reader)
                     .await;
                 identities.push((*identity, extracted));
+            }
+            // The limiter's ban counts by an identity of its own, which the route's limits
+            // may not count by.
+            if let Some(ban) = self.ban.as_ref().filter(|_| counting == Counting::Live) {
+                if !identities.iter().any(|(i, _)| *i == ban.identity) {
+                    let extracted = self
+                        .sources
+                        .extract_with(req, ban.identity, handle.client(), None, reader)
+                        .await;
+                    identities.push((ban.identity, extracted));
+                }
             }
             // A name that is nothing once canonical (spaces, invisible characters only) is no
             // name: its identity fell back to the unreadable budget.
@@ -927,6 +1057,14 @@ impl Limiter {
                     key = key.with_budget(name, budget);
                 }
             }
+            // The limiter's ban counts in the client's key of its own, the same on every route.
+            if let Some(ban) = self.ban.as_ref().filter(|_| counting == Counting::Live) {
+                if let Some((_, client)) = identities.iter().find(|(i, _)| *i == ban.identity) {
+                    let banned =
+                        RouteKey::from_stem(&ban.stem, self.secret.as_ref(), client.value_parts());
+                    key = key.with_limiter_ban(banned);
+                }
+            }
             let client = Client { identity };
 
             let now = self.local_now();
@@ -1065,7 +1203,9 @@ impl Limiter {
                 // cost function a lighter request may fit where this one did not.
                 // Nor a shared budget's, which other routes count too (each its own stack),
                 // nor a concurrency limit's, whose places come back whenever requests end.
-                let remembered = !decided_locally && cost.is_none();
+                // Nor on a route a ban covers, where every refusal counts toward the ban in
+                // the store (the shield answers a client the ban refuses).
+                let remembered = !decided_locally && cost.is_none() && !self.bans_cover(route);
                 // On a route that waits, until a request could wait for its turn (not at
                 // all when one could wait for it now).
                 let wait = policy.wait().map_or(0, |wait| wait.as_millis() as u64);

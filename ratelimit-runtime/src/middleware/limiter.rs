@@ -59,6 +59,11 @@ pub(crate) struct Limiter {
     /// How many requests wait for their turn in this worker, and how many may.
     pub(crate) waiting: Rc<Cell<usize>>,
     pub(crate) max_waiting: usize,
+    /// Whether the store keeps bans ([`Store::bans`]): routes are checked without theirs
+    /// when it does not.
+    pub(crate) bans: bool,
+    /// The ban on every limited route ([`RateLimiter::ban`](super::RateLimiter::ban)).
+    pub(crate) ban: Option<LimiterBan>,
     /// The app's cost functions by route label
     /// ([`RateLimiter::cost_of`](super::RateLimiter::cost_of)).
     pub(crate) costs: std::collections::HashMap<
@@ -66,6 +71,15 @@ pub(crate) struct Limiter {
         super::rollout_state::CostFn,
         foldhash::fast::RandomState,
     >,
+}
+
+/// The limiter's ban, as a worker keeps it.
+pub(crate) struct LimiterBan {
+    pub(crate) ban: crate::policy::Ban,
+    /// The identity it counts by (the client address unless the ban names one).
+    pub(crate) identity: crate::policy::Identity,
+    /// What its keys start with: `rl:{ban`.
+    pub(crate) stem: String,
 }
 
 /// What the request path leaves, with the request's handle, for the handler's

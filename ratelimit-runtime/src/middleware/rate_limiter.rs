@@ -85,6 +85,8 @@ pub struct RateLimiter {
     reject_with: Option<RejectWith>,
     /// The tiers the App's requests carry, when it names them (`RateLimiter::tiers`).
     tiers: Option<std::collections::BTreeSet<String>>,
+    /// The ban on every limited route (`RateLimiter::ban`), when set.
+    ban: Option<crate::policy::Ban>,
 }
 
 impl fmt::Debug for RateLimiter {
@@ -132,6 +134,7 @@ impl RateLimiter {
             rollout: super::rollout_state::Rollout::default(),
             reject_with: None,
             tiers: None,
+            ban: None,
         }
     }
 
@@ -267,6 +270,75 @@ impl RateLimiter {
             );
         }
         self.with(|s| s.reject_with = Some(Arc::new(respond)))
+    }
+
+    /// Bans a client on every limited route once it has been refused `ban.times()` times
+    /// within `ban.within()`, on any of them, for `ban.duration()`: every request of the
+    /// client is then refused at once, with the ban's `Retry-After`, by one key check (the
+    /// flood shield answers repeats without one), never a check of each limit. The ban counts
+    /// by `ban.identity()`, the client address unless [`Ban::identified_by`] says otherwise
+    /// (an identity every request has without its body: no username). Routes with their
+    /// own `ban` are banned by both. On routes that count failures only, failures count
+    /// toward it. Routes that wait for their turn (`wait`), shadow routes and a store down
+    /// (whatever the route's `fail`) count nothing toward it; a client it bans is refused
+    /// on them too while the flood shield remembers the ban (up to a second after each
+    /// refusal).
+    ///
+    /// ```
+    /// # actix_web::rt::System::new().block_on(async {
+    /// use actix_web::{get, http::StatusCode, test, App, HttpResponse};
+    /// use ratelimit_runtime::{policy::Ban, rate_limit, store::MemoryStore, RateLimiter, Window};
+    ///
+    /// #[rate_limit(limit = 1, window = "1m")]
+    /// #[get("/search")]
+    /// async fn search() -> HttpResponse {
+    ///     HttpResponse::Ok().finish()
+    /// }
+    ///
+    /// #[rate_limit(limit = 100, window = "1m")]
+    /// #[get("/feed")]
+    /// async fn feed() -> HttpResponse {
+    ///     HttpResponse::Ok().finish()
+    /// }
+    ///
+    /// // Two refusals within 10 minutes ban the address for an hour, on every route.
+    /// let limiter = RateLimiter::new(MemoryStore::new())
+    ///     .ban(Ban::new(2, Window::from_secs(600), Window::from_secs(3600)));
+    /// let app = test::init_service(App::new().service(search).service(feed).wrap(limiter)).await;
+    /// let get = |uri| {
+    ///     test::TestRequest::get().uri(uri).peer_addr("203.0.113.7:4000".parse().unwrap()).to_request()
+    /// };
+    /// assert_eq!(test::call_service(&app, get("/search")).await.status(), StatusCode::OK);
+    /// assert_eq!(test::call_service(&app, get("/search")).await.status(), 429);
+    /// let banned = test::call_service(&app, get("/search")).await;
+    /// assert_eq!(banned.headers().get("retry-after").unwrap(), "3600");
+    /// // `/feed` has its whole budget, and refuses the banned address.
+    /// assert_eq!(test::call_service(&app, get("/feed")).await.status(), 429);
+    /// # });
+    /// ```
+    pub fn ban(mut self, ban: crate::policy::Ban) -> Self {
+        let setting = "`RateLimiter::ban(..)`";
+        if self.ban.is_some() {
+            self.problems.record(
+                format!("{setting} given twice"),
+                Err(format!(
+                    "{setting}: given twice: the later ban replaces the earlier; give one"
+                )),
+            );
+        }
+        if ban
+            .identity()
+            .is_some_and(|by| crate::identity::reads_body(by))
+        {
+            self.problems.record(
+                format!("{setting} identity"),
+                Err(format!(
+                    "{setting}: the limiter's ban counts by an identity every request has before its body is read; `{}` reads the username from the body (give the route its own `ban`)",
+                    ban.identity().map(|i| i.to_string()).unwrap_or_default()
+                )),
+            );
+        }
+        self.with(|s| s.ban = Some(ban))
     }
 
     /// Names every tier the App's requests carry (the [`Tier`](crate::overrides::Tier) its
@@ -674,6 +746,31 @@ impl RateLimiter {
             costs: self.rollout.costs.iter().cloned().collect(),
             waiting: Rc::default(),
             max_waiting: self.failure.max_waiting,
+            bans: self.store.bans(),
+            ban: self.limiter_ban(),
+        })
+    }
+}
+
+impl RateLimiter {
+    /// The limiter's ban as each worker keeps it, when its store keeps bans (a warning says
+    /// so when it does not).
+    fn limiter_ban(&self) -> Option<super::limiter::LimiterBan> {
+        let ban = self.ban?;
+        if !self.store.bans() {
+            tracing::warn!(
+                target: "ratelimit",
+                store = self.store.kind(),
+                "`RateLimiter::ban`: the store keeps no bans (`Store::bans` is false); no client is banned"
+            );
+            return None;
+        }
+        Some(super::limiter::LimiterBan {
+            ban,
+            identity: ban.identity().unwrap_or(crate::policy::Identity::Parts(&[
+                crate::policy::IdentityPart::Ip,
+            ])),
+            stem: crate::key::RouteKey::ban_stem(&self.keys.prefix),
         })
     }
 }

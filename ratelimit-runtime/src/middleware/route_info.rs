@@ -17,7 +17,7 @@ use super::{
 use crate::{
     identity::ClientIdentity,
     key::{KeySecret, RouteKey},
-    policy::{Identity, Limit, Policy, RoutePolicy},
+    policy::{Ban, Count, Identity, Limit, Policy, RoutePolicy},
     registry::RouteDeclaration,
 };
 
@@ -71,6 +71,9 @@ pub(crate) struct RouteInfo {
     key_stem: RefCell<Option<(String, String)>>,
     /// The declaration's function that weighs each request (`cost_from`).
     pub(crate) cost_from: Option<crate::registry::CostFrom>,
+    /// The limits with the bans first ([`ban_stack`](Self::ban_stack)), as first built, with
+    /// the limiter's ban they were built with.
+    ban_stack: std::cell::OnceCell<(Option<Ban>, std::rc::Rc<[Limit]>)>,
 }
 
 /// A route under an override: for which tier (`None`: every tier), the generation of the
@@ -230,6 +233,7 @@ impl RouteInfo {
             overrides: RefCell::default(),
             key_stem: RefCell::default(),
             cost_from: None,
+            ban_stack: std::cell::OnceCell::new(),
         }
     }
 
@@ -298,6 +302,36 @@ impl RouteInfo {
     /// Whether a limit of the policy is a concurrency limit: its requests hold places.
     pub(crate) fn holds_places(&self) -> bool {
         self.rated.is_some()
+    }
+
+    /// What a request of the route is checked with when a ban covers it: the route's own
+    /// ban, then `limiter`'s, then the route's limits (bans count failures on a route that
+    /// counts failures only); `None` when no ban covers it. Built once per limiter ban.
+    pub(crate) fn ban_stack(&self, limiter: Option<Ban>) -> Option<std::rc::Rc<[Limit]>> {
+        if self.policy.ban().is_none() && limiter.is_none() {
+            return None;
+        }
+        if let Some((built_for, stack)) = self.ban_stack.get() {
+            if *built_for == limiter {
+                return Some(std::rc::Rc::clone(stack));
+            }
+        }
+        let limits = self.policy.limits();
+        let count = if limits.iter().any(|l| l.count() == Count::Failures) {
+            Count::Failures
+        } else {
+            Count::Requests
+        };
+        let stack: std::rc::Rc<[Limit]> = self
+            .policy
+            .ban()
+            .map(|ban| ban.limit(count))
+            .into_iter()
+            .chain(limiter.map(|ban| ban.limiter_limit(count)))
+            .chain(limits.iter().copied())
+            .collect();
+        let _ = self.ban_stack.set((limiter, std::rc::Rc::clone(&stack)));
+        Some(stack)
     }
 
     /// Whether this is the App-level default policy rather than a declaration.

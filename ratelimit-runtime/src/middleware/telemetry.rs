@@ -1,5 +1,6 @@
 //! Logs and spans (`tracing`) and metrics (`metrics` facade) of every decision. Nothing here
-//! ever sees a raw identity value: only its kind (`ip`, `user_id`, `ip+username`, ...).
+//! ever sees a raw identity value: only its kind (`ip`, `user_id`, `ip+username`, ...), and
+//! a banned client's fingerprint ([`identity_fingerprint`](crate::key::identity_fingerprint)).
 
 use std::{
     cell::Cell,
@@ -12,13 +13,14 @@ use tracing::{field, Span};
 use crate::{
     identity::ClientIdentity,
     policy::{FailMode, Limit},
-    store::{StoreError, StoreErrorKind},
+    store::{LimitState, StoreError, StoreErrorKind},
 };
 
 const DECISIONS: &str = "ratelimit_decisions_total";
 const STORE_ERRORS: &str = "ratelimit_store_errors_total";
 const STORE_DURATION: &str = "ratelimit_store_duration_seconds";
 const IN_FLIGHT: &str = "ratelimit_in_flight";
+const BANS: &str = "ratelimit_bans_total";
 pub(crate) const FALLBACK_SWITCHES: &str = "ratelimit_fallback_switches_total";
 pub(crate) const LISTED: &str = "ratelimit_listed_total";
 pub(crate) const OVERRIDES_APPLIED: &str = "ratelimit_overrides_applied_total";
@@ -54,6 +56,11 @@ pub fn describe_metrics() {
         IN_FLIGHT,
         Unit::Count,
         "Requests holding a place in their route's concurrency limit on this instance, by route and policy."
+    );
+    metrics::describe_counter!(
+        BANS,
+        Unit::Count,
+        "Bans started (a client refused a ban's count of times), by route, policy and scope (route: the route's own ban; limiter: RateLimiter::ban)."
     );
     metrics::describe_counter!(
         FALLBACK_SWITCHES,
@@ -260,6 +267,7 @@ pub(crate) fn decision_span(
         retry_after_ms = field::Empty,
         store_duration_ms = field::Empty,
         wait_ms = field::Empty,
+        ban = field::Empty,
         "error.type" = field::Empty,
         "otel.status_code" = field::Empty,
         "otel.status_description" = field::Empty,
@@ -433,6 +441,40 @@ pub(crate) fn decision(
             "shadow limit exceeded: request allowed (shadow mode)"
         ),
     }
+}
+
+/// A ban that refused a request (`ban`, its state): recorded into the decision's span as
+/// `ban` = `started` or `holds`; a ban that started with this request is counted
+/// (`ratelimit_bans_total`) and logged at `warn` with the client's `fingerprint`, never its
+/// identity.
+pub(crate) fn banned(route: &RouteMetrics, span: &Span, fingerprint: &str, ban: &LimitState) {
+    let started = ban.remaining == 1;
+    span.record("ban", if started { "started" } else { "holds" });
+    if !started {
+        return;
+    }
+    let scope = if ban.limit.is_app_ban() {
+        "limiter"
+    } else {
+        "route"
+    };
+    metrics::counter!(
+        BANS,
+        "route" => route.label.clone(),
+        "policy" => route.policy.clone(),
+        "scope" => scope
+    )
+    .increment(1);
+    tracing::warn!(
+        target: "ratelimit",
+        route = %route.label,
+        policy = %route.policy,
+        client = fingerprint,
+        scope,
+        ban = %ban.limit,
+        retry_after_ms = ban.retry_after.as_millis() as u64,
+        "client banned: refused too often"
+    );
 }
 
 /// A store call that failed, as one request's decision under one policy met it.

@@ -766,6 +766,7 @@ impl RuleSet {
             ("exempt", declaration.exempt.is_some()),
             ("concurrency", declaration.concurrency.is_some()),
             ("wait", declaration.wait.is_some()),
+            ("ban", declaration.ban.is_some()),
         ];
         let problems: Vec<String> = beside
             .iter()

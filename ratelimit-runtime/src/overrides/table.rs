@@ -857,9 +857,21 @@ fn build_policy(
         Some(enforce) => policy.enforcing(enforce),
         None => policy,
     };
+    // `ban` as written, else the declaration's unless the override waits or only logs
+    // (neither refuses; the grammar refuses `ban` written beside them).
+    let written_wait = stack.iter().any(|d| d.wait.is_some());
+    let ban = match stack.iter().find_map(|d| d.ban) {
+        Some(spec) => Some(crate::policy::Ban::from_spec(spec)),
+        None => declared.and_then(|p| p.ban()).filter(|_| !written_wait),
+    }
+    .filter(|_| !shadow);
+    let policy = match ban {
+        Some(ban) => policy.banning(ban),
+        None => policy,
+    };
     // `wait` as written, else the declaration's, where the stack can wait: an override
-    // that adds a lockout, counts failures only, holds places or only logs makes the route
-    // refuse at once (the grammar refuses `wait` written beside those).
+    // that adds a lockout, counts failures only, holds places, bans or only logs makes the
+    // route refuse at once (the grammar refuses `wait` written beside those).
     let wait = stack
         .iter()
         .find_map(|d| d.wait)
@@ -879,6 +891,7 @@ fn build_policy(
 /// Whether `policy` can be given a `wait` ([`RoutePolicy::waiting`] would not panic).
 fn can_wait(policy: &RoutePolicy) -> bool {
     !policy.shadow()
+        && policy.ban().is_none()
         && crate::policy::why_cannot_wait(policy.limits()).is_none()
         && policy.tiers().is_empty()
 }
@@ -957,6 +970,14 @@ pub fn declaration_text(policy: &Policy) -> String {
                 }
                 if let Some(wait) = limited.wait() {
                     keys.push(format!("wait = \"{}ms\"", wait.as_millis()));
+                }
+                if let Some(ban) = limited.ban() {
+                    keys.push(format!(
+                        "ban = \"{} in {}ms for {}ms\"",
+                        ban.times(),
+                        ban.within().as_millis(),
+                        ban.duration().as_millis()
+                    ));
                 }
             }
             keys.join(", ")

@@ -76,7 +76,7 @@ impl Ban {
     ///
     /// # Panics
     ///
-    /// When `identity` is invalid (see [`Identity::custom`]).
+    /// When `identity` is one the attribute could not have written.
     #[must_use]
     pub const fn identified_by(mut self, identity: Identity) -> Self {
         identity.assert_valid();

@@ -337,10 +337,11 @@ impl RoutePolicy {
     /// [`Ban`](super::Ban)). The ban counts by the route's identity; the tiers share it.
     ///
     /// ```
-    /// use ratelimit_runtime::{policy::Ban, Algorithm, FailMode, Identity, Limit, RoutePolicy, Window};
+    /// use ratelimit_runtime::{policy::Ban, Algorithm, FailMode, Identity, IdentityPart, Limit, RoutePolicy, Window};
     ///
     /// const LOGIN: &[Limit] = &[Limit::new(10, Window::from_secs(300), Algorithm::SlidingWindow)];
-    /// const POLICY: RoutePolicy = RoutePolicy::new(LOGIN, Identity::Ip, FailMode::Closed, false)
+    /// const BY_IP: Identity = Identity::Parts(&[IdentityPart::Ip]);
+    /// const POLICY: RoutePolicy = RoutePolicy::new(LOGIN, BY_IP, FailMode::Closed, false)
     ///     .banning(Ban::new(20, Window::from_secs(600), Window::from_secs(3600)));
     /// assert_eq!(POLICY.ban().unwrap().times(), 20);
     /// assert!(POLICY.to_string().ends_with(", ban 20 in 10m for 1h"));
