@@ -384,6 +384,42 @@ impl Admin {
         command
     }
 
+    /// Every key matching `pattern` (a `SCAN` pattern), with its time to live in ms (`PTTL`),
+    /// read in pieces of 1,000 keys; on a Cluster, from each of its masters.
+    pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<(String, i64)>, String> {
+        match &self.connection {
+            Connection::Single(c) => scan_one(c.clone(), pattern).await,
+            Connection::Cluster(c) => {
+                let Budgets::Cluster(seeds) = &self.budgets else {
+                    return Err("a Cluster connection without its nodes".to_owned());
+                };
+                let nodes: String = redis::cmd("CLUSTER")
+                    .arg("NODES")
+                    .query_async(&mut c.clone())
+                    .await
+                    .map_err(failed)?;
+                let mut found = Vec::new();
+                for address in masters(&nodes) {
+                    let client = node_client(seeds, address)?;
+                    let Connection::Single(node) = single(client).await? else {
+                        unreachable!("a single connection");
+                    };
+                    found.extend(scan_one(node, pattern).await?);
+                }
+                Ok(found)
+            }
+        }
+    }
+
+    /// Deletes `keys`, which share one hash tag (one slot on a Cluster): how many existed.
+    pub(crate) async fn delete(&self, keys: &[String]) -> Result<u64, String> {
+        let mut command = redis::cmd("DEL");
+        for key in keys {
+            command.arg(key);
+        }
+        self.invoke(&command).await
+    }
+
     async fn invoke<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> Result<T, String> {
         match &self.connection {
             Connection::Single(c) => command.query_async(&mut c.clone()).await,
@@ -699,6 +735,74 @@ async fn single(client: redis::Client) -> Result<Connection, String> {
             .await
             .map_err(failed)?,
     ))
+}
+
+/// Every key matching `pattern` on one node, with its time to live in ms.
+async fn scan_one(
+    mut connection: redis::aio::MultiplexedConnection,
+    pattern: &str,
+) -> Result<Vec<(String, i64)>, String> {
+    let mut keys = Vec::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut connection)
+            .await
+            .map_err(failed)?;
+        for key in found {
+            let ttl: i64 = redis::cmd("PTTL")
+                .arg(&key)
+                .query_async(&mut connection)
+                .await
+                .map_err(failed)?;
+            keys.push((key, ttl));
+        }
+        if next == 0 {
+            return Ok(keys);
+        }
+        cursor = next;
+    }
+}
+
+/// The addresses (`host:port`) of the masters `CLUSTER NODES` lists, failing ones left out.
+fn masters(nodes: &str) -> Vec<&str> {
+    nodes
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let flags = fields.get(2)?;
+            (flags.contains("master") && !flags.contains("fail"))
+                .then(|| fields.get(1)?.split('@').next())
+                .flatten()
+        })
+        .collect()
+}
+
+/// A client of the Cluster node at `address`, with the seeds' scheme and credentials.
+fn node_client(seeds: &[String], address: &str) -> Result<redis::Client, String> {
+    let seed = seeds
+        .first()
+        .ok_or("--cluster names no node")?
+        .as_str()
+        .into_connection_info()
+        .map_err(failed)?;
+    let url = match seed.addr() {
+        redis::ConnectionAddr::TcpTls { insecure: true, .. } => {
+            format!("rediss://{address}/#insecure")
+        }
+        redis::ConnectionAddr::TcpTls { .. } => format!("rediss://{address}"),
+        _ => format!("redis://{address}"),
+    };
+    let info = url
+        .into_connection_info()
+        .map_err(failed)?
+        .set_redis_settings(seed.redis_settings().clone());
+    redis::Client::open(info).map_err(failed)
 }
 
 /// A store on the primary the `sentinels` name `master`.

@@ -13,8 +13,11 @@
 //! ratelimit-admin allow add ip 198.51.100.7 --routes "POST /login" --note "pen test"
 //! ratelimit-admin allow add api_key - --note monitoring     # the key from stdin
 //! ratelimit-admin reset "POST /login" --ip 203.0.113.7 --username alice
+//! ratelimit-admin bans list
+//! ratelimit-admin bans lift fp:3f1c0d9e8a7b6c5d
 //! ```
 
+mod bans;
 mod budgets;
 mod client;
 
@@ -144,10 +147,38 @@ enum Command {
     /// Clears one client's budget on a route (counts and lockouts), under the policy in
     /// force.
     Reset(ClientArgs),
+    /// Lists the bans in force, or lifts a client's.
+    #[command(subcommand)]
+    Bans(BanCommand),
     /// Prints an API key's fingerprint (`fp:…`), as the lists name keys, for an overrides
     /// file: the key is read from standard input and hashed as the services hash it (under
     /// RATELIMIT_KEY_SECRET).
     Fingerprint,
+}
+
+#[derive(Subcommand)]
+enum BanCommand {
+    /// Lists every ban in force: the client's fingerprint (as the services log it, under
+    /// RATELIMIT_KEY_SECRET), the route it covers (or every route, for the limiter's ban),
+    /// and how long it still holds.
+    List {
+        /// The services' key prefix (`Keys::prefix`).
+        #[arg(long, env = "RATELIMIT_KEY_PREFIX", default_value = "rl")]
+        prefix: String,
+    },
+    /// Lifts a client's bans (every route's and the limiter's), by the fingerprint `bans
+    /// list` or the services' log shows: its refusals count afresh.
+    Lift {
+        /// The client's fingerprint: `fp:` and 16 hex digits.
+        fingerprint: String,
+        /// Only its ban on this route, as the route table names it (`"POST /login"`), or
+        /// `every` for the limiter's.
+        #[arg(long)]
+        route: Option<String>,
+        /// The services' key prefix (`Keys::prefix`).
+        #[arg(long, env = "RATELIMIT_KEY_PREFIX", default_value = "rl")]
+        prefix: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -535,6 +566,44 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
             let selector = selector(&route, None)?;
             admin.check(&selector, &declarations).await?;
             println!("`{selector}` = '{declarations}': valid");
+            Ok(())
+        }
+        Command::Bans(BanCommand::List { prefix }) => {
+            let bans = bans::in_force(&admin, &prefix, key_secret()?.as_ref()).await?;
+            if bans.is_empty() {
+                println!("no ban in force (key prefix `{prefix}`)");
+            }
+            for ban in bans {
+                println!("{}", ban.line());
+            }
+            Ok(())
+        }
+        Command::Bans(BanCommand::Lift {
+            fingerprint,
+            route,
+            prefix,
+        }) => {
+            if !is_fingerprint(&fingerprint) {
+                return Err(format!(
+                    "`{fingerprint}` is no fingerprint: give one as `bans list` shows it (`fp:` and 16 hex digits)"
+                ));
+            }
+            let bans: Vec<bans::Ban> = bans::in_force(&admin, &prefix, key_secret()?.as_ref())
+                .await?
+                .into_iter()
+                .filter(|ban| ban.fingerprint == fingerprint)
+                .filter(|ban| match route.as_deref() {
+                    None => true,
+                    Some("every") => ban.covers.starts_with("every route"),
+                    Some(route) => ban.covers == route,
+                })
+                .collect();
+            let lifted = bans::lift(&admin, &bans).await?;
+            if lifted == 0 {
+                println!("no ban of {fingerprint} in force");
+            } else {
+                println!("lifted {lifted} ban(s) of {fingerprint}");
+            }
             Ok(())
         }
         Command::Reset(args) => {

@@ -104,8 +104,8 @@ pub(super) async fn check(
 
 /// A check whose stack starts with the limiter's ban, whose keys live under a tag of their
 /// own: the ban is asked first (one call; a ban that holds refuses at once, no limit read),
-/// then the route's limits as any check; when they refuse, one more call counts the refusal
-/// toward the ban (`br`), which may start it. A failed count leaves the refusal as it was,
+/// then the route's limits as any check; when they refuse (but for a ban of the route's
+/// that holds), one more call counts the refusal toward the ban (`br`), which may start it. A failed count leaves the refusal as it was,
 /// with a warning.
 async fn check_app_banned(
     store: &RedisClusterStore,
@@ -166,7 +166,13 @@ async fn check_app_banned(
         .filter(|(_, b)| b.count() != Count::Failures)
         .map(|(j, b)| (j, b.counting_refusal()))
         .collect();
-    if !decided.allowed && !counting.is_empty() {
+    // A request the route's own ban refused (one that holds, not one this refusal started)
+    // counts toward no other ban, as in one call.
+    let banned = decided
+        .limits
+        .iter()
+        .any(|s| s.limit.is_ban() && !s.allowed && s.remaining == 0);
+    if !decided.allowed && !banned && !counting.is_empty() {
         let limits: Vec<Limit> = counting.iter().map(|(_, b)| *b).collect();
         let left = timeout.saturating_sub(started.elapsed());
         match store.check_one(ask(&limits), left).await {
