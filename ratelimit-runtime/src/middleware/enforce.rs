@@ -593,6 +593,7 @@ impl Limiter {
     /// limiter's when set (given to the store, which would otherwise stop at its own, shorter
     /// or longer), else the store's own (the Redis stores bound every call), else the
     /// default; a second call of the request gets what the first left of it.
+    #[inline]
     fn store_timer(&self, handle: &LimiterHandle) -> (Option<Duration>, Duration) {
         let own_timer = self.timeout.or_else(|| {
             self.store
@@ -616,6 +617,20 @@ impl Limiter {
             return None;
         }
         route.ban_stack(self.ban.as_ref().map(|ban| ban.ban))
+    }
+
+    /// The stack a request `counting` as it does is checked with when a ban covers its
+    /// route: a request its route's guard decides, on a route that refuses (no `wait`, not
+    /// in shadow). `None` at once where no ban is declared.
+    #[inline]
+    fn banning(&self, route: &RouteInfo, counting: Counting) -> Option<Rc<[Limit]>> {
+        if self.ban.is_none() && route.policy.ban().is_none() {
+            return None;
+        }
+        let refuses = counting == Counting::Live
+            && !self.shadowed(&route.policy)
+            && route.policy.wait().is_none();
+        self.ban_stack(route).filter(|_| refuses)
     }
 
     /// Whether a ban covers `route` (its own, or the limiter's) in the store: its refusals
@@ -725,14 +740,6 @@ impl Limiter {
             if limits.is_empty() {
                 let none = Decision::new(Vec::new());
                 return Ok(with_places_free(route.policy.limits(), none));
-            }
-            // A route a ban covers is checked with its bans first; boxed, as every path few
-            // routes take. A route that waits or only logs counts nothing toward a ban.
-            if counting == Counting::Live && !shadowed && route.policy.wait().is_none() {
-                if let Some(stack) = self.ban_stack(route) {
-                    return Box::pin(self.check_banning(key, route, handle, span, cost, stack))
-                        .await;
-                }
             }
             let weighed = cost.map(|cost| super::cost::costed(limits, cost));
             let limits = weighed.as_deref().unwrap_or(limits);
@@ -1093,7 +1100,15 @@ impl Limiter {
             let checked = match earlier {
                 Some(earlier) => Err(earlier),
                 None => {
-                    let checked = self.check(&key, route, handle, &span, cost, counting).await;
+                    // A route a ban covers is checked with its bans first; boxed, as every
+                    // path few routes take, so that no request's future grows.
+                    let checked = match self.banning(route, counting) {
+                        Some(stack) => {
+                            Box::pin(self.check_banning(&key, route, handle, &span, cost, stack))
+                                .await
+                        }
+                        None => self.check(&key, route, handle, &span, cost, counting).await,
+                    };
                     if let Err(error) = &checked {
                         handle.record_store_error(error);
                     }

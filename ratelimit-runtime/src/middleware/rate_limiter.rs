@@ -280,9 +280,10 @@ impl RateLimiter {
     /// (an identity every request has without its body: no username). Routes with their
     /// own `ban` are banned by both. On routes that count failures only, failures count
     /// toward it. Routes that wait for their turn (`wait`), shadow routes and a store down
-    /// (whatever the route's `fail`) count nothing toward it; a client it bans is refused
-    /// on them too while the flood shield remembers the ban (up to a second after each
-    /// refusal).
+    /// (whatever the route's `fail`) count nothing toward it; a route that waits refuses a
+    /// client it bans while this process's flood shield remembers the ban (up to a second
+    /// after each refusal the store gave). Every refusal on a route it covers is counted in
+    /// the store: the flood shield remembers bans there, not ordinary refusals.
     ///
     /// ```
     /// # actix_web::rt::System::new().block_on(async {
