@@ -95,11 +95,38 @@ impl IdentitySources {
             Some(client) => self.trusted_proxies.text(client),
             None => self.trusted_proxies.client_ip(req),
         };
-        let mut submitted = match submitted {
+        let submitted = match submitted {
             Some(submitted) => Some(submitted),
             None if reads_body(identity) => Some(reader.read(req).await),
             None => None,
         };
+        self.assemble_read(req, ip, identity, submitted)
+    }
+
+    /// [`extract_with`](Self::extract_with) of an identity that counts no username (reads no
+    /// body), at once.
+    pub(crate) fn extract_without_body(
+        &self,
+        req: &ServiceRequest,
+        identity: Identity,
+        client: Option<Option<IpAddr>>,
+    ) -> ClientIdentity {
+        let ip = match client {
+            Some(client) => self.trusted_proxies.text(client),
+            None => self.trusted_proxies.client_ip(req),
+        };
+        self.assemble_read(req, ip, identity, None)
+    }
+
+    /// `identity` from the client address `ip`, the username `submitted` and what the
+    /// request carries.
+    fn assemble_read(
+        &self,
+        req: &ServiceRequest,
+        ip: String,
+        identity: Identity,
+        mut submitted: Option<Submitted>,
+    ) -> ClientIdentity {
         assemble(ip, identity, |part| match part {
             IdentityPart::Ip => None,
             IdentityPart::Username => submitted.take().map(|s| self.username(s)),

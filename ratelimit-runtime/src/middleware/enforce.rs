@@ -860,10 +860,9 @@ impl Limiter {
             // may not count by.
             if let Some(ban) = self.ban.as_ref().filter(|_| counting == Counting::Live) {
                 if !identities.iter().any(|(i, _)| *i == ban.identity) {
-                    let extracted = self
-                        .sources
-                        .extract_with(req, ban.identity, handle.client(), None, reader)
-                        .await;
+                    let extracted =
+                        self.sources
+                            .extract_without_body(req, ban.identity, handle.client());
                     identities.push((ban.identity, extracted));
                 }
             }
@@ -1041,8 +1040,10 @@ impl Limiter {
     ) -> impl Future<Output = Decided> + 'a {
         async move {
             let span = self.decision_span(route, counting);
-            let policy = route.policy;
-            let shadow = self.shadowed(&policy);
+            // By reference: the policy is a value of some size, and this future is every
+            // request's.
+            let policy = &route.policy;
+            let shadow = self.shadowed(policy);
             let (_, identity) = &identities[0];
             let mut key = route.key(&self.prefix, self.secret.as_ref(), identity);
             for (other, client) in &identities[1..] {
