@@ -65,6 +65,17 @@ async fn login(req: actix_web::HttpRequest) -> impl Responder {
     }
 }
 
+/// Holds each request until the test lets it go.
+static GATE: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// One request of an address at a time; one refusal bans it for an hour.
+#[rate_limit(concurrency = 1, identity = "ip", ban = "1 in 1m for 1h")]
+#[get("/hold")]
+async fn hold() -> impl Responder {
+    GATE.notified().await;
+    HttpResponse::Ok()
+}
+
 fn snapshotter() -> &'static Snapshotter {
     static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
     SNAPSHOTTER.get_or_init(|| {
@@ -189,8 +200,9 @@ async fn the_limiters_ban(store: impl Store, ip: &str) {
     assert_eq!(call("/feed", ip).await.status(), 200, "the ban has ended");
 }
 
-/// Failures count toward the ban, successes give their count back: two failures, and the
-/// next request (a right password) is refused for the hour, with ten failures a minute left.
+/// Failures count toward the ban once they are failures (successes count nothing): two
+/// failures, and the next request (a right password) is refused for the hour, with ten
+/// failures a minute left.
 async fn failures_ban(store: impl Store, ip: &str) {
     let _alone = ONE_AT_A_TIME.lock().await;
     let limiter = RateLimiter::new(store).clock(ManualClock::at(T0));
@@ -213,6 +225,47 @@ async fn failures_ban(store: impl Store, ip: &str) {
     let banned = call("/login?ok").await;
     assert_eq!(banned.status(), 429);
     assert_eq!(banned.headers().get("retry-after").unwrap(), "3600");
+}
+
+/// A ban's wait is the ban's on a route whose only limit is a concurrency limit (whose own
+/// refusals wait a second at most).
+#[actix_web::test]
+async fn a_ban_on_a_concurrency_limit_waits_the_ban() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0));
+    let app = test::init_service(App::new().service(hold).wrap(limiter)).await;
+    let first = test::call_service(&app, get("/hold", "203.0.113.7").to_request());
+    let second = async {
+        actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+        let refused = test::call_service(&app, get("/hold", "203.0.113.7").to_request()).await;
+        GATE.notify_waiters();
+        refused
+    };
+    let (first, refused) = futures_util::future::join(first, second).await;
+    assert_eq!(first.status(), 200);
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers().get("retry-after").unwrap(), "3600");
+}
+
+/// A route's ban and the limiter's that start on one refusal are each counted.
+#[actix_web::test]
+async fn two_bans_that_start_together_are_each_counted() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let limiter = RateLimiter::new(MemoryStore::new())
+        .clock(ManualClock::at(T0))
+        .ban(Ban::new(2, Window::from_secs(600), Window::from_secs(900)));
+    let app = test::init_service(App::new().service(search).wrap(limiter)).await;
+    let before = bans_counted("GET /search");
+    let call = || test::call_service(&app, get("/search", "203.0.113.8").to_request());
+    assert_eq!(call().await.status(), 200);
+    assert_eq!(call().await.status(), 429);
+    let banned = call().await;
+    assert_eq!(banned.headers().get("retry-after").unwrap(), "3600");
+    assert_eq!(
+        bans_counted("GET /search") - before,
+        2,
+        "the route's and the limiter's"
+    );
 }
 
 #[actix_web::test]

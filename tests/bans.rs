@@ -10,14 +10,15 @@ use std::time::Duration;
 use ratelimit_runtime::{
     key::RouteKey,
     policy::Ban,
-    store::{AdjustRequest, Adjustment, CheckRequest, Decision},
-    Algorithm, Count, IdentityPart, Limit, Window,
+    store::{CheckRequest, Decision},
+    Algorithm, Count, Identity, IdentityPart, Limit, Window,
 };
 use support::{Backend, T0};
 
 on_every_store!(
     a_route_ban_starts_at_its_count_and_refuses_the_whole_stack,
-    failures_count_toward_a_ban_and_a_success_gives_its_count_back,
+    a_refusal_by_a_limit_of_another_identity_counts_toward_the_ban,
+    a_request_one_ban_refuses_counts_toward_no_other,
     the_limiters_ban_counts_refusals_of_every_route_and_bans_on_all,
 );
 
@@ -83,48 +84,81 @@ async fn a_route_ban_starts_at_its_count_and_refuses_the_whole_stack(backend: &B
     assert!(!next.allowed && next.limits[0].allowed, "{next:?}");
 }
 
-/// On a route that counts failures only, every request counts toward the ban on the way in
-/// and a success gives its count back: two failures of a ban of two, and the next request
-/// starts the ban.
-async fn failures_count_toward_a_ban_and_a_success_gives_its_count_back(backend: &Backend) {
-    let key = route("/signin", "203.0.113.2");
-    let ban = Ban::new(2, Window::from_secs(60), Window::from_secs(600)).limit(Count::Failures);
-    let sign_in =
-        Limit::new(100, Window::from_secs(60), Algorithm::FixedWindow).counting(Count::Failures);
-    let limits = [ban, sign_in];
-    let store = backend.store();
-    for i in 0..3 {
-        let success = check(backend, &key, &limits, T0 + i).await;
-        assert!(success.allowed, "{success:?}");
-        let back = AdjustRequest::new(
-            &key,
-            &limits,
-            Some(T0 + i),
-            Adjustment::GiveBack {
-                units: 1,
-                receipt: success.receipt.as_ref(),
-            },
-        );
-        assert_eq!(
-            store.adjust(back).await.unwrap(),
-            2,
-            "both counts come back"
-        );
-    }
-    for i in 10..12 {
-        let failure = check(backend, &key, &limits, T0 + i).await;
-        assert!(failure.allowed, "{failure:?}");
-    }
-    let banned = check(backend, &key, &limits, T0 + 12).await;
-    assert!(!banned.allowed, "{banned:?}");
-    assert_eq!(
-        (banned.limits[0].remaining, ms(banned.retry_after())),
-        (1, 600_000),
-        "{banned:?}"
+/// A refusal by a limit of another identity (a per-username limit beside the route's
+/// per-address ones: on a Cluster, another slot) counts toward the route's ban, and none of
+/// the ban's count is given back when the request is refused.
+async fn a_refusal_by_a_limit_of_another_identity_counts_toward_the_ban(backend: &Backend) {
+    let username = IdentityPart::Username;
+    let name_key = RouteKey::new("rl", "POST", "/login", &[(username, "alice")]);
+    let key = route("/login", "203.0.113.2")
+        .with_identity(Identity::Parts(&[IdentityPart::Username]), name_key);
+    let ban = Ban::new(2, Window::from_secs(60), Window::from_secs(600)).limit(Count::Requests);
+    let by_ip = Limit::new(100, Window::from_secs(60), Algorithm::FixedWindow);
+    let by_name = Limit::new(1, Window::from_secs(60), Algorithm::FixedWindow)
+        .identified_by(Identity::Parts(&[IdentityPart::Username]));
+    let limits = [ban, by_ip, by_name];
+    assert!(check(backend, &key, &limits, T0).await.allowed);
+    let refused = check(backend, &key, &limits, T0 + 1).await;
+    assert!(
+        !refused.allowed && refused.limits[2].retry_after > Duration::ZERO,
+        "{refused:?}"
     );
-    let later = check(backend, &key, &limits, T0 + 100_012).await;
-    assert!(!later.allowed, "{later:?}");
-    assert_eq!(ms(later.retry_after()), 500_000, "{later:?}");
+    assert_eq!(
+        refused.limits[0].remaining, 1,
+        "one refusal counted: {refused:?}"
+    );
+    let started = check(backend, &key, &limits, T0 + 2).await;
+    assert_eq!(
+        (
+            started.limits[0].allowed,
+            started.limits[0].remaining,
+            ms(started.retry_after())
+        ),
+        (false, 1, 600_000),
+        "{started:?}"
+    );
+    let banned = check(backend, &key, &limits, T0 + 3).await;
+    assert_eq!(ms(banned.retry_after()), 599_999, "{banned:?}");
+}
+
+/// A request one ban refuses counts toward no other: with the route's ban holding, the
+/// limiter's ban counts nothing; it starts only with a refusal of its own count, and then
+/// reports that it started, beside the route's ban that lets the request through.
+async fn a_request_one_ban_refuses_counts_toward_no_other(backend: &Backend) {
+    let ip = "203.0.113.5";
+    let ban_key = RouteKey::for_limiter_ban("rl", &[(IdentityPart::Ip, ip)]);
+    let own = Ban::new(2, Window::from_secs(60), Window::from_secs(600)).limit(Count::Requests);
+    let everywhere =
+        Ban::new(3, Window::from_secs(60), Window::from_secs(300)).limiter_limit(Count::Requests);
+    let one = Limit::new(1, Window::from_secs(60), Algorithm::FixedWindow);
+    let limits = [own, everywhere, one];
+    let a = route("/a", ip).with_limiter_ban(ban_key.clone());
+    let b = route("/b", ip).with_limiter_ban(ban_key);
+    assert!(check(backend, &a, &limits, T0).await.allowed);
+    assert!(!check(backend, &a, &limits, T0 + 1).await.allowed);
+    let own_ban = check(backend, &a, &limits, T0 + 2).await;
+    assert_eq!(
+        (own_ban.limits[0].remaining, own_ban.limits[1].remaining),
+        (1, 1),
+        "the route's ban started, the limiter's counted two: {own_ban:?}"
+    );
+    let held = check(backend, &a, &limits, T0 + 3).await;
+    assert!(
+        !held.limits[0].allowed && held.limits[1].allowed,
+        "{held:?}"
+    );
+    assert!(check(backend, &b, &limits, T0 + 4).await.allowed);
+    let started = check(backend, &b, &limits, T0 + 5).await;
+    assert_eq!(
+        (
+            started.limits[0].allowed,
+            started.limits[1].allowed,
+            started.limits[1].remaining
+        ),
+        (true, false, 1),
+        "the limiter's ban starts with its third counted refusal: {started:?}"
+    );
+    assert_eq!(ms(started.retry_after()), 300_000, "{started:?}");
 }
 
 /// The limiter's ban lives in the client's key of its own: refusals on two routes count

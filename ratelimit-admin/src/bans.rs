@@ -50,7 +50,16 @@ pub(crate) async fn in_force(
     secret: Option<&ratelimit_runtime::key::KeySecret>,
 ) -> Result<Vec<Ban>, String> {
     let mut bans = Vec::new();
-    for (key, ttl) in admin.scan(&format!("{prefix}:{{*}}:bn*:block")).await? {
+    // The prefix matched as written: a `SCAN` pattern's own characters escaped.
+    let mut pattern = String::with_capacity(prefix.len() + 16);
+    for c in prefix.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push_str(":{*}:bn*:block");
+    for (key, ttl) in admin.scan(&pattern).await? {
         let Some(tag) = key
             .split_once('{')
             .and_then(|(_, rest)| rest.split_once('}'))

@@ -769,16 +769,23 @@ async fn scan_one(
     }
 }
 
-/// The addresses (`host:port`) of the masters `CLUSTER NODES` lists, failing ones left out.
+/// The addresses (`host:port`) of the masters `CLUSTER NODES` lists; one flagged failing
+/// is left out, which standard error says (what it holds is not listed).
 fn masters(nodes: &str) -> Vec<&str> {
     nodes
         .lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split(' ').collect();
             let flags = fields.get(2)?;
-            (flags.contains("master") && !flags.contains("fail"))
-                .then(|| fields.get(1)?.split('@').next())
-                .flatten()
+            let address = fields.get(1)?.split('@').next()?;
+            if !flags.contains("master") {
+                return None;
+            }
+            if flags.contains("fail") {
+                eprintln!("warning: the Cluster's master {address} is failing ({flags}): its keys are not read");
+                return None;
+            }
+            Some(address)
         })
         .collect()
 }

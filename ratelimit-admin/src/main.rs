@@ -171,8 +171,8 @@ enum BanCommand {
     Lift {
         /// The client's fingerprint: `fp:` and 16 hex digits.
         fingerprint: String,
-        /// Only its ban on this route, as the route table names it (`"POST /login"`), or
-        /// `every` for the limiter's.
+        /// Only its ban on this route, as `bans list` shows it (`"POST /login"`; a pattern's
+        /// parameters as `:id`), or `every` for the limiter's.
         #[arg(long)]
         route: Option<String>,
         /// The services' key prefix (`Keys::prefix`).

@@ -8,7 +8,7 @@
 -- ARGV[1]  the time in ms, or '' for Redis TIME (parts/clock.lua)
 -- ARGV[2]  a member unique to this request (sliding log), or '' when no limit is a log
 -- ARGV[4i-1] .. ARGV[4i+2]
---          limit i: algorithm code (fw, sw, sl, gc; a ban: bn, bf), with `:` and the units this request
+--          limit i: algorithm code (fw, sw, sl, gc; a ban: bn, br), with `:` and the units this request
 --          counts in it when they are not 1 (its cost: `fw:10`), max, window ms, block ms
 --          (0: none). A cost rides on the code so that a stack without one sends nothing
 --          more: each argument is a string Redis and Lua make per call.
@@ -18,14 +18,12 @@
 -- none of the others. When one refused, each limit with a block that refused by its own
 -- count locks the client out (parts/block_start.lua).
 --
--- A ban (code `bn`, counting refusals; `bf`, counting every request, given back on success)
--- comes first in the stack: max refusals in a fixed window, its lockout key the ban. A ban
--- that holds refuses the whole stack at once, no limit read (parts/ban_reply.lua); else a
--- `bf` counts the request now (starting the ban instead when its count is full), and when
--- a limit refused, each `bn` counts the refusal and starts the ban at its max. The
--- refusal's figures then report the ban as their wait; a ban that started with this
--- request reports remaining 1. A `br` is a `bn` whose refusal another call decided (a
--- Cluster's: the route's limits live in another slot): it counts one refusal.
+-- A ban (code `bn`) comes first in the stack: max refusals in a fixed window, its lockout
+-- key the ban. A ban that holds refuses the whole stack at once, no limit read
+-- (parts/ban_reply.lua); else, when a limit refused, each ban counts the refusal and starts
+-- at its max, and the refusal's figures report the ban as their wait (a ban that started
+-- with this request reports remaining 1). A `br` is a ban counting one refusal another call
+-- decided (the route's limits in another Cluster slot, a failure once its handler ran).
 -- Returns one string of integers separated by spaces, four per limit in order: `allowed (0/1)
 -- remaining retry_after_ms reset_after_ms`, then the time of the check in ms. A string, not
 -- an array of integers: Redis builds either at the same cost, and the client reads one
@@ -68,9 +66,9 @@ for i = 1, n do
   --@include parts/block_peek.lua
   local allowed, remaining, retry_after, reset_after, ttl, value
   if blocked_for > 0 then
-    if code == 'bn' or code == 'bf' or code == 'br' then
+    if code == 'bn' or code == 'br' then
       -- A ban holds: the whole stack is refused, no limit read.
-      local banned_for, started = blocked_for, 0
+      local banned_for, held, started = blocked_for, i, 0
       --@include parts/ban_reply.lua
     end
     allowed, remaining, retry_after, reset_after = 0, 0, blocked_for, blocked_for
@@ -82,22 +80,10 @@ for i = 1, n do
     --@include parts/sliding_log_peek.lua
   elseif code == 'gc' then
     --@include parts/gcra_peek.lua
-  elseif (code == 'bn' or code == 'bf' or code == 'br') and first == i and bkey then
-    if code == 'bf' then
-      -- Every request counts on the way in; one that finds the count full starts the ban.
-      --@include parts/fixed_window_peek.lua
-      if allowed == 0 then
-        --@include parts/ban_start.lua
-        local banned_for, started = block, i
-        --@include parts/ban_reply.lua
-      end
-      local cost_arg = '1'
-      --@include parts/fixed_window_commit.lua
-    else
-      allowed, remaining, retry_after, reset_after = 1, max, 0, 0
-      -- `br`: a refusal decided by another call (the route's limits, in another slot).
-      refused_elsewhere = refused_elsewhere or code == 'br'
-    end
+  elseif (code == 'bn' or code == 'br') and first == i and bkey then
+    allowed, remaining, retry_after, reset_after = 1, max, 0, 0
+    -- `br`: a refusal another call decided.
+    refused_elsewhere = refused_elsewhere or code == 'br'
     first = i + 1
   else
     return redis.error_reply('ERR rate-limit script: unknown algorithm `' .. tostring(code) .. '`')

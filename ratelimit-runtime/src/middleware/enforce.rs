@@ -258,17 +258,28 @@ impl Limiter {
             if let Some(decision) = budget
                 .decision
                 .as_ref()
-                .filter(|d| d.allowed && !local && !adjusted && counts_failures)
+                .filter(|d| d.allowed && !local && counts_failures)
             {
                 let succeeded = self.succeeded(&answer, budget.outcome.get());
-                gave_back = Box::pin(self.settle_checked(
-                    route,
-                    &budget,
-                    decision.receipt.as_ref(),
-                    succeeded,
-                    handle,
-                ))
-                .await;
+                if !adjusted {
+                    // What the check counted: the weighed cost, when the app weighs the route.
+                    let weighed = budget
+                        .cost
+                        .map(|cost| super::cost::costed(budget.limits, cost));
+                    gave_back = Box::pin(self.settle(
+                        &budget.key,
+                        weighed.as_deref().unwrap_or(budget.limits),
+                        decision.receipt.as_ref(),
+                        succeeded,
+                        &route.label,
+                        handle,
+                    ))
+                    .await;
+                }
+                // A failure counts toward the route's bans once it is one.
+                if !succeeded {
+                    Box::pin(self.ban_failure(&budget.key, route, handle)).await;
+                }
             }
             let lease = budget.lease.take();
             let inner_answered = route.is_default_policy() && handle.guarded();
@@ -283,34 +294,6 @@ impl Limiter {
                 Err(error) => Err(error),
             }
         }
-    }
-
-    /// [`settle`](Self::settle) of what the check of `budget`'s request counted: at the
-    /// weighed cost, when the app weighs the route, and in its bans, which count failures
-    /// too on a route that counts failures only.
-    async fn settle_checked(
-        &self,
-        route: &RouteInfo,
-        budget: &BudgetState,
-        receipt: Option<&crate::store::Receipt>,
-        succeeded: bool,
-        handle: &LimiterHandle,
-    ) -> bool {
-        let banning = self
-            .ban_stack(route)
-            .filter(|_| !self.shadowed(&route.policy) && route.policy.wait().is_none());
-        let limits = banning.as_deref().unwrap_or(budget.limits);
-        let weighed = budget.cost.map(|cost| super::cost::costed(limits, cost));
-        let limits = weighed.as_deref().unwrap_or(limits);
-        self.settle(
-            &budget.key,
-            limits,
-            receipt,
-            succeeded,
-            &route.label,
-            handle,
-        )
-        .await
     }
 
     /// Takes one of the worker's places for a waiting request into `place`, when one is
@@ -675,22 +658,36 @@ impl Limiter {
         let waited = started.elapsed();
         handle.add_store_wait(waited);
         telemetry::store_latency(&route.metrics, span, waited);
-        let mut decision = checked.and_then(|decision| well_formed(decision, limits.len()))?;
-        let bans = limits.iter().take_while(|limit| limit.is_ban()).count();
+        let decision = checked.and_then(|decision| well_formed(decision, limits.len()))?;
+        Ok(self.without_bans(key, route, span, decision))
+    }
+
+    /// `decision` on a stack with its bans first, the bans taken off: each ban that refused
+    /// (held, or started with this request) counted and logged, and remembered by the flood
+    /// shield under its key (the route's, or the client's own for the limiter's ban), which
+    /// then answers the client there.
+    fn without_bans(
+        &self,
+        key: &RouteKey,
+        route: &RouteInfo,
+        span: &tracing::Span,
+        mut decision: Decision,
+    ) -> Decision {
+        let bans = decision
+            .limits
+            .iter()
+            .take_while(|state| state.limit.is_ban())
+            .count();
         let receipt = decision.receipt.take();
         let rest = decision.limits.split_off(bans);
-        if let Some(ban) = decision.limits.iter().find(|state| !state.allowed) {
-            let now = self.local_now();
+        let now = self.local_now();
+        let mut banned = false;
+        for ban in decision.limits.iter().filter(|state| !state.allowed) {
+            banned = true;
+            let fingerprint =
+                crate::key::identity_fingerprint(key.base_of(&ban.limit), self.secret.as_ref());
+            telemetry::banned(&route.metrics, span, &fingerprint, ban);
             let ends = now.saturating_add(ban.retry_after.as_millis() as u64);
-            telemetry::banned(
-                &route.metrics,
-                span,
-                &crate::key::identity_fingerprint(key.base_of(&ban.limit), self.secret.as_ref()),
-                ban,
-            );
-            // The flood shield answers the banned client while it remembers the ban: on the
-            // route (its own ban, under the route's key), or on every route (the limiter's,
-            // under the client's key of its own).
             let blocked = Blocked {
                 until: ends,
                 reset_at: ends,
@@ -698,11 +695,70 @@ impl Limiter {
             };
             self.shield.block(key.base_of(&ban.limit), blocked, now);
         }
-        let decision = Decision::new(rest);
-        Ok(match receipt.filter(|_| decision.allowed) {
+        let mut decision = Decision::new(rest);
+        decision.banned = banned;
+        match receipt.filter(|_| decision.allowed) {
             Some(receipt) => decision.with_receipt(receipt),
             None => decision,
-        })
+        }
+    }
+
+    /// Counts a failure of a request on a route that counts failures only toward the bans
+    /// that cover it, once its handler ran: one store call, within what is left of the
+    /// request's store budget. A ban that starts then is counted and logged as a refusal's.
+    async fn ban_failure(&self, key: &RouteKey, route: &RouteInfo, handle: &LimiterHandle) {
+        let Some(stack) = self.banning(route, Counting::Live) else {
+            return;
+        };
+        let bans: Vec<Limit> = stack
+            .iter()
+            .take_while(|limit| limit.is_ban())
+            .filter(|limit| limit.count() == Count::Failures)
+            .map(|limit| limit.counting_refusal())
+            .collect();
+        if bans.is_empty() {
+            return;
+        }
+        let request = CheckRequest {
+            key,
+            limits: &bans,
+            now_millis: self.clock.now_millis(),
+        };
+        let left = self
+            .store_budget()
+            .saturating_sub(handle.store_waited().unwrap_or_default());
+        let counted = tokio::time::timeout(left, self.store.check_within(request, left)).await;
+        match counted {
+            Ok(Ok(decision)) => {
+                let span = tracing::Span::none();
+                for ban in decision
+                    .limits
+                    .iter()
+                    .filter(|s| !s.allowed && s.remaining == 1)
+                {
+                    let ban = LimitState {
+                        limit: ban.limit.as_checked(),
+                        ..ban.clone()
+                    };
+                    let fingerprint = crate::key::identity_fingerprint(
+                        key.base_of(&ban.limit),
+                        self.secret.as_ref(),
+                    );
+                    telemetry::banned(&route.metrics, &span, &fingerprint, &ban);
+                }
+            }
+            Ok(Err(error)) => tracing::warn!(
+                target: "ratelimit",
+                route = %route.label,
+                %error,
+                "a failure could not be counted toward the route's ban; it counts nothing"
+            ),
+            Err(_) => tracing::warn!(
+                target: "ratelimit",
+                route = %route.label,
+                "a failure could not be counted toward the route's ban within the timeout; it counts nothing"
+            ),
+        }
     }
 
     /// One store call for `key`, bounded by the timeout. A request checked twice (the
@@ -1065,8 +1121,10 @@ impl Limiter {
                     key = key.with_budget(name, budget);
                 }
             }
-            // The limiter's ban counts in the client's key of its own, the same on every route.
-            if let Some(ban) = self.ban.as_ref().filter(|_| counting == Counting::Live) {
+            // The limiter's ban counts in the client's key of its own, the same on every route
+            // (whose shield entry refuses a banned client whose username is unreadable too).
+            let covered = matches!(counting, Counting::Live | Counting::Unreadable);
+            if let Some(ban) = self.ban.as_ref().filter(|_| covered) {
                 if let Some((_, client)) = identities.iter().find(|(i, _)| *i == ban.identity) {
                     let banned =
                         RouteKey::from_stem(&ban.stem, self.secret.as_ref(), client.value_parts());
@@ -1188,7 +1246,8 @@ impl Limiter {
                 }
             };
 
-            let decision = if decision.allowed {
+            // A concurrency limit's wait is a second at most, unless a ban refused.
+            let decision = if decision.allowed || decision.banned {
                 decision
             } else {
                 concurrency_retry(decision)

@@ -757,15 +757,22 @@ impl RateLimiter {
     /// The limiter's ban as each worker keeps it, when its store keeps bans (a warning says
     /// so when it does not).
     fn limiter_ban(&self) -> Option<super::limiter::LimiterBan> {
-        let ban = self.ban?;
         if !self.store.bans() {
-            tracing::warn!(
-                target: "ratelimit",
-                store = self.store.kind(),
-                "`RateLimiter::ban`: the store keeps no bans (`Store::bans` is false); no client is banned"
-            );
+            let declared = crate::registry::declarations()
+                .any(|d| d.policy().limited().is_some_and(|p| p.ban().is_some()));
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            if self.ban.is_some() || declared {
+                WARNED.call_once(|| {
+                    tracing::warn!(
+                        target: "ratelimit",
+                        store = self.store.kind(),
+                        "bans are declared (`ban`, `RateLimiter::ban`) but the store keeps none (`Store::bans` is false): routes are checked without their bans"
+                    );
+                });
+            }
             return None;
         }
+        let ban = self.ban?;
         Some(super::limiter::LimiterBan {
             ban,
             identity: ban.identity().unwrap_or(crate::policy::Identity::Parts(&[

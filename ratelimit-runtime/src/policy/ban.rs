@@ -14,8 +14,7 @@ use super::{Count, Identity, Limit, Window};
 /// ([`RateLimiter::ban`](crate::RateLimiter::ban)) counts refusals on every limited route
 /// by its own identity ([`identified_by`](Self::identified_by), the client address unless
 /// set) and bans on all of them. On a route that counts failures only
-/// (`count = "failures"`) every failure counts toward a ban too, and a ban starts at the
-/// first request after the count is reached.
+/// (`count = "failures"`) every failure counts toward a ban too, once its handler ran.
 ///
 /// Refusals are counted in fixed windows of `within` (as a fixed-window limit counts
 /// requests): up to twice `times` − 2 refusals across a window's edge start no ban.
@@ -106,8 +105,8 @@ impl Ban {
 
     /// A route's ban as the pseudo-limit a store keeps it in, first in a check's stack
     /// ([`Limit::is_ban`]): its refusals counted in a fixed window of `within` under the
-    /// route's key, the ban a lockout of `duration` beside it; counting every request on the
-    /// way in (given back on success) when `count` is [`Count::Failures`].
+    /// route's key, the ban a lockout of `duration` beside it; failures counted too, after
+    /// the fact, when `count` is [`Count::Failures`].
     ///
     /// ```
     /// use ratelimit_runtime::{policy::{Ban, Window}, Count};

@@ -104,7 +104,8 @@ pub struct Limit {
     /// A concurrency limit ([`concurrent`](Limit::concurrent)): `max` requests in flight,
     /// each holding a lease of `window`.
     in_flight: bool,
-    /// A ban's pseudo-limit ([`Ban`](super::Ban)): 0 none, 1 a route's, 2 the limiter's.
+    /// A ban's pseudo-limit ([`Ban`](super::Ban)): 0 none, else [`BAN`] with [`LIMITER_BAN`]
+    /// for the limiter's and [`COUNTING`] when it counts one refusal decided elsewhere.
     ban: u8,
 }
 
@@ -304,10 +305,10 @@ impl Limit {
         limit.block = Some(duration);
         limit.count = count;
         limit.ban = match scope {
-            super::ban::BanScope::Route => 1,
+            super::ban::BanScope::Route => BAN,
             super::ban::BanScope::App => {
                 limit.budget = Some(APP_BAN);
-                2
+                BAN | LIMITER_BAN
             }
         };
         limit
@@ -315,36 +316,50 @@ impl Limit {
 
     /// Whether this is a ban ([`Ban`](super::Ban)) as a store is asked to keep it, first in a
     /// check's stack: [`max`](Self::max) refusals within a fixed [`window`](Self::window)
-    /// start a lockout of [`block`](Self::block), which refuses the whole stack at once; a
-    /// ban [counting failures](Count::Failures) counts every request on the way in. A store
-    /// of one's own that keeps no bans answers [`Store::bans`](crate::store::Store::bans)
-    /// `false`, and is never sent one.
+    /// start a lockout of [`block`](Self::block), which refuses the whole stack at once. A
+    /// ban [counting failures](Count::Failures) counts those too, after the fact (the limiter
+    /// asks the store to count one refusal with it). A store of one's own that keeps no bans
+    /// answers [`Store::bans`](crate::store::Store::bans) `false`, and is never sent one.
     pub const fn is_ban(&self) -> bool {
         self.ban != 0
     }
 
     /// Whether this is the limiter's ban (keyed under a tag of its own, not the route's).
     pub(crate) const fn is_app_ban(&self) -> bool {
-        self.ban >= 2
+        self.ban & LIMITER_BAN != 0
     }
 
-    /// The limiter's ban asked to count one refusal that another call decided (the route's
-    /// limits, in another Cluster slot): `br` in `scripts/check.lua`.
+    /// This ban asked to count one refusal that another call decided (the route's limits in
+    /// another Cluster slot, or a failure once its handler ran): `br` in `scripts/check.lua`.
     pub(crate) const fn counting_refusal(mut self) -> Self {
-        if self.ban == 2 {
-            self.ban = 3;
+        if self.ban != 0 {
+            self.ban |= COUNTING;
         }
         self
     }
 
-    /// A ban's code in `scripts/check.lua`: `bn` counts refusals, `bf` every request (given
-    /// back on success), `br` one refusal decided elsewhere; `None` for a limit.
+    /// Whether this ban is asked to count one refusal decided elsewhere (by another call of
+    /// a check split across Cluster slots, or a failure once its handler ran): its check
+    /// counts a refusal toward it as if a limit of the stack had refused.
+    pub const fn counts_a_refusal(&self) -> bool {
+        self.ban & COUNTING != 0
+    }
+
+    /// This ban as a check carries it (not counting a refusal decided elsewhere).
+    pub(crate) const fn as_checked(mut self) -> Self {
+        self.ban &= !COUNTING;
+        self
+    }
+
+    /// A ban's code in `scripts/check.lua`: `bn` counts the refusals of its check, `br` one
+    /// refusal decided elsewhere; `None` for a limit.
     pub(crate) const fn ban_code(&self) -> Option<&'static str> {
-        match (self.ban, self.count) {
-            (0, _) => None,
-            (3, _) => Some("br"),
-            (_, Count::Failures) => Some("bf"),
-            _ => Some("bn"),
+        if self.ban == 0 {
+            None
+        } else if self.ban & COUNTING != 0 {
+            Some("br")
+        } else {
+            Some("bn")
         }
     }
 
@@ -413,6 +428,13 @@ pub(crate) const fn gcra_interval_micros(max: u64, window_millis: u64) -> u64 {
         interval
     }
 }
+
+/// [`Limit::ban`]: a ban.
+const BAN: u8 = 1;
+/// [`Limit::ban`]: the limiter's ban.
+const LIMITER_BAN: u8 = 2;
+/// [`Limit::ban`]: counting one refusal decided elsewhere.
+const COUNTING: u8 = 4;
 
 /// The name the limiter's ban is keyed under, in place of a shared budget's (no budget can
 /// be named so).

@@ -12,15 +12,25 @@ pub(crate) fn split_bans(limits: &[Limit]) -> (&[Limit], &[Limit]) {
     limits.split_at(bans)
 }
 
-/// The decision on a request a ban refuses, no limit read: every limit of `limits` refused
-/// for `banned_ms`, the ban at `started` (when this request started it) with remaining 1.
-pub(crate) fn banned(limits: &[Limit], banned_ms: u64, started: Option<usize>) -> Decision {
+/// The decision on a request the ban at `held` refuses, no limit read: every limit of
+/// `limits` refused for `banned_ms`, the other bans letting it through (a request a ban
+/// refuses counts toward no other), the ban at `started` (when this request started it)
+/// with remaining 1.
+pub(crate) fn banned(
+    limits: &[Limit],
+    banned_ms: u64,
+    held: usize,
+    started: Option<usize>,
+) -> Decision {
     let wait = Duration::from_millis(banned_ms);
     Decision::new(
         limits
             .iter()
             .enumerate()
             .map(|(i, limit)| {
+                if limit.is_ban() && i != held {
+                    return open(*limit, 0);
+                }
                 let remaining = u32::from(started == Some(i));
                 LimitState::new(*limit, false, remaining, wait, wait)
             })

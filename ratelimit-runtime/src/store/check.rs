@@ -243,12 +243,12 @@ pub trait Store: Send + Sync + 'static {
     }
 
     /// Whether this store keeps bans ([`Limit::is_ban`]): a ban's pseudo-limit comes first
-    /// in a check's stack, and the check answers as `scripts/check.lua` does (a ban that
-    /// holds refuses every limit of the stack at once, with the ban's wait; a refusal
-    /// counts toward each ban; a ban that started with this request answers `remaining` 1).
-    /// The stores of this crate do. The default, `false`, makes the limiter send this
-    /// store no ban: its routes are checked without their bans, which a warning says once
-    /// at startup.
+    /// in a check's stack, and the check answers as `scripts/check.lua` does: a ban that
+    /// holds refuses every limit of the stack at once with the ban's wait (the other bans
+    /// letting it through); a refusal, or a ban that [counts one decided
+    /// elsewhere](Limit::counts_a_refusal), counts toward each ban, which starts at its max and then answers `remaining` 1. The
+    /// stores of this crate do. The default, `false`, makes the limiter send this store no
+    /// ban: its routes are checked without their bans, which a warning says once.
     fn bans(&self) -> bool {
         false
     }

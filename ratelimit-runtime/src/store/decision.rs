@@ -26,6 +26,8 @@ pub struct LimitState {
 pub struct Decision {
     /// Whether every limit allowed the request (and so every limit counted it).
     pub allowed: bool,
+    /// Whether a ban refused the request (its wait is the ban's, whatever limit reports it).
+    pub(crate) banned: bool,
     /// One state per stacked limit, in declaration order.
     pub limits: Vec<LimitState>,
     /// What the store needs to give this request's units back
@@ -126,6 +128,7 @@ impl Decision {
     pub fn new(limits: Vec<LimitState>) -> Self {
         Decision {
             allowed: limits.iter().all(|state| state.allowed),
+            banned: false,
             limits,
             receipt: None,
         }

@@ -21,9 +21,9 @@
 //! - A stack: `ARGV[2]`: the member, or `""` when no limit is a sliding log;
 //!   `ARGV[3i]`, `ARGV[3i+1]`, `ARGV[3i+2]`: limit `i`'s algorithm code (`fw`, `sw`, `sl`,
 //!   `gc`), max and window in milliseconds. A ban ([`Limit::is_ban`]) comes first, coded
-//!   `bn` (counting refusals), `bf` (counting every request, given back on success) or `br`
-//!   (one refusal another Cluster call decided), its lockout key the ban: a ban that holds
-//!   answers every limit refused for what is left of it, reading no limit.
+//!   `bn` (counting the check's refusal) or `br` (one refusal decided elsewhere: by
+//!   another Cluster call, or a failure once its handler ran), its lockout key the ban: a
+//!   ban that holds answers every limit refused for what is left of it, reading no limit.
 //! - Reply: one string of integers separated by single spaces, four per limit: `allowed
 //!   (0/1) remaining retry_after_ms reset_after_ms`. A string rather than an integer array:
 //!   Redis builds either at the same cost, and redis-rs parses one string for about 4k

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::RedisClusterStore;
 use crate::{
-    policy::{Count, Limit},
+    policy::Limit,
     store::{
         ban, decision::in_order, AdjustRequest, Adjustment, CheckRequest, Decision, LimitState,
         Receipt, StoreError, StoreErrorKind,
@@ -26,8 +26,8 @@ pub(super) async fn check(
     request: CheckRequest<'_>,
     timeout: Duration,
 ) -> Result<Decision, StoreError> {
-    if request.limits.iter().any(Limit::is_app_ban) {
-        return Box::pin(check_app_banned(store, request, timeout)).await;
+    if request.limits.first().is_some_and(Limit::is_ban) {
+        return Box::pin(check_banned(store, request, timeout)).await;
     }
     let started = std::time::Instant::now();
     let groups = request.key.groups(request.limits);
@@ -102,100 +102,101 @@ pub(super) async fn check(
     })
 }
 
-/// A check whose stack starts with the limiter's ban, whose keys live under a tag of their
-/// own: the ban is asked first (one call; a ban that holds refuses at once, no limit read),
-/// then the route's limits as any check; when they refuse (but for a ban of the route's
-/// that holds), one more call counts the refusal toward the ban (`br`), which may start it. A failed count leaves the refusal as it was,
-/// with a warning.
-async fn check_app_banned(
+/// A check whose stack starts with bans, its keys in several slots: the bans are asked
+/// first, one call per slot at once (a ban that holds refuses at once, no limit read; a ban
+/// counting a refusal decided elsewhere, `br`, counts it then); then the route's limits, as
+/// any check; when they refuse, one more call per slot counts the refusal toward the bans
+/// (`br`), which may start them. A request a ban refuses counts toward no other ban, as in
+/// one call. A failed count leaves the refusal as it was, with a warning.
+async fn check_banned(
     store: &RedisClusterStore,
     request: CheckRequest<'_>,
     timeout: Duration,
 ) -> Result<Decision, StoreError> {
     let started = std::time::Instant::now();
-    let app: Vec<Limit> = request
-        .limits
-        .iter()
-        .copied()
-        .filter(Limit::is_app_ban)
-        .collect();
-    let others: Vec<Limit> = request
-        .limits
-        .iter()
-        .copied()
-        .filter(|l| !l.is_app_ban())
-        .collect();
-    let groups = request.key.groups(&app);
-    let Some((ban_key, _)) = groups.first() else {
-        return Err(StoreError::new(
-            StoreErrorKind::Protocol,
-            "a ban without a key",
-        ));
+    let (bans, rest) = ban::split_bans(request.limits);
+    let ask = |limits: &[Limit], left: Duration| {
+        let groups = request.key.groups(limits);
+        async move {
+            let calls = groups.iter().map(|(key, limits)| {
+                let part = CheckRequest {
+                    key,
+                    limits,
+                    now_millis: request.now_millis,
+                };
+                store.check_one(part, left)
+            });
+            let answers = futures_util::future::join_all(calls).await;
+            groups
+                .into_iter()
+                .map(|(_, limits)| limits)
+                .zip(answers)
+                .collect::<Vec<_>>()
+        }
     };
-    let ask = |limits| CheckRequest {
-        key: ban_key,
-        limits,
-        now_millis: request.now_millis,
-    };
-    let asked = store.check_one(ask(&app), timeout).await?;
-    let index_of = |j: usize| request.limits.iter().position(|l| *l == app[j]);
-    if !asked.allowed {
-        let wait = asked.retry_after().as_millis() as u64;
-        let first = asked
-            .limits
-            .iter()
-            .position(|s| !s.allowed && s.remaining == 1)
-            .and_then(index_of);
-        return Ok(ban::banned(request.limits, wait, first));
+    let mut ban_states = Vec::with_capacity(bans.len());
+    for (limits, asked) in ask(bans, timeout).await {
+        let asked = asked?;
+        if let Some((j, state)) = asked.limits.iter().enumerate().find(|(_, s)| !s.allowed) {
+            let held = request
+                .limits
+                .iter()
+                .position(|l| *l == limits[j])
+                .unwrap_or(0);
+            let wait = state.retry_after.as_millis() as u64;
+            let started = (state.remaining == 1).then_some(held);
+            return Ok(ban::banned(request.limits, wait, held, started));
+        }
+        ban_states.extend(asked.limits);
     }
-    let mut app_states = asked.limits;
-    let rest = CheckRequest {
+    if rest.is_empty() {
+        let limits = in_order(request.limits, ban_states)
+            .ok_or_else(|| StoreError::new(StoreErrorKind::Protocol, "a limit without a state"))?;
+        return Ok(Decision::new(limits));
+    }
+    let left = timeout.saturating_sub(started.elapsed());
+    let rest_request = CheckRequest {
         key: request.key,
-        limits: &others,
+        limits: rest,
         now_millis: request.now_millis,
     };
-    let left = timeout.saturating_sub(started.elapsed());
-    let mut decided = if request.key.spans_identities(&others) {
-        Box::pin(check(store, rest, left)).await?
+    let mut decided = if request.key.spans_identities(rest) {
+        Box::pin(check(store, rest_request, left)).await?
     } else {
-        store.check_one(rest, left).await?
+        store.check_one(rest_request, left).await?
     };
-    let counting: Vec<(usize, Limit)> = app
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| b.count() != Count::Failures)
-        .map(|(j, b)| (j, b.counting_refusal()))
-        .collect();
-    // A request the route's own ban refused (one that holds, not one this refusal started)
-    // counts toward no other ban, as in one call.
-    let banned = decided
-        .limits
-        .iter()
-        .any(|s| s.limit.is_ban() && !s.allowed && s.remaining == 0);
-    if !decided.allowed && !banned && !counting.is_empty() {
-        let limits: Vec<Limit> = counting.iter().map(|(_, b)| *b).collect();
+    if !decided.allowed {
+        let counting: Vec<Limit> = bans.iter().map(|b| b.counting_refusal()).collect();
         let left = timeout.saturating_sub(started.elapsed());
-        match store.check_one(ask(&limits), left).await {
-            Ok(counted) => {
-                for ((j, _), state) in counting.iter().zip(&counted.limits) {
-                    app_states[*j] = if !state.allowed && state.remaining == 1 {
-                        let block = state.retry_after.as_millis() as u64;
-                        ban::started(app[*j], block, &mut decided.limits)
-                    } else {
-                        ban::open(app[*j], state.remaining)
-                    };
+        for (limits, counted) in ask(&counting, left).await {
+            let counted = match counted {
+                Ok(counted) => counted,
+                Err(error) => {
+                    tracing::warn!(
+                        target: "ratelimit",
+                        %error,
+                        "a refusal could not be counted toward a ban in another Cluster slot; it counts nothing"
+                    );
+                    continue;
+                }
+            };
+            for (limit, state) in limits.iter().zip(&counted.limits) {
+                let checked = limit.as_checked();
+                let Some(slot) = ban_states.iter_mut().find(|s| s.limit == checked) else {
+                    continue;
+                };
+                if !state.allowed && state.remaining == 1 {
+                    let block = state.retry_after.as_millis() as u64;
+                    *slot = ban::started(checked, block, &mut decided.limits);
+                } else if state.allowed {
+                    *slot = ban::open(checked, state.remaining);
                 }
             }
-            Err(error) => tracing::warn!(
-                target: "ratelimit",
-                %error,
-                "a refusal could not be counted toward the limiter's ban on a Cluster; it counts nothing"
-            ),
         }
     }
     let receipt = decided.receipt.take();
-    app_states.append(&mut decided.limits);
-    let limits = in_order(request.limits, app_states)
+    ban_states.append(&mut decided.limits);
+    let limits = in_order(request.limits, ban_states)
         .ok_or_else(|| StoreError::new(StoreErrorKind::Protocol, "a limit without a state"))?;
     let decision = Decision::new(limits);
     Ok(match receipt.filter(|_| decision.allowed) {

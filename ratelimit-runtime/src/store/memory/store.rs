@@ -17,7 +17,7 @@ use super::{
 };
 use crate::{
     key::{algorithm_code, RouteKey},
-    policy::{Algorithm, Count, Limit},
+    policy::{Algorithm, Limit},
     store::{
         decision::in_order, script::block_key, AdjustFuture, AdjustRequest, Adjustment,
         CheckFuture, CheckRequest, Decision, LimitState, Receipt, Store,
@@ -153,44 +153,24 @@ impl MemoryStore {
     }
 
     /// A check whose stack starts with bans, as `scripts/check.lua` decides it: a ban that
-    /// holds refuses the whole stack, no limit read; a ban counting failures counts the
-    /// request on the way in (starting the ban when its count is full); when a limit refuses,
-    /// each ban counting refusals counts it, and starts at its max. Each ban is read and
-    /// written under its shard's lock, and the limits are decided as a check without bans,
-    /// under theirs: unlike the script, a request decided while another thread starts the
-    /// ban may still pass.
+    /// holds refuses the whole stack, no limit read; when a limit refuses (or a ban counts a
+    /// refusal decided elsewhere, `br`), each ban counts it, and starts at its max. Each ban
+    /// is read and written under its shard's lock, and the limits are decided as a check
+    /// without bans, under theirs: unlike the script, a request decided while another thread
+    /// starts the ban may still pass.
     fn decide_banning(&self, request: &CheckRequest<'_>, now: u64) -> Decision {
         let (bans, rest) = crate::store::ban::split_bans(request.limits);
-        let mut ban_states = Vec::with_capacity(bans.len());
         for (i, ban) in bans.iter().enumerate() {
-            let (stem, bkey) = (request.key.limit_key(ban), block_key(request.key, ban));
-            let mut table = self.lock(hash_tag(&stem));
-            let blocked = adjust::blocked_for(&table, &bkey, now);
+            let bkey = block_key(request.key, ban);
+            let blocked = adjust::blocked_for(&self.lock(hash_tag(&bkey)), &bkey, now);
             if blocked > 0 {
-                return crate::store::ban::banned(request.limits, blocked, None);
+                return crate::store::ban::banned(request.limits, blocked, i, None);
             }
-            if ban.count() != Count::Failures {
-                ban_states.push(crate::store::ban::open(*ban, ban.max()));
-                continue;
-            }
-            let window = ban.window().as_millis();
-            let peek = fixed_window::peek(&table, &stem, (u64::from(ban.max()), 1), window, now);
-            let block = ban.block().map_or(0, |b| b.as_millis());
-            let write = match peek.write.clone() {
-                Some(write) => (write, peek.rank),
-                None => {
-                    table.remove(&stem);
-                    let evicted = apply(&mut table, vec![adjust::lockout(bkey, now, block)], now);
-                    drop(table);
-                    self.after(evicted, Vec::new(), false, now);
-                    return crate::store::ban::banned(request.limits, block, Some(i));
-                }
-            };
-            let evicted = apply(&mut table, vec![write], now);
-            drop(table);
-            self.after(evicted, Vec::new(), false, now);
-            ban_states.push(state_of(*ban, &peek));
         }
+        let mut ban_states: Vec<LimitState> = bans
+            .iter()
+            .map(|ban| crate::store::ban::open(*ban, ban.max()))
+            .collect();
         let rest_request = CheckRequest {
             key: request.key,
             limits: rest,
@@ -201,11 +181,9 @@ impl MemoryStore {
         } else {
             self.decide(&rest_request)
         };
-        if !decided.allowed {
+        let refused_elsewhere = bans.iter().any(|b| b.ban_code() == Some("br"));
+        if !decided.allowed || refused_elsewhere {
             for (ban, state) in bans.iter().zip(&mut ban_states) {
-                if ban.count() == Count::Failures {
-                    continue;
-                }
                 let (stem, bkey) = (request.key.limit_key(ban), block_key(request.key, ban));
                 let mut table = self.lock(hash_tag(&stem));
                 let window = ban.window().as_millis();
@@ -230,7 +208,9 @@ impl MemoryStore {
         ban_states.append(&mut decided.limits);
         let decision = Decision::new(ban_states);
         match receipt {
-            Some(receipt) if decision.allowed => decision.with_receipt(receipt),
+            Some(receipt) if decision.allowed && !refused_elsewhere => {
+                decision.with_receipt(receipt)
+            }
             _ => decision,
         }
     }
