@@ -738,7 +738,7 @@ impl Limiter {
                 {
                     let ban = LimitState {
                         limit: ban.limit.as_checked(),
-                        ..ban.clone()
+                        ..*ban
                     };
                     let fingerprint = crate::key::identity_fingerprint(
                         key.base_of(&ban.limit),

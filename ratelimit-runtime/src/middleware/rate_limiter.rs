@@ -276,7 +276,7 @@ impl RateLimiter {
     /// within `ban.within()`, on any of them, for `ban.duration()`: every request of the
     /// client is then refused at once, with the ban's `Retry-After`, by one key check (the
     /// flood shield answers repeats without one), never a check of each limit. The ban counts
-    /// by `ban.identity()`, the client address unless [`Ban::identified_by`] says otherwise
+    /// by `ban.identity()`, the client address unless [`Ban::identified_by`](crate::policy::Ban::identified_by) says otherwise
     /// (an identity every request has without its body: no username). Routes with their
     /// own `ban` are banned by both. On routes that count failures only, failures count
     /// toward it. Routes that wait for their turn (`wait`), shadow routes and a store down
@@ -327,10 +327,7 @@ impl RateLimiter {
                 )),
             );
         }
-        if ban
-            .identity()
-            .is_some_and(|by| crate::identity::reads_body(by))
-        {
+        if ban.identity().is_some_and(crate::identity::reads_body) {
             self.problems.record(
                 format!("{setting} identity"),
                 Err(format!(
