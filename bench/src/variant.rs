@@ -19,6 +19,9 @@ pub enum Variant {
     /// (f) the floor with one connection per actix worker, made on the worker's thread (this
     /// project's layout), instead of one per process.
     FloorPerWorker,
+    /// (h) (f) answering with the five rate-limit headers this project sends, their figures
+    /// from its one `EVALSHA`: the floor of a limiter that tells clients their limits.
+    FloorHeaders,
     /// (g) no limiter, answering every `/flood` request with this project's 429 (captured
     /// once from its fixed-window flood route, then replayed): what the answer alone costs,
     /// without identifying the client or deciding anything. Measured in the flood only.
@@ -27,12 +30,13 @@ pub enum Variant {
 
 impl Variant {
     /// Every variant, in the order each round runs them.
-    pub const ALL: [Variant; 7] = [
+    pub const ALL: [Variant; 8] = [
         Variant::NoLimiter,
         Variant::Limitation,
         Variant::Governor,
         Variant::Floor,
         Variant::FloorPerWorker,
+        Variant::FloorHeaders,
         Variant::AnswerOnly,
         Variant::Project,
     ];
@@ -46,6 +50,7 @@ impl Variant {
             Variant::Floor => "floor",
             Variant::Project => "project",
             Variant::FloorPerWorker => "floor-per-worker",
+            Variant::FloorHeaders => "floor-headers",
             Variant::AnswerOnly => "answer-only",
         }
     }
@@ -59,6 +64,7 @@ impl Variant {
             Variant::Floor => 'd',
             Variant::Project => 'e',
             Variant::FloorPerWorker => 'f',
+            Variant::FloorHeaders => 'h',
             Variant::AnswerOnly => 'g',
         }
     }
@@ -72,6 +78,7 @@ impl Variant {
             Variant::Floor => "floor: one EVALSHA (INCR+PEXPIRE), multiplexed",
             Variant::Project => "this project (RateLimiter + #[rate_limit], RedisStore)",
             Variant::FloorPerWorker => "floor, one connection per worker (this project's layout)",
+            Variant::FloorHeaders => "floor (f) sending this project's five rate-limit headers",
             Variant::AnswerOnly => "no limiter, answering with this project's 429 (replayed)",
         }
     }
@@ -85,7 +92,11 @@ impl Variant {
     pub const fn uses_redis(self) -> bool {
         matches!(
             self,
-            Variant::Limitation | Variant::Floor | Variant::FloorPerWorker | Variant::Project
+            Variant::Limitation
+                | Variant::Floor
+                | Variant::FloorPerWorker
+                | Variant::FloorHeaders
+                | Variant::Project
         )
     }
 }

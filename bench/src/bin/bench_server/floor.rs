@@ -5,10 +5,16 @@
 //! (f) The same middleware with one multiplexed connection per actix worker, made on the
 //! worker's own thread, as this project's stores do: what the floor costs with this
 //! project's connection layout.
+//!
+//! (h) (f) answering with the five rate-limit headers this project sends (`X-RateLimit-*`,
+//! `RateLimit-Policy`, `RateLimit`), their figures from its one `EVALSHA`
+//! (`scripts/floor_headers.lua`: the count and the counter's TTL): the floor of a limiter
+//! that tells clients their limits.
 
 use actix_web::{
     body::{EitherBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
+    http::header::{HeaderName, HeaderValue},
     middleware::{from_fn, Next},
     web, App, Error, HttpResponse, HttpServer,
 };
@@ -23,6 +29,9 @@ use crate::{client_ip::client_ip, handler, options::Options};
 /// The script, loaded once at start-up with `SCRIPT LOAD`.
 const FLOOR_SCRIPT: &str = include_str!("../../../scripts/floor.lua");
 
+/// (h)'s script: the count and the counter's TTL.
+const FLOOR_HEADERS_SCRIPT: &str = include_str!("../../../scripts/floor_headers.lua");
+
 /// The limit of one scope, with the process's one connection ((d) only).
 struct FloorLimit {
     connection: Option<MultiplexedConnection>,
@@ -33,6 +42,16 @@ struct FloorLimit {
     key_stem: String,
     limit: u64,
     window_ms: u64,
+    /// (h): the headers of this scope that never change (`X-RateLimit-Limit`,
+    /// `RateLimit-Policy`) and the policy's quoted name, when the floor sends the headers.
+    headers: Option<FixedHeaders>,
+}
+
+/// What (h) sends the same on every answer of a scope.
+struct FixedHeaders {
+    limit: HeaderValue,
+    policy: HeaderValue,
+    name: String,
 }
 
 async fn limit_request(
@@ -52,28 +71,66 @@ async fn limit_request(
             .get_ref()
             .clone(),
     };
-    let count: redis::RedisResult<u64> = redis::cmd("EVALSHA")
-        .arg(&limit.sha)
-        .arg(1)
-        .arg(&key)
-        .arg(limit.window_ms)
-        .query_async(&mut connection)
-        .await;
-    let refused = match count {
-        Ok(count) if count <= limit.limit => None,
-        Ok(_) => Some(HttpResponse::TooManyRequests().finish()),
-        Err(_) => Some(HttpResponse::ServiceUnavailable().finish()),
+    let mut call = redis::cmd("EVALSHA");
+    call.arg(&limit.sha).arg(1).arg(&key).arg(limit.window_ms);
+    let Some(fixed) = &limit.headers else {
+        let count: redis::RedisResult<u64> = call.query_async(&mut connection).await;
+        let refused = match count {
+            Ok(count) if count <= limit.limit => None,
+            Ok(_) => Some(HttpResponse::TooManyRequests().finish()),
+            Err(_) => Some(HttpResponse::ServiceUnavailable().finish()),
+        };
+        return match refused {
+            None => Ok(next.call(req).await?.map_into_left_body()),
+            Some(response) => Ok(req.into_response(response).map_into_right_body()),
+        };
     };
-    match refused {
-        None => Ok(next.call(req).await?.map_into_left_body()),
-        Some(response) => Ok(req.into_response(response).map_into_right_body()),
+    let reply: redis::RedisResult<String> = call.query_async(&mut connection).await;
+    let figures = reply.ok().and_then(|reply| {
+        let (count, ttl) = reply.split_once(' ')?;
+        Some((count.parse::<u64>().ok()?, ttl.parse::<i64>().ok()?))
+    });
+    let Some((count, ttl_ms)) = figures else {
+        let response = HttpResponse::ServiceUnavailable().finish();
+        return Ok(req.into_response(response).map_into_right_body());
+    };
+    let remaining = limit.limit.saturating_sub(count);
+    let reset = u64::try_from(ttl_ms).unwrap_or(0).div_ceil(1000);
+    let mut response = if count <= limit.limit {
+        next.call(req).await?.map_into_left_body()
+    } else {
+        let refused = HttpResponse::TooManyRequests().finish();
+        req.into_response(refused).map_into_right_body()
+    };
+    let headers = response.headers_mut();
+    let mut buffer = itoa::Buffer::new();
+    headers.insert(X_LIMIT, fixed.limit.clone());
+    headers.insert(X_REMAINING, HeaderValue::from(remaining));
+    headers.insert(X_RESET, HeaderValue::from(reset));
+    headers.insert(POLICY, fixed.policy.clone());
+    let mut ratelimit = String::with_capacity(fixed.name.len() + 24);
+    ratelimit.push_str(&fixed.name);
+    ratelimit.push_str(";r=");
+    ratelimit.push_str(buffer.format(remaining));
+    ratelimit.push_str(";t=");
+    ratelimit.push_str(buffer.format(reset));
+    if let Ok(value) = HeaderValue::from_str(&ratelimit) {
+        headers.insert(RATELIMIT, value);
     }
+    Ok(response)
 }
 
-/// Serves (d) with `per_worker` false, (f) with it true.
+const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// Serves (d) with `per_worker` false, (f) with it true, (h) with `headers` too.
 pub async fn serve(
     options: &Options,
     per_worker: bool,
+    headers: bool,
     listener: std::net::TcpListener,
 ) -> std::io::Result<actix_web::dev::Server> {
     let client = redis::Client::open(options.redis_url()).map_err(std::io::Error::other)?;
@@ -83,7 +140,11 @@ pub async fn serve(
         .map_err(std::io::Error::other)?;
     let sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")
-        .arg(FLOOR_SCRIPT)
+        .arg(if headers {
+            FLOOR_HEADERS_SCRIPT
+        } else {
+            FLOOR_SCRIPT
+        })
         .query_async(&mut connection)
         .await
         .map_err(std::io::Error::other)?;
@@ -94,6 +155,15 @@ pub async fn serve(
             key_stem: format!("floor:{}:{}", std::process::id(), budget.segment()),
             limit: u64::from(limit),
             window_ms: window_secs * 1000,
+            headers: headers.then(|| {
+                let name = format!("\"{}\"", budget.segment());
+                FixedHeaders {
+                    limit: HeaderValue::from(limit),
+                    policy: HeaderValue::from_str(&format!("{name};q={limit};w={window_secs}"))
+                        .expect("a header value"),
+                    name,
+                }
+            }),
         })
     };
     let allow = scope_limit(Budget::Allow, ALLOW_LIMIT, ALLOW_WINDOW_SECS);

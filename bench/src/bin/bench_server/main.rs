@@ -56,8 +56,9 @@ async fn serve(options: &Options) -> std::io::Result<()> {
         Variant::NoLimiter => no_limiter::serve(options, listener).await,
         Variant::Limitation => limitation::serve(options, listener).await,
         Variant::Governor => governor::serve(options, listener).await,
-        Variant::Floor => floor::serve(options, false, listener).await,
-        Variant::FloorPerWorker => floor::serve(options, true, listener).await,
+        Variant::Floor => floor::serve(options, false, false, listener).await,
+        Variant::FloorPerWorker => floor::serve(options, true, false, listener).await,
+        Variant::FloorHeaders => floor::serve(options, true, true, listener).await,
         Variant::AnswerOnly => answer_only::serve(options, listener).await,
         Variant::Project => project::serve(options, listener).await,
     }?;
