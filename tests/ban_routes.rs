@@ -65,14 +65,16 @@ async fn login(req: actix_web::HttpRequest) -> impl Responder {
     }
 }
 
-/// Holds each request until the test lets it go.
-static GATE: tokio::sync::Notify = tokio::sync::Notify::const_new();
+/// A permit for each request that entered `/hold`, and one the test gives each to leave.
+static ENTERED: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+static LEAVE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
 
 /// One request of an address at a time; one refusal bans it for an hour.
 #[rate_limit(concurrency = 1, identity = "ip", ban = "1 in 1m for 1h")]
 #[get("/hold")]
 async fn hold() -> impl Responder {
-    GATE.notified().await;
+    ENTERED.add_permits(1);
+    LEAVE.acquire().await.expect("open").forget();
     HttpResponse::Ok()
 }
 
@@ -236,12 +238,16 @@ async fn a_ban_on_a_concurrency_limit_waits_the_ban() {
     let app = test::init_service(App::new().service(hold).wrap(limiter)).await;
     let first = test::call_service(&app, get("/hold", "203.0.113.7").to_request());
     let second = async {
-        actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+        // Once the first request holds the place.
+        ENTERED.acquire().await.expect("open").forget();
         let refused = test::call_service(&app, get("/hold", "203.0.113.7").to_request()).await;
-        GATE.notify_waiters();
+        LEAVE.add_permits(1);
         refused
     };
-    let (first, refused) = futures_util::future::join(first, second).await;
+    let both = futures_util::future::join(first, second);
+    let (first, refused) = tokio::time::timeout(Duration::from_secs(10), both)
+        .await
+        .expect("the first request entered and left");
     assert_eq!(first.status(), 200);
     assert_eq!(refused.status(), 429);
     assert_eq!(refused.headers().get("retry-after").unwrap(), "3600");

@@ -19,6 +19,7 @@ on_every_store!(
     a_route_ban_starts_at_its_count_and_refuses_the_whole_stack,
     a_refusal_by_a_limit_of_another_identity_counts_toward_the_ban,
     a_request_one_ban_refuses_counts_toward_no_other,
+    a_refusal_decided_elsewhere_counts_toward_each_ban,
     the_limiters_ban_counts_refusals_of_every_route_and_bans_on_all,
 );
 
@@ -159,6 +160,35 @@ async fn a_request_one_ban_refuses_counts_toward_no_other(backend: &Backend) {
         "the limiter's ban starts with its third counted refusal: {started:?}"
     );
     assert_eq!(ms(started.retry_after()), 300_000, "{started:?}");
+}
+
+/// A check of bans that each count a refusal decided elsewhere (a failure once its handler
+/// ran) counts one toward each, in its own key (on a Cluster, in two slots), and reports
+/// every ban it starts.
+async fn a_refusal_decided_elsewhere_counts_toward_each_ban(backend: &Backend) {
+    let ip = "203.0.113.6";
+    let key = route("/signin", ip)
+        .with_limiter_ban(RouteKey::for_limiter_ban("rl", &[(IdentityPart::Ip, ip)]));
+    let own = Ban::new(2, Window::from_secs(60), Window::from_secs(600)).limit(Count::Failures);
+    let everywhere =
+        Ban::new(2, Window::from_secs(60), Window::from_secs(300)).limiter_limit(Count::Failures);
+    let failure = [own.counting_a_refusal(), everywhere.counting_a_refusal()];
+    assert!(failure.iter().all(Limit::counts_a_refusal));
+    let one = check(backend, &key, &failure, T0).await;
+    assert_eq!(
+        (one.limits[0].remaining, one.limits[1].remaining),
+        (1, 1),
+        "{one:?}"
+    );
+    let two = check(backend, &key, &failure, T0 + 1).await;
+    assert!(
+        two.limits.iter().all(|s| !s.allowed && s.remaining == 1),
+        "both bans start: {two:?}"
+    );
+    // Either ban now refuses a check of the route at once.
+    let sign_in = Limit::new(100, Window::from_secs(60), Algorithm::FixedWindow);
+    let banned = check(backend, &key, &[own, everywhere, sign_in], T0 + 2).await;
+    assert_eq!(ms(banned.retry_after()), 599_999, "{banned:?}");
 }
 
 /// The limiter's ban lives in the client's key of its own: refusals on two routes count

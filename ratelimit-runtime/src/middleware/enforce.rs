@@ -276,8 +276,9 @@ impl Limiter {
                     ))
                     .await;
                 }
-                // A failure counts toward the route's bans once it is one.
-                if !succeeded {
+                // A failure counts toward the route's bans once it is one (unless the
+                // handler took its budget over, resetting or giving back).
+                if !succeeded && !adjusted {
                     Box::pin(self.ban_failure(&budget.key, route, handle)).await;
                 }
             }
@@ -616,14 +617,6 @@ impl Limiter {
         self.ban_stack(route).filter(|_| refuses)
     }
 
-    /// Whether a ban covers `route` (its own, or the limiter's) in the store: its refusals
-    /// count toward the ban.
-    fn bans_cover(&self, route: &RouteInfo) -> bool {
-        self.bans
-            && (self.ban.is_some() || route.policy.ban().is_some())
-            && route.policy.wait().is_none()
-    }
-
     /// [`check`](Self::check) of a route a ban covers: `stack` (the bans first) in one store
     /// call, bounded as a check is; the decision on the route's limits, the bans taken off
     /// (a ban that holds or starts refuses every limit with its wait), counted and logged.
@@ -714,7 +707,7 @@ impl Limiter {
             .iter()
             .take_while(|limit| limit.is_ban())
             .filter(|limit| limit.count() == Count::Failures)
-            .map(|limit| limit.counting_refusal())
+            .map(|limit| limit.counting_a_refusal())
             .collect();
         if bans.is_empty() {
             return;
@@ -731,6 +724,7 @@ impl Limiter {
         match counted {
             Ok(Ok(decision)) => {
                 let span = tracing::Span::none();
+                let now = self.local_now();
                 for ban in decision
                     .limits
                     .iter()
@@ -740,11 +734,18 @@ impl Limiter {
                         limit: ban.limit.as_checked(),
                         ..*ban
                     };
-                    let fingerprint = crate::key::identity_fingerprint(
-                        key.base_of(&ban.limit),
-                        self.secret.as_ref(),
-                    );
+                    let base = key.base_of(&ban.limit);
+                    let fingerprint = crate::key::identity_fingerprint(base, self.secret.as_ref());
                     telemetry::banned(&route.metrics, &span, &fingerprint, &ban);
+                    // The flood shield answers the banned client from now on, as after a
+                    // refusal that starts a ban.
+                    let ends = now.saturating_add(ban.retry_after.as_millis() as u64);
+                    let blocked = Blocked {
+                        until: ends,
+                        reset_at: ends,
+                        limit_index: 0,
+                    };
+                    self.shield.block(base, blocked, now);
                 }
             }
             Ok(Err(error)) => tracing::warn!(
@@ -1278,9 +1279,10 @@ impl Limiter {
                 // cost function a lighter request may fit where this one did not.
                 // Nor a shared budget's, which other routes count too (each its own stack),
                 // nor a concurrency limit's, whose places come back whenever requests end.
-                // Nor on a route a ban covers, where every refusal counts toward the ban in
-                // the store (the shield answers a client the ban refuses).
-                let remembered = !decided_locally && cost.is_none() && !self.bans_cover(route);
+                // Nor where a ban counts the refusal in the store (the shield answers a
+                // client the ban refuses).
+                let remembered =
+                    !decided_locally && cost.is_none() && self.banning(route, counting).is_none();
                 // On a route that waits, until a request could wait for its turn (not at
                 // all when one could wait for it now).
                 let wait = policy.wait().map_or(0, |wait| wait.as_millis() as u64);

@@ -278,8 +278,8 @@ impl RateLimiter {
     /// flood shield answers repeats without one), never a check of each limit. The ban counts
     /// by `ban.identity()`, the client address unless [`Ban::identified_by`](crate::policy::Ban::identified_by) says otherwise
     /// (an identity every request has without its body: no username). Routes with their
-    /// own `ban` are banned by both. On routes that count failures only, failures count
-    /// toward it. Routes that wait for their turn (`wait`), shadow routes and a store down
+    /// own `ban` are banned by both. On routes with a limit that counts failures only,
+    /// failures count toward it once their handler ran. Routes that wait for their turn (`wait`), shadow routes and a store down
     /// (whatever the route's `fail`) count nothing toward it; a route that waits refuses a
     /// client it bans while this process's flood shield remembers the ban (up to a second
     /// after each refusal the store gave). Every refusal on a route it covers is counted in

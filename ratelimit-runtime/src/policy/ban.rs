@@ -13,7 +13,7 @@ use super::{Count, Identity, Limit, Window};
 /// route's identity and bans on that route; the limiter's
 /// ([`RateLimiter::ban`](crate::RateLimiter::ban)) counts refusals on every limited route
 /// by its own identity ([`identified_by`](Self::identified_by), the client address unless
-/// set) and bans on all of them. On a route that counts failures only
+/// set) and bans on all of them. On a route with a limit that counts failures only
 /// (`count = "failures"`) every failure counts toward a ban too, once its handler ran.
 ///
 /// Refusals are counted in fixed windows of `within` (as a fixed-window limit counts

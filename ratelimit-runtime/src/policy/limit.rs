@@ -329,9 +329,11 @@ impl Limit {
         self.ban & LIMITER_BAN != 0
     }
 
-    /// This ban asked to count one refusal that another call decided (the route's limits in
-    /// another Cluster slot, or a failure once its handler ran): `br` in `scripts/check.lua`.
-    pub(crate) const fn counting_refusal(mut self) -> Self {
+    /// This ban asked to count one refusal decided elsewhere (the route's limits in another
+    /// Cluster slot, or a failure once its handler ran), as the limiter asks a store: a check
+    /// of it counts a refusal toward it as if a limit of the stack had refused (`br` in
+    /// `scripts/check.lua`). A limit that is no ban is returned as it is.
+    pub const fn counting_a_refusal(mut self) -> Self {
         if self.ban != 0 {
             self.ban |= COUNTING;
         }

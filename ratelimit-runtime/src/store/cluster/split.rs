@@ -102,6 +102,9 @@ pub(super) async fn check(
     })
 }
 
+/// How much sooner than the check's timeout the count of a refusal toward the bans gives up.
+const COUNT_MARGIN: Duration = Duration::from_millis(2);
+
 /// A check whose stack starts with bans, its keys in several slots: the bans are asked
 /// first, one call per slot at once (a ban that holds refuses at once, no limit read; a ban
 /// counting a refusal decided elsewhere, `br`, counts it then); then the route's limits, as
@@ -135,6 +138,26 @@ async fn check_banned(
         }
     };
     let mut ban_states = Vec::with_capacity(bans.len());
+    if rest.is_empty() {
+        // Only bans, each counting a refusal decided elsewhere (a failure): every slot's
+        // answer counts, a failed one with a warning.
+        for (limits, counted) in ask(bans, timeout).await {
+            match counted {
+                Ok(counted) => ban_states.extend(counted.limits),
+                Err(error) => {
+                    tracing::warn!(
+                        target: "ratelimit",
+                        %error,
+                        "a refusal could not be counted toward a ban in one Cluster slot; it counts nothing there"
+                    );
+                    ban_states.extend(limits.iter().map(|ban| ban::open(*ban, 0)));
+                }
+            }
+        }
+        let limits = in_order(request.limits, ban_states)
+            .ok_or_else(|| StoreError::new(StoreErrorKind::Protocol, "a limit without a state"))?;
+        return Ok(Decision::new(limits));
+    }
     for (limits, asked) in ask(bans, timeout).await {
         let asked = asked?;
         if let Some((j, state)) = asked.limits.iter().enumerate().find(|(_, s)| !s.allowed) {
@@ -149,11 +172,6 @@ async fn check_banned(
         }
         ban_states.extend(asked.limits);
     }
-    if rest.is_empty() {
-        let limits = in_order(request.limits, ban_states)
-            .ok_or_else(|| StoreError::new(StoreErrorKind::Protocol, "a limit without a state"))?;
-        return Ok(Decision::new(limits));
-    }
     let left = timeout.saturating_sub(started.elapsed());
     let rest_request = CheckRequest {
         key: request.key,
@@ -166,8 +184,13 @@ async fn check_banned(
         store.check_one(rest_request, left).await?
     };
     if !decided.allowed {
-        let counting: Vec<Limit> = bans.iter().map(|b| b.counting_refusal()).collect();
-        let left = timeout.saturating_sub(started.elapsed());
+        let counting: Vec<Limit> = bans.iter().map(|b| b.counting_a_refusal()).collect();
+        // Within what is left, less a margin: the caller's own timer started a little before
+        // this check did, and a count cut short must leave the refusal standing, not turn it
+        // into a store error.
+        let left = timeout
+            .saturating_sub(started.elapsed())
+            .saturating_sub(COUNT_MARGIN);
         for (limits, counted) in ask(&counting, left).await {
             let counted = match counted {
                 Ok(counted) => counted,
