@@ -679,6 +679,7 @@ async fn describe_metrics_describes_every_metric_with_its_kind_and_unit() {
         ("ratelimit_store_errors_total", "counter", count),
         ("ratelimit_store_duration_seconds", "histogram", seconds),
         ("ratelimit_in_flight", "gauge", count),
+        ("ratelimit_bans_total", "counter", count),
         ("ratelimit_fallback_switches_total", "counter", count),
         ("ratelimit_listed_total", "counter", count),
         ("ratelimit_overrides_applied_total", "counter", count),
