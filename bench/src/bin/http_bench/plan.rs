@@ -25,12 +25,17 @@ pub struct Target {
     pub bare: bool,
 }
 
-/// The variants measured twice in each cell, (a′) and (f′): the baselines of the goals.
-pub const REPLICATED: [Variant; 2] = [Variant::NoLimiter, Variant::FloorPerWorker];
+/// The variants measured twice in each cell, (a′), (f′) and (h′): the baselines of the
+/// goals, and (f) beside (h).
+pub const REPLICATED: [Variant; 3] = [
+    Variant::NoLimiter,
+    Variant::FloorPerWorker,
+    Variant::FloorHeaders,
+];
 
 impl Target {
-    /// (a) to (d), (f), (g), this project's route per algorithm and the stacked one, then
-    /// the replicas (a′) and (f′).
+    /// (a) to (d), (f), (h), (g), this project's route per algorithm and the stacked one,
+    /// then the replicas (a′), (f′) and (h′).
     pub fn all() -> Vec<Target> {
         let others = [
             Variant::NoLimiter,
@@ -38,6 +43,7 @@ impl Target {
             Variant::Governor,
             Variant::Floor,
             Variant::FloorPerWorker,
+            Variant::FloorHeaders,
             Variant::AnswerOnly,
         ]
         .map(Target::of);
@@ -234,31 +240,33 @@ mod tests {
     fn rounds_interleave_every_target_within_each_cell() {
         let plan = Plan::full(2, Duration::from_secs(1));
         let order = plan.schedule();
-        // Three hot-key cells of 13 targets, three of many identities of 12 and three flood
-        // cells of 13: (g) is measured in the flood alone, the route without headers on the
+        // Three hot-key cells of 15 targets, three of many identities of 14 and three flood
+        // cells of 15: (g) is measured in the flood alone, the route without headers on the
         // hot key alone.
-        assert_eq!(order.len(), 2 * (3 * 13 + 3 * 12 + 3 * 13));
-        let first: Vec<String> = order[..13].iter().map(|(_, _, t)| t.to_string()).collect();
+        assert_eq!(order.len(), 2 * (3 * 15 + 3 * 14 + 3 * 15));
+        let first: Vec<String> = order[..15].iter().map(|(_, _, t)| t.to_string()).collect();
         assert_eq!(first[0], "(a) none");
         assert_eq!(first[3], "(d) floor");
         assert_eq!(first[4], "(f) floor-per-worker");
-        assert_eq!(first[5], "(e) fixed_window");
-        assert_eq!(first[9], "(e) stacked");
-        assert_eq!(first[10], "(e) fixed_window, no rate-limit headers");
-        // The replicas close each cell, as far from (a) and (f) in time as any target.
-        assert_eq!(first[11], "(a′) none");
-        assert_eq!(first[12], "(f′) floor-per-worker");
-        assert_eq!(order[13].1, plan.cells[1]);
-        assert!(order[..114].iter().all(|(round, _, _)| *round == 0));
+        assert_eq!(first[5], "(h) floor-headers");
+        assert_eq!(first[6], "(e) fixed_window");
+        assert_eq!(first[10], "(e) stacked");
+        assert_eq!(first[11], "(e) fixed_window, no rate-limit headers");
+        // The replicas close each cell, as far from (a), (f) and (h) in time as any target.
+        assert_eq!(first[12], "(a′) none");
+        assert_eq!(first[13], "(f′) floor-per-worker");
+        assert_eq!(first[14], "(h′) floor-headers");
+        assert_eq!(order[15].1, plan.cells[1]);
+        assert!(order[..132].iter().all(|(round, _, _)| *round == 0));
         let flood: Vec<String> = order
             .iter()
             .filter(|(round, cell, _)| *round == 0 && *cell == plan.cells[6])
             .map(|(_, _, t)| t.to_string())
             .collect();
         assert_eq!(plan.cells[6].scenario, Scenario::Flood);
-        assert_eq!(flood.len(), 13);
-        assert_eq!(flood[5], "(g) answer-only");
-        assert_eq!(Plan::smoke(Duration::from_secs(2)).schedule().len(), 13);
+        assert_eq!(flood.len(), 15);
+        assert_eq!(flood[6], "(g) answer-only");
+        assert_eq!(Plan::smoke(Duration::from_secs(2)).schedule().len(), 15);
         // One server each: a replica is not its original.
         let targets = Target::all();
         let distinct: std::collections::HashSet<Target> = targets.iter().copied().collect();

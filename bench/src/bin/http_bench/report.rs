@@ -114,15 +114,17 @@ impl Report<'_> {
         let _ = writeln!(out, "#### {}\n", capitalised(scenario.title()));
         let _ = writeln!(
             out,
-            "| conns | server | req/s | p50 | p99 | × (a) | × (d) | × (f) | scripts/req | Redis cmds/req | new Redis conns/req | server CPU/req | Redis CPU/req | status ≥ 400 | socket errors |\n\
-             |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "| conns | server | req/s | p50 | p99 | × (a) | × (d) | × (f) | × (h) | scripts/req | Redis cmds/req | new Redis conns/req | server CPU/req | Redis CPU/req | status ≥ 400 | socket errors |\n\
+             |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for cell in cells {
             let none = self.results.baseline(*cell, Variant::NoLimiter);
             let floor = self.results.baseline(*cell, Variant::Floor);
             let per_worker = self.results.baseline(*cell, Variant::FloorPerWorker);
+            let with_headers = self.results.baseline(*cell, Variant::FloorHeaders);
+            let floors = [floor, per_worker, with_headers];
             for row in self.results.in_cell(*cell) {
-                let _ = writeln!(out, "{}", table_row(row, none, floor, per_worker));
+                let _ = writeln!(out, "{}", table_row(row, none, floors));
             }
         }
         out.push('\n');
@@ -193,16 +195,13 @@ impl Report<'_> {
     }
 }
 
-fn table_row(
-    row: &Row,
-    none: Option<&Row>,
-    floor: Option<&Row>,
-    per_worker: Option<&Row>,
-) -> String {
+/// One row of a scenario's table; `floors`: (d), (f) and (h) of its cell.
+fn table_row(row: &Row, none: Option<&Row>, floors: [Option<&Row>; 3]) -> String {
     // Measured for every row, servers without Redis too: stray Redis work would show.
     let redis_figure = per_request;
+    let [floor, per_worker, with_headers] = floors;
     format!(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         row.cell.connections,
         label(row.target),
         whole(row.rps()),
@@ -211,6 +210,7 @@ fn table_row(
         none.map_or("–".to_owned(), |n| ratio(row.throughput_ratio(n))),
         floor.map_or("–".to_owned(), |d| ratio(row.throughput_ratio(d))),
         per_worker.map_or("–".to_owned(), |f| ratio(row.throughput_ratio(f))),
+        with_headers.map_or("–".to_owned(), |h| ratio(row.throughput_ratio(h))),
         redis_figure(row.scripts_per_request()),
         redis_figure(row.commands_per_request()),
         redis_figure(row.connections_per_request()),
