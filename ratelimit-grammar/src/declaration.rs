@@ -64,6 +64,9 @@ pub struct Declaration {
     /// `ban`: how many refusals within which window ban a client for how long (route-wide,
     /// as `fail`).
     pub ban: Option<crate::BanSpec>,
+    /// `sync`, in milliseconds: how often an instance deciding from a local share of the
+    /// budget reconciles it with the store (route-wide, as `fail`).
+    pub sync: Option<u64>,
 }
 
 /// A value as the lexer reads it.
@@ -339,6 +342,7 @@ fn set(declaration: &mut Declaration, key: Key, value: Value) -> Result<(), Vec<
         Key::Lease => declaration.lease = Some(crate::parse_lease(&string(key, value)?).map_err(one)?),
         Key::Wait => declaration.wait = Some(crate::parse_wait(&string(key, value)?).map_err(one)?),
         Key::Ban => declaration.ban = Some(crate::parse_ban(&string(key, value)?).map_err(one)?),
+        Key::Sync => declaration.sync = Some(crate::parse_sync(&string(key, value)?).map_err(one)?),
         Key::CostFrom => {
             return Err(one(
                 "`cost_from` names a function of the program, which a declaration read at run time cannot reach; write a `cost`, or weigh the route's requests with `RateLimiter::cost_of`".to_owned(),
@@ -424,6 +428,21 @@ fn check_one(declaration: &Declaration, written: &[Key], misspelled: &[Key]) -> 
         for key in written.iter().filter(|k| crate::NOT_WITH_BAN.contains(k)) {
             if !(*key == Key::Shadow && declaration.shadow == Some(false)) {
                 errors.push(crate::not_with_ban(*key));
+            }
+        }
+    }
+    if present(Key::Sync) {
+        for key in written.iter().filter(|k| crate::NOT_WITH_SYNC.contains(k)) {
+            errors.push(crate::not_with_sync(*key));
+        }
+        if declaration.count == Some(Count::Failures) {
+            errors.push(crate::not_with_sync(Key::Count));
+        }
+        if let (Some(sync), Some(max), Some(window)) =
+            (declaration.sync, declaration.limit, declaration.window)
+        {
+            if let Err(message) = crate::check_sync(max, window, sync, algorithm) {
+                errors.push(message);
             }
         }
     }
@@ -556,6 +575,11 @@ fn check_stack(stack: &[Declaration]) -> Vec<String> {
         })
     };
     differ(stack, Key::Ban, written, &mut errors);
+    let written = |d: &Declaration| d.sync.map(|s| format!("\"{s}ms\""));
+    differ(stack, Key::Sync, written, &mut errors);
+    if stack.len() > 1 && stack.iter().any(|d| d.sync.is_some()) {
+        errors.push(crate::sync_stacked().to_owned());
+    }
     // A ban on one declaration goes against the `wait` or `shadow` of another, as on one.
     if stack.iter().any(|d| d.ban.is_some()) {
         for d in stack.iter().filter(|d| d.ban.is_none()) {
@@ -651,6 +675,30 @@ mod tests {
         );
         parse_stack(r#"limit = 1, window = "1s", ban = "2 in 1m for 1h", count = "failures", shadow = false"#)
             .unwrap();
+    }
+
+    #[test]
+    fn sync_takes_one_limit_large_enough_for_shares() {
+        let stack = parse_stack(r#"limit = 100000, window = "1m", sync = "100ms""#).unwrap();
+        assert_eq!(stack[0].sync, Some(100));
+        assert!(errors(r#"limit = 1000, window = "1m", sync = "100ms""#)[0]
+            .contains("a limit of at least 6000 per this window"));
+        assert!(
+            errors(r#"limit = 100000, window = "1m", sync = "100ms", block = "1m""#)[0]
+                .starts_with("`sync` does not go with `block`")
+        );
+        assert!(
+            errors(r#"limit = 100000, window = "1m", sync = "100ms", count = "failures""#)[0]
+                .starts_with("`sync` does not go with `count`")
+        );
+        assert!(errors(
+            r#"limit = 100000, window = "1m", sync = "100ms"; limit = 10, window = "1s""#
+        )[0]
+        .contains("has one limit"));
+        assert!(
+            errors(r#"limit = 100000, window = "1m", snyc = "100ms""#)[0]
+                .contains("did you mean `sync`?")
+        );
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub enum Key {
     Wait,
     /// `ban = "20 in 10m for 1h"`: a client refused that often is refused for that long.
     Ban,
+    /// `sync = "100ms"`: decide from a local share of the budget, reconciled that often.
+    Sync,
     /// `shadow = true`: log and count, never refuse.
     Shadow,
     /// `headers = "none"`: whether responses tell clients the limits.
@@ -51,7 +53,7 @@ pub enum Key {
 
 impl Key {
     /// Every key, in the order messages list them.
-    pub const ALL: [Key; 20] = [
+    pub const ALL: [Key; 21] = [
         Key::Limit,
         Key::Window,
         Key::Identity,
@@ -66,6 +68,7 @@ impl Key {
         Key::Lease,
         Key::Wait,
         Key::Ban,
+        Key::Sync,
         Key::Shadow,
         Key::Headers,
         Key::Enforce,
@@ -75,7 +78,7 @@ impl Key {
     ];
 
     /// Every key's name, in the order messages list them.
-    pub const NAMES: [&'static str; 20] = [
+    pub const NAMES: [&'static str; 21] = [
         "limit",
         "window",
         "identity",
@@ -90,6 +93,7 @@ impl Key {
         "lease",
         "wait",
         "ban",
+        "sync",
         "shadow",
         "headers",
         "enforce",
@@ -115,6 +119,7 @@ impl Key {
             Key::Lease => "lease",
             Key::Wait => "wait",
             Key::Ban => "ban",
+            Key::Sync => "sync",
             Key::Shadow => "shadow",
             Key::Headers => "headers",
             Key::Enforce => "enforce",
@@ -166,6 +171,7 @@ impl Key {
             Key::Lease => "`lease = \"10s\"`",
             Key::Wait => "`wait = \"2s\"`",
             Key::Ban => "`ban = \"20 in 10m for 1h\"`",
+            Key::Sync => "`sync = \"100ms\"`",
             Key::Shadow => "`shadow = true`",
             Key::Headers => "`headers = \"none\"`",
             Key::Enforce => "`enforce = true`",
@@ -197,6 +203,7 @@ mod tests {
         assert_eq!(Key::closest("leese"), Some(Key::Lease));
         assert_eq!(Key::closest("wiat"), Some(Key::Wait));
         assert_eq!(Key::closest("bna"), Some(Key::Ban));
+        assert_eq!(Key::closest("snyc"), Some(Key::Sync));
         assert_eq!(Key::closest("zzzzzz"), None);
         assert!(Key::unknown_message("limt").ends_with("did you mean `limit`?"));
     }

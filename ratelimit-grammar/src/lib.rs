@@ -30,6 +30,7 @@ mod limit;
 pub mod messages;
 mod route_headers;
 pub mod suggest;
+mod sync;
 mod tier;
 mod wait;
 
@@ -52,5 +53,9 @@ pub use limit::{
     MAX_WINDOW_MILLIS,
 };
 pub use route_headers::RouteHeaders;
+pub use sync::{
+    check_sync, not_with_sync, parse_sync, share_of, sync_stacked, MAX_SYNC_MILLIS, MIN_SHARE,
+    MIN_SYNC_MILLIS, NOT_WITH_SYNC,
+};
 pub use tier::{check_tier, is_tier_name, MAX_TIER_LEN};
 pub use wait::{not_with_wait, parse_wait, MAX_WAIT_MILLIS, NOT_WITH_WAIT};

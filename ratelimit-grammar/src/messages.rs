@@ -185,6 +185,7 @@ fn shared_because(key: Key) -> &'static str {
         Key::Headers => "a route's answers either tell its limits or hide them all",
         Key::Wait => "a request waits for the one turn every limit of the route gives it",
         Key::Ban => "a route's refusals count toward one ban, whichever limit refused",
+        Key::Sync => "an instance reconciles a route's shares on one interval",
         _ => "a route's limits are enforced or only logged together",
     }
 }

@@ -96,6 +96,8 @@ pub(crate) struct Args {
     pub(crate) wait: Slot<Window>,
     /// A ban after repeated refusals on the route.
     pub(crate) ban: Slot<ratelimit_grammar::BanSpec>,
+    /// How often an instance deciding from a local share reconciles it with the store.
+    pub(crate) sync: Slot<Window>,
     pub(crate) shadow: Slot<bool>,
     /// Whether the route's answers carry the rate-limit headers.
     pub(crate) headers: Slot<RouteHeaders>,
@@ -141,6 +143,7 @@ impl Args {
             lease: Slot::Absent,
             wait: Slot::Absent,
             ban: Slot::Absent,
+            sync: Slot::Absent,
             shadow: Slot::Absent,
             headers: Slot::Absent,
             enforce: Slot::Absent,
@@ -245,6 +248,9 @@ impl Args {
                 self.wait = parse_duration(&value, key, ratelimit_grammar::parse_wait, cx);
             }
             KeyName::Ban => self.ban = parse_text(&value, key, ratelimit_grammar::parse_ban, cx),
+            KeyName::Sync => {
+                self.sync = parse_duration(&value, key, ratelimit_grammar::parse_sync, cx);
+            }
             KeyName::Count => self.count = parse_text(&value, key, Count::parse, cx),
             KeyName::Identity => self.identity = parse_identity(&value, cx),
             KeyName::Algorithm => {
@@ -276,6 +282,7 @@ impl Args {
             KeyName::Lease => self.lease = Slot::Invalid,
             KeyName::Wait => self.wait = Slot::Invalid,
             KeyName::Ban => self.ban = Slot::Invalid,
+            KeyName::Sync => self.sync = Slot::Invalid,
             KeyName::Shadow => self.shadow = Slot::Invalid,
             KeyName::Headers => self.headers = Slot::Invalid,
             KeyName::Enforce => self.enforce = Slot::Invalid,

@@ -265,6 +265,7 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
             enforce,
             wait,
             ban,
+            sync,
         } => {
             let limits = limits_tokens(&default.limits, &p);
             let identity = identity_tokens(default.identity.as_ref(), &p);
@@ -296,6 +297,10 @@ fn policy_tokens(policy: &PolicyModel, rt: &TokenStream) -> TokenStream {
                     quote!(#p::TierPolicy::new(#name, &[#(#limits),*], #identity))
                 });
                 policy = quote!(#policy.with_tiers(&[#(#tiers),*]));
+            }
+            // After the tiers: the policy checks that each of its stacks suits a share.
+            if let Some(sync) = sync {
+                policy = quote!(#policy.syncing(#p::Window::from_millis(#sync)));
             }
             quote!(#p::Policy::Limited(#policy))
         }

@@ -51,17 +51,21 @@ pub(crate) enum PolicyModel {
         wait: Option<u64>,
         /// `ban`: how many refusals within which window ban a client for how long.
         ban: Option<ratelimit_grammar::BanSpec>,
+        /// `sync`, in milliseconds: how often an instance deciding from a local share
+        /// reconciles it with the store.
+        sync: Option<u64>,
     },
 }
 
 /// The keys the whole route shares: written once, on its default stack.
-const ROUTE_WIDE: [Key; 6] = [
+const ROUTE_WIDE: [Key; 7] = [
     Key::Fail,
     Key::Shadow,
     Key::Headers,
     Key::Enforce,
     Key::Wait,
     Key::Ban,
+    Key::Sync,
 ];
 
 /// Checks the stack; errors go to `cx`. Returns `None` when anything was wrong.
@@ -177,6 +181,12 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         }
     }
 
+    let sync = shared(&default, |a| &a.sync, Key::Sync, cx, &mut ok).map(|s| s.millis);
+    if let Some(sync_millis) = sync {
+        let stacks = std::iter::once(&default_stack).chain(tier_stacks.iter().map(|(_, t)| t));
+        ok &= refuse_beside_sync(stack, &default, stacks, sync_millis, cx);
+    }
+
     let shadow = shadow.unwrap_or(false);
     if shadow {
         // Every tier's limits are in shadow with the route: none locks a client out.
@@ -225,7 +235,58 @@ pub(crate) fn validate(stack: &[Args], methods: &[String], cx: &mut Ctxt) -> Opt
         enforce,
         wait,
         ban,
+        sync,
     })
+}
+
+/// On a route that syncs, what a share cannot decide, on any attribute of the stack (tiers
+/// too): reported on each key; and every stack one limit a share of `sync_millis` suits,
+/// reported on `sync`. Answers whether all was well.
+fn refuse_beside_sync<'a>(
+    stack: &[Args],
+    default: &[&Args],
+    stacks: impl Iterator<Item = &'a StackModel>,
+    sync_millis: u64,
+    cx: &mut Ctxt,
+) -> bool {
+    let mut ok = true;
+    for args in stack {
+        let failures = matches!(args.count, Slot::Valid(Count::Failures, _));
+        let found = ratelimit_grammar::NOT_WITH_SYNC
+            .iter()
+            .copied()
+            .chain(failures.then_some(Key::Count));
+        for name in found {
+            if let Some(key) = args.key(name) {
+                cx.error(key.span, ratelimit_grammar::not_with_sync(name));
+                ok = false;
+            }
+        }
+    }
+    let Some(key) = default.iter().find_map(|a| a.key(Key::Sync)) else {
+        return ok;
+    };
+    for model in stacks {
+        match model.limits.as_slice() {
+            [limit] => {
+                let checked = ratelimit_grammar::check_sync(
+                    limit.max,
+                    limit.window_millis,
+                    sync_millis,
+                    limit.algorithm,
+                );
+                if let Err(message) = checked {
+                    cx.error(key.span, message);
+                    ok = false;
+                }
+            }
+            _ => {
+                cx.error(key.span, ratelimit_grammar::sync_stacked());
+                ok = false;
+            }
+        }
+    }
+    ok
 }
 
 /// On a route that waits, what cannot wait, on any attribute of the stack (tiers too):

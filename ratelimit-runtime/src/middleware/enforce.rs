@@ -33,7 +33,10 @@ use crate::{
     key::RouteKey,
     overrides::Tier,
     policy::{Count, FailMode, Identity, IdentityPart, Limit, RoutePolicy},
-    store::{CheckRequest, Decision, LimitState, StoreError, StoreErrorKind},
+    store::{
+        AdjustRequest, Adjustment, CheckRequest, Decision, LimitState, Receipt, StoreError,
+        StoreErrorKind,
+    },
 };
 
 /// The state a shielded rejection reports in its headers: the remembered limit is exhausted
@@ -617,6 +620,121 @@ impl Limiter {
         self.ban_stack(route).filter(|_| refuses)
     }
 
+    /// The interval a request `counting` as it does on `route` is decided from a local
+    /// share at: a request its route's guard decides, on a route that syncs and refuses (not
+    /// in shadow). `None` at once where no `sync` is declared.
+    #[inline]
+    fn syncing(&self, route: &RouteInfo, counting: Counting) -> Option<Duration> {
+        let sync = route.policy.sync()?;
+        (counting == Counting::Live && !self.shadowed(&route.policy)).then_some(sync)
+    }
+
+    /// [`check`](Self::check) of a route that syncs: the request decided from this process's
+    /// share of the client's budget when it holds one, else after one store call (one per
+    /// key at a time: the others wait for its answer) that gives back the unspent rest of the
+    /// last share, off the request path, and takes a new one. Bounded as a check is; a store
+    /// that takes no shares checks the request.
+    async fn check_synced(
+        &self,
+        key: &RouteKey,
+        route: &RouteInfo,
+        handle: &LimiterHandle,
+        span: &tracing::Span,
+        cost: Option<u32>,
+        sync: Duration,
+    ) -> Result<Decision, StoreError> {
+        let weighed = cost.map(|cost| super::cost::costed(route.policy.limits(), cost));
+        let limits = weighed.as_deref().unwrap_or(route.policy.limits());
+        let [limit] = limits else {
+            return self
+                .check(key, route, handle, span, cost, Counting::Live)
+                .await;
+        };
+        let entry = self.shares.entry(key.base_of(limit));
+        let units = limit.cost();
+        if let Some(decision) = entry.decide(limit, units, self.local_now()) {
+            telemetry::decided_by(span, "share");
+            return Ok(decision);
+        }
+        let started = Instant::now();
+        let (timer, budget) = self.store_timer(handle);
+        let whole = ratelimit_grammar::share_of(
+            limit.max(),
+            limit.window().as_millis(),
+            sync.as_millis() as u64,
+        );
+        let whole = u32::try_from(whole).unwrap_or(u32::MAX);
+        let unit = limit.with_cost(1);
+        let taken = async {
+            let _turn = entry.turn.lock().await;
+            // Another request may have taken a share while this one waited for its turn.
+            let now = self.local_now();
+            if let Some(decision) = entry.decide(limit, units, now) {
+                return Ok(Some(decision));
+            }
+            let next = entry.next(limit, units, whole);
+            if let Some((rest, receipt)) = next.give_back {
+                self.give_back_share(key, unit, rest, receipt);
+            }
+            let request = CheckRequest {
+                key,
+                limits: std::slice::from_ref(&unit),
+                now_millis: self.clock.now_millis(),
+            };
+            let Some(taking) = self.store.take_share(request, next.ask) else {
+                return Ok(None);
+            };
+            let share = taking.await?;
+            let until = now.saturating_add(sync.as_millis() as u64);
+            entry.took(*limit, share, now, until);
+            Ok(entry.decide(limit, units, now))
+        };
+        let taken = match timer {
+            Some(timeout) => tokio::time::timeout(timeout, taken)
+                .await
+                .unwrap_or_else(|_| Err(StoreError::timeout(budget))),
+            None => taken.await,
+        };
+        let waited = started.elapsed();
+        handle.add_store_wait(waited);
+        telemetry::store_latency(&route.metrics, span, waited);
+        match taken {
+            Ok(Some(decision)) => Ok(decision),
+            // A store that takes no shares; or one that granted fewer units than the
+            // request costs and said nothing of when to retry (a store of the app's own).
+            Ok(None) => {
+                self.check(key, route, handle, span, cost, Counting::Live)
+                    .await
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Gives the unspent `rest` of a share of `unit` (the limit at a cost of one) back where
+    /// `receipt` says it was counted, in a task of its own bounded by the store's timeout: a
+    /// request never waits for it, and a failure leaves the units counted (fewer admitted,
+    /// never more).
+    fn give_back_share(&self, key: &RouteKey, unit: Limit, rest: u32, receipt: Option<Receipt>) {
+        let (store, key, now_millis) = (
+            Arc::clone(&self.store),
+            key.clone(),
+            self.clock.now_millis(),
+        );
+        let timeout = self.timeout;
+        tokio::spawn(async move {
+            let limits = [unit];
+            let change = Adjustment::GiveBack {
+                units: rest,
+                receipt: receipt.as_ref(),
+            };
+            let request = AdjustRequest::new(&key, &limits, now_millis, change);
+            if let Err(error) = crate::store::adjust_within(store.as_ref(), timeout, request).await
+            {
+                tracing::debug!(target: "ratelimit", %error, "the unspent rest of a share could not be given back; it stays counted until its window ends");
+            }
+        });
+    }
+
     /// [`check`](Self::check) of a route a ban covers: `stack` (the bans first) in one store
     /// call, bounded as a check is; the decision on the route's limits, the bans taken off
     /// (a ban that holds or starts refuses every limit with its wait), counted and logged.
@@ -1162,13 +1280,22 @@ impl Limiter {
                 None => {
                     // A route a ban covers is checked with its bans first; boxed, as every
                     // path few routes take, so that no request's future grows.
-                    let checked = match self.banning(route, counting) {
-                        Some(stack) => {
-                            Box::pin(self.check_banning(&key, route, handle, &span, cost, stack))
+                    let checked =
+                        match (self.banning(route, counting), self.syncing(route, counting)) {
+                            (Some(stack), _) => {
+                                Box::pin(
+                                    self.check_banning(&key, route, handle, &span, cost, stack),
+                                )
                                 .await
-                        }
-                        None => self.check(&key, route, handle, &span, cost, counting).await,
-                    };
+                            }
+                            (None, Some(sync)) => {
+                                Box::pin(self.check_synced(&key, route, handle, &span, cost, sync))
+                                    .await
+                            }
+                            (None, None) => {
+                                self.check(&key, route, handle, &span, cost, counting).await
+                            }
+                        };
                     if let Err(error) = &checked {
                         handle.record_store_error(error);
                     }

@@ -40,6 +40,8 @@ pub(crate) struct Limiter {
     pub(crate) headers: HeaderFamilies,
     /// Shared by every worker.
     pub(crate) shield: Arc<FloodShield>,
+    /// The local shares of routes that sync; shared by every worker.
+    pub(crate) shares: Arc<super::shares::Shares>,
     /// Where routes that fail `local` are limited while the store fails; shared by every
     /// worker.
     pub(crate) fallback: Arc<LocalFallback>,

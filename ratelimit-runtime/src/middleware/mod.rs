@@ -26,6 +26,7 @@ mod route_entry;
 mod route_guard;
 mod route_info;
 mod service;
+mod shares;
 pub(crate) mod telemetry;
 mod waiting;
 

@@ -70,6 +70,8 @@ pub struct RateLimiter {
     given: GroupsGiven,
     /// The flood shield every worker of this limiter shares, made by the first.
     pub(super) shield: Arc<OnceLock<Arc<FloodShield>>>,
+    /// The local shares of routes that sync, shared by every worker.
+    shares: Arc<OnceLock<Arc<super::shares::Shares>>>,
     /// The App's declared routes, as the first worker to serve a request read them.
     pub(super) declared: Arc<OnceLock<Arc<DeclaredRoutes>>>,
     /// The declared routes of the App the coverage check read with this limiter inside,
@@ -127,6 +129,7 @@ impl RateLimiter {
             problems: Problems::default(),
             given: GroupsGiven::default(),
             shield: Arc::default(),
+            shares: Arc::default(),
             declared: Arc::default(),
             checked: Arc::default(),
             fallback: Arc::default(),
@@ -734,6 +737,10 @@ impl RateLimiter {
             timeout: self.timeout,
             headers: self.responses.headers,
             shield: Arc::clone(shield),
+            shares: Arc::clone(
+                self.shares
+                    .get_or_init(|| Arc::new(super::shares::Shares::new())),
+            ),
             fallback: Arc::clone(fallback),
             unavailable_retry_secs: self.responses.unavailable_retry_secs,
             success: self.responses.success,

@@ -76,6 +76,9 @@ pub struct RoutePolicy {
     wait: Option<Window>,
     /// A ban after repeated refusals on this route (`ban = "20 in 10m for 1h"`).
     ban: Option<super::Ban>,
+    /// How often an instance deciding from a local share reconciles it with the store
+    /// (`sync = "100ms"`); `None`: every request is checked in the store.
+    sync: Option<Window>,
 }
 
 /// Why a request on `limits` cannot wait for its turn ([`RoutePolicy::waiting`]), if it
@@ -103,6 +106,46 @@ pub(crate) const fn why_cannot_wait(limits: &[Limit]) -> Option<&'static str> {
         i += 1;
     }
     None
+}
+
+/// Why `limits` cannot be decided from shares reconciled every `sync` ([`RoutePolicy::syncing`]),
+/// if they cannot: the one rule the policy's assertion and an override's check share (the
+/// grammar's [`check_sync`](ratelimit_grammar::check_sync) words it for the attribute).
+pub(crate) const fn why_cannot_sync(limits: &[Limit], sync: Window) -> Option<&'static str> {
+    let sync = sync.as_millis();
+    if sync < ratelimit_grammar::MIN_SYNC_MILLIS || sync > ratelimit_grammar::MAX_SYNC_MILLIS {
+        return Some("`sync` is from 10ms to 10s");
+    }
+    let [limit] = limits else {
+        return Some(ratelimit_grammar::sync_stacked());
+    };
+    if limit.block().is_some() {
+        return Some("`sync` cannot go with a limit with a block: a lockout starts on one refusal in the store");
+    }
+    if matches!(limit.count(), Count::Failures) {
+        return Some("`sync` cannot go with a limit that counts failures only: a share is counted before the request runs");
+    }
+    if limit.is_concurrency() || limit.is_ban() || limit.budget().is_some() {
+        return Some("`sync` decides a rate limit of the route's own: not a concurrency limit or a shared budget");
+    }
+    if matches!(limit.algorithm(), super::Algorithm::SlidingLog) {
+        return Some("`sync` cannot go with a sliding log: it keeps one entry per request");
+    }
+    let window = limit.window().as_millis();
+    if sync.saturating_mul(10) > window {
+        return Some("`sync` is at most a tenth of the limit's window");
+    }
+    if ratelimit_grammar::share_of(limit.max(), window, sync) < ratelimit_grammar::MIN_SHARE {
+        return Some("`sync` needs a limit of at least 10 requests per interval");
+    }
+    None
+}
+
+/// Panics unless `limits` can be decided from shares ([`why_cannot_sync`]).
+const fn assert_can_sync(limits: &[Limit], sync: Window) {
+    if let Some(why) = why_cannot_sync(limits, sync) {
+        panic!("{}", why);
+    }
 }
 
 /// Panics unless a request on `limits` can wait for its turn ([`why_cannot_wait`]).
@@ -182,6 +225,7 @@ impl RoutePolicy {
             tiers: &[],
             wait: None,
             ban: None,
+            sync: None,
         }
     }
 
@@ -224,6 +268,13 @@ impl RoutePolicy {
             let mut i = 0;
             while i < tiers.len() {
                 assert_can_wait(tiers[i].limits());
+                i += 1;
+            }
+        }
+        if let Some(sync) = self.sync {
+            let mut i = 0;
+            while i < tiers.len() {
+                assert_can_sync(tiers[i].limits(), sync);
                 i += 1;
             }
         }
@@ -319,6 +370,10 @@ impl RoutePolicy {
             self.ban.is_none(),
             "`wait` cannot go with `ban`: a route that waits serves late rather than refusing"
         );
+        assert!(
+            self.sync.is_none(),
+            "`wait` cannot go with `sync`: a turn is the store's to give per request"
+        );
         assert_can_wait(self.limits);
         let mut i = 0;
         while i < self.tiers.len() {
@@ -364,12 +419,94 @@ impl RoutePolicy {
             "`ban` cannot go with `wait`: a route that waits serves late rather than refusing"
         );
         assert!(
+            self.sync.is_none(),
+            "`ban` cannot go with `sync`: a ban counts refusals in the store"
+        );
+        assert!(
             ban.identity().is_none(),
             "a route's ban counts by the route's identity; `Ban::identified_by` is for `RateLimiter::ban`"
         );
         RoutePolicy {
             ban: Some(ban),
             ..self
+        }
+    }
+
+    /// The policy deciding its limit from local shares reconciled with the store every
+    /// `sync`, as `sync = "100ms"` on the attribute: for a large limit on a hot key (one API
+    /// key's quota, a tenant, a route's global limit), which every instance would otherwise
+    /// check in one Redis shard per request.
+    ///
+    /// Each instance takes a share of the client's budget from the store in one call, the
+    /// budget the limit grants in one interval (`max × sync ÷ window` units,
+    /// [`share_of`](ratelimit_grammar::share_of)), counted there at once, and decides
+    /// requests from it in memory. It calls again when the share is spent or `sync` has
+    /// passed since it took it: an unspent rest is then given back (a call of its own, off
+    /// the request path) and a new share taken, as large as the instance spent of the last
+    /// one, at least one request's cost and at most a whole share. A store that refuses
+    /// refuses locally until `sync` has passed; what the store answered then is what the
+    /// 429 says.
+    ///
+    /// **What holds** (the store's count is exact; the instances' view of it lags by up
+    /// to `sync`): in any window the requests admitted are at most what the algorithm
+    /// admits plus one share per instance (a share taken before a window's edge is spent
+    /// after it), and at most one share per instance fewer than it admits are admitted
+    /// while shares held by other instances are unspent. A request costs the store one
+    /// call per share, plus one call per `sync` per instance while the budget is spent,
+    /// plus a give-back per share left unspent. Headers report the remaining the store
+    /// answered at the last call plus the share left. Only requests the route decides as
+    /// they come are decided from shares: those counted after the fact, a shadow route's,
+    /// and a store that takes no shares ([`Store::take_share`](crate::store::Store::take_share),
+    /// the memory store: it decides in the process anyway) check every request. The tiers
+    /// sync as the route does.
+    ///
+    /// ```
+    /// use ratelimit_runtime::{Algorithm, FailMode, Identity, Limit, RoutePolicy, Window};
+    ///
+    /// const LIMITS: &[Limit] = &[Limit::new(100_000, Window::from_secs(60), Algorithm::SlidingWindow)];
+    /// const POLICY: RoutePolicy = RoutePolicy::new(LIMITS, Identity::UserIdElseIp, FailMode::Open, false)
+    ///     .syncing(Window::from_millis(100));
+    /// assert_eq!(POLICY.sync(), Some(std::time::Duration::from_millis(100)));
+    /// assert!(POLICY.to_string().ends_with(", sync 100ms"));
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `sync` is under 10 ms or over 10 s; when the route, or a tier, stacks more than
+    /// one limit, or its limit has a block, counts failures only, is a concurrency limit or
+    /// a shared budget, or is a sliding log; when `sync` is longer than a tenth of the
+    /// limit's window, or the limit grants fewer than
+    /// [`MIN_SHARE`](ratelimit_grammar::MIN_SHARE) requests per `sync`; on a policy that
+    /// waits or bans (the store gives turns and counts refusals per request).
+    /// [`with_tiers`](Self::with_tiers) after it panics on such a tier too.
+    #[must_use]
+    pub const fn syncing(self, sync: Window) -> Self {
+        assert!(
+            self.wait.is_none(),
+            "`sync` cannot go with `wait`: a turn is the store's to give per request"
+        );
+        assert!(
+            self.ban.is_none(),
+            "`sync` cannot go with `ban`: a ban counts refusals in the store"
+        );
+        assert_can_sync(self.limits, sync);
+        let mut i = 0;
+        while i < self.tiers.len() {
+            assert_can_sync(self.tiers[i].limits(), sync);
+            i += 1;
+        }
+        RoutePolicy {
+            sync: Some(sync),
+            ..self
+        }
+    }
+
+    /// How often the route reconciles its local shares with the store (`sync` on the
+    /// attribute); `None`: every request is checked in the store.
+    pub const fn sync(&self) -> Option<std::time::Duration> {
+        match self.sync {
+            Some(sync) => Some(std::time::Duration::from_millis(sync.as_millis())),
+            None => None,
         }
     }
 
@@ -515,6 +652,9 @@ impl fmt::Display for RoutePolicy {
         }
         if let Some(ban) = self.ban {
             write!(f, ", ban {ban}")?;
+        }
+        if let Some(sync) = self.sync {
+            write!(f, ", sync {sync}")?;
         }
         for tier in self.tiers {
             write!(f, "; {tier}")?;

@@ -11,6 +11,38 @@ pub type CheckFuture<'a> = Pin<Box<dyn Future<Output = Result<Decision, StoreErr
 /// A boxed future returned by [`Store::adjust`]: the units given back.
 pub type AdjustFuture<'a> = Pin<Box<dyn Future<Output = Result<u64, StoreError>> + Send + 'a>>;
 
+/// A boxed future returned by [`Store::take_share`].
+pub type ShareFuture<'a> = Pin<Box<dyn Future<Output = Result<Share, StoreError>> + Send + 'a>>;
+
+/// What [`Store::take_share`] answers: the units of one client's budget counted at once for
+/// an instance to decide from (what as many single checks in a row would have counted), and
+/// the figures around them. Fields may be added; a store of your own builds it with
+/// [`Share::new`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Share {
+    /// The units counted, from 0 to those asked.
+    pub granted: u32,
+    /// When some were granted: each limit's figures after them (what the last of as many
+    /// single checks would be told), with the [`Receipt`] of where they were counted.
+    pub passed: Option<Decision>,
+    /// When fewer than asked were granted: what a check arriving after them is told
+    /// (refused, with its wait).
+    pub refused: Option<Decision>,
+}
+
+impl Share {
+    /// `granted` units, the figures after them (`passed`), and what a check after them is
+    /// told (`refused`).
+    pub fn new(granted: u32, passed: Option<Decision>, refused: Option<Decision>) -> Self {
+        Share {
+            granted,
+            passed,
+            refused,
+        }
+    }
+}
+
 /// A change to one client's budget on one route, outside a check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -251,6 +283,21 @@ pub trait Store: Send + Sync + 'static {
     /// ban: its routes are checked without their bans, which a warning says once.
     fn bans(&self) -> bool {
         false
+    }
+
+    /// Counts up to `units` units of one client's budget at once, as that many single checks
+    /// of one unit in a row would (each limit's cost is not applied: a share is in units),
+    /// for an instance that decides requests from them (a route's
+    /// [`sync`](crate::RoutePolicy::syncing)); the limiter gives back what it does not
+    /// spend ([`Adjustment::GiveBack`] with the share's receipt). Limits without a block
+    /// that count every request, on one identity.
+    ///
+    /// `None` (the default) says the store takes no shares: the limiter then checks every
+    /// request. The Redis stores take them in one call of `scripts/batch.lua`; the memory
+    /// store does not (it decides in the process anyway).
+    fn take_share<'a>(&'a self, request: CheckRequest<'a>, units: u32) -> Option<ShareFuture<'a>> {
+        let _ = (request, units);
+        None
     }
 
     /// The store one actix worker should use, asked once per worker when its App starts, on

@@ -113,6 +113,45 @@ pub(crate) trait Sharing: Clone + Send + Sync + 'static {
     ) -> impl std::future::Future<Output = Result<BatchOutcome, StoreError>> + Send + 'a;
 }
 
+/// `units` (at most [`MAX_BATCH`]) of one client's budget counted at once by `store`'s batch
+/// call, as a [`Share`](super::Share): what [`Store::take_share`](super::Store::take_share)
+/// answers for the Redis stores.
+pub(crate) fn take_share<'a, S: Sharing>(
+    store: &'a S,
+    request: CheckRequest<'a>,
+    units: u32,
+    timeout: Duration,
+) -> super::ShareFuture<'a> {
+    let units = units.clamp(1, MAX_BATCH as u32);
+    Box::pin(async move {
+        let outcome = store.check_together(request, units, timeout).await?;
+        let states = |passed: bool| {
+            let states = request
+                .limits
+                .iter()
+                .zip(&outcome.limits)
+                .map(|(limit, b)| {
+                    if passed {
+                        super::LimitState::new(
+                            *limit,
+                            true,
+                            b.remaining,
+                            Duration::ZERO,
+                            b.reset_after,
+                        )
+                    } else {
+                        let (allowed, remaining, retry_after, reset_after) = b.then;
+                        super::LimitState::new(*limit, allowed, remaining, retry_after, reset_after)
+                    }
+                });
+            Decision::new(states.collect())
+        };
+        let passed = (outcome.passed > 0).then(|| states(true).with_receipt(outcome.receipt(0)));
+        let refused = (outcome.passed < units).then(|| states(false));
+        Ok(super::Share::new(outcome.passed, passed, refused))
+    })
+}
+
 /// The lanes of one store (one actix worker's): a key with calls in flight has a lane,
 /// where checks of it that arrive while [`CALLS_IN_FLIGHT`] are in flight wait.
 #[derive(Default)]

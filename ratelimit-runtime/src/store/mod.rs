@@ -20,7 +20,8 @@ mod timer;
 pub(crate) mod tls;
 
 pub use check::{
-    AdjustFuture, AdjustRequest, Adjustment, CheckFuture, CheckRequest, Store, MAX_INJECTED_MILLIS,
+    AdjustFuture, AdjustRequest, Adjustment, CheckFuture, CheckRequest, Share, ShareFuture, Store,
+    MAX_INJECTED_MILLIS,
 };
 pub use cluster::{RedisClusterStore, RedisClusterStoreBuilder};
 pub use config_error::{redact, StoreConfigError};

@@ -126,6 +126,19 @@ impl Store for RedisStore {
         true
     }
 
+    fn take_share<'a>(
+        &'a self,
+        request: CheckRequest<'a>,
+        units: u32,
+    ) -> Option<super::ShareFuture<'a>> {
+        Some(super::coalesce::take_share(
+            self,
+            request,
+            units,
+            self.timeout,
+        ))
+    }
+
     fn kind(&self) -> &'static str {
         "redis"
     }

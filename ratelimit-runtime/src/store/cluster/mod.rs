@@ -221,6 +221,19 @@ impl Store for RedisClusterStore {
         true
     }
 
+    fn take_share<'a>(
+        &'a self,
+        request: CheckRequest<'a>,
+        units: u32,
+    ) -> Option<crate::store::ShareFuture<'a>> {
+        Some(crate::store::coalesce::take_share(
+            self,
+            request,
+            units,
+            self.timeout,
+        ))
+    }
+
     fn kind(&self) -> &'static str {
         "redis-cluster"
     }

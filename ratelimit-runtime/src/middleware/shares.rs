@@ -1,0 +1,257 @@
+//! Local shares of a budget, for routes that sync (`sync = "100ms"`,
+//! [`RoutePolicy::syncing`](crate::RoutePolicy::syncing)): one entry per client key, shared
+//! by every worker of the process; each holds the units the store counted for this instance
+//! at its last call and spends them on requests without calling again, until they are
+//! spent or the interval has passed.
+
+use std::{
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use quick_cache::sync::Cache;
+
+use crate::{
+    policy::Limit,
+    store::{Decision, LimitState, Receipt, Share},
+};
+
+/// The most client keys whose shares one process keeps; the least recently used beyond it
+/// are dropped, and their unspent units stay counted in the store until their window ends
+/// (fewer admitted, never more).
+const CAPACITY: usize = 16_384;
+
+/// The shares of one process, by client key.
+pub(crate) struct Shares {
+    entries: Cache<String, Arc<Entry>>,
+}
+
+/// One client key's share: its state, and the turn to call the store (one call per key at a
+/// time from this process; the others wait for its answer and decide from it).
+#[derive(Default)]
+pub(crate) struct Entry {
+    state: Mutex<State>,
+    pub(crate) turn: tokio::sync::Mutex<()>,
+}
+
+/// What the last call for a key left, in local milliseconds.
+#[derive(Default)]
+struct State {
+    /// The limit it was taken for (an override that changes the limit starts afresh).
+    limit: Option<Limit>,
+    /// Until when it may be spent: the call's time plus the interval.
+    until: u64,
+    /// When it was taken.
+    taken_at: u64,
+    /// Units left to spend.
+    left: u32,
+    /// Units spent of it.
+    spent: u32,
+    /// The store's figures after the units it granted (`remaining`, `reset_after`), and
+    /// where they were counted; `None` when it granted none.
+    passed: Option<(LimitState, Option<Receipt>)>,
+    /// What a request that finds the share spent is told until `until`, when the store
+    /// granted fewer than asked; `None`: such a request calls again.
+    refused: Option<LimitState>,
+}
+
+/// What an entry asks of the store before its next call: the units to ask for, and the
+/// unspent rest of its last share to give back, with where it was counted.
+pub(crate) struct Next {
+    pub(crate) ask: u32,
+    pub(crate) give_back: Option<(u32, Option<Receipt>)>,
+}
+
+impl Shares {
+    pub(crate) fn new() -> Self {
+        Shares {
+            entries: Cache::new(CAPACITY),
+        }
+    }
+
+    /// The entry of `key`, made empty when there is none.
+    pub(crate) fn entry(&self, key: &str) -> Arc<Entry> {
+        self.entries
+            .get_or_insert_with(key, || Ok::<_, std::convert::Infallible>(Arc::default()))
+            .unwrap_or_else(|never| match never {})
+    }
+}
+
+impl Entry {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The decision on a request of `units` of `limit` at `now` from what the entry holds,
+    /// spending them; `None` when only a call can decide (no share for this limit, it has
+    /// expired, or it is spent and the store was not out).
+    pub(crate) fn decide(&self, limit: &Limit, units: u32, now: u64) -> Option<Decision> {
+        let mut state = self.state();
+        if state.limit.as_ref() != Some(limit) || now >= state.until {
+            return None;
+        }
+        let elapsed = Duration::from_millis(now.saturating_sub(state.taken_at));
+        if state.left >= units {
+            let (passed, receipt) = state.passed.as_ref()?;
+            let (passed, receipt) = (*passed, receipt.clone());
+            state.left -= units;
+            state.spent += units;
+            let remaining = passed.remaining.saturating_add(state.left);
+            let reset_after = passed.reset_after.saturating_sub(elapsed);
+            let allowed = LimitState::new(*limit, true, remaining, Duration::ZERO, reset_after);
+            let decision = Decision::new(vec![allowed]);
+            return Some(match receipt {
+                Some(receipt) => decision.with_receipt(receipt),
+                None => decision,
+            });
+        }
+        let refused = state.refused?;
+        let retry_after = refused
+            .retry_after
+            .saturating_sub(elapsed)
+            .max(Duration::from_millis(1));
+        let reset_after = refused.reset_after.saturating_sub(elapsed).max(retry_after);
+        let refused = LimitState::new(*limit, false, 0, retry_after, reset_after);
+        Some(Decision::new(vec![refused]))
+    }
+
+    /// What to ask the store for `limit` with requests of `units`, shares at most `whole`:
+    /// a whole share after one that was spent (or none), else as much as the last one spent
+    /// (at least `units`); and the last share's unspent rest, taken out of the entry.
+    pub(crate) fn next(&self, limit: &Limit, units: u32, whole: u32) -> Next {
+        let mut state = self.state();
+        let same = state.limit.as_ref() == Some(limit);
+        let spent_out = state.left < units;
+        let ask = if same && !spent_out {
+            state.spent.max(units)
+        } else {
+            whole
+        };
+        let give_back = (state.left > 0).then(|| {
+            let receipt = state.passed.as_ref().and_then(|(_, r)| r.clone());
+            (std::mem::take(&mut state.left), receipt)
+        });
+        Next {
+            ask: ask.clamp(units.max(1), whole.max(units)),
+            give_back,
+        }
+    }
+
+    /// Keeps what the store answered for `limit` at `now`, good until `until`.
+    pub(crate) fn took(&self, limit: Limit, share: Share, now: u64, until: u64) {
+        let mut state = self.state();
+        *state = State {
+            limit: Some(limit),
+            until,
+            taken_at: now,
+            left: share.granted,
+            spent: 0,
+            passed: share.passed.and_then(|d| {
+                let receipt = d.receipt.clone();
+                d.limits.first().map(|s| (*s, receipt))
+            }),
+            refused: share
+                .refused
+                .and_then(|d| d.limits.first().copied())
+                .filter(|s| !s.allowed),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Algorithm, Window};
+
+    const LIMIT: Limit = Limit::new(6_000, Window::from_secs(60), Algorithm::FixedWindow);
+
+    fn share(granted: u32, remaining: u32, refused: bool) -> Share {
+        let passed = (granted > 0).then(|| {
+            Decision::new(vec![LimitState::new(
+                LIMIT,
+                true,
+                remaining,
+                Duration::ZERO,
+                Duration::from_secs(30),
+            )])
+            .with_receipt(Receipt::new(1_000, None))
+        });
+        let refused = refused.then(|| {
+            Decision::new(vec![LimitState::new(
+                LIMIT,
+                false,
+                0,
+                Duration::from_secs(30),
+                Duration::from_secs(30),
+            )])
+        });
+        Share::new(granted, passed, refused)
+    }
+
+    #[test]
+    fn a_share_is_spent_locally_then_asks_again() {
+        let entry = Entry::default();
+        assert!(entry.decide(&LIMIT, 1, 0).is_none(), "nothing taken yet");
+        let next = entry.next(&LIMIT, 1, 10);
+        assert_eq!((next.ask, next.give_back.is_none()), (10, true));
+        entry.took(LIMIT, share(10, 90, false), 0, 100);
+        for left in (0..10).rev() {
+            let decision = entry.decide(&LIMIT, 1, 50).expect("from the share");
+            assert!(decision.allowed);
+            assert_eq!(decision.limits[0].remaining, 90 + left);
+            assert_eq!(
+                decision.limits[0].reset_after,
+                Duration::from_millis(29_950)
+            );
+            assert_eq!(decision.receipt.unwrap().counted_at_millis(), 1_000);
+        }
+        assert!(entry.decide(&LIMIT, 1, 50).is_none(), "spent: a call");
+        assert_eq!(
+            entry.next(&LIMIT, 1, 10).ask,
+            10,
+            "spent out: a whole share"
+        );
+    }
+
+    #[test]
+    fn an_expired_share_gives_back_its_rest_and_asks_for_what_was_spent() {
+        let entry = Entry::default();
+        entry.took(LIMIT, share(10, 90, false), 0, 100);
+        for _ in 0..3 {
+            entry.decide(&LIMIT, 1, 10).unwrap();
+        }
+        assert!(
+            entry.decide(&LIMIT, 1, 100).is_none(),
+            "expired at its interval"
+        );
+        let next = entry.next(&LIMIT, 1, 10);
+        assert_eq!(next.ask, 3);
+        let (rest, receipt) = next.give_back.expect("the unspent rest");
+        assert_eq!((rest, receipt.unwrap().counted_at_millis()), (7, 1_000));
+        assert!(
+            entry.next(&LIMIT, 1, 10).give_back.is_none(),
+            "given back once"
+        );
+    }
+
+    #[test]
+    fn a_store_out_of_budget_refuses_locally_until_the_interval_ends() {
+        let entry = Entry::default();
+        entry.took(LIMIT, share(2, 0, true), 0, 100);
+        assert!(entry.decide(&LIMIT, 1, 1).unwrap().allowed);
+        assert!(entry.decide(&LIMIT, 1, 1).unwrap().allowed);
+        let refused = entry.decide(&LIMIT, 1, 40).unwrap();
+        assert!(!refused.allowed);
+        assert_eq!(refused.retry_after(), Duration::from_millis(29_960));
+        assert!(
+            entry.decide(&LIMIT, 1, 100).is_none(),
+            "asks again after the interval"
+        );
+        // A request of more units than are left is refused, as the store would.
+        entry.took(LIMIT, share(2, 0, true), 200, 300);
+        assert!(!entry.decide(&LIMIT, 3, 201).unwrap().allowed);
+        // Another limit (an override changed it) starts afresh.
+        let other = Limit::new(12_000, Window::from_secs(60), Algorithm::FixedWindow);
+        assert!(entry.decide(&other, 1, 201).is_none());
+    }
+}
