@@ -578,8 +578,15 @@ fn limits_cell(p: &RoutePolicy) -> String {
         ),
         None => limits,
     };
-    match p.ban() {
+    let limits = match p.ban() {
         Some(ban) => format!("{limits} ban {ban}"),
+        None => limits,
+    };
+    match p.sync() {
+        Some(sync) => format!(
+            "{limits} sync {}",
+            crate::policy::Window::from_millis(u64::try_from(sync.as_millis()).unwrap_or(u64::MAX))
+        ),
         None => limits,
     }
 }
@@ -730,6 +737,7 @@ fn policy_json(policy: &Policy, value: &mut serde_json::Value) {
                 "within_ms": b.within().as_millis(),
                 "for_ms": b.duration().as_millis(),
             })));
+            value["sync_ms"] = serde_json::json!(p.sync().map(|s| s.as_millis() as u64));
         }
     }
 }

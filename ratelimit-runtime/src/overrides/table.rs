@@ -860,13 +860,37 @@ fn build_policy(
     // `ban` as written, else the declaration's unless the override waits or only logs
     // (neither refuses; the grammar refuses `ban` written beside them).
     let written_wait = stack.iter().any(|d| d.wait.is_some());
+    let written_sync = stack.iter().find_map(|d| d.sync).map(Window::from_millis);
     let ban = match stack.iter().find_map(|d| d.ban) {
         Some(spec) => Some(crate::policy::Ban::from_spec(spec)),
-        None => declared.and_then(|p| p.ban()).filter(|_| !written_wait),
+        None => declared
+            .and_then(|p| p.ban())
+            .filter(|_| !written_wait && written_sync.is_none()),
     }
     .filter(|_| !shadow);
     let policy = match ban {
         Some(ban) => policy.banning(ban),
+        None => policy,
+    };
+    // `sync` as written (refused where the stack cannot be decided from shares), else the
+    // declaration's where the stack can: an override whose limit is too small for shares,
+    // or that adds what only the store decides, is checked per request.
+    let sync = match written_sync {
+        Some(sync) => match crate::policy::why_cannot_sync(policy.limits(), sync) {
+            Some(why) => return Err(vec![why.to_owned()]),
+            None => Some(sync),
+        },
+        None => declared
+            .and_then(|p| p.sync())
+            .map(|sync| Window::from_millis(sync.as_millis() as u64))
+            .filter(|sync| {
+                !written_wait
+                    && policy.ban().is_none()
+                    && crate::policy::why_cannot_sync(policy.limits(), *sync).is_none()
+            }),
+    };
+    let policy = match sync {
+        Some(sync) => policy.syncing(sync),
         None => policy,
     };
     // `wait` as written, else the declaration's, where the stack can wait: an override
@@ -892,6 +916,7 @@ fn build_policy(
 fn can_wait(policy: &RoutePolicy) -> bool {
     !policy.shadow()
         && policy.ban().is_none()
+        && policy.sync().is_none()
         && crate::policy::why_cannot_wait(policy.limits()).is_none()
         && policy.tiers().is_empty()
 }
@@ -978,6 +1003,9 @@ pub fn declaration_text(policy: &Policy) -> String {
                         ban.within().as_millis(),
                         ban.duration().as_millis()
                     ));
+                }
+                if let Some(sync) = limited.sync() {
+                    keys.push(format!("sync = \"{}ms\"", sync.as_millis()));
                 }
             }
             keys.join(", ")

@@ -20,7 +20,7 @@ pub use limit::{
 };
 pub(crate) use ratelimit_grammar::is_header_name;
 pub use ratelimit_grammar::{Algorithm, Count, FailMode, RouteHeaders, MAX_STACKED};
-pub(crate) use route_policy::{limits_problem, why_cannot_wait};
+pub(crate) use route_policy::{limits_problem, why_cannot_sync, why_cannot_wait};
 pub use route_policy::{Policy, RoutePolicy};
 pub(crate) use shared_budget::duplicate_names;
 pub use shared_budget::{shared_budgets, SharedBudget};
