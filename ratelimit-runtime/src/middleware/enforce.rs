@@ -620,13 +620,11 @@ impl Limiter {
         self.ban_stack(route).filter(|_| refuses)
     }
 
-    /// The interval a request `counting` as it does on `route` is decided from a local
-    /// share at: a request its route's guard decides, on a route that syncs and refuses (not
-    /// in shadow). `None` at once where no `sync` is declared.
+    /// Whether a request `counting` as it does on `route` is decided from a local share: a
+    /// request its route's guard decides, on a route that syncs and refuses (not in shadow).
     #[inline]
-    fn syncing(&self, route: &RouteInfo, counting: Counting) -> Option<Duration> {
-        let sync = route.policy.sync()?;
-        (counting == Counting::Live && !self.shadowed(&route.policy)).then_some(sync)
+    fn syncs(&self, route: &RouteInfo, counting: Counting) -> bool {
+        route.policy.sync().is_some() && counting == Counting::Live && !self.shadowed(&route.policy)
     }
 
     /// [`check`](Self::check) of a route that syncs: the request decided from this process's
@@ -641,8 +639,8 @@ impl Limiter {
         handle: &LimiterHandle,
         span: &tracing::Span,
         cost: Option<u32>,
-        sync: Duration,
     ) -> Result<Decision, StoreError> {
+        let sync = route.policy.sync().unwrap_or_default();
         let weighed = cost.map(|cost| super::cost::costed(route.policy.limits(), cost));
         let limits = weighed.as_deref().unwrap_or(route.policy.limits());
         let [limit] = limits else {
@@ -653,7 +651,6 @@ impl Limiter {
         let entry = self.shares.entry(key.base_of(limit));
         let units = limit.cost();
         if let Some(decision) = entry.decide(limit, units, self.local_now()) {
-            telemetry::decided_by(span, "share");
             return Ok(decision);
         }
         let started = Instant::now();
@@ -687,7 +684,11 @@ impl Limiter {
             let share = taking.await?;
             let until = now.saturating_add(sync.as_millis() as u64);
             entry.took(*limit, share, now, until);
-            Ok(entry.decide(limit, units, now))
+            // Decided after this call: the store's.
+            Ok(entry.decide(limit, units, now).map(|mut decision| {
+                decision.from_share = false;
+                decision
+            }))
         };
         let taken = match timer {
             Some(timeout) => tokio::time::timeout(timeout, taken)
@@ -1280,22 +1281,17 @@ impl Limiter {
                 None => {
                     // A route a ban covers is checked with its bans first; boxed, as every
                     // path few routes take, so that no request's future grows.
-                    let checked =
-                        match (self.banning(route, counting), self.syncing(route, counting)) {
-                            (Some(stack), _) => {
-                                Box::pin(
-                                    self.check_banning(&key, route, handle, &span, cost, stack),
-                                )
+                    // A route that syncs is decided from this process's share.
+                    let checked = match self.banning(route, counting) {
+                        Some(stack) => {
+                            Box::pin(self.check_banning(&key, route, handle, &span, cost, stack))
                                 .await
-                            }
-                            (None, Some(sync)) => {
-                                Box::pin(self.check_synced(&key, route, handle, &span, cost, sync))
-                                    .await
-                            }
-                            (None, None) => {
-                                self.check(&key, route, handle, &span, cost, counting).await
-                            }
-                        };
+                        }
+                        None if self.syncs(route, counting) => {
+                            Box::pin(self.check_synced(&key, route, handle, &span, cost)).await
+                        }
+                        None => self.check(&key, route, handle, &span, cost, counting).await,
+                    };
                     if let Err(error) = &checked {
                         handle.record_store_error(error);
                     }
@@ -1308,7 +1304,12 @@ impl Limiter {
             let mut decided_locally = false;
             let decision = match checked {
                 Ok(decision) => {
-                    telemetry::decided_by(&span, "store");
+                    let by = if decision.from_share {
+                        "share"
+                    } else {
+                        "store"
+                    };
+                    telemetry::decided_by(&span, by);
                     if policy.fail() == FailMode::Local {
                         self.fallback.answered(&route.label, &route.metrics.policy);
                     }

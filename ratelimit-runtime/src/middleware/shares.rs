@@ -99,7 +99,8 @@ impl Entry {
             let remaining = passed.remaining.saturating_add(state.left);
             let reset_after = passed.reset_after.saturating_sub(elapsed);
             let allowed = LimitState::new(*limit, true, remaining, Duration::ZERO, reset_after);
-            let decision = Decision::new(vec![allowed]);
+            let mut decision = Decision::new(vec![allowed]);
+            decision.from_share = true;
             return Some(match receipt {
                 Some(receipt) => decision.with_receipt(receipt),
                 None => decision,
@@ -112,7 +113,9 @@ impl Entry {
             .max(Duration::from_millis(1));
         let reset_after = refused.reset_after.saturating_sub(elapsed).max(retry_after);
         let refused = LimitState::new(*limit, false, 0, retry_after, reset_after);
-        Some(Decision::new(vec![refused]))
+        let mut decision = Decision::new(vec![refused]);
+        decision.from_share = true;
+        Some(decision)
     }
 
     /// What to ask the store for `limit` with requests of `units`, shares at most `whole`:
@@ -197,7 +200,7 @@ mod tests {
         entry.took(LIMIT, share(10, 90, false), 0, 100);
         for left in (0..10).rev() {
             let decision = entry.decide(&LIMIT, 1, 50).expect("from the share");
-            assert!(decision.allowed);
+            assert!(decision.allowed && decision.from_share);
             assert_eq!(decision.limits[0].remaining, 90 + left);
             assert_eq!(
                 decision.limits[0].reset_after,

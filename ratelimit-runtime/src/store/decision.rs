@@ -28,6 +28,9 @@ pub struct Decision {
     pub allowed: bool,
     /// Whether a ban refused the request (its wait is the ban's, whatever limit reports it).
     pub(crate) banned: bool,
+    /// Whether the request was decided from the instance's share of the budget, without a
+    /// store call (a route that syncs).
+    pub(crate) from_share: bool,
     /// One state per stacked limit, in declaration order.
     pub limits: Vec<LimitState>,
     /// What the store needs to give this request's units back
@@ -129,6 +132,7 @@ impl Decision {
         Decision {
             allowed: limits.iter().all(|state| state.allowed),
             banned: false,
+            from_share: false,
             limits,
             receipt: None,
         }
