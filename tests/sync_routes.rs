@@ -67,8 +67,8 @@ fn counted(server: &RedisServer, ip: &str) -> u64 {
 }
 
 /// Ten requests spend one share (one script call), the eleventh takes the next; another
-/// instance takes its own; once the interval has passed, the unspent rest goes back and the
-/// next share is as large as the last interval spent.
+/// instance takes its own; a share spent from is kept past its interval, one left idle for a
+/// whole interval goes back and the next share is as large as the last interval spent.
 #[actix_web::test]
 async fn an_instance_decides_from_its_share_and_reconciles() {
     let server = RedisServer::start();
@@ -125,19 +125,20 @@ async fn an_instance_decides_from_its_share_and_reconciles() {
     );
     assert_eq!(counted(&server, ip), 30);
 
-    // The interval passes: the first instance's unspent 9 go back, and it takes a share as
-    // large as it spent (1).
+    // The interval passes: a share spent from in it is kept, without a call.
     clock.advance(Duration::from_millis(100));
-    assert_eq!(
-        test::call_service(&one, get(ip).to_request())
-            .await
-            .status(),
-        200
-    );
+    let kept = test::call_service(&one, get(ip).to_request()).await;
+    assert_eq!(kept.status(), 200);
+    assert_eq!(server.scripts_run() - calls, 3, "the share kept");
+    // A whole interval without a request: the first instance's unspent 8 go back, and it
+    // takes a share as large as its last interval spent (1).
+    clock.advance(Duration::from_millis(200));
+    let fresh = test::call_service(&one, get(ip).to_request()).await;
+    assert_eq!(fresh.status(), 200);
     until_ok(Duration::from_secs(5), || async {
         match counted(&server, ip) {
-            22 => Ok(()),
-            other => Err(format!("{other} counted, 30 - 9 + 1 expected")),
+            23 => Ok(()),
+            other => Err(format!("{other} counted, 30 - 8 + 1 expected")),
         }
     })
     .await

@@ -122,6 +122,9 @@ targets=(
     "(e) gcra, allowed|--variant project --route gcra|/allow/gcra"
     "(e) stacked, allowed|--variant project --route stacked|/allow/stacked"
     "(e) gcra, shielded 429|--variant project --route gcra|/flood/gcra"
+    "(c) actix-governor, allowed|--variant governor|/allow"
+    "(e) sync, allowed from a share|--variant project --sync|/allow/sync"
+    "(e) sync, allowed from a share, no rate-limit headers|--variant project --sync --no-headers|/allow/sync"
     "(g) answer only: the same 429, nothing decided|--variant answer-only|/flood"
 )
 

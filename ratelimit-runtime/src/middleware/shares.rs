@@ -43,9 +43,11 @@ struct State {
     until: u64,
     /// When it was taken.
     taken_at: u64,
+    /// When its interval last started: when it was taken, or kept for another interval.
+    renewed_at: u64,
     /// Units left to spend.
     left: u32,
-    /// Units spent of it.
+    /// Units spent of it in its interval.
     spent: u32,
     /// The store's figures after the units it granted (`remaining`, `reset_after`), and
     /// where they were counted; `None` when it granted none.
@@ -87,8 +89,21 @@ impl Entry {
     /// expired, or it is spent and the store was not out).
     pub(crate) fn decide(&self, limit: &Limit, units: u32, now: u64) -> Option<Decision> {
         let mut state = self.state();
-        if state.limit.as_ref() != Some(limit) || now >= state.until {
+        if state.limit.as_ref() != Some(limit) {
             return None;
+        }
+        if now >= state.until {
+            // A share spent from in its interval is kept for another while it lasts (no call:
+            // however long units are held, an instance holds at most one share); one left
+            // unspent for a whole interval, or a refusal, is asked again.
+            let interval = state.until.saturating_sub(state.renewed_at);
+            let idle = state.spent == 0 || now >= state.until.saturating_add(interval);
+            if idle || state.left < units || state.passed.is_none() {
+                return None;
+            }
+            state.renewed_at = now;
+            state.until = now.saturating_add(interval);
+            state.spent = 0;
         }
         let elapsed = Duration::from_millis(now.saturating_sub(state.taken_at));
         if state.left >= units {
@@ -147,6 +162,7 @@ impl Entry {
             limit: Some(limit),
             until,
             taken_at: now,
+            renewed_at: now,
             left: share.granted,
             spent: 0,
             passed: share.passed.and_then(|d| {
@@ -217,20 +233,26 @@ mod tests {
     }
 
     #[test]
-    fn an_expired_share_gives_back_its_rest_and_asks_for_what_was_spent() {
+    fn a_share_spent_from_lasts_and_one_left_idle_goes_back() {
         let entry = Entry::default();
         entry.took(LIMIT, share(10, 90, false), 0, 100);
         for _ in 0..3 {
             entry.decide(&LIMIT, 1, 10).unwrap();
         }
+        // Spent from in its interval: kept for the next one, without a call.
+        assert!(entry.decide(&LIMIT, 1, 100).unwrap().allowed);
+        // Left unspent for a whole interval since: asked again.
         assert!(
-            entry.decide(&LIMIT, 1, 100).is_none(),
-            "expired at its interval"
+            entry.decide(&LIMIT, 1, 300).is_none(),
+            "idle for an interval"
         );
         let next = entry.next(&LIMIT, 1, 10);
-        assert_eq!(next.ask, 3);
+        assert_eq!(
+            next.ask, 1,
+            "as much as its last interval spent, at least a request"
+        );
         let (rest, receipt) = next.give_back.expect("the unspent rest");
-        assert_eq!((rest, receipt.unwrap().counted_at_millis()), (7, 1_000));
+        assert_eq!((rest, receipt.unwrap().counted_at_millis()), (6, 1_000));
         assert!(
             entry.next(&LIMIT, 1, 10).give_back.is_none(),
             "given back once"

@@ -6,7 +6,7 @@ pub const USAGE: &str =
     "usage: bench_server --variant <none|limitation|governor|floor|floor-per-worker|answer-only|project> \
 --port <port, 0 for any free one> [--redis <url>] [--workers <n>] \
 [--route <fixed_window|sliding_window|sliding_log|gcra|stacked>] [--timeout-ms <n>] [--no-headers] \
-[--deny-list <entries>]";
+[--deny-list <entries>] [--sync]";
 
 /// What to serve, where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +25,8 @@ pub struct Options {
     /// This project only: a deny list of this many single addresses, none the client's
     /// (what a list costs a request that is on none).
     pub deny_list: Option<u32>,
+    /// This project's routes that sync (`/allow/sync`, `/hot/sync`) instead of the others.
+    pub sync: bool,
 }
 
 impl Options {
@@ -37,6 +39,7 @@ impl Options {
         let mut timeout_ms = None;
         let mut no_headers = false;
         let mut deny_list = None;
+        let mut sync = false;
         while let Some(flag) = args.next() {
             let mut value = || args.next().ok_or_else(|| format!("`{flag}` needs a value"));
             match flag.as_str() {
@@ -75,6 +78,7 @@ impl Options {
                     );
                 }
                 "--no-headers" => no_headers = true,
+                "--sync" => sync = true,
                 "--deny-list" => {
                     let text = value()?;
                     deny_list = Some(
@@ -96,6 +100,11 @@ impl Options {
         if no_headers && variant != Variant::Project {
             return Err(format!("`--no-headers` is for `project`, not `{variant}`"));
         }
+        if sync && (variant != Variant::Project || route.is_some()) {
+            return Err(format!(
+                "`--sync` is for `project` without `--route`, not `{variant}`"
+            ));
+        }
         if deny_list.is_some() && variant != Variant::Project {
             return Err(format!("`--deny-list` is for `project`, not `{variant}`"));
         }
@@ -113,6 +122,7 @@ impl Options {
             timeout_ms,
             no_headers,
             deny_list,
+            sync,
         })
     }
 
