@@ -653,7 +653,6 @@ impl Limiter {
         if let Some(decision) = entry.decide(limit, units, self.local_now()) {
             return Ok(decision);
         }
-        let started = Instant::now();
         let (timer, budget) = self.store_timer(handle);
         let whole = ratelimit_grammar::share_of(
             limit.max(),
@@ -690,16 +689,7 @@ impl Limiter {
                 decision
             }))
         };
-        let taken = match timer {
-            Some(timeout) => tokio::time::timeout(timeout, taken)
-                .await
-                .unwrap_or_else(|_| Err(StoreError::timeout(budget))),
-            None => taken.await,
-        };
-        let waited = started.elapsed();
-        handle.add_store_wait(waited);
-        telemetry::store_latency(&route.metrics, span, waited);
-        match taken {
+        match self.timed(handle, route, span, timer, budget, taken).await {
             Ok(Some(decision)) => Ok(decision),
             // A store that takes no shares; or one that granted fewer units than the
             // request costs and said nothing of when to retry (a store of the app's own).
@@ -748,7 +738,6 @@ impl Limiter {
         cost: Option<u32>,
         stack: Rc<[Limit]>,
     ) -> Result<Decision, StoreError> {
-        let started = Instant::now();
         let weighed = cost.map(|cost| super::cost::costed(&stack, cost));
         let limits = weighed.as_deref().unwrap_or(&stack);
         let request = CheckRequest {
@@ -761,17 +750,34 @@ impl Limiter {
             (Some(_), Some(timeout)) => self.store.check_within(request, timeout),
             _ => self.store.check(request),
         };
-        let checked = match timer {
-            Some(timeout) => tokio::time::timeout(timeout, check)
+        let checked = self.timed(handle, route, span, timer, budget, check).await;
+        let decision = checked.and_then(|decision| well_formed(decision, limits.len()))?;
+        Ok(self.without_bans(key, route, span, decision))
+    }
+
+    /// `call` bounded by `timer` (a timeout answers that `budget` was spent), its wait
+    /// added to the request's and recorded as the route's store latency: a store call off
+    /// the hot path (which keeps its own, for its future's layout).
+    async fn timed<T>(
+        &self,
+        handle: &LimiterHandle,
+        route: &RouteInfo,
+        span: &tracing::Span,
+        timer: Option<Duration>,
+        budget: Duration,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let started = Instant::now();
+        let done = match timer {
+            Some(timeout) => tokio::time::timeout(timeout, call)
                 .await
                 .unwrap_or_else(|_| Err(StoreError::timeout(budget))),
-            None => check.await,
+            None => call.await,
         };
         let waited = started.elapsed();
         handle.add_store_wait(waited);
         telemetry::store_latency(&route.metrics, span, waited);
-        let decision = checked.and_then(|decision| well_formed(decision, limits.len()))?;
-        Ok(self.without_bans(key, route, span, decision))
+        done
     }
 
     /// `decision` on a stack with its bans first, the bans taken off: each ban that refused
