@@ -203,7 +203,7 @@ async fn invalid_overrides_are_refused_whole_with_the_attributes_messages() {
     assert_eq!(overrides.in_force()[0].1.source, Source::Redis);
 
     for (field, value, message) in [
-        ("GET /search", r#"limt = 5, window = "1m""#, "unknown key `limt`; expected one of `limit`, `window`, `identity`, `algorithm`, `fail`, `count`, `block`, `cost`, `cost_from`, `budget`, `concurrency`, `lease`, `wait`, `ban`, `shadow`, `headers`, `enforce`, `tier`, `exempt`, `crate`; did you mean `limit`?"),
+        ("GET /search", r#"limt = 5, window = "1m""#, "unknown key `limt`; expected one of `limit`, `window`, `identity`, `algorithm`, `fail`, `count`, `block`, `cost`, `cost_from`, `budget`, `concurrency`, `lease`, `wait`, `ban`, `sync`, `shadow`, `headers`, `enforce`, `tier`, `exempt`, `crate`; did you mean `limit`?"),
         ("GET /serch", r#"limit = 5, window = "1m""#, "`GET /serch` names no declared route of this App; did you mean `GET /search`?"),
         ("GET /search", r#"limit = 5, window = "40d""#, "31 days"),
         ("GET /health", r#"limit = 5, window = "1m""#, "`GET /health` is declared exempt"),

@@ -234,3 +234,33 @@ async fn a_failing_store_refuses_within_the_timeout() {
         started.elapsed()
     );
 }
+
+/// While the store hangs, the requests of one hot key waiting for the call in flight are
+/// bounded by the timeout too: twenty at once all answer 503 within it, not one after
+/// another.
+#[actix_web::test]
+async fn waiting_for_a_hung_call_is_bounded_too() {
+    let server = RedisServer::start();
+    let clock = ManualClock::at(T0);
+    let app = test::init_service(
+        App::new()
+            .service(feed)
+            .wrap(limiter(&server, &clock).await),
+    )
+    .await;
+    let first = test::call_service(&app, get("203.0.113.11").to_request()).await;
+    assert_eq!(first.status(), 200);
+    server.pause();
+    let started = Instant::now();
+    let calls = (0..20).map(|_| test::call_service(&app, get("203.0.113.12").to_request()));
+    let answers = futures_util::future::join_all(calls).await;
+    let took = started.elapsed();
+    server.resume();
+    for res in answers {
+        assert_eq!(res.status(), 503);
+    }
+    assert!(
+        took < Duration::from_secs(2),
+        "{took:?} for twenty requests"
+    );
+}

@@ -97,11 +97,7 @@ impl Limiter {
     /// own and only ever compares its own readings, so a step of the system clock (an NTP
     /// correction, a VM resumed) must not hold a key refused past its retry time.
     pub(crate) fn local_now(&self) -> u64 {
-        static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
-        match self.clock.now_millis() {
-            Some(now) => now,
-            None => u64::try_from(EPOCH.elapsed().as_millis()).unwrap_or(u64::MAX),
-        }
+        local_now(&self.clock)
     }
 
     /// The decision of this process while the store fails (`fail = "local"`), at its share of
@@ -629,9 +625,12 @@ impl Limiter {
 
     /// [`check`](Self::check) of a route that syncs: the request decided from this process's
     /// share of the client's budget when it holds one, else after one store call (one per
-    /// key at a time: the others wait for its answer) that gives back the unspent rest of the
-    /// last share, off the request path, and takes a new one. Bounded as a check is; a store
-    /// that takes no shares checks the request.
+    /// key at a time: the others wait for its answer) that takes a new share; the unspent
+    /// rest of the last one goes back in a call of its own, off the request path. The call
+    /// runs in a task of its own, so that a request that gives up (its timeout, its client
+    /// gone) leaves the share it took to the others; a call that failed answers the requests
+    /// that find it for an interval. Bounded as a check is, the wait for the turn included; a
+    /// store that takes no shares checks the request.
     async fn check_synced(
         &self,
         key: &RouteKey,
@@ -643,13 +642,14 @@ impl Limiter {
         let sync = route.policy.sync().unwrap_or_default();
         let weighed = cost.map(|cost| super::cost::costed(route.policy.limits(), cost));
         let limits = weighed.as_deref().unwrap_or(route.policy.limits());
-        let [limit] = limits else {
+        let units = limits.first().map_or(0, Limit::cost);
+        // One limit (the attribute says so), and a request the batch script can count.
+        let ([limit], 1..=MAX_SHARE_UNITS) = (limits, units) else {
             return self
                 .check(key, route, handle, span, cost, Counting::Live)
                 .await;
         };
         let entry = self.shares.entry(key.base_of(limit));
-        let units = limit.cost();
         if let Some(decision) = entry.decide(limit, units, self.local_now()) {
             return Ok(decision);
         }
@@ -660,35 +660,65 @@ impl Limiter {
             sync.as_millis() as u64,
         );
         let whole = u32::try_from(whole).unwrap_or(u32::MAX);
-        let unit = limit.with_cost(1);
         let taken = async {
-            let _turn = entry.turn.lock().await;
+            let turn = Arc::clone(&entry.turn).lock_owned().await;
             // Another request may have taken a share while this one waited for its turn.
             let now = self.local_now();
             if let Some(decision) = entry.decide(limit, units, now) {
                 return Ok(Some(decision));
             }
+            entry.failure(now)?;
             let next = entry.next(limit, units, whole);
-            if let Some((rest, receipt)) = next.give_back {
+            if let Some((unit, rest, receipt)) = next.give_back {
                 self.give_back_share(key, unit, rest, receipt);
             }
-            let request = CheckRequest {
-                key,
-                limits: std::slice::from_ref(&unit),
-                now_millis: self.clock.now_millis(),
-            };
-            let Some(taking) = self.store.take_share(request, next.ask) else {
-                return Ok(None);
-            };
-            let share = taking.await?;
-            let until = now.saturating_add(sync.as_millis() as u64);
-            entry.took(*limit, share, now, until);
-            // Decided after this call: the store's.
-            Ok(entry.decide(limit, units, now).map(|mut decision| {
-                decision.from_share = false;
-                decision
-            }))
+            let (store, owned, taker) = (Arc::clone(&self.store), key.clone(), Arc::clone(&entry));
+            let (clock, unit) = (self.clock.clone(), limit.with_cost(1));
+            let interval = sync.as_millis() as u64;
+            let task = tokio::spawn(async move {
+                let _turn = turn;
+                let limits = [unit];
+                let request = CheckRequest {
+                    key: &owned,
+                    limits: &limits,
+                    now_millis: clock.now_millis(),
+                };
+                let Some(taking) = store.take_share(request, next.ask) else {
+                    return Ok(false);
+                };
+                let taken = taking.await;
+                let now = local_now(&clock);
+                match taken {
+                    Ok(share) => {
+                        taker.took(unit, share, now, now.saturating_add(interval));
+                        Ok(true)
+                    }
+                    Err(error) => {
+                        taker.failed(error.clone(), now.saturating_add(interval));
+                        Err(error)
+                    }
+                }
+            });
+            match task.await {
+                // Decided after this call: the store's.
+                Ok(Ok(true)) => {
+                    Ok(entry
+                        .decide(limit, units, self.local_now())
+                        .map(|mut decision| {
+                            decision.from_share = false;
+                            decision
+                        }))
+                }
+                Ok(Ok(false)) => Ok(None),
+                Ok(Err(error)) => Err(error),
+                Err(_) => Err(StoreError::new(
+                    StoreErrorKind::Protocol,
+                    "the call taking a share ended without an answer",
+                )),
+            }
         };
+        // Bounded in all, the wait for the turn too (the store bounds only its own call).
+        let timer = timer.or(Some(budget));
         match self.timed(handle, route, span, timer, budget, taken).await {
             Ok(Some(decision)) => Ok(decision),
             // A store that takes no shares; or one that granted fewer units than the
@@ -1649,4 +1679,17 @@ fn well_formed(decision: Decision, limits: usize) -> Result<Decision, StoreError
         ));
     }
     Ok(decision)
+}
+
+/// The most units one request of a route that syncs may cost: what the batch script counts
+/// in one call. A costlier request is checked on its own.
+const MAX_SHARE_UNITS: u32 = 100_000;
+
+/// [`Limiter::local_now`] on `clock`, for a task that outlives its request.
+fn local_now(clock: &crate::clock::Clock) -> u64 {
+    static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+    match clock.now_millis() {
+        Some(now) => now,
+        None => u64::try_from(EPOCH.elapsed().as_millis()).unwrap_or(u64::MAX),
+    }
 }

@@ -13,7 +13,7 @@ use quick_cache::sync::Cache;
 
 use crate::{
     policy::Limit,
-    store::{Decision, LimitState, Receipt, Share},
+    store::{Decision, LimitState, Receipt, Share, StoreError},
 };
 
 /// The most client keys whose shares one process keeps; the least recently used beyond it
@@ -28,16 +28,19 @@ pub(crate) struct Shares {
 
 /// One client key's share: its state, and the turn to call the store (one call per key at a
 /// time from this process; the others wait for its answer and decide from it).
+/// The turn is held by the call's own task (an owned guard), so that a request that gives up
+/// while the call is on its way lets no other request call beside it.
 #[derive(Default)]
 pub(crate) struct Entry {
     state: Mutex<State>,
-    pub(crate) turn: tokio::sync::Mutex<()>,
+    pub(crate) turn: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// What the last call for a key left, in local milliseconds.
 #[derive(Default)]
 struct State {
-    /// The limit it was taken for (an override that changes the limit starts afresh).
+    /// The limit it was taken for, at a cost of one (a share is in units, whatever each
+    /// request costs; an override that changes the limit starts afresh).
     limit: Option<Limit>,
     /// Until when it may be spent: the call's time plus the interval.
     until: u64,
@@ -55,13 +58,17 @@ struct State {
     /// What a request that finds the share spent is told until `until`, when the store
     /// granted fewer than asked; `None`: such a request calls again.
     refused: Option<LimitState>,
+    /// The error of the last call, answered to the requests that find the share spent
+    /// until the time beside it, instead of calling again one after another.
+    failed: Option<(StoreError, u64)>,
 }
 
 /// What an entry asks of the store before its next call: the units to ask for, and the
-/// unspent rest of its last share to give back, with where it was counted.
+/// unspent rest of its last share to give back: the limit it was counted in (at a cost of
+/// one), the units, and where.
 pub(crate) struct Next {
     pub(crate) ask: u32,
-    pub(crate) give_back: Option<(u32, Option<Receipt>)>,
+    pub(crate) give_back: Option<(Limit, u32, Option<Receipt>)>,
 }
 
 impl Shares {
@@ -89,7 +96,7 @@ impl Entry {
     /// expired, or it is spent and the store was not out).
     pub(crate) fn decide(&self, limit: &Limit, units: u32, now: u64) -> Option<Decision> {
         let mut state = self.state();
-        if state.limit.as_ref() != Some(limit) {
+        if state.limit != Some(limit.with_cost(1)) {
             return None;
         }
         if now >= state.until {
@@ -104,6 +111,9 @@ impl Entry {
             state.renewed_at = now;
             state.until = now.saturating_add(interval);
             state.spent = 0;
+            // What the store refused was told for the last interval: once this share is
+            // spent, it is asked again.
+            state.refused = None;
         }
         let elapsed = Duration::from_millis(now.saturating_sub(state.taken_at));
         if state.left >= units {
@@ -138,16 +148,17 @@ impl Entry {
     /// (at least `units`); and the last share's unspent rest, taken out of the entry.
     pub(crate) fn next(&self, limit: &Limit, units: u32, whole: u32) -> Next {
         let mut state = self.state();
-        let same = state.limit.as_ref() == Some(limit);
+        let same = state.limit == Some(limit.with_cost(1));
         let spent_out = state.left < units;
         let ask = if same && !spent_out {
             state.spent.max(units)
         } else {
             whole
         };
-        let give_back = (state.left > 0).then(|| {
+        let counted_in = state.limit;
+        let give_back = counted_in.filter(|_| state.left > 0).map(|counted_in| {
             let receipt = state.passed.as_ref().and_then(|(_, r)| r.clone());
-            (std::mem::take(&mut state.left), receipt)
+            (counted_in, std::mem::take(&mut state.left), receipt)
         });
         Next {
             ask: ask.clamp(units.max(1), whole.max(units)),
@@ -155,11 +166,25 @@ impl Entry {
         }
     }
 
-    /// Keeps what the store answered for `limit` at `now`, good until `until`.
-    pub(crate) fn took(&self, limit: Limit, share: Share, now: u64, until: u64) {
+    /// The error of the last call, while it answers for the entry at `now`.
+    pub(crate) fn failure(&self, now: u64) -> Result<(), StoreError> {
+        match &self.state().failed {
+            Some((error, until)) if now < *until => Err(error.clone()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Keeps the error of a call, to answer with until `until`.
+    pub(crate) fn failed(&self, error: StoreError, until: u64) {
+        self.state().failed = Some((error, until));
+    }
+
+    /// Keeps what the store answered for `unit` (the limit at a cost of one) at `now`, good
+    /// until `until`.
+    pub(crate) fn took(&self, unit: Limit, share: Share, now: u64, until: u64) {
         let mut state = self.state();
         *state = State {
-            limit: Some(limit),
+            limit: Some(unit),
             until,
             taken_at: now,
             renewed_at: now,
@@ -173,6 +198,7 @@ impl Entry {
                 .refused
                 .and_then(|d| d.limits.first().copied())
                 .filter(|s| !s.allowed),
+            failed: None,
         };
     }
 }
@@ -251,7 +277,8 @@ mod tests {
             next.ask, 1,
             "as much as its last interval spent, at least a request"
         );
-        let (rest, receipt) = next.give_back.expect("the unspent rest");
+        let (counted_in, rest, receipt) = next.give_back.expect("the unspent rest");
+        assert_eq!(counted_in, LIMIT);
         assert_eq!((rest, receipt.unwrap().counted_at_millis()), (6, 1_000));
         assert!(
             entry.next(&LIMIT, 1, 10).give_back.is_none(),
@@ -278,5 +305,37 @@ mod tests {
         // Another limit (an override changed it) starts afresh.
         let other = Limit::new(12_000, Window::from_secs(60), Algorithm::FixedWindow);
         assert!(entry.decide(&other, 1, 201).is_none());
+    }
+
+    #[test]
+    fn requests_of_any_cost_spend_one_share() {
+        let entry = Entry::default();
+        entry.took(LIMIT, share(10, 90, false), 0, 100);
+        let costly = LIMIT.with_cost(4);
+        let decision = entry.decide(&costly, 4, 1).expect("the same share");
+        assert_eq!(decision.limits[0].limit, costly);
+        assert_eq!(decision.limits[0].remaining, 96);
+        assert!(entry.decide(&LIMIT, 1, 1).unwrap().allowed);
+        assert!(entry.decide(&costly, 4, 1).unwrap().allowed, "1 left");
+        assert!(
+            entry.decide(&costly, 4, 1).is_none(),
+            "spent for a cost of 4"
+        );
+    }
+
+    #[test]
+    fn a_kept_share_forgets_the_refusal_and_a_failure_answers_for_its_interval() {
+        let entry = Entry::default();
+        entry.took(LIMIT, share(3, 0, true), 0, 100);
+        assert!(entry.decide(&LIMIT, 1, 50).unwrap().allowed);
+        // Kept into the next interval, then spent: asked again, not refused on the old
+        // grant's word.
+        assert!(entry.decide(&LIMIT, 1, 120).unwrap().allowed);
+        assert!(entry.decide(&LIMIT, 1, 121).unwrap().allowed);
+        assert!(entry.decide(&LIMIT, 1, 122).is_none());
+        let error = StoreError::new(crate::store::StoreErrorKind::Redis, "down");
+        entry.failed(error.clone(), 200);
+        assert_eq!(entry.failure(150), Err(error));
+        assert!(entry.failure(200).is_ok());
     }
 }

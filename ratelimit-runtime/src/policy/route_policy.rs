@@ -440,26 +440,29 @@ impl RoutePolicy {
     /// Each instance takes a share of the client's budget from the store in one call, the
     /// budget the limit grants in one interval (`max × sync ÷ window` units,
     /// [`share_of`](ratelimit_grammar::share_of)), counted there at once, and decides
-    /// requests from it in memory. It calls again when the share is spent, or when no
-    /// request spent from it for a whole `sync`: its rest then goes back (a call of its
-    /// own, off the request path) and a new share is taken, as large as the instance spent
-    /// in its last interval, at least one request's cost and at most a whole share. A share
-    /// still being spent from is kept past its interval, without a call. A store that
-    /// refuses refuses locally until `sync` has passed; what the store answered then is
-    /// what the 429 says.
+    /// requests from it in memory. It calls again when the share is spent, or on the first
+    /// request after a whole `sync` in which none spent from it: its rest then goes back (a
+    /// call of its own, off the request path) and a new share is taken, as large as the
+    /// instance spent in its last interval, at least one request's cost and at most a whole
+    /// share. A share still being spent from is kept past its interval, without a call. A
+    /// store that refuses refuses locally until `sync` has passed; what the store answered
+    /// then is what the 429 says. A call that fails answers the requests of that client
+    /// that need a call, for one `sync`, with its error (the route's `fail` applies).
     ///
     /// **What holds** (the store's count is exact; the instances' view of it lags by up
-    /// to `sync`): in any window the requests admitted are at most what the algorithm
-    /// admits plus one share per instance (a share taken before a window's edge is spent
-    /// after it), and at most one share per instance fewer than it admits are admitted
-    /// while shares held by other instances are unspent. The store is called once per
+    /// to `sync`): units are counted in the store before they are spent, and an instance
+    /// holds at most one share (or one request's cost, if larger) at a time, so the
+    /// requests admitted are at most what the algorithm admits plus one share per instance
+    /// (units counted before a window's edge spent after it), and fewer while shares held
+    /// by other instances are unspent. The store is called once per
     /// share, once per `sync` per instance while the budget is spent, and once per share
     /// left idle. Headers report the remaining the store
     /// answered at the last call plus the share left. Only requests the route decides as
     /// they come are decided from shares: those counted after the fact, a shadow route's,
     /// and a store that takes no shares ([`Store::take_share`](crate::store::Store::take_share),
-    /// the memory store: it decides in the process anyway) check every request. The tiers
-    /// sync as the route does.
+    /// the memory store: it decides in the process anyway) check every request, as do the
+    /// routes a limiter's ban ([`RateLimiter::ban`](crate::RateLimiter::ban)) covers: a ban
+    /// counts refusals in the store. The tiers sync as the route does.
     ///
     /// ```
     /// use ratelimit_runtime::{Algorithm, FailMode, Identity, Limit, RoutePolicy, Window};
