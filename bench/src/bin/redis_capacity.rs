@@ -90,6 +90,20 @@ const PROJECT_ROWS: [&str; 5] = [
     "stacked",
 ];
 
+/// A project row's yardstick (issue 52): the reference script with the same clock read and
+/// key layout, answering no figure (its index in [`REFERENCES`]), and the target ratio to it.
+fn yardstick(row: &str) -> (usize, f64) {
+    match row {
+        // A window's count is a field of the limit's hash, as `floor_window_field.lua` keeps it.
+        "fixed_window" => (2, 0.92),
+        "sliding_window" => (2, 0.80),
+        "stacked" => (2, 0.45),
+        // One key, no field: `floor_clock.lua`.
+        "gcra" => (1, 0.75),
+        _ => (1, 0.55),
+    }
+}
+
 /// One measurement: checks decided, Redis CPU seconds, wall seconds.
 #[derive(Clone, Copy, Default)]
 struct Measured {
@@ -299,8 +313,8 @@ fn main() -> Result<(), String> {
     println!(
         "Redis capacity per core: {rounds} round(s) of {duration:?} per row, {CONNECTIONS} connections x {IN_FLIGHT_PER_CONNECTION} in flight, {IDENTITIES} identities; Redis on CPU 0, this client on CPU 1\n"
     );
-    println!("| row | checks/s achieved | Redis busy | Redis CPU per check | checks/s per Redis core | × floor |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("| row | checks/s achieved | Redis busy | Redis CPU per check | checks/s per Redis core | × floor | × its reference | target |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for (v, variant) in variants.iter().enumerate() {
         let name = match variant {
             Variant::Reference(script) => REFERENCES[*script].0,
@@ -322,10 +336,40 @@ fn main() -> Result<(), String> {
                 .map(|(m, floor)| per_core(m) / floor)
                 .collect(),
         );
+        // The project's rows against their own reference, round by round too.
+        let against = match variant {
+            Variant::Reference(_) => String::from(" | |"),
+            Variant::Project(name) => {
+                let (reference, target) = yardstick(name);
+                let reference_row = variants
+                    .iter()
+                    .position(|v| *v == Variant::Reference(reference))
+                    .expect("every reference is measured");
+                let ratio = median(
+                    rows.iter()
+                        .zip(&results[reference_row])
+                        .map(|(m, r)| per_core(m) / per_core(r))
+                        .collect(),
+                );
+                format!(
+                    " ×{ratio:.2} ({}) | ×{target:.2} |",
+                    reference_label(reference)
+                )
+            }
+        };
         println!(
-            "| {name} | {achieved:.0} | {:.0} % | {cpu_per_check:.2} µs | {capacity:.0} | ×{ratio:.2} |",
+            "| {name} | {achieved:.0} | {:.0} % | {cpu_per_check:.2} µs | {capacity:.0} | ×{ratio:.2} |{against}",
             busy * 100.0
         );
     }
     Ok(())
+}
+
+/// A reference script's short name, for the ratio column.
+fn reference_label(index: usize) -> &'static str {
+    match index {
+        0 => "floor",
+        1 => "floor_clock",
+        _ => "floor_window_field",
+    }
 }
