@@ -28,6 +28,7 @@ pub(crate) struct Shares {
 
 /// One client key's share: its state, and the turn to call the store (one call per key at a
 /// time from this process; the others wait for its answer and decide from it).
+///
 /// The turn is held by the call's own task (an owned guard), so that a request that gives up
 /// while the call is on its way lets no other request call beside it.
 #[derive(Default)]
