@@ -51,6 +51,18 @@ async fn limiter(server: &RedisServer, clock: &ManualClock) -> RateLimiter {
     RateLimiter::new(store).clock(clock.clone())
 }
 
+/// One instance of the app: `/feed` behind a limiter of its own on `server`.
+async fn instance(
+    server: &RedisServer,
+    clock: &ManualClock,
+) -> impl actix_web::dev::Service<
+    actix_http::Request,
+    Response = ServiceResponse<impl actix_web::body::MessageBody>,
+    Error = actix_web::Error,
+> {
+    test::init_service(App::new().service(feed).wrap(limiter(server, clock).await)).await
+}
+
 /// What the fixed-window counters of `ip` hold in all.
 fn counted(server: &RedisServer, ip: &str) -> u64 {
     let mut connection = server.connection();
@@ -73,18 +85,8 @@ fn counted(server: &RedisServer, ip: &str) -> u64 {
 async fn an_instance_decides_from_its_share_and_reconciles() {
     let server = RedisServer::start();
     let clock = ManualClock::at(T0);
-    let one = test::init_service(
-        App::new()
-            .service(feed)
-            .wrap(limiter(&server, &clock).await),
-    )
-    .await;
-    let two = test::init_service(
-        App::new()
-            .service(feed)
-            .wrap(limiter(&server, &clock).await),
-    )
-    .await;
+    let one = instance(&server, &clock).await;
+    let two = instance(&server, &clock).await;
     let ip = "203.0.113.7";
     // The script is loaded by a first call of another client.
     assert_eq!(
@@ -154,8 +156,7 @@ async fn instances_together_admit_at_most_the_limit() {
     let clock = ManualClock::at(T0);
     let mut apps = Vec::new();
     for _ in 0..3 {
-        let limiter = limiter(&server, &clock).await;
-        apps.push(test::init_service(App::new().service(feed).wrap(limiter)).await);
+        apps.push(instance(&server, &clock).await);
     }
     let ip = "198.51.100.7";
     let calls = server.scripts_run();
@@ -212,12 +213,7 @@ async fn on_the_memory_store_every_request_is_decided_exactly() {
 async fn a_failing_store_refuses_within_the_timeout() {
     let mut server = RedisServer::start();
     let clock = ManualClock::at(T0);
-    let app = test::init_service(
-        App::new()
-            .service(feed)
-            .wrap(limiter(&server, &clock).await),
-    )
-    .await;
+    let app = instance(&server, &clock).await;
     assert_eq!(
         test::call_service(&app, get("203.0.113.9").to_request())
             .await
@@ -242,12 +238,7 @@ async fn a_failing_store_refuses_within_the_timeout() {
 async fn waiting_for_a_hung_call_is_bounded_too() {
     let server = RedisServer::start();
     let clock = ManualClock::at(T0);
-    let app = test::init_service(
-        App::new()
-            .service(feed)
-            .wrap(limiter(&server, &clock).await),
-    )
-    .await;
+    let app = instance(&server, &clock).await;
     let first = test::call_service(&app, get("203.0.113.11").to_request()).await;
     assert_eq!(first.status(), 200);
     server.pause();
