@@ -77,10 +77,12 @@ impl RateLimiter {
 pub(crate) fn costed(limits: &[Limit], cost: u32) -> Vec<Limit> {
     // A stack, with its bans first (a route's and the limiter's).
     debug_assert!(limits.len() <= MAX_STACKED + 2);
-    limits
-        .iter()
-        .map(|limit| limit.with_cost(cost.clamp(1, limit.max())))
-        .collect()
+    limits.iter().map(|limit| costing(limit, cost)).collect()
+}
+
+/// One limit of [`costed`]: `limit` counting `cost` units, at least one and at most its max.
+pub(crate) fn costing(limit: &Limit, cost: u32) -> Limit {
+    limit.with_cost(cost.clamp(1, limit.max()))
 }
 
 impl Limiter {

@@ -25,6 +25,7 @@ use super::{
     limiter::{BudgetState, Granted, Limiter, LimiterHandle},
     overridden::Resolved,
     route_info::RouteInfo,
+    shares::Entry,
     telemetry::{self, Client, Outcome, StoreFailure},
     waiting::{self, Turn, Waiting},
 };
@@ -638,21 +639,15 @@ impl Limiter {
         handle: &LimiterHandle,
         span: &tracing::Span,
         cost: Option<u32>,
+        share: Option<(Arc<Entry>, Limit, u32)>,
     ) -> Result<Decision, StoreError> {
-        let sync = route.policy.sync().unwrap_or_default();
-        let weighed = cost.map(|cost| super::cost::costed(route.policy.limits(), cost));
-        let limits = weighed.as_deref().unwrap_or(route.policy.limits());
-        let units = limits.first().map_or(0, Limit::cost);
-        // One limit (the attribute says so), and a request the batch script can count.
-        let ([limit], 1..=MAX_SHARE_UNITS) = (limits, units) else {
+        let Some((entry, limit, units)) = share else {
             return self
                 .check(key, route, handle, span, cost, Counting::Live)
                 .await;
         };
-        let entry = self.shares.entry(key.base_of(limit));
-        if let Some(decision) = entry.decide(limit, units, self.local_now()) {
-            return Ok(decision);
-        }
+        let limit = &limit;
+        let sync = route.policy.sync().unwrap_or_default();
         let (timer, budget) = self.store_timer(handle);
         let whole = ratelimit_grammar::share_of(
             limit.max(),
@@ -729,6 +724,28 @@ impl Limiter {
             }
             Err(error) => Err(error),
         }
+    }
+
+    /// The share a request of `cost` on a route that syncs spends from: the key's entry, the
+    /// route's one limit at the request's cost, and its units; `None` for a request checked
+    /// as on any other route (a cost past what one call counts).
+    fn share_for(
+        &self,
+        key: &RouteKey,
+        route: &RouteInfo,
+        cost: Option<u32>,
+    ) -> Option<(Arc<Entry>, Limit, u32)> {
+        let declared = route.policy.limits();
+        let limit = match cost {
+            Some(cost) => super::cost::costing(declared.first()?, cost),
+            None => *declared.first()?,
+        };
+        // One limit (the attribute says so), and a request the batch script can count.
+        let units = limit.cost();
+        if declared.len() != 1 || !(1..=MAX_SHARE_UNITS).contains(&units) {
+            return None;
+        }
+        Some((self.shares.entry(key.base_of(&limit)), limit, units))
     }
 
     /// Gives the unspent `rest` of a share of `unit` (the limit at a cost of one) back where
@@ -1324,7 +1341,22 @@ impl Limiter {
                                 .await
                         }
                         None if self.syncs(route, counting) => {
-                            Box::pin(self.check_synced(&key, route, handle, &span, cost)).await
+                            // Most requests are decided from the share in hand, without the
+                            // boxed call that takes a new one.
+                            let share = self.share_for(&key, route, cost);
+                            let now = self.local_now();
+                            let held = share
+                                .as_ref()
+                                .and_then(|(entry, limit, units)| entry.decide(limit, *units, now));
+                            match held {
+                                Some(decision) => Ok(decision),
+                                None => {
+                                    Box::pin(
+                                        self.check_synced(&key, route, handle, &span, cost, share),
+                                    )
+                                    .await
+                                }
+                            }
                         }
                         None => self.check(&key, route, handle, &span, cost, counting).await,
                     };

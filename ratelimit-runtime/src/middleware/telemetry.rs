@@ -276,7 +276,10 @@ pub(crate) fn decision_span(
 
 /// Records who decided (`store`, `flood_shield`, `local`) into a decision's span.
 pub(crate) fn decided_by(span: &Span, by: &'static str) {
-    span.record("decided_by", by);
+    // A span no subscriber takes records nothing (every request's path).
+    if !span.is_disabled() {
+        span.record("decided_by", by);
+    }
 }
 
 /// Records the client's identity kind (never its value) into a decision's span.
@@ -563,7 +566,9 @@ pub(crate) fn store_error(
 }
 
 pub(crate) fn store_latency(route: &RouteMetrics, span: &Span, elapsed: Duration) {
-    span.record("store_duration_ms", elapsed.as_secs_f64() * 1000.0);
+    if !span.is_disabled() {
+        span.record("store_duration_ms", elapsed.as_secs_f64() * 1000.0);
+    }
     let key = &route.store_duration;
     metrics::with_recorder(|recorder| {
         recorder

@@ -8,6 +8,7 @@
 //! ```text
 //! cargo run --release -p ratelimit-bench --bin redis_capacity              # 3 rounds of 3 s
 //! cargo run --release -p ratelimit-bench --bin redis_capacity -- --smoke   # 1 round of 0.5 s
+//! cargo run --release -p ratelimit-bench --bin redis_capacity -- --profile # where the time goes
 //! ```
 //!
 //! It starts its own `redis-server` on a free loopback port pinned to CPU 0 (`taskset`) and
@@ -25,12 +26,15 @@ use std::{
 };
 
 use futures_util::future::join_all;
+use profile::{Counts, Profiler};
 use ratelimit_bench::RedisServer;
 use ratelimit_runtime::{
     key::RouteKey,
     store::{CheckRequest, RedisStore, Store},
     Algorithm, IdentityPart, Limit, Window,
 };
+
+mod profile;
 
 const CONNECTIONS: usize = 8;
 const IN_FLIGHT_PER_CONNECTION: usize = 32;
@@ -43,15 +47,15 @@ type Reference = (&'static str, &'static str);
 const REFERENCES: [Reference; 3] = [
     (
         "floor (INCR + PEXPIRE)",
-        include_str!("../../scripts/floor.lua"),
+        include_str!("../../../scripts/floor.lua"),
     ),
     (
         "floor + the server's clock (TIME)",
-        include_str!("../../scripts/floor_clock.lua"),
+        include_str!("../../../scripts/floor_clock.lua"),
     ),
     (
         "floor + TIME, counted in a field per window (HINCRBY)",
-        include_str!("../../scripts/floor_window_field.lua"),
+        include_str!("../../../scripts/floor_window_field.lua"),
     ),
 ];
 
@@ -243,10 +247,15 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 fn main() -> Result<(), String> {
     let smoke = env::args().any(|a| a == "--smoke");
-    let (rounds, duration) = if smoke {
-        (1, Duration::from_millis(500))
+    let profiled = env::args().any(|a| a == "--profile");
+    // Under callgrind Redis runs some 50 times slower: one round, and a warm-up long enough
+    // to make every identity's keys.
+    let (rounds, duration, warm_up) = if profiled {
+        (1, Duration::from_secs(3), Duration::from_secs(3))
+    } else if smoke {
+        (1, Duration::from_millis(500), Duration::from_millis(300))
     } else {
-        (3, Duration::from_secs(3))
+        (3, Duration::from_secs(3), Duration::from_millis(300))
     };
     // This process on CPU 1, Redis alone on CPU 0.
     let pinned = Command::new("taskset")
@@ -257,7 +266,15 @@ fn main() -> Result<(), String> {
     if !pinned.success() {
         return Err("taskset -p -c 1 failed".to_owned());
     }
-    let redis = RedisServer::start("redis-capacity")?;
+    let dumps = env::temp_dir().join(format!("redis-capacity-profile-{}", std::process::id()));
+    let (redis, mut profiler) = if profiled {
+        std::fs::create_dir_all(&dumps).map_err(|e| e.to_string())?;
+        let redis = RedisServer::start_profiled("redis-capacity", &dumps)?;
+        let pid = redis.pid();
+        (redis, Some(Profiler::new(dumps.clone(), pid)))
+    } else {
+        (RedisServer::start("redis-capacity")?, None)
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -270,6 +287,7 @@ fn main() -> Result<(), String> {
         .chain(PROJECT_ROWS.iter().map(|name| Variant::Project(name)))
         .collect();
     let mut results: Vec<Vec<Measured>> = vec![Vec::new(); variants.len()];
+    let mut profiles: Vec<Counts> = vec![Counts::default(); variants.len()];
     runtime.block_on(async {
         for _ in 0..CONNECTIONS {
             let client = redis::Client::open(redis.url.as_str()).map_err(|e| e.to_string())?;
@@ -297,17 +315,29 @@ fn main() -> Result<(), String> {
         }
         // Warm-up: every script loaded, every key made.
         for variant in &variants {
-            load(*variant, Duration::from_millis(300), &mut stats).await?;
+            load(*variant, warm_up, &mut stats).await?;
         }
         for _ in 0..rounds {
             for (v, variant) in variants.iter().enumerate() {
+                if let Some(profiler) = &profiler {
+                    profiler.zero()?;
+                }
                 let measured = load(*variant, duration, &mut stats).await?;
+                if let Some(profiler) = &mut profiler {
+                    profiles[v] = profiler.dump()?;
+                }
                 results[v].push(measured);
             }
         }
         Ok::<(), String>(())
     })?;
 
+    if profiled {
+        drop(redis);
+        let _ = std::fs::remove_dir_all(&dumps);
+        print_profile(&variants, &results, &profiles);
+        return Ok(());
+    }
     let per_core = |m: &Measured| m.checks as f64 / m.redis_cpu.max(1e-9);
     let floor_per_core: Vec<f64> = results[0].iter().map(per_core).collect();
     println!(
@@ -363,6 +393,39 @@ fn main() -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// The instructions of a check, split as [`profile`] says, each row beside its reference.
+fn print_profile(variants: &[Variant], results: &[Vec<Measured>], profiles: &[Counts]) {
+    println!(
+        "Redis instructions per check under callgrind: 1 round of 3 s per row, {CONNECTIONS} connections x {IN_FLIGHT_PER_CONNECTION} in flight, {IDENTITIES} identities\n"
+    );
+    println!("| row | checks | instructions per check | outside the script | Lua | its commands | number formatting | number parsing | × its reference |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let per_check = |v: usize| profiles[v].per_check(results[v].iter().map(|m| m.checks).sum());
+    for (v, variant) in variants.iter().enumerate() {
+        let (name, against) = match variant {
+            Variant::Reference(script) => (REFERENCES[*script].0, String::new()),
+            Variant::Project(name) => {
+                let (reference, _) = yardstick(name);
+                let r = variants
+                    .iter()
+                    .position(|v| *v == Variant::Reference(reference))
+                    .expect("every reference is measured");
+                // Fewer instructions is more checks: the reference's count over this row's.
+                let ratio = per_check(r)[0] / per_check(v)[0].max(1.0);
+                (
+                    *name,
+                    format!("×{ratio:.2} ({})", reference_label(reference)),
+                )
+            }
+        };
+        let checks: u64 = results[v].iter().map(|m| m.checks).sum();
+        let [total, outside, lua, commands, formatting, parsing] = per_check(v);
+        println!(
+            "| {name} | {checks} | {total:.0} | {outside:.0} | {lua:.0} | {commands:.0} | {formatting:.0} | {parsing:.0} | {against} |"
+        );
+    }
 }
 
 /// A reference script's short name, for the ratio column.
