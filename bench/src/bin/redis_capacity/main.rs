@@ -371,10 +371,7 @@ fn main() -> Result<(), String> {
             Variant::Reference(_) => String::from(" | |"),
             Variant::Project(name) => {
                 let (reference, target) = yardstick(name);
-                let reference_row = variants
-                    .iter()
-                    .position(|v| *v == Variant::Reference(reference))
-                    .expect("every reference is measured");
+                let reference_row = row_of(&variants, reference);
                 let ratio = median(
                     rows.iter()
                         .zip(&results[reference_row])
@@ -395,6 +392,14 @@ fn main() -> Result<(), String> {
     Ok(())
 }
 
+/// The row of `REFERENCES[reference]` among `variants`.
+fn row_of(variants: &[Variant], reference: usize) -> usize {
+    variants
+        .iter()
+        .position(|v| *v == Variant::Reference(reference))
+        .expect("every reference is measured")
+}
+
 /// The instructions of a check, split as [`profile`] says, each row beside its reference.
 fn print_profile(variants: &[Variant], results: &[Vec<Measured>], profiles: &[Counts]) {
     println!(
@@ -408,10 +413,7 @@ fn print_profile(variants: &[Variant], results: &[Vec<Measured>], profiles: &[Co
             Variant::Reference(script) => (REFERENCES[*script].0, String::new()),
             Variant::Project(name) => {
                 let (reference, _) = yardstick(name);
-                let r = variants
-                    .iter()
-                    .position(|v| *v == Variant::Reference(reference))
-                    .expect("every reference is measured");
+                let r = row_of(variants, reference);
                 // Fewer instructions is more checks: the reference's count over this row's.
                 let ratio = per_check(r)[0] / per_check(v)[0].max(1.0);
                 (
