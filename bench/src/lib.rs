@@ -1,10 +1,12 @@
 //! What the benchmark driver (`http_bench`) and the servers it starts (`bench_server`) agree
 //! on: the server variants, the routes each one serves and the limits behind them.
 
+pub mod goal_line;
 pub mod redis_server;
 pub mod route;
 pub mod variant;
 
+pub use goal_line::Goal;
 pub use redis_server::RedisServer;
 pub use route::{Budget, ProjectRoute};
 pub use variant::Variant;

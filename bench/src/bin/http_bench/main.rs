@@ -2,15 +2,17 @@
 //! actix-governor and a one-`EVALSHA` floor, all in one run:
 //!
 //! ```text
-//! cargo run --release -p ratelimit-bench              # full run, rewrites BENCHMARKS.md (~15 min)
+//! cargo run --release -p ratelimit-bench              # full run and the other two, rewrites BENCHMARKS.md (~20 min)
 //! cargo run --release -p ratelimit-bench -- --smoke   # every server once, 2 s each (CI)
 //! ```
 //!
 //! It starts its own `redis-server` on a free loopback port, one `bench_server` per variant
 //! pinned to the server CPUs, and drives them with wrk pinned to the load CPUs; see
-//! `options::USAGE` and BENCHMARKS.md.
+//! `options::USAGE` and BENCHMARKS.md. A full run ends with `redis_capacity` and
+//! `sync_fleet` (`companions`), whose goals join its own.
 
 mod benchmarks_file;
+mod companions;
 mod exact_checks;
 mod goals;
 mod http_probe;
@@ -163,8 +165,15 @@ fn run(options: &Options, work_dir: &WorkDir) -> Result<Health, String> {
         "http_bench: Redis memory, {identities} identities × {requests_each} requests per route"
     );
     let memory = memory::run(&mut rig, identities, requests_each)?;
+    let exited = rig.servers.exited();
+    // The other benchmarks have the machine to themselves.
+    drop(rig);
+    drop(redis);
 
-    let verdicts = goals::evaluate(&results, &checks);
+    let mut verdicts = goals::evaluate(&results, &checks);
+    if !options.smoke && options.companions {
+        verdicts.extend(companions::goals());
+    }
     let report = Report {
         options,
         plan: &plan,
@@ -181,7 +190,7 @@ fn run(options: &Options, work_dir: &WorkDir) -> Result<Health, String> {
     println!("{text}");
 
     let mut problems = problems(&results, &checks, started.elapsed());
-    for target in rig.servers.exited() {
+    for target in exited {
         problems.push(format!("the `{target}` server exited during the run"));
     }
     if !problems.is_empty() {

@@ -5,6 +5,7 @@ use std::{path::PathBuf, time::Duration};
 pub const USAGE: &str = "\
 usage: http_bench [--smoke] [--rounds <n>] [--duration <seconds>] [--workers <n>]
                   [--server-cpus <list>] [--load-cpus <list>] [--out <file> | --no-write]
+                  [--http-only]
 
   --smoke          each server, one scenario (hot key, 64 connections), 2 s, one round;
                    exits 1 when a server fails or an allowed request is refused
@@ -15,7 +16,9 @@ usage: http_bench [--smoke] [--rounds <n>] [--duration <seconds>] [--workers <n>
   --load-cpus      CPUs wrk and redis-server are pinned to (default 1)
   --out            the file whose generated section is rewritten (default BENCHMARKS.md at
                    the workspace root; a smoke run writes nothing unless --out is given)
-  --no-write       print only";
+  --no-write       print only
+  --http-only      a full run without redis_capacity and sync_fleet after it (whose goals
+                   join the table otherwise; ~5 min)";
 
 /// How a run is shaped.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +31,8 @@ pub struct Options {
     pub load_cpus: String,
     /// Where to write the results section, if anywhere.
     pub out: Option<PathBuf>,
+    /// Whether a full run ends with `redis_capacity` and `sync_fleet`.
+    pub companions: bool,
 }
 
 /// BENCHMARKS.md beside the workspace's Cargo.toml.
@@ -45,6 +50,7 @@ impl Options {
         let mut load_cpus = "1".to_owned();
         let mut out = None;
         let mut write = true;
+        let mut companions = true;
         while let Some(flag) = args.next() {
             let mut value = || args.next().ok_or_else(|| format!("`{flag}` needs a value"));
             match flag.as_str() {
@@ -58,6 +64,7 @@ impl Options {
                 "--load-cpus" => load_cpus = value()?,
                 "--out" => out = Some(PathBuf::from(value()?)),
                 "--no-write" => write = false,
+                "--http-only" => companions = false,
                 "--help" | "-h" => return Err(String::new()),
                 other => return Err(format!("unknown argument `{other}`")),
             }
@@ -75,6 +82,7 @@ impl Options {
             server_cpus,
             load_cpus,
             out,
+            companions,
         })
     }
 
@@ -93,6 +101,9 @@ impl Options {
             self.server_cpus,
             self.load_cpus
         ));
+        if !self.smoke && !self.companions {
+            command.push_str(" --http-only");
+        }
         command
     }
 }
@@ -116,12 +127,13 @@ mod tests {
     fn a_full_run_writes_the_report_and_a_smoke_run_does_not() {
         let full = parse("").unwrap();
         assert_eq!((full.rounds, full.smoke), (3, false));
-        assert!(full.out.unwrap().ends_with("BENCHMARKS.md"));
+        assert!(full.out.as_ref().unwrap().ends_with("BENCHMARKS.md"));
         let smoke = parse("--smoke --rounds 5").unwrap();
         assert_eq!((smoke.rounds, smoke.out), (1, None));
         assert!(parse("--smoke --out x.md").unwrap().out.is_some());
         assert_eq!(parse("--no-write").unwrap().out, None);
         assert!(parse("--rounds 0").unwrap_err().contains("`--rounds`"));
         assert!(parse("--bogus").is_err());
+        assert!(full.companions && !parse("--http-only").unwrap().companions);
     }
 }

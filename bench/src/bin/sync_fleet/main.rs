@@ -51,6 +51,7 @@ use std::{
 
 use http_probe::HttpProbe;
 use pinned_process::{PinnedProcess, Readiness};
+use ratelimit_bench::Goal;
 use redis_server::RedisServer;
 use redis_stats::RedisStats;
 use work_dir::WorkDir;
@@ -209,6 +210,7 @@ fn run(options: &Options, dir: &Path) -> Result<bool, String> {
     println!("|---|---|---:|---:|---:|---:|");
     let first = answers.keys().next().copied();
     let last = answers.keys().last().copied();
+    let mut whole_windows = Vec::new();
     for (start, window) in &answers {
         // Only a window the run covered from its start to its end is whole.
         let whole = Some(*start) != first && Some(*start) != last;
@@ -225,8 +227,8 @@ fn run(options: &Options, dir: &Path) -> Result<bool, String> {
                 "-".to_owned()
             }
         );
-        if whole && window.admitted > bound {
-            met = false;
+        if whole {
+            whole_windows.push(window.admitted);
         }
     }
     let other: u64 = answers.values().map(|w| w.other).sum();
@@ -238,9 +240,25 @@ fn run(options: &Options, dir: &Path) -> Result<bool, String> {
     println!(
         "\n{sent} requests, {calls} script calls: {per_request:.4} per request (target ≤ 0.01)\n"
     );
-    if per_request > 0.01 {
-        met = false;
-    }
+    let mut goals = vec![
+        Goal {
+            goal: format!(
+                "`sync`, {INSTANCES} instances on one hot key of {LIMIT} a minute offered 3×: admitted in a whole window ≤ the limit + 1 % + a share each"
+            ),
+            figure: if whole_windows.is_empty() {
+                "no whole window".to_owned()
+            } else {
+                let admitted: Vec<String> = whole_windows.iter().map(u64::to_string).collect();
+                format!("{} (bound {bound})", admitted.join(", "))
+            },
+            met: !whole_windows.is_empty() && whole_windows.iter().all(|a| *a <= bound),
+        },
+        Goal {
+            goal: "`sync`: Redis script calls per request ≤ 0.01".to_owned(),
+            figure: format!("{per_request:.4}"),
+            met: per_request <= 0.01,
+        },
+    ];
 
     // 2. Throughput.
     let wrk = Wrk::new(&options.load_cpus, dir)?;
@@ -318,8 +336,16 @@ fn run(options: &Options, dir: &Path) -> Result<bool, String> {
     println!(
         "\n`sync` (the same answer) ÷ actix-governor ×{ratio:.2} (target ≥ ×0.90); A/A ×{noise:.2}"
     );
-    if ratio < 0.9 {
-        met = false;
+    goals.push(Goal {
+        goal: "`sync` without rate-limit headers ≥ ×0.90 actix-governor (one hot key, c64)"
+            .to_owned(),
+        figure: format!("×{ratio:.2}; noise: actix-governor again ×{noise:.2}"),
+        met: ratio >= 0.9,
+    });
+    println!();
+    for goal in &goals {
+        println!("{}", goal.line());
+        met &= goal.met;
     }
     Ok(met)
 }
