@@ -624,10 +624,11 @@ impl Limiter {
         route.policy.sync().is_some() && counting == Counting::Live && !self.shadowed(&route.policy)
     }
 
-    /// [`check`](Self::check) of a route that syncs: the request decided from this process's
-    /// share of the client's budget when it holds one, else after one store call (one per
-    /// key at a time: the others wait for its answer) that takes a new share; the unspent
-    /// rest of the last one goes back in a call of its own, off the request path. The call
+    /// [`check`](Self::check) of a route that syncs, for a request the share in hand could not
+    /// decide (`share`, from [`share_for`](Self::share_for); `None`: checked as on any route):
+    /// decided after one store call (one per key at a time: the others wait for its answer,
+    /// and decide from the new share it took); the unspent rest of the last share goes back
+    /// in a call of its own, off the request path. The call
     /// runs in a task of its own, so that a request that gives up (its timeout, its client
     /// gone) leaves the share it took to the others; a call that failed answers the requests
     /// that find it for an interval. Bounded as a check is, the wait for the turn included; a
