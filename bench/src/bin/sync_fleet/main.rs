@@ -171,7 +171,6 @@ fn server(
 fn run(options: &Options, dir: &Path) -> Result<bool, String> {
     let redis = RedisServer::start(&options.load_cpus, dir)?;
     let url = redis.url();
-    let mut met = true;
 
     // 1. The fleet.
     let mut fleet = Vec::new();
@@ -345,9 +344,8 @@ fn run(options: &Options, dir: &Path) -> Result<bool, String> {
     println!();
     for goal in &goals {
         println!("{}", goal.line());
-        met &= goal.met;
     }
-    Ok(met)
+    Ok(goals.iter().all(|goal| goal.met))
 }
 
 /// What the fleet answered in one window.
