@@ -30,6 +30,7 @@ mod report;
 mod results;
 mod rig;
 mod round_trip;
+mod section;
 mod server_binary;
 mod servers;
 mod work_dir;
@@ -204,7 +205,7 @@ fn run(options: &Options, work_dir: &WorkDir) -> Result<Health, String> {
         return Ok(Health::Faulty(problems));
     }
     if let Some(path) = &options.out {
-        benchmarks_file::write_section(path, &text)?;
+        benchmarks_file::write_section(path, &report.section())?;
         eprintln!("http_bench: wrote the results into {}", path.display());
     }
     Ok(Health::Sound)

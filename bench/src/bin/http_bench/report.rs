@@ -1,4 +1,5 @@
-//! The run's figures as Markdown: printed, and written into BENCHMARKS.md.
+//! The run's figures as Markdown, printed whole (`section` condenses them for
+//! BENCHMARKS.md).
 
 use std::{fmt::Write as _, time::Duration};
 
@@ -90,7 +91,7 @@ impl Report<'_> {
         out.push('\n');
     }
 
-    fn goals(&self, out: &mut String) {
+    pub(crate) fn goals(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "#### Goals\n\n| goal | this run | status |\n|---|---|---|"
