@@ -5,7 +5,7 @@
 #   bash bench/scripts/instructions.sh --redis [requests]    Redis's instructions instead
 #   bash bench/scripts/instructions.sh -c 64 [requests]      over 64 connections (ab -k)
 #   ROWS='deny list' bash bench/scripts/instructions.sh      only the rows whose label has
-#                                                            that text, with (a) and (f)
+#                                                            that text, with (a), (f) and (h)
 #
 # Throughput on a shared VM moves by tens of percent from one measurement to the next;
 # instruction counts do not (within 1 % between repeats), so this is how two builds of the
@@ -113,6 +113,7 @@ send() {
 targets=(
     "(a) no limiter|--variant none|/allow"
     "(f) floor per worker|--variant floor-per-worker|/allow"
+    "(h) floor (f) with the five headers|--variant floor-headers|/allow"
     "(e) fixed_window, allowed|--variant project --route fixed_window|/allow/fixed_window"
     "(e) fixed_window, allowed, no rate-limit headers|--variant project --route fixed_window --no-headers|/allow/fixed_window"
     "(e) fixed_window, allowed, a 1-entry deny list|--variant project --route fixed_window --deny-list 1|/allow/fixed_window"
@@ -140,7 +141,7 @@ ratio() { if [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { printf "×%.2f",
 for target in "${targets[@]}"; do
     IFS='|' read -r label arguments path <<<"$target"
     case $label in
-        "(a)"* | "(f)"* | "(e) fixed_window, allowed") ;;
+        "(a)"* | "(f)"* | "(h)"* | "(e) fixed_window, allowed") ;;
         *) [ -n "${ROWS:-}" ] && [[ $label != *"$ROWS"* ]] && continue ;;
     esac
     out="$work/callgrind.out"

@@ -206,25 +206,35 @@ fn one_script_call(checks: &[ExactCheck], out: &mut Vec<Verdict>) {
             out.push(not_measured(goal));
             continue;
         }
-        let figure = mine
-            .iter()
-            .map(|c| {
-                format!(
-                    "{}: {} req → {} scripts, {} conns",
-                    c.target.route.map_or("?", |r| r.name()),
-                    c.requests,
-                    c.redis.script_calls,
-                    c.redis.connections
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
+        let figure = per_route(&mine, |c| {
+            format!(
+                "{} req → {} scripts, {} conns",
+                c.requests, c.redis.script_calls, c.redis.connections
+            )
+        });
         out.push(Verdict {
             goal,
             figure,
             status: Status::of(mine.iter().all(|c| c.meets_project_promise())),
         });
     }
+}
+
+/// Each route's exact figure, `every route: …` when they all read the same.
+fn per_route(checks: &[&ExactCheck], figure: impl Fn(&ExactCheck) -> String) -> String {
+    let figures: Vec<String> = checks.iter().map(|c| figure(c)).collect();
+    if figures.windows(2).all(|pair| pair[0] == pair[1]) {
+        return format!(
+            "every route: {}",
+            figures.first().map_or("", String::as_str)
+        );
+    }
+    checks
+        .iter()
+        .zip(&figures)
+        .map(|(c, figure)| format!("{}: {figure}", c.target.route.map_or("?", |r| r.name())))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Flood: ≥ ×0.95 of (g), the same 429 answered with nothing decided, and no Redis call for
@@ -283,18 +293,9 @@ fn flood(results: &Results, checks: &[ExactCheck], out: &mut Vec<Verdict>) {
     }
     out.push(Verdict {
         goal,
-        figure: shielded
-            .iter()
-            .map(|c| {
-                format!(
-                    "{}: {} rejected → {} commands",
-                    c.target.route.map_or("?", |r| r.name()),
-                    c.rejected,
-                    c.redis.commands
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; "),
+        figure: per_route(&shielded, |c| {
+            format!("{} rejected → {} commands", c.rejected, c.redis.commands)
+        }),
         status: Status::of(
             shielded
                 .iter()
@@ -360,6 +361,37 @@ mod tests {
 
     fn row(cell: Cell, target: Target, rps: &[f64], p50: &[f64]) -> Row {
         Row::for_test(cell, target, rps, p50)
+    }
+
+    /// Routes that read the same are one figure; one that differs names every route.
+    #[test]
+    fn exact_figures_name_the_routes_only_when_they_differ() {
+        let check = |route: ProjectRoute, rejected: u64| ExactCheck {
+            target: project(route),
+            scenario: Scenario::Flood,
+            requests: 10,
+            redis: crate::redis_stats::Counters::default(),
+            allowed: 10 - rejected,
+            rejected,
+            other: 0,
+        };
+        let figure = |c: &ExactCheck| format!("{} rejected", c.rejected);
+        let alike = [
+            check(ProjectRoute::FixedWindow, 10),
+            check(ProjectRoute::Gcra, 10),
+        ];
+        assert_eq!(
+            per_route(&alike.iter().collect::<Vec<_>>(), figure),
+            "every route: 10 rejected"
+        );
+        let unlike = [
+            check(ProjectRoute::FixedWindow, 10),
+            check(ProjectRoute::Gcra, 9),
+        ];
+        assert_eq!(
+            per_route(&unlike.iter().collect::<Vec<_>>(), figure),
+            "fixed_window: 10 rejected; gcra: 9 rejected"
+        );
     }
 
     #[test]

@@ -55,7 +55,8 @@ impl Report<'_> {
             m.load_average,
             m.kernel,
             m.redis,
-            m.wrk,
+            // `wrk -v`'s first line ends with its copyright.
+            m.wrk.split(" Copyright").next().unwrap_or_default().trim_end(),
             m.rustc,
             o.workers,
             o.server_cpus,
