@@ -32,6 +32,8 @@ impl Report<'_> {
     fn summary(&self, out: &mut String) {
         let m = self.machine;
         let o = self.options;
+        // `wrk -v`'s first line ends with its copyright.
+        let wrk = m.wrk.split(" Copyright").next().unwrap_or_default();
         let _ = writeln!(
             out,
             "### Latest run\n\n`{}` on {}: {} round(s) of {} s per measurement, {} measurements, \
@@ -55,8 +57,7 @@ impl Report<'_> {
             m.load_average,
             m.kernel,
             m.redis,
-            // `wrk -v`'s first line ends with its copyright.
-            m.wrk.split(" Copyright").next().unwrap_or_default().trim_end(),
+            wrk,
             m.rustc,
             o.workers,
             o.server_cpus,
@@ -191,7 +192,7 @@ mod tests {
             cpu_model: "a CPU".to_owned(),
             kernel: "6".to_owned(),
             redis: "7.0.15".to_owned(),
-            wrk: "wrk 4.1.0".to_owned(),
+            wrk: "wrk 4.1.0 [epoll] Copyright (C) 2012 Will Glozer".to_owned(),
             rustc: "rustc 1.95.0".to_owned(),
             load_average: "0.10 0.20 0.30".to_owned(),
             revision: "abc1234".to_owned(),
@@ -245,6 +246,7 @@ mod tests {
             "2 min 5 s in all",
             "revision abc1234, 2 CPUs (a CPU, load 0.10 0.20 0.30 at start)",
             "a bare `PING` 55 µs",
+            "Redis 7.0.15, wrk 4.1.0 [epoll], rustc",
             "| a goal | ×1.00 | met |",
             "| (h) floor-headers | 100 | ×1.00 | 100 | ×1.00 |",
             "| (e) fixed_window | 95 | ×0.95 | 95 | ×0.95 |",
@@ -253,7 +255,7 @@ mod tests {
         ] {
             assert!(section.contains(expected), "{expected:?} in:\n{section}");
         }
-        for left_out in ["governor", "(h′)"] {
+        for left_out in ["governor", "(h′)", "Copyright"] {
             assert!(!section.contains(left_out), "{left_out:?} in:\n{section}");
         }
     }
