@@ -2,7 +2,7 @@
 //! actix-governor and a one-`EVALSHA` floor, all in one run:
 //!
 //! ```text
-//! cargo run --release -p ratelimit-bench              # full run and the other two, rewrites BENCHMARKS.md (~20 min)
+//! cargo run --release -p ratelimit-bench              # full run and the other two, rewrites BENCHMARKS.md (~30 min)
 //! cargo run --release -p ratelimit-bench -- --smoke   # every server once, 2 s each (CI)
 //! ```
 //!
