@@ -46,18 +46,7 @@ impl Report<'_> {
     fn run(&self, out: &mut String) {
         let m = self.machine;
         let o = self.options;
-        let _ = writeln!(out, "### Latest run\n");
-        let _ = writeln!(
-            out,
-            "`{}` on {}: {} round(s) of {} s per measurement, {} measurements, {} min {} s in all.\n",
-            o.command(),
-            self.date,
-            self.plan.rounds,
-            self.plan.duration.as_secs(),
-            self.plan.schedule().len(),
-            self.elapsed.as_secs() / 60,
-            self.elapsed.as_secs() % 60
-        );
+        let _ = writeln!(out, "### Latest run\n\n{}\n", self.run_line());
         let _ = writeln!(out, "| machine | |\n|---|---|");
         let rows = [
             ("workspace revision", m.revision.clone()),
@@ -89,6 +78,20 @@ impl Report<'_> {
             let _ = writeln!(out, "| {name} | {value} |");
         }
         out.push('\n');
+    }
+
+    /// The command, when, and how long: `` `cargo run …` on <date>: 3 round(s) of … ``.
+    pub(crate) fn run_line(&self) -> String {
+        format!(
+            "`{}` on {}: {} round(s) of {} s per measurement, {} measurements, {} min {} s in all.",
+            self.options.command(),
+            self.date,
+            self.plan.rounds,
+            self.plan.duration.as_secs(),
+            self.plan.schedule().len(),
+            self.elapsed.as_secs() / 60,
+            self.elapsed.as_secs() % 60
+        )
     }
 
     pub(crate) fn goals(&self, out: &mut String) {

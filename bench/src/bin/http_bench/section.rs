@@ -18,6 +18,9 @@ use crate::{
 /// The connections of the condensed tables.
 const CONNECTIONS: [usize; 2] = [64, 256];
 
+/// A target's rows at each of [`CONNECTIONS`], and its base's (when measured).
+type Pair<'a> = (Target, [&'a Row; 2], [Option<&'a Row>; 2]);
+
 impl Report<'_> {
     /// The condensed section written into BENCHMARKS.md.
     pub fn section(&self) -> String {
@@ -34,18 +37,7 @@ impl Report<'_> {
         let o = self.options;
         // `wrk -v`'s first line ends with its copyright.
         let wrk = m.wrk.split(" Copyright").next().unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "### Latest run\n\n`{}` on {}: {} round(s) of {} s per measurement, {} measurements, \
-             {} min {} s in all.\n",
-            o.command(),
-            self.date,
-            self.plan.rounds,
-            self.plan.duration.as_secs(),
-            self.plan.schedule().len(),
-            self.elapsed.as_secs() / 60,
-            self.elapsed.as_secs() % 60
-        );
+        let _ = writeln!(out, "### Latest run\n\n{}\n", self.run_line());
         let _ = writeln!(
             out,
             "Machine: revision {}, {} CPUs ({}, load {} at start), kernel {}, Redis {}, {}, {}; \
@@ -67,43 +59,31 @@ impl Report<'_> {
         );
     }
 
-    /// Every server of the hot-key cells but (b), (c), (d) and the replicas: the floors,
-    /// and this project's routes.
+    /// The floors and this project's routes on one hot key, against (h).
     fn hot_key(&self, out: &mut String) {
-        let cells = CONNECTIONS.map(|connections| Cell {
-            scenario: Scenario::HotKey,
-            connections,
-        });
         let _ = writeln!(
             out,
             "#### All allowed, one hot key (64 and 256 connections)\n\n\
              | server | c64 req/s | × (h) | c256 req/s | × (h) | scripts/req (c256) | server CPU/req (c64) | Redis CPU/req (c64) |\n\
              |---|---:|---:|---:|---:|---:|---:|---:|"
         );
-        let shown = |target: &Target| {
-            !target.replica
-                && matches!(
-                    target.variant,
-                    Variant::NoLimiter
-                        | Variant::FloorPerWorker
-                        | Variant::FloorHeaders
-                        | Variant::Project
-                )
-        };
-        for target in self.plan.targets.iter().filter(|t| shown(t)) {
-            let rows = cells.map(|cell| self.results.row(cell, *target));
-            let [Some(c64), Some(c256)] = rows else {
-                continue;
-            };
-            let base = cells.map(|cell| self.results.baseline(cell, Variant::FloorHeaders));
+        let shown = [
+            Variant::NoLimiter,
+            Variant::FloorPerWorker,
+            Variant::FloorHeaders,
+            Variant::Project,
+        ];
+        for (target, [c64, c256], [base64, base256]) in
+            self.pairs(Scenario::HotKey, &shown, Variant::FloorHeaders)
+        {
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {} | {} | {} | {} | {} |",
                 target,
                 whole(c64.rps()),
-                of(c64, base[0]),
+                of(c64, base64),
                 whole(c256.rps()),
-                of(c256, base[1]),
+                of(c256, base256),
                 per_request(c256.scripts_per_request()),
                 latency(c64.server_cpu_per_request_us()),
                 latency(c64.redis_cpu_per_request_us()),
@@ -112,42 +92,50 @@ impl Report<'_> {
         out.push('\n');
     }
 
-    /// (a), (g) and this project's routes over a limit long spent.
+    /// (a), (g) and this project's routes over a limit long spent, against (a).
     fn flood(&self, out: &mut String) {
-        let cells = CONNECTIONS.map(|connections| Cell {
-            scenario: Scenario::Flood,
-            connections,
-        });
         let _ = writeln!(
             out,
             "#### Flood: every request over a 1-per-hour limit (64 and 256 connections)\n\n\
              | server | c64 req/s | × (a) | c256 req/s | × (a) |\n|---|---:|---:|---:|---:|"
         );
-        let shown = |target: &Target| {
-            !target.replica
-                && !target.bare
-                && matches!(
-                    target.variant,
-                    Variant::NoLimiter | Variant::AnswerOnly | Variant::Project
-                )
-        };
-        for target in self.plan.targets.iter().filter(|t| shown(t)) {
-            let rows = cells.map(|cell| self.results.row(cell, *target));
-            let [Some(c64), Some(c256)] = rows else {
-                continue;
-            };
-            let base = cells.map(|cell| self.results.baseline(cell, Variant::NoLimiter));
+        let shown = [Variant::NoLimiter, Variant::AnswerOnly, Variant::Project];
+        for (target, [c64, c256], [base64, base256]) in
+            self.pairs(Scenario::Flood, &shown, Variant::NoLimiter)
+        {
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {} | {} |",
                 target,
                 whole(c64.rps()),
-                of(c64, base[0]),
+                of(c64, base64),
                 whole(c256.rps()),
-                of(c256, base[1]),
+                of(c256, base256),
             );
         }
         out.push('\n');
+    }
+
+    /// In plan order, each target of `shown` variants (no replica) measured in `scenario` at
+    /// 64 and 256 connections: its two rows, and `base`'s two.
+    fn pairs(&self, scenario: Scenario, shown: &[Variant], base: Variant) -> Vec<Pair<'_>> {
+        let cells = CONNECTIONS.map(|connections| Cell {
+            scenario,
+            connections,
+        });
+        let bases = cells.map(|cell| self.results.baseline(cell, base));
+        self.plan
+            .targets
+            .iter()
+            .filter(|t| !t.replica && shown.contains(&t.variant))
+            .filter_map(|target| {
+                let [Some(c64), Some(c256)] = cells.map(|cell| self.results.row(cell, *target))
+                else {
+                    return None;
+                };
+                Some((*target, [c64, c256], bases))
+            })
+            .collect()
     }
 }
 
