@@ -10,6 +10,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod busy_worker;
 mod cluster;
 mod cluster_failover;
 mod coalescing;

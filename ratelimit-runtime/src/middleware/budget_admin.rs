@@ -298,7 +298,7 @@ impl RateLimiter {
             .timeout
             .or_else(|| self.store.timeout())
             .unwrap_or(crate::store::DEFAULT_TIMEOUT);
-        match tokio::time::timeout(timeout, self.store.peek(request)).await {
+        match crate::store::within(timeout, self.store.peek(request)).await {
             Ok(Ok(decision)) => Ok(decision.limits),
             Ok(Err(error)) => Err(BudgetError::Store(error)),
             Err(_) => Err(BudgetError::Store(StoreError::timeout(timeout))),

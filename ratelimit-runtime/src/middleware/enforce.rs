@@ -817,7 +817,7 @@ impl Limiter {
     ) -> Result<T, StoreError> {
         let started = Instant::now();
         let done = match timer {
-            Some(timeout) => tokio::time::timeout(timeout, call)
+            Some(timeout) => crate::store::within(timeout, call)
                 .await
                 .unwrap_or_else(|_| Err(StoreError::timeout(budget))),
             None => call.await,
@@ -893,7 +893,7 @@ impl Limiter {
         let left = self
             .store_budget()
             .saturating_sub(handle.store_waited().unwrap_or_default());
-        let counted = tokio::time::timeout(left, self.store.check_within(request, left)).await;
+        let counted = crate::store::within(left, self.store.check_within(request, left)).await;
         match counted {
             Ok(Ok(decision)) => {
                 let span = tracing::Span::none();
@@ -1000,7 +1000,7 @@ impl Limiter {
                 _ => self.store.check(request),
             };
             let checked = match timer {
-                Some(timeout) => tokio::time::timeout(timeout, check)
+                Some(timeout) => crate::store::within(timeout, check)
                     .await
                     .unwrap_or_else(|_| Err(StoreError::timeout(budget))),
                 None => check.await,

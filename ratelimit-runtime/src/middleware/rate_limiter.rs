@@ -575,14 +575,14 @@ impl RateLimiter {
         let started = std::time::Instant::now();
         let mut answered = match (self.timeout, self.store.timeout()) {
             (Some(timeout), _) => {
-                tokio::time::timeout(timeout, self.store.check_within(request, timeout))
+                crate::store::within(timeout, self.store.check_within(request, timeout))
                     .await
                     .unwrap_or_else(|_| Err(StoreError::timeout(timeout)))
             }
             (None, Some(_)) => self.store.check(request).await,
             (None, None) => {
                 let timeout = crate::store::DEFAULT_TIMEOUT;
-                tokio::time::timeout(timeout, self.store.check(request))
+                crate::store::within(timeout, self.store.check(request))
                     .await
                     .unwrap_or_else(|_| Err(StoreError::timeout(timeout)))
             }
@@ -594,7 +594,7 @@ impl RateLimiter {
             // The first connection may still be being made, or failing and retried: its
             // outcome, not the request timeout, is what an operator needs to read.
             let grace = Self::STARTUP_GRACE;
-            let second = tokio::time::timeout(grace, self.store.check_within(request, grace))
+            let second = crate::store::within(grace, self.store.check_within(request, grace))
                 .await
                 .unwrap_or_else(|_| Err(StoreError::timeout(grace)));
             if !second

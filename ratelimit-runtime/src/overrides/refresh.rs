@@ -410,7 +410,7 @@ enum Connection {
 async fn within<T>(
     command: impl std::future::Future<Output = redis::RedisResult<T>>,
 ) -> redis::RedisResult<T> {
-    tokio::time::timeout(REDIS_TIMEOUT, command)
+    crate::store::within(REDIS_TIMEOUT, command)
         .await
         .unwrap_or_else(|_| Err(crate::store::no_answer_within(REDIS_TIMEOUT)))
 }

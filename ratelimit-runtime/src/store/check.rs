@@ -333,7 +333,7 @@ pub(crate) async fn adjust_within(
     let timeout = timeout
         .or_else(|| store.timeout())
         .unwrap_or(super::DEFAULT_TIMEOUT);
-    tokio::time::timeout(timeout, store.adjust(request))
+    super::within(timeout, store.adjust(request))
         .await
         .unwrap_or_else(|_| Err(StoreError::timeout(timeout)))
 }

@@ -17,6 +17,7 @@ mod script_call;
 pub(crate) use script_call::no_answer_within;
 mod sentinel;
 mod timer;
+pub(crate) use timer::{until, within};
 pub(crate) mod tls;
 
 pub use check::{

@@ -195,13 +195,11 @@ impl RedisSentinelStore {
         timeout: Duration,
     ) -> RedisResult<T> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let held = tokio::time::timeout_at(deadline, self.connection())
+        let held = super::until(deadline, self.connection())
             .await
             .map_err(|_| script_call::no_answer_within(timeout))??;
         let reply: RedisResult<Value> =
-            match tokio::time::timeout_at(deadline, cmd.query_async(&mut held.connection.clone()))
-                .await
-            {
+            match super::until(deadline, cmd.query_async(&mut held.connection.clone())).await {
                 Ok(reply) => reply,
                 Err(_) => {
                     self.primary.drop_connection(held.id);
@@ -358,7 +356,7 @@ impl RedisSentinelStore {
                     used: &used,
                     ended: false,
                 };
-                let Ok(attempt) = tokio::time::timeout_at(deadline.into(), attempt).await else {
+                let Ok(attempt) = super::until(deadline.into(), attempt).await else {
                     return Err(RedisError::from(std::io::Error::from(
                         std::io::ErrorKind::TimedOut,
                     )));

@@ -16,14 +16,14 @@
 use std::{
     cell::Cell,
     future::{poll_fn, Future},
-    pin::Pin,
+    pin::{pin, Pin},
     task::Poll,
     time::Duration,
 };
 
 use tokio::{
     runtime::{Handle, RuntimeFlavor},
-    time::{Instant, Sleep, Timeout},
+    time::{error::Elapsed, Instant, Sleep},
 };
 
 /// How long each of the keeper's two timers runs: a call's timer due later than half of it
@@ -54,10 +54,44 @@ impl Keeper {
 }
 
 /// `future` bounded by `timeout`, as [`tokio::time::timeout`], with this thread's keeper
-/// running.
-pub(crate) fn within<F: Future>(timeout: Duration, future: F) -> Timeout<F> {
+/// running, and one rule more: an answer that came in time is never a timeout.
+///
+/// A worker busy past a call's deadline (a handler computing on its thread, the process
+/// descheduled) wakes with the call's timer fired and its answer waiting in the socket,
+/// unread: the connection's own task reads it, and may run after the caller. So at the
+/// deadline the caller lets the tasks already woken run once (a yield, microseconds) and
+/// looks at its call again before giving it up; a call still unanswered then fails as at the
+/// deadline.
+pub(crate) fn within<F: Future>(
+    timeout: Duration,
+    future: F,
+) -> impl Future<Output = Result<F::Output, Elapsed>> {
     keep_ahead();
-    tokio::time::timeout(timeout, future)
+    // From now, as `tokio::time::timeout` counts; a deadline past the clock's end is none.
+    let deadline = Instant::now().checked_add(timeout);
+    async move {
+        match deadline {
+            Some(deadline) => until(deadline, future).await,
+            None => Ok(future.await),
+        }
+    }
+}
+
+/// `future` bounded by `deadline`, as [`tokio::time::timeout_at`], where an answer that came
+/// in time is never a timeout (see [`within`]), and without the keeper: for calls bounded
+/// by a deadline of their own (a Cluster's or a Sentinel's command, each try within the
+/// call's time).
+pub(crate) async fn until<F: Future>(deadline: Instant, future: F) -> Result<F::Output, Elapsed> {
+    let mut future = pin!(future);
+    let elapsed = match tokio::time::timeout_at(deadline, future.as_mut()).await {
+        Ok(output) => return Ok(output),
+        Err(elapsed) => elapsed,
+    };
+    tokio::task::yield_now().await;
+    match poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await {
+        Poll::Ready(output) => Ok(output),
+        Poll::Pending => Err(elapsed),
+    }
 }
 
 /// Marks a call made, and starts the keeper on a current-thread runtime where none runs. A

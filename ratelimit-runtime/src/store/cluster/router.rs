@@ -226,7 +226,7 @@ impl Router {
                     master,
                     ended: false,
                 };
-                let Ok(reply) = tokio::time::timeout_at(deadline.into(), attempt).await else {
+                let Ok(reply) = crate::store::until(deadline.into(), attempt).await else {
                     return Err(RedisError::from(std::io::Error::from(
                         std::io::ErrorKind::TimedOut,
                     )));
