@@ -1,15 +1,17 @@
 //! A worker busy past a call's deadline (a long handler on its thread, the process
 //! descheduled) while Redis answered in time gets the answer, not a timeout: the answer
-//! already waiting on the connection is taken before the deadline is, on a standalone Redis
-//! and on a Cluster alike.
+//! already waiting on the connection is taken before the deadline is, on a standalone Redis,
+//! a Cluster and a Sentinel primary alike.
 
 use std::time::Duration;
 
-use ratelimit_runtime::store::{CheckRequest, RedisClusterStore, RedisStore, Store};
+use ratelimit_runtime::store::{
+    CheckRequest, RedisClusterStore, RedisSentinelStore, RedisStore, Store,
+};
 
 use crate::{
     limits, login,
-    support::{RedisCluster, RedisServer},
+    support::{RedisCluster, RedisServer, SentinelSetup, MASTER_NAME},
 };
 
 const TIMEOUT: Duration = Duration::from_millis(50);
@@ -61,6 +63,19 @@ async fn an_answer_that_came_while_the_worker_was_busy_is_not_a_timeout_in_a_clu
         .await
         .unwrap();
     let store = RedisClusterStore::builder(cluster.urls())
+        .timeout(TIMEOUT)
+        .build()
+        .await
+        .unwrap();
+    answered_while_busy(&store).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_answer_that_came_while_the_worker_was_busy_is_not_a_timeout_on_a_sentinel_primary() {
+    let setup = tokio::task::spawn_blocking(SentinelSetup::start)
+        .await
+        .unwrap();
+    let store = RedisSentinelStore::builder(setup.sentinel_urls(), MASTER_NAME)
         .timeout(TIMEOUT)
         .build()
         .await
