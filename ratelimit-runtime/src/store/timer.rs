@@ -1,4 +1,5 @@
-//! Timeouts of store calls that do not wake the runtime's driver.
+//! Timeouts of store calls that do not wake the runtime's driver, and that never give up a
+//! call whose answer came in time ([`within`]).
 //!
 //! Every store call is bounded by a Tokio timer. Registering a timer due earlier than any
 //! the driver knows of makes Tokio wake its driver (an `eventfd` write, then one more return
