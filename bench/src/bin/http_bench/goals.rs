@@ -10,7 +10,7 @@ use crate::{
     exact_checks::ExactCheck,
     numbers::{latency, ratio},
     plan::{Cell, Scenario, Target},
-    results::Results,
+    results::{median, Results},
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +19,9 @@ pub enum Status {
     NotMet,
     /// This run did not measure what the goal needs (a smoke run).
     NotMeasured,
+    /// The figures reach the goal, but the same server measured twice (A/A) differed by
+    /// more than [`AA_NOISE`] in some round: the run cannot tell the goal from noise.
+    Unproven,
 }
 
 impl Status {
@@ -27,6 +30,22 @@ impl Status {
             Status::Met => "met",
             Status::NotMet => "**not met**",
             Status::NotMeasured => "not measured",
+            Status::Unproven => "**unproven** (A/A over ±5 % in a round)",
+        }
+    }
+
+    /// A throughput goal: met when `met` and every round's A/A (`noise`, when measured)
+    /// within [`AA_NOISE`] of 1, unproven when only the noise is past it.
+    fn within(met: bool, noise: Option<&[f64]>) -> Status {
+        let quiet = noise.is_none_or(|rounds| {
+            rounds
+                .iter()
+                .all(|r| r.is_finite() && (r - 1.0).abs() <= AA_NOISE)
+        });
+        match (met, quiet) {
+            (false, _) => Status::NotMet,
+            (true, true) => Status::Met,
+            (true, false) => Status::Unproven,
         }
     }
 
@@ -65,6 +84,9 @@ const STACK_AT_THE_FLOOR: f64 = 0.92;
 const ADDED_P50_OVER_FLOOR_US: f64 = 10.0;
 /// The flood's share of (g), a server answering the same 429 and deciding nothing.
 const FLOOD_OF_THE_ANSWER: f64 = 0.95;
+/// How far from ×1.00 the same server measured twice in one round (A/A) may read for a
+/// throughput goal of that cell to count as met: the goals' margins are 5 % and more.
+const AA_NOISE: f64 = 0.05;
 
 /// Every goal, one verdict per measured figure.
 pub fn evaluate(results: &Results, checks: &[ExactCheck]) -> Vec<Verdict> {
@@ -143,31 +165,46 @@ fn at_least_of_floor(
         .map(|(route, r)| format!("{route} {}", ratio(*r)))
         .collect::<Vec<_>>()
         .join(", ");
+    let noise = noise(results, cell, Variant::FloorHeaders);
     out.push(Verdict {
         goal,
         figure: with_noise(figure, results, cell, Variant::FloorHeaders),
-        status: Status::of(
+        status: Status::within(
             figures
                 .iter()
                 .all(|(route, r)| r.is_finite() && *r >= at_least(*route)),
+            noise.as_deref(),
         ),
     });
 }
 
+/// The second server of `variant` against the first in `cell`, round by round (A/A), when
+/// the run measured both.
+fn noise(results: &Results, cell: Cell, variant: Variant) -> Option<Vec<f64>> {
+    let first = results.baseline(cell, variant)?;
+    let second = results.row(cell, Target::replica_of(variant))?;
+    Some(second.throughput_ratios(first))
+}
+
 /// `figure`, followed by how far the second server of `variant` measured from the first in
-/// `cell` (A/A), when the run measured both: the noise the cell's ratios carry.
+/// `cell` (A/A), when the run measured both: the noise the cell's ratios carry, its median
+/// and, over rounds, its lowest and highest.
 fn with_noise(figure: String, results: &Results, cell: Cell, variant: Variant) -> String {
-    let replica = Target::replica_of(variant);
-    let (Some(first), Some(second)) = (results.baseline(cell, variant), results.row(cell, replica))
-    else {
+    let Some(rounds) = noise(results, cell, variant) else {
         return figure;
     };
-    format!(
+    let mut figure = format!(
         "{figure}; noise: ({}) ÷ ({}) {}",
-        replica.letter(),
+        Target::replica_of(variant).letter(),
         variant.letter(),
-        ratio(second.throughput_ratio(first))
-    )
+        ratio(median(&rounds))
+    );
+    let lowest = rounds.iter().copied().fold(f64::INFINITY, f64::min);
+    let highest = rounds.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if rounds.len() > 1 && lowest.is_finite() && highest.is_finite() {
+        let _ = write!(figure, " (rounds {}–{highest:.2})", ratio(lowest));
+    }
+    figure
 }
 
 /// `figure`, followed by (g) ÷ (a) when the run measured (g) in `cell`: the share of the no
@@ -274,11 +311,12 @@ fn flood(results: &Results, checks: &[ExactCheck], out: &mut Vec<Verdict>) {
                 results,
                 cell,
             ),
-            status: Status::of(
+            status: Status::within(
                 figures.len() == ProjectRoute::ALL.len()
                     && figures
                         .iter()
                         .all(|(_, r)| r.is_finite() && *r >= FLOOD_OF_THE_ANSWER),
+                noise(results, cell, Variant::NoLimiter).as_deref(),
             ),
         });
     }
@@ -411,7 +449,8 @@ mod tests {
                 ),
             ],
         };
-        // Round by round 0.90, 0.95, 1.20: the median is the noise figure.
+        // Round by round 0.90, 0.95, 1.20: the median is the noise figure, and the rounds
+        // its spread.
         assert_eq!(
             with_noise(
                 "x ×1.10".to_owned(),
@@ -419,7 +458,7 @@ mod tests {
                 cell,
                 Variant::FloorPerWorker
             ),
-            "x ×1.10; noise: (f′) ÷ (f) ×0.95"
+            "x ×1.10; noise: (f′) ÷ (f) ×0.95 (rounds ×0.90–1.20)"
         );
         // No replica measured: the figure alone.
         assert_eq!(
@@ -522,6 +561,60 @@ mod tests {
         let last = rows.len() - 1;
         rows[last] = row(cell, project(ProjectRoute::Stacked), &[1.0], &[181.0]);
         assert_eq!(verdict(&rows).status, Status::NotMet);
+    }
+
+    /// A throughput goal is met only when the same server measured twice (A/A) read within
+    /// 5 % of itself in every round; figures that reach the goal in a noisier run leave it
+    /// unproven, and figures short of it are not met whatever the noise.
+    #[test]
+    fn a_goal_met_in_a_noisy_run_is_unproven() {
+        let cell = Cell {
+            scenario: Scenario::HotKey,
+            connections: 256,
+        };
+        let evaluated = |replica: &[f64], route: f64| {
+            let mut rows = vec![row(
+                cell,
+                Target::of(Variant::FloorHeaders),
+                &[100.0; 3],
+                &[],
+            )];
+            rows.push(row(
+                cell,
+                Target::replica_of(Variant::FloorHeaders),
+                replica,
+                &[],
+            ));
+            rows.extend(
+                ProjectRoute::ALL
+                    .into_iter()
+                    .map(|r| row(cell, project(r), &[route; 3], &[])),
+            );
+            evaluate(&Results { rows }, &[])
+                .into_iter()
+                .find(|v| v.goal.starts_with("all allowed, hot key, c256"))
+                .unwrap()
+        };
+        let quiet = evaluated(&[96.0, 100.0, 104.0], 97.0);
+        assert_eq!(quiet.status, Status::Met);
+        assert!(
+            quiet
+                .figure
+                .ends_with("noise: (h′) ÷ (h) ×1.00 (rounds ×0.96–1.04)"),
+            "{}",
+            quiet.figure
+        );
+        let noisy = evaluated(&[94.0, 100.0, 104.0], 97.0);
+        assert_eq!(noisy.status, Status::Unproven);
+        assert!(
+            noisy.figure.ends_with("(rounds ×0.94–1.04)"),
+            "{}",
+            noisy.figure
+        );
+        assert_eq!(
+            evaluated(&[94.0, 100.0, 104.0], 90.0).status,
+            Status::NotMet
+        );
     }
 
     /// Each algorithm is held to ×0.95 of (h) and the stack to ×0.92; a goal is not "met"

@@ -84,13 +84,16 @@ impl Row {
 
     /// Median over rounds of this row's throughput divided by `other`'s in the same round.
     pub fn throughput_ratio(&self, other: &Row) -> f64 {
-        let ratios: Vec<f64> = self
-            .rps_by_round
+        median(&self.throughput_ratios(other))
+    }
+
+    /// This row's throughput divided by `other`'s, round by round.
+    pub fn throughput_ratios(&self, other: &Row) -> Vec<f64> {
+        self.rps_by_round
             .iter()
             .zip(&other.rps_by_round)
             .map(|(mine, theirs)| mine / theirs)
-            .collect();
-        median(&ratios)
+            .collect()
     }
 
     /// Median over rounds of this row's p50 minus `other`'s in the same round, microseconds.
@@ -217,6 +220,7 @@ mod tests {
         // Per round: 2, 4, 1 -> median 2 (a ratio of medians would say 100 / 50 = 2 too,
         // but only round-by-round ratios cancel drift).
         assert_eq!(a.throughput_ratio(&b), 2.0);
+        assert_eq!(a.throughput_ratios(&b), [2.0, 4.0, 1.0]);
         assert_eq!(b.added_p50_us(&a), 20.0);
         assert_eq!(b.commands_per_request(), 3.0);
         assert_eq!(b.server_cpu_per_request_us(), 50.0);
