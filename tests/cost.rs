@@ -303,20 +303,24 @@ async fn a_costly_route_answers_in_units(limiter: RateLimiter) {
     assert_eq!(header(&res, "x-ratelimit-remaining"), "0");
 
     // Failures only, 5 units each out of 10: successes give their 5 back, so any number
-    // pass; two failures spend the budget.
+    // pass, and their headers say the budget is whole; two failures spend the budget.
     for _ in 0..4 {
         let req = from("203.0.113.9")
             .uri("/sign-in")
             .set_payload("right")
             .to_request();
-        assert_eq!(test::call_service(&app, req).await.status(), 200);
+        let res = test::call_service(&app, req).await;
+        assert_eq!(res.status(), 200);
+        assert_eq!(header(&res, "x-ratelimit-remaining"), "10");
     }
-    for _ in 0..2 {
+    for left in [5, 0] {
         let req = from("203.0.113.9")
             .uri("/sign-in")
             .set_payload("wrong")
             .to_request();
-        assert_eq!(test::call_service(&app, req).await.status(), 401);
+        let res = test::call_service(&app, req).await;
+        assert_eq!(res.status(), 401);
+        assert_eq!(header(&res, "x-ratelimit-remaining"), left.to_string());
     }
     let req = from("203.0.113.9")
         .uri("/sign-in")

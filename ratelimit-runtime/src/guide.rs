@@ -65,3 +65,69 @@ pub mod testing {}
 
 #[doc = include_str!("guide/limitations.md")]
 pub mod limitations {}
+
+#[cfg(test)]
+mod tests {
+    use std::{collections::BTreeSet, fs, path::Path};
+
+    /// Every command a script runs, lowercased: what `redis.call('…')` names in the scripts
+    /// and their parts.
+    fn script_commands() -> BTreeSet<String> {
+        let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts");
+        let mut commands = BTreeSet::new();
+        for dir in [scripts.clone(), scripts.join("parts")] {
+            for file in fs::read_dir(&dir).unwrap() {
+                let path = file.unwrap().path();
+                if path.extension().is_none_or(|e| e != "lua") {
+                    continue;
+                }
+                let text = fs::read_to_string(&path).unwrap();
+                for call in text.split("redis.call(").skip(1) {
+                    let name: String = call
+                        .trim_start_matches(['\'', '"'])
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphabetic())
+                        .collect();
+                    assert!(
+                        !name.is_empty(),
+                        "{}: a call without a command name",
+                        path.display()
+                    );
+                    commands.insert(name.to_ascii_lowercase());
+                }
+            }
+        }
+        commands
+    }
+
+    /// The guide's ACL users for the services may run every command the scripts run: Redis
+    /// checks those inside a script too, and a missing one fails every call that needs it.
+    #[test]
+    fn the_guide_s_acl_users_may_run_every_command_of_the_scripts() {
+        let commands = script_commands();
+        assert!(
+            commands.contains("hincrby") && commands.contains("zadd"),
+            "{commands:?}"
+        );
+        let users: Vec<&str> = include_str!("guide/tls.md")
+            .lines()
+            .filter(|line| line.starts_with("ACL SETUSER ratelimit "))
+            .collect();
+        assert_eq!(
+            users.len(),
+            2,
+            "the guide's two lines for the services' user"
+        );
+        for user in users {
+            let granted: BTreeSet<&str> = user
+                .split_whitespace()
+                .filter_map(|rule| rule.strip_prefix('+'))
+                .collect();
+            let missing: Vec<&String> = commands
+                .iter()
+                .filter(|command| !granted.contains(command.as_str()))
+                .collect();
+            assert!(missing.is_empty(), "`{user}` lacks {missing:?}");
+        }
+    }
+}

@@ -267,7 +267,7 @@ async fn an_acl_user_with_the_guides_commands_is_decided_on_every_master() {
     let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3))
         .await
         .unwrap();
-    const COMMANDS: &str = "+evalsha +eval +time +hincrby +hget +hmget +hkeys +hdel +pttl +pexpire +zadd +zcard +zrange +zrem +zremrangebyscore +zremrangebyrank +get +set +del +ping +cluster|slots +asking";
+    const COMMANDS: &str = "+evalsha +eval +time +hincrby +hget +hmget +hkeys +hdel +pttl +pexpire +zadd +zcard +zcount +zscore +zrange +zrangebyscore +zrevrangebyscore +zrem +zremrangebyscore +zremrangebyrank +get +set +del +ping +cluster|slots +asking";
     for node in cluster.nodes() {
         let mut conn = node.connection();
         for rules in [

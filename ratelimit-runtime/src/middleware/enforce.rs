@@ -1624,13 +1624,17 @@ fn concurrency_retry(mut decision: Decision) -> Decision {
     decision
 }
 
-/// `decision` after its request gave its unit back to the limits that count failures only:
-/// one more remaining, and a budget whole again has no time left until it is whole.
+/// `decision` after its request gave its units back to the limits that count failures only:
+/// its whole cost more remaining, and a budget whole again has no time left until it is
+/// whole.
 fn failures_given_back(decision: &Decision) -> Decision {
     let mut given = decision.clone();
     for state in &mut given.limits {
         if state.limit.count() == Count::Failures {
-            state.remaining = state.remaining.saturating_add(1).min(state.limit.max());
+            state.remaining = state
+                .remaining
+                .saturating_add(state.limit.cost())
+                .min(state.limit.max());
             if state.remaining == state.limit.max() {
                 state.reset_after = Duration::ZERO;
             }

@@ -67,7 +67,8 @@ impl Keys {
     /// usernames, user ids, API keys and header values, and client addresses when the
     /// secret says so. Every instance of a fleet must share it; changing it starts every
     /// budget afresh. Without one, those values are plain SHA-256 hashes, which a dictionary
-    /// reverses, and the limiter says so once at startup.
+    /// reverses (opaque user ids, such as `42` or `usr_8f2k`, and client addresses are
+    /// written as they are), and the limiter says so once at startup.
     pub fn secret(mut self, secret: KeySecret) -> Self {
         self.secret = Some(secret);
         self
