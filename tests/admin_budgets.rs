@@ -145,6 +145,25 @@ async fn a_shared_budget_is_listed_overridden_read_and_reset_by_name() {
     assert!(out.contains("reset `budget API`"), "{out}");
     assert_eq!(demo.send("GET", "/api/search", &[key], None).await, 200);
 
+    // A route whose requests cost 10 reads in units: whole after a reset of the route, and
+    // 10 spent by one export.
+    admin_ok(
+        &env,
+        &["reset", "POST /reports/export", "--api-key", "key_abc"],
+    );
+    let export = ["state", "POST /reports/export", "--api-key", "key_abc"];
+    let out = admin_ok(&env, &export);
+    assert!(out.contains("count 0, remaining 600, whole"), "{out}");
+    assert_eq!(
+        demo.send("POST", "/reports/export", &[key], None).await,
+        202
+    );
+    let out = admin_ok(&env, &export);
+    assert!(
+        out.contains("count 10, remaining 590, whole again in"),
+        "{out}"
+    );
+
     let cleared = admin_ok(&env, &["override", "clear", "budget API"]);
     assert!(cleared.contains("cleared `budget API`"), "{cleared}");
     let routes = admin_ok(&env, &["routes"]);

@@ -655,9 +655,12 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
             }
             for (limit, state) in states {
                 // The peek answers as the next request would find it: what is left now is
-                // one more than what would be left after it.
+                // that request's cost more than what would be left after it.
                 let left = if state.allowed {
-                    state.remaining + 1
+                    state
+                        .remaining
+                        .saturating_add(limit.cost())
+                        .min(limit.max())
                 } else {
                     0
                 };
@@ -691,9 +694,10 @@ fn an_address(text: &str) -> Result<String, String> {
         .map_err(|_| format!("`{text}` is no IPv4 or IPv6 address"))
 }
 
-/// Whether a limit's budget is whole: nothing counted, nothing refused.
+/// Whether a limit's budget is whole: nothing counted, nothing refused (the peek counts the
+/// next request's cost as spent).
 fn whole(limit: &ratelimit_runtime::Limit, state: &ratelimit_runtime::store::LimitState) -> bool {
-    state.allowed && state.remaining + 1 >= limit.max()
+    state.allowed && state.remaining.saturating_add(limit.cost()) >= limit.max()
 }
 
 /// Says on stderr, when the client's every budget is whole, what would make the command
