@@ -9,7 +9,7 @@
 #
 # Throughput on a shared VM moves by tens of percent from one measurement to the next;
 # instruction counts do not (within 1 % between repeats), so this is how two builds of the
-# request path are compared (BENCHMARKS.md, section 6). Each server runs alone under
+# request path are compared (BENCHMARKS.md, "Where the time goes"). Each server runs alone under
 # `valgrind --tool=callgrind`; after a warm-up of 200 requests the counters are zeroed, then
 # `requests` sequential requests are sent over one keep-alive connection (curl, with the
 # `X-Forwarded-For` wrk sends) and the

@@ -654,16 +654,7 @@ async fn run(cli: Cli, deployment: &str) -> Result<(), String> {
                 warn_keys_unseen(&args);
             }
             for (limit, state) in states {
-                // The peek answers as the next request would find it: what is left now is
-                // that request's cost more than what would be left after it.
-                let left = if state.allowed {
-                    state
-                        .remaining
-                        .saturating_add(limit.cost())
-                        .min(limit.max())
-                } else {
-                    0
-                };
+                let left = left_now(&limit, &state);
                 let count = limit.max().saturating_sub(left);
                 let mut line = if count == 0 {
                     format!("{limit}: count 0, remaining {left}, whole")
@@ -694,10 +685,23 @@ fn an_address(text: &str) -> Result<String, String> {
         .map_err(|_| format!("`{text}` is no IPv4 or IPv6 address"))
 }
 
-/// Whether a limit's budget is whole: nothing counted, nothing refused (the peek counts the
-/// next request's cost as spent).
+/// What is left of a limit's budget now, in units. The peek answers as the next request
+/// would find it: that request's cost more than what would be left after it, or nothing
+/// when it would be refused.
+fn left_now(limit: &ratelimit_runtime::Limit, state: &ratelimit_runtime::store::LimitState) -> u32 {
+    if state.allowed {
+        state
+            .remaining
+            .saturating_add(limit.cost())
+            .min(limit.max())
+    } else {
+        0
+    }
+}
+
+/// Whether a limit's budget is whole: nothing counted, nothing refused.
 fn whole(limit: &ratelimit_runtime::Limit, state: &ratelimit_runtime::store::LimitState) -> bool {
-    state.allowed && state.remaining.saturating_add(limit.cost()) >= limit.max()
+    left_now(limit, state) >= limit.max()
 }
 
 /// Says on stderr, when the client's every budget is whole, what would make the command

@@ -27,7 +27,7 @@
 //! - Reply: one string of integers separated by single spaces, four per limit: `allowed
 //!   (0/1) remaining retry_after_ms reset_after_ms`. A string rather than an integer array:
 //!   Redis builds either at the same cost, and redis-rs parses one string for about 4k
-//!   fewer instructions than a four-element array (BENCHMARKS.md, section 6).
+//!   fewer instructions than a four-element array (BENCHMARKS.md, "Where the time goes").
 //!
 //! - The batch script (`batch.lua`, concurrent checks of one key in one call, under one limit
 //!   or a stack): `ARGV[2]`: how many checks wait, `ARGV[3]`: the member prefix (or `""`),
