@@ -2,7 +2,8 @@
 //! usernames and many addresses guessing one password are both stopped, exactly, and no
 //! limit is charged for a request another refused; on standalone Redis (one call), on a
 //! 3-master Cluster (the identities' keys in different slots: one call each, and a give-back)
-//! and in memory.
+//! and in memory; and a failures-only limit with a cost beside a per-address one gives a
+//! success's whole cost back on each of them.
 
 mod support;
 
@@ -67,6 +68,29 @@ async fn outage(_body: web::Json<Login>, reached: web::Data<Reached>) -> HttpRes
     HttpResponse::Unauthorized().finish()
 }
 
+#[derive(Deserialize)]
+struct Credentials {
+    password: String,
+}
+
+/// Failures only, 5 units of a name's 10: a success gives its whole cost back.
+#[rate_limit(limit = 100, window = "1h", identity = "ip")]
+#[rate_limit(
+    limit = 10,
+    window = "5m",
+    identity = "username",
+    count = "failures",
+    cost = 5
+)]
+#[post("/sign-in")]
+async fn sign_in(body: web::Json<Credentials>) -> HttpResponse {
+    if body.password == "right" {
+        HttpResponse::Ok().finish()
+    } else {
+        HttpResponse::Unauthorized().finish()
+    }
+}
+
 const PER_IP: Limit = Limit::new(100, Window::from_secs(3600), Algorithm::SlidingWindow);
 const PER_NAME: Limit = Limit::new(10, Window::from_secs(300), Algorithm::SlidingLog);
 const STRICT_IP: Limit = Limit::new(3, Window::from_secs(3600), Algorithm::SlidingWindow);
@@ -90,6 +114,7 @@ async fn app(
             .app_data(reached.clone())
             .service(login)
             .service(strict)
+            .service(sign_in)
             .wrap(limiter),
     )
     .await
@@ -198,6 +223,22 @@ async fn mixed(name: &str, backend: Backend) {
         )
         .await;
     assert_eq!(by_ip, 3, "{name}");
+
+    // Failures only with a cost: each success gives its whole cost (5) back, on a Cluster
+    // too, where the address's and the name's parts are separate calls with no receipt, so
+    // successes never wear the name's budget down; two failures spend it.
+    let sign_in_with = |password: &str| {
+        TestRequest::post()
+            .uri("/sign-in")
+            .peer_addr("192.0.2.20:40000".parse().unwrap())
+            .set_json(serde_json::json!({ "username": "alice", "password": password }))
+            .to_request()
+    };
+    for expected in [200, 200, 200, 200, 401, 401, 429] {
+        let password = if expected == 401 { "wrong" } else { "right" };
+        let res = test::call_service(&app, sign_in_with(password)).await;
+        assert_eq!(res.status().as_u16(), expected, "{name}");
+    }
     backend.finish().await;
 }
 
@@ -258,6 +299,11 @@ async fn per_address_and_per_username_limits_on_a_cluster() {
             slot(IdentityPart::Username, victim)
         );
     }
+    let slot = |part, value| support::key_slot(&key("/sign-in", part, value).limit_key(&STRICT_IP));
+    assert_ne!(
+        slot(IdentityPart::Ip, "192.0.2.20"),
+        slot(IdentityPart::Username, "alice")
+    );
     mixed("cluster", Backend::cluster().await).await;
 }
 

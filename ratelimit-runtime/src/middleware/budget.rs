@@ -225,8 +225,10 @@ impl Budget {
     ///
     /// # Errors
     ///
-    /// The store's, when it failed or did not answer within the timeout: the units are then
-    /// not counted.
+    /// The store's, when it failed or did not answer within the timeout. The error cannot say
+    /// whether the store ran the call: one refused or never sent counts nothing, but one that
+    /// timed out or lost its connection while the store ran it may have counted the units, so
+    /// a retry after an error may count them twice.
     pub async fn charge(&self, units: u32) -> Result<u64, StoreError> {
         let Some(state) = self.state() else {
             return Ok(0);
@@ -310,14 +312,40 @@ impl Limiter {
         if failures_only.is_empty() {
             return false;
         }
-        let change = Adjustment::GiveBack { units: 1, receipt };
         let left = self
             .store_budget()
             .saturating_sub(handle.store_waited().unwrap_or_default());
-        match self
-            .adjust_within(key, &failures_only, change, Some(left))
-            .await
-        {
+        // With a receipt the store gives back one check's worth, each limit's cost. Without
+        // one (a check split across Cluster slots, a store that gives none) it takes units as
+        // given: each limit gets its own cost back, one call per distinct cost.
+        let given = if Receipt::for_units(receipt).is_some() {
+            let change = Adjustment::GiveBack { units: 1, receipt };
+            self.adjust_within(key, &failures_only, change, Some(left))
+                .await
+        } else {
+            let mut costs: Vec<u32> = failures_only.iter().map(Limit::cost).collect();
+            costs.sort_unstable();
+            costs.dedup();
+            let calls = costs.into_iter().map(|cost| {
+                let limits: Vec<Limit> = failures_only
+                    .iter()
+                    .filter(|limit| limit.cost() == cost)
+                    .copied()
+                    .collect();
+                async move {
+                    let change = Adjustment::GiveBack {
+                        units: cost,
+                        receipt: None,
+                    };
+                    self.adjust_within(key, &limits, change, Some(left)).await
+                }
+            });
+            futures_util::future::join_all(calls)
+                .await
+                .into_iter()
+                .try_fold(0, |sum, given| given.map(|units| sum + units))
+        };
+        match given {
             Ok(_) => true,
             Err(error) => {
                 tracing::warn!(
