@@ -361,6 +361,39 @@ async fn the_route_table_shows_each_limits_cost() {
     assert!(costs.contains(&10) && costs.contains(&5), "{json}");
 }
 
+#[rate_limit(
+    limit = 30,
+    window = "1m",
+    identity = "ip",
+    algorithm = "fixed_window",
+    cost = 10
+)]
+#[rate_limit(concurrency = 2, identity = "ip")]
+#[post("/reports/heavy")]
+async fn heavy() -> impl Responder {
+    HttpResponse::Ok()
+}
+
+/// Beside 2 places at once, 20 then 10 units left at 10 a request are 2 then 1 requests:
+/// the headers report the costly limit (2 requests against 2 places: the one back last),
+/// not the concurrency limit whose 2 are fewer units.
+#[actix_web::test]
+async fn the_headers_report_the_fewest_requests_left_counting_each_limits_cost() {
+    let limiter = RateLimiter::new(MemoryStore::new()).clock(ManualClock::at(T0 + 1_000));
+    let app = test::init_service(App::new().service(heavy).wrap(limiter)).await;
+    for left in [20, 10, 0] {
+        let res =
+            test::call_service(&app, from("203.0.113.7").uri("/reports/heavy").to_request()).await;
+        assert_eq!(res.status(), 200);
+        assert_eq!(header(&res, "x-ratelimit-remaining"), left.to_string());
+        let ratelimit = header(&res, "ratelimit");
+        assert!(
+            ratelimit.starts_with(&format!("\"heavy.0\";r={left};")),
+            "{ratelimit}"
+        );
+    }
+}
+
 #[rate_limit(limit = 100, window = "1h", identity = "ip", algorithm = "gcra")]
 #[post("/batch")]
 async fn batch() -> impl Responder {

@@ -271,9 +271,7 @@ impl UsernameReader {
         // does not know the charset: then `web::Form` refuses the body. (`web::Json` reads
         // raw bytes whatever the charset.)
         let charset = req.encoding().ok();
-        let body = buffer_and_restore(req, self.limit)
-            .await
-            .ok_or(Unreadable::TooLarge)?;
+        let body = buffer_and_restore(req, self.limit).await?;
         let body = match coding {
             Some(coding) => Bytes::from(decompressed(coding, &body, self.limit)?),
             None => body,
@@ -576,6 +574,34 @@ mod tests {
             .set_payload(body)
             .to_srv_request();
         UsernameReader::default().read(&mut req).await
+    }
+
+    /// A body whose stream fails before its end (cut short, a broken chunked encoding) is
+    /// malformed, not too large: the handler's extractor answers it `400`. The bytes read
+    /// and the error are put back for the handler.
+    #[actix_web::test]
+    async fn a_body_cut_short_is_malformed_and_put_back() {
+        let parts: Vec<Result<Bytes, PayloadError>> = vec![
+            Ok(Bytes::from_static(br#"{"username":"tr"#)),
+            Err(PayloadError::Incomplete(None)),
+        ];
+        let stream: actix_http::BoxedPayloadStream = Box::pin(stream::iter(parts));
+        let (req, _) = TestRequest::post()
+            .insert_header((CONTENT_TYPE, "application/json"))
+            .insert_header((CONTENT_LENGTH, "100"))
+            .to_http_parts();
+        let mut req = ServiceRequest::from_parts(req, Payload::from(stream));
+        assert_eq!(
+            UsernameReader::default().read(&mut req).await,
+            Submitted::Unreadable(Unreadable::Malformed)
+        );
+        let mut payload = req.take_payload();
+        let first = payload.next().await.unwrap().unwrap();
+        assert_eq!(&first[..], br#"{"username":"tr"#);
+        assert!(matches!(
+            payload.next().await,
+            Some(Err(PayloadError::Incomplete(None)))
+        ));
     }
 
     /// `web::Json<T>` skips a field its type does not name without checking a number's
@@ -893,8 +919,10 @@ pub(crate) const UNREADABLE_USERNAME: &str = "\0unreadable body";
 
 /// Reads up to `limit` bytes of the body and puts everything back: the buffered bytes
 /// followed by whatever the stream still holds (including an error it produced).
-/// Returns the whole body when it fits in `limit`.
-async fn buffer_and_restore(req: &mut ServiceRequest, limit: usize) -> Option<Bytes> {
+/// Returns the whole body when it fits in `limit`; else [`Unreadable::TooLarge`] when it is
+/// over `limit`, and [`Unreadable::Malformed`] when the stream failed first (a body cut
+/// short, a broken chunked encoding), which the handler's extractor refuses with a `400`.
+async fn buffer_and_restore(req: &mut ServiceRequest, limit: usize) -> Result<Bytes, Unreadable> {
     let mut payload = req.take_payload();
     let mut buffered = BytesMut::new();
     let mut failure: Option<PayloadError> = None;
@@ -918,15 +946,18 @@ async fn buffer_and_restore(req: &mut ServiceRequest, limit: usize) -> Option<By
     let buffered = buffered.freeze();
     if complete {
         req.set_payload(bytes_payload(buffered.clone()));
-        return Some(buffered);
+        return Ok(buffered);
     }
     let head = stream::iter([Ok(buffered)]);
-    let restored: actix_http::BoxedPayloadStream = match failure {
-        Some(error) => Box::pin(head.chain(stream::iter([Err(error)]))),
-        None => Box::pin(head.chain(payload)),
+    let (restored, why): (actix_http::BoxedPayloadStream, _) = match failure {
+        Some(error) => (
+            Box::pin(head.chain(stream::iter([Err(error)]))),
+            Unreadable::Malformed,
+        ),
+        None => (Box::pin(head.chain(payload)), Unreadable::TooLarge),
     };
     req.set_payload(Payload::from(restored));
-    None
+    Err(why)
 }
 
 fn bytes_payload(bytes: Bytes) -> Payload {

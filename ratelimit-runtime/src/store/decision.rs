@@ -178,7 +178,9 @@ impl Decision {
     }
 
     /// The limit to report in headers, with its index: a rejecting one with the longest
-    /// wait, else the one with the fewest requests left, and of those the one whose budget
+    /// wait, else the one with the fewest requests left (units left over the limit's
+    /// [cost](crate::policy::Limit::cost): 10 units at 10 a request is one request, fewer
+    /// than 2 at 1 a request), and of those the one whose budget
     /// comes back last (with a per-second and a per-minute limit both spent, the per-minute
     /// one's reset is the one to report: a client that waits out only the per-second one's
     /// is still refused).
@@ -193,7 +195,10 @@ impl Decision {
     ) -> Option<(usize, &LimitState)> {
         let states = self.limits.iter().enumerate().filter(|(_, l)| keep(l));
         if self.allowed {
-            states.min_by_key(|(_, l)| (l.remaining, std::cmp::Reverse(l.reset_after)))
+            states.min_by_key(|(_, l)| {
+                let requests_left = l.remaining / l.limit.cost().max(1);
+                (requests_left, std::cmp::Reverse(l.reset_after))
+            })
         } else {
             states
                 .filter(|(_, l)| !l.allowed)
@@ -231,6 +236,20 @@ mod tests {
         }
         // Fewer left still wins over a later reset.
         let decision = Decision::new(vec![state(5, 1_000, 1, 1_000), state(5, 60_000, 3, 60_000)]);
+        assert_eq!(decision.binding().unwrap().0, 0);
+    }
+
+    #[test]
+    fn requests_left_are_units_left_over_the_cost() {
+        // 10 units left at 10 a request is one request: fewer than 2 left at 1 a request.
+        let mut costly = state(600, 3_600_000, 10, 3_600_000);
+        costly.limit = costly.limit.costing(10);
+        let decision = Decision::new(vec![state(2, 1_000, 2, 1_000), costly]);
+        assert_eq!(decision.binding().unwrap().0, 1);
+        // 19 units at 10 a request is still one request, fewer than 2.
+        let mut costly = state(600, 3_600_000, 19, 3_600_000);
+        costly.limit = costly.limit.costing(10);
+        let decision = Decision::new(vec![costly, state(2, 1_000, 2, 1_000)]);
         assert_eq!(decision.binding().unwrap().0, 0);
     }
 }
