@@ -123,7 +123,8 @@ impl Budget {
         self.binding().map(|(_, state)| state.limit.max())
     }
 
-    /// Requests left after this one in that limit.
+    /// Units left after this one in that limit (requests, unless the limit has a
+    /// [cost](crate::policy::Limit::cost)).
     pub fn remaining(&self) -> Option<u32> {
         self.binding().map(|(_, state)| state.remaining)
     }

@@ -11,7 +11,8 @@ pub struct LimitState {
     pub limit: Limit,
     /// Whether this limit alone would allow the request.
     pub allowed: bool,
-    /// Requests left in the window after this one (0 when rejected).
+    /// Units left in the window after this one (requests, unless the limit has a
+    /// [cost](crate::policy::Limit::cost)); 0 when rejected.
     pub remaining: u32,
     /// How long until a request would be allowed again (zero when allowed).
     pub retry_after: Duration,
