@@ -319,33 +319,35 @@ impl Limiter {
         // With a receipt the store gives back one check's worth, each limit's cost. Without
         // one (a check split across Cluster slots, a store that gives none) it takes units as
         // given: each limit gets its own cost back, one call per distinct cost.
-        let given = if Receipt::for_units(receipt).is_some() {
-            let change = Adjustment::GiveBack { units: 1, receipt };
-            self.adjust_within(key, &failures_only, change, Some(left))
-                .await
+        let groups: Vec<(u32, Vec<Limit>)> = if Receipt::for_units(receipt).is_some() {
+            vec![(1, failures_only)]
         } else {
             let mut costs: Vec<u32> = failures_only.iter().map(Limit::cost).collect();
             costs.sort_unstable();
             costs.dedup();
-            let calls = costs.into_iter().map(|cost| {
-                let limits: Vec<Limit> = failures_only
-                    .iter()
-                    .filter(|limit| limit.cost() == cost)
-                    .copied()
-                    .collect();
-                async move {
-                    let change = Adjustment::GiveBack {
-                        units: cost,
-                        receipt: None,
-                    };
-                    self.adjust_within(key, &limits, change, Some(left)).await
-                }
-            });
-            futures_util::future::join_all(calls)
-                .await
+            costs
                 .into_iter()
-                .try_fold(0, |sum, given| given.map(|units| sum + units))
+                .map(|cost| {
+                    let limits = failures_only
+                        .iter()
+                        .filter(|limit| limit.cost() == cost)
+                        .copied()
+                        .collect();
+                    (cost, limits)
+                })
+                .collect()
         };
+        let calls = groups.iter().map(|(units, limits)| {
+            let change = Adjustment::GiveBack {
+                units: *units,
+                receipt,
+            };
+            self.adjust_within(key, limits, change, Some(left))
+        });
+        let given = futures_util::future::join_all(calls)
+            .await
+            .into_iter()
+            .try_fold(0, |sum, given| given.map(|units| sum + units));
         match given {
             Ok(_) => true,
             Err(error) => {
